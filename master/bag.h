@@ -1,0 +1,97 @@
+/* bag.h: the campaign's tasks as read from task files, stored compactly
+ * (one arena of bytes plus a fixed-size record per task) so that a million
+ * tasks cost tens of megabytes.  The bag is append-only and knows nothing
+ * about task state; the dispatcher keeps that beside it, indexed by id.
+ *
+ * Task files:
+ *  - plain text: one shell command per line; blank lines and lines whose
+ *    first non-blank character is '#' are skipped; leading and trailing
+ *    blanks (space, tab, CR) are trimmed.  The line is stored as is and
+ *    shipped as a spec whose `sh` is the line (the agent runs plain lines
+ *    directly, without a shell).
+ *  - JSON Lines: one object per line with exactly one of
+ *      "cmd": [str, ...] (non-empty argv)  or  "sh": str
+ *    and optionally "env": {str: str}, "cwd": str, "timeout": number
+ *    (seconds, > 0), "retries": integer 0..100, "est_runtime": number
+ *    (seconds, >= 0).  Blank lines are skipped.  Any other key is an error.
+ *    The spec is stored pre-encoded (datc_task_spec_encode()).
+ *  The format comes from the extension (.jsonl / .ndjson: JSON Lines;
+ *  anything else: plain) unless given.
+ *
+ * Loading is all or nothing: on any bad line the bag is left unchanged and
+ * the error reads "FILE:LINE: what is wrong".  Checked: invalid UTF-8, a
+ * line over DATC_TASK_LINE_MAX bytes, a NUL byte, unterminated or invalid
+ * JSON, a value that is not an object, wrong types, unknown fields, both or
+ * neither of cmd/sh, empty argv, out-of-range numbers, and a file with no
+ * task at all ("FILE: no tasks"). */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define DATC_BAG_ERROR (datc_bag_error_quark ())
+GQuark datc_bag_error_quark (void);
+
+typedef enum {
+  DATC_BAG_ERROR_IO,
+  DATC_BAG_ERROR_PARSE,   /* a bad line: message is "FILE:LINE: ..." */
+  DATC_BAG_ERROR_EMPTY,   /* no task in the file */
+} DatcBagError;
+
+typedef enum {
+  DATC_TASKFILE_AUTO = 0,
+  DATC_TASKFILE_LINES,
+  DATC_TASKFILE_JSONL,
+} DatcTaskFileFormat;
+
+/* Parses "auto", "lines", "jsonl"; FALSE on anything else. */
+gboolean datc_task_file_format_parse (const char *name, DatcTaskFileFormat *out);
+
+typedef enum {
+  DATC_BAG_SPEC_LINE = 0,    /* arena bytes are the command line */
+  DATC_BAG_SPEC_PACKED = 1,  /* arena bytes are an encoded DatcTaskSpec */
+} DatcBagSpecKind;
+
+/* One task, 24 bytes. */
+typedef struct {
+  guint64 offset;     /* into the arena */
+  guint32 length;
+  guint32 line;       /* 1-based line in its file */
+  guint32 source;     /* index of the file it came from (datc_bag_source) */
+  guint8 kind;        /* DatcBagSpecKind */
+  guint8 retries;     /* extra attempts allowed after a non-zero exit */
+  guint16 reserved;
+} DatcBagTask;
+
+typedef struct DatcBag DatcBag;
+
+DatcBag *datc_bag_new (void);
+void datc_bag_free (DatcBag *bag);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcBag, datc_bag_free)
+
+/* Appends the tasks of `path`.  `sha256_hex` (may be NULL) receives the
+ * file's SHA-256 as 64 hex characters (transfer full).  Ids continue after
+ * the last task already in the bag.  Streams the file: peak memory is the
+ * stored tasks plus one line. */
+gboolean datc_bag_load_file (DatcBag *bag, const char *path,
+                             DatcTaskFileFormat format, gchar **sha256_hex,
+                             GError **error);
+/* The same for bytes in memory; `name` is used in error messages and
+ * `format` must not be AUTO unless `name` has an extension to go by. */
+gboolean datc_bag_load_data (DatcBag *bag, const char *name, const char *data,
+                             gsize len, DatcTaskFileFormat format,
+                             GError **error);
+
+guint64 datc_bag_count (const DatcBag *bag);
+/* Task `id` (1-based, <= count), transfer none. */
+const DatcBagTask *datc_bag_get (const DatcBag *bag, guint64 id);
+/* The bytes of a task's spec (line or packed spec), transfer none. */
+const guint8 *datc_bag_spec (const DatcBag *bag, const DatcBagTask *task);
+/* Name of the file a task came from, transfer none. */
+const char *datc_bag_source (const DatcBag *bag, guint32 source);
+/* A human-readable command for listings: the line, or the sh string, or
+ * the argv joined with spaces (transfer full). */
+gchar *datc_bag_describe (const DatcBag *bag, guint64 id);
+
+G_END_DECLS

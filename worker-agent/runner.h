@@ -1,0 +1,65 @@
+/* runner.h: runs tasks for the agent.  Each task is spawned with
+ * posix_spawn in its own process group, stdin from /dev/null, stdout and
+ * stderr into pipes captured up to a limit.  The runner owns one epoll fd
+ * that becomes readable whenever it has work to do (output to read, a
+ * child that exited, tracked with pidfds), so the agent's single zmq_poll
+ * loop watches one fd for all tasks.
+ *
+ * Ending a task: when the leader exits, the rest of its process group is
+ * killed before the leader is reaped (waitid WNOWAIT keeps the pgid from
+ * being reused), so nothing of a finished task lingers.  A timeout or a
+ * cancel sends SIGTERM to the group, then SIGKILL after the grace period.
+ *
+ * Captured output beyond the limit is counted, not kept; the kept bytes end
+ * with a marker line "[datc: N bytes of stdout dropped]" so the loss is
+ * visible wherever the output is read. */
+#pragma once
+
+#include <glib.h>
+#include "message.h"
+
+G_BEGIN_DECLS
+
+typedef struct DatcRunner DatcRunner;
+
+/* output_limit: bytes kept per stream (<= DATC_OUTPUT_MAX).
+ * kill_grace_ms: time between SIGTERM and SIGKILL. */
+DatcRunner *datc_runner_new (gsize output_limit, guint kill_grace_ms,
+                             GError **error);
+void datc_runner_free (DatcRunner *runner);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcRunner, datc_runner_free)
+
+/* Starts `task` (transfer none: what is needed is copied).  If the task
+ * cannot be spawned (no such program, bad cwd), it is not an error of the
+ * runner: a result with DATC_STATUS_SPAWN_FAILED is queued and returned by
+ * the next datc_runner_dispatch().  Returns FALSE only when the runner
+ * itself failed (out of fds, pipe() failed). */
+gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task,
+                            GError **error);
+
+guint datc_runner_running (DatcRunner *runner);
+
+/* The fd to poll for POLLIN. */
+int datc_runner_get_fd (DatcRunner *runner);
+
+/* Milliseconds until the runner needs dispatch() even with nothing to read
+ * (a timeout or a kill escalation is due); -1 when nothing is due. */
+int datc_runner_next_timeout_ms (DatcRunner *runner);
+
+/* Does all pending work without blocking: reads output, enforces timeouts,
+ * reaps finished tasks.  Appends each finished task's DatcResult* (transfer
+ * full) to `finished`. */
+void datc_runner_dispatch (DatcRunner *runner, GPtrArray *finished);
+
+/* Kills a running task's group (TERM, then KILL after the grace); its
+ * result comes back through dispatch() with `status` (CANCELLED or
+ * DRAINED).  Returns FALSE if no such task runs. */
+gboolean datc_runner_cancel (DatcRunner *runner, guint64 id, guint32 attempt,
+                             DatcTaskStatus status);
+/* The same for every running task. */
+void datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status);
+
+/* Keys of the running tasks (appended to `keys`, a DatcTaskKey array). */
+void datc_runner_list (DatcRunner *runner, GArray *keys);
+
+G_END_DECLS
