@@ -1,0 +1,135 @@
+/* driver.h: how the master reaches a cluster.  A site is a transport (how
+ * commands run and files move: local, ssh) times a scheduler (how a proxy
+ * becomes a batch job: fork, slurm, sge, ...).  Both are compiled-in
+ * `static const` tables of function pointers, looked up by name in one
+ * registry (registry.c); the core only calls the datc_site_* wrappers.
+ *
+ * Schedulers never run anything themselves: they turn a request into an
+ * argv for the transport and parse what came back.  That keeps every
+ * parser testable on recorded output. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define DATC_SITE_ERROR (datc_site_error_quark ())
+GQuark datc_site_error_quark (void);
+
+typedef enum {
+  DATC_SITE_ERROR_CONFIG,     /* unknown driver, bad value */
+  DATC_SITE_ERROR_TRANSPORT,  /* could not run the command at all */
+  DATC_SITE_ERROR_COMMAND,    /* the command ran and failed: message has its stderr */
+  DATC_SITE_ERROR_TIMEOUT,    /* the command did not finish in time */
+  DATC_SITE_ERROR_PARSE,      /* the scheduler's answer made no sense */
+} DatcSiteError;
+
+/* ---- transports ---------------------------------------------------- */
+
+typedef struct {
+  gint exit_status;           /* as the command's own exit code */
+  GBytes *out;
+  GBytes *err;
+} DatcCommandResult;
+
+void datc_command_result_clear (DatcCommandResult *res);
+
+typedef struct _DatcTransport DatcTransport;
+
+typedef struct {
+  const char *name;
+  /* `config` is the site's key file group (transfer none, may be NULL for
+   * the embedded local site). */
+  DatcTransport *(*open) (GKeyFile *config, const char *group, GError **error);
+  /* Runs argv (no shell unless argv says so), feeding `input` (may be NULL)
+   * on stdin, killing it after timeout_ms.  A non-zero exit is not an
+   * error here: it is in res->exit_status. */
+  gboolean (*run) (DatcTransport *t, const char *const *argv, GBytes *input,
+                   guint timeout_ms, DatcCommandResult *res, GError **error);
+  /* Writes `data` to `path` on the site with `mode`, atomically (temp +
+   * rename). */
+  gboolean (*put) (DatcTransport *t, GBytes *data, const char *path, int mode,
+                   GError **error);
+  void (*close) (DatcTransport *t);
+} DatcTransportClass;
+
+struct _DatcTransport {
+  const DatcTransportClass *klass;
+};
+
+/* ---- schedulers ---------------------------------------------------- */
+
+typedef enum {
+  DATC_PROXY_PENDING = 0,
+  DATC_PROXY_RUNNING,
+  DATC_PROXY_FINISHED,
+  DATC_PROXY_FAILED,
+  DATC_PROXY_UNKNOWN,
+} DatcProxyState;
+
+const char *datc_proxy_state_name (DatcProxyState state);
+
+/* What a proxy asks of the batch system. */
+typedef struct {
+  const char *name;           /* job name identifying campaign + proxy */
+  guint slots;
+  guint walltime_s;           /* 0: none */
+  const char *queue;          /* or NULL */
+  const char *submit_args;    /* extra arguments, split like a shell would, or NULL */
+  const char *workdir;        /* directory on the site for the script and its log */
+  const char *agent_command;  /* the shell command line that starts the agent */
+} DatcProxyRequest;
+
+typedef struct {
+  const char *name;
+  /* The whole proxy script: #! line, directives, environment that tells
+   * the agent its slots and walltime end, then the agent command. */
+  gchar *(*script) (const DatcProxyRequest *req);
+  /* argv that submits the script at `script_path` on the site. */
+  GStrv (*submit_argv) (const DatcProxyRequest *req, const char *script_path);
+  /* Job id from the submit command's result, or an error naming what the
+   * scheduler said. */
+  gboolean (*parse_submit) (const DatcCommandResult *res, gchar **job_id,
+                            GError **error);
+  /* argv that asks for the state of all `ids` in one command. */
+  GStrv (*poll_argv) (const char *const *ids);
+  /* Fills states[i] for ids[i]; an id the answer does not mention is
+   * FINISHED or UNKNOWN as the scheduler's semantics say. */
+  gboolean (*parse_poll) (const DatcCommandResult *res, const char *const *ids,
+                          DatcProxyState *states, GError **error);
+  GStrv (*cancel_argv) (const char *const *ids);
+} DatcSchedulerClass;
+
+/* ---- registry ------------------------------------------------------ */
+
+const DatcTransportClass *datc_transport_lookup (const char *name);
+const DatcSchedulerClass *datc_scheduler_lookup (const char *name);
+
+/* ---- a site: one transport instance and one scheduler ------------ */
+
+typedef struct DatcSite DatcSite;
+
+/* name: the site's name; transport/scheduler: driver names. */
+DatcSite *datc_site_new (const char *name, const char *transport,
+                         const char *scheduler, GKeyFile *config,
+                         const char *group, GError **error);
+void datc_site_free (DatcSite *site);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSite, datc_site_free)
+
+const char *datc_site_name (DatcSite *site);
+
+/* Writes the proxy script under req->workdir on the site, submits it and
+ * returns the job id (transfer full). */
+gboolean datc_site_submit (DatcSite *site, const DatcProxyRequest *req,
+                           const char *script_name, gchar **job_id,
+                           GError **error);
+/* states[i] for ids[i], one command for all of them. */
+gboolean datc_site_poll (DatcSite *site, const char *const *ids,
+                         DatcProxyState *states, GError **error);
+gboolean datc_site_cancel (DatcSite *site, const char *const *ids,
+                           GError **error);
+
+/* Timeout for every scheduler command, ms. */
+#define DATC_SITE_COMMAND_TIMEOUT_MS 30000u
+
+G_END_DECLS
