@@ -53,7 +53,7 @@ typedef enum {
   DATC_BAG_SPEC_PACKED = 1,  /* arena bytes are an encoded DatcTaskSpec */
 } DatcBagSpecKind;
 
-/* One task, 24 bytes. */
+/* One task, 32 bytes. */
 typedef struct {
   guint64 offset;     /* into the arena */
   guint32 length;
@@ -62,6 +62,8 @@ typedef struct {
   guint8 kind;        /* DatcBagSpecKind */
   guint8 retries;     /* extra attempts allowed after a non-zero exit */
   guint16 reserved;
+  guint32 est_runtime_ms; /* JSON Lines "est_runtime" in ms; 0: unknown */
+  guint32 reserved2;
 } DatcBagTask;
 
 typedef struct DatcBag DatcBag;
