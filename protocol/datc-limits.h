@@ -1,4 +1,4 @@
-/* limits.h: every size that comes from outside is checked against one of
+/* datc-limits.h: every size that comes from outside is checked against one of
  * these before anything is allocated for it.  They are in one place so the
  * master, the agent and the fuzz target agree on them. */
 #pragma once
