@@ -1,0 +1,254 @@
+/* campaign.c: create, reopen and lock a campaign directory. */
+#include "campaign.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "curve.h"
+
+G_DEFINE_QUARK (datc-campaign-error-quark, datc_campaign_error)
+
+struct DatcCampaign {
+  gchar *dir;
+  gchar *master_key, *agent_key, *agents_dir;
+  int lock_fd;
+  gboolean resumed;
+};
+
+void
+datc_campaign_free (DatcCampaign *c)
+{
+  if (c == NULL)
+    return;
+  if (c->lock_fd >= 0)
+    close (c->lock_fd);
+  g_free (c->dir);
+  g_free (c->master_key);
+  g_free (c->agent_key);
+  g_free (c->agents_dir);
+  g_free (c);
+}
+
+static gboolean
+io_fail (GError **error, const char *path)
+{
+  g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_IO, "%s: %s", path,
+               g_strerror (errno));
+  return FALSE;
+}
+
+static gboolean
+make_keys (DatcCampaign *c, GError **error)
+{
+  g_autofree gchar *keys = g_build_filename (c->dir, "keys", NULL);
+  DatcCurveKeypair kp;
+
+  if (g_mkdir_with_parents (c->agents_dir, 0700) != 0 || chmod (keys, 0700) != 0)
+    return io_fail (error, c->agents_dir);
+  if (!g_file_test (c->master_key, G_FILE_TEST_EXISTS))
+    {
+      if (!datc_curve_keypair_generate (&kp, error)
+          || !datc_curve_keypair_save (&kp, c->master_key, error))
+        return FALSE;
+      datc_curve_keypair_clear (&kp);
+    }
+  if (!g_file_test (c->agent_key, G_FILE_TEST_EXISTS))
+    {
+      if (!datc_curve_keypair_generate (&kp, error)
+          || !datc_curve_keypair_save (&kp, c->agent_key, error))
+        return FALSE;
+      datc_curve_keypair_clear (&kp);
+    }
+  return TRUE;
+}
+
+static gboolean
+write_json (const char *path, const char *task_file, const char *sha256, const char *format,
+            const char *mode, GError **error)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "version");
+  json_builder_add_int_value (b, 1);
+  json_builder_set_member_name (b, "task_file");
+  json_builder_add_string_value (b, task_file);
+  json_builder_set_member_name (b, "task_file_sha256");
+  json_builder_add_string_value (b, sha256);
+  json_builder_set_member_name (b, "format");
+  json_builder_add_string_value (b, format);
+  json_builder_set_member_name (b, "mode");
+  json_builder_add_string_value (b, mode);
+  json_builder_set_member_name (b, "created");
+  json_builder_add_int_value (b, g_get_real_time ());
+  json_builder_end_object (b);
+  g_autoptr (JsonGenerator) gen = json_generator_new ();
+  g_autoptr (JsonNode) root = json_builder_get_root (b);
+  json_generator_set_root (gen, root);
+  json_generator_set_pretty (gen, TRUE);
+  g_autofree gchar *text = json_generator_to_data (gen, NULL);
+  g_autofree gchar *with_nl = g_strconcat (text, "\n", NULL);
+  return g_file_set_contents_full (path, with_nl, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                   error);
+}
+
+static JsonObject *
+read_json (const char *path, JsonParser *parser, GError **error)
+{
+  if (!json_parser_load_from_file (parser, path, error))
+    {
+      g_prefix_error (error, "%s: ", path);
+      return NULL;
+    }
+  JsonNode *root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)
+      || !json_object_has_member (json_node_get_object (root), "task_file_sha256"))
+    {
+      g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_INVALID,
+                   "%s: not a datc campaign description", path);
+      return NULL;
+    }
+  return json_node_get_object (root);
+}
+
+gchar *
+datc_campaign_read_task_file (const char *dir, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (dir, "campaign.json", NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  JsonObject *o = read_json (path, parser, error);
+  if (o == NULL)
+    return NULL;
+  return g_strdup (json_object_get_string_member_with_default (o, "task_file", ""));
+}
+
+DatcCampaign *
+datc_campaign_open (const char *dir, const char *task_file, const char *sha256,
+                    const char *format, const char *mode, GError **error)
+{
+  g_autoptr (DatcCampaign) c = g_new0 (DatcCampaign, 1);
+  g_autofree gchar *json = g_build_filename (dir, "campaign.json", NULL);
+  g_autofree gchar *lock = g_build_filename (dir, "lock", NULL);
+
+  c->lock_fd = -1;
+  c->dir = g_canonicalize_filename (dir, NULL);
+  c->master_key = g_build_filename (c->dir, "keys", "master.key", NULL);
+  c->agents_dir = g_build_filename (c->dir, "keys", "agents", NULL);
+  c->agent_key = g_build_filename (c->agents_dir, "default.key", NULL);
+
+  if (g_mkdir_with_parents (c->dir, 0700) != 0)
+    {
+      io_fail (error, c->dir);
+      return NULL;
+    }
+  c->lock_fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (c->lock_fd < 0)
+    {
+      io_fail (error, lock);
+      return NULL;
+    }
+  if (flock (c->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    {
+      g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_BUSY,
+                   "%s: another datc master is running this campaign", c->dir);
+      return NULL;
+    }
+  if (ftruncate (c->lock_fd, 0) == 0)
+    {
+      g_autofree gchar *pid = g_strdup_printf ("%d\n", (int) getpid ());
+      if (write (c->lock_fd, pid, strlen (pid)) < 0)
+        g_debug ("%s: %s", lock, g_strerror (errno));
+    }
+
+  if (g_file_test (json, G_FILE_TEST_EXISTS))
+    {
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      JsonObject *o = read_json (json, parser, error);
+      if (o == NULL)
+        return NULL;
+      const char *old_sha = json_object_get_string_member_with_default (o, "task_file_sha256", "");
+      const char *old_file = json_object_get_string_member_with_default (o, "task_file", "?");
+      if (g_strcmp0 (old_sha, sha256) != 0)
+        {
+          g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_MISMATCH,
+                       "%s was started with task file %s; %s is a different file (sha256 "
+                       "%.12s… instead of %.12s…). Use another --dir for a new campaign",
+                       c->dir, old_file, task_file, sha256, old_sha);
+          return NULL;
+        }
+      c->resumed = TRUE;
+    }
+  else
+    {
+      g_autofree gchar *abs = g_canonicalize_filename (task_file, NULL);
+      if (!write_json (json, abs, sha256, format, mode, error))
+        return NULL;
+    }
+  if (!make_keys (c, error))
+    return NULL;
+  return g_steal_pointer (&c);
+}
+
+gboolean
+datc_campaign_resumed (DatcCampaign *c)
+{
+  return c->resumed;
+}
+
+const char *
+datc_campaign_dir (DatcCampaign *c)
+{
+  return c->dir;
+}
+
+const char *
+datc_campaign_master_key (DatcCampaign *c)
+{
+  return c->master_key;
+}
+
+const char *
+datc_campaign_agent_key (DatcCampaign *c)
+{
+  return c->agent_key;
+}
+
+GStrv
+datc_campaign_agent_publics (DatcCampaign *c, GError **error)
+{
+  g_autoptr (GDir) d = g_dir_open (c->agents_dir, 0, error);
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  const char *name;
+  if (d == NULL)
+    return NULL;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      if (!g_str_has_suffix (name, ".pub"))
+        continue;
+      g_autofree gchar *path = g_build_filename (c->agents_dir, name, NULL);
+      char pub[DATC_CURVE_Z85_LEN + 1];
+      if (!datc_curve_public_load (pub, path, error))
+        return NULL;
+      g_strv_builder_add (b, pub);
+    }
+  return g_strv_builder_end (b);
+}
+
+gchar *
+datc_campaign_ipc_endpoint (DatcCampaign *c)
+{
+  g_autofree gchar *path = g_build_filename (c->dir, "agents.sock", NULL);
+  struct sockaddr_un sun;
+  if (strlen (path) < sizeof sun.sun_path)
+    return g_strconcat ("ipc://", path, NULL);
+  /* Too long for a unix socket: a private directory under /tmp instead. */
+  g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, c->dir, -1);
+  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
+  g_mkdir_with_parents (priv, 0700);
+  return g_strdup_printf ("ipc://%s/%.24s.sock", priv, hash);
+}

@@ -1,0 +1,47 @@
+/* campaign.h: the campaign directory.  Creating one writes campaign.json
+ * (what was asked), keys/ (mode 0700: the master's CURVE key and the agent
+ * key this campaign issues) and outputs/.  Opening an existing one checks
+ * that the task file is the same one (by SHA-256) and takes DIR/lock so two
+ * masters never run one campaign. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define DATC_CAMPAIGN_ERROR (datc_campaign_error_quark ())
+GQuark datc_campaign_error_quark (void);
+
+typedef enum {
+  DATC_CAMPAIGN_ERROR_IO,
+  DATC_CAMPAIGN_ERROR_BUSY,      /* another master holds the lock */
+  DATC_CAMPAIGN_ERROR_MISMATCH,  /* a different task file */
+  DATC_CAMPAIGN_ERROR_INVALID,   /* campaign.json unreadable */
+} DatcCampaignError;
+
+typedef struct DatcCampaign DatcCampaign;
+
+/* Creates DIR (or reopens it when it holds a campaign.json).
+ * `task_file` and its `sha256` are what this run was asked to do. */
+DatcCampaign *datc_campaign_open (const char *dir, const char *task_file,
+                                  const char *sha256, const char *format,
+                                  const char *mode, GError **error);
+void datc_campaign_free (DatcCampaign *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcCampaign, datc_campaign_free)
+
+gboolean datc_campaign_resumed (DatcCampaign *c);
+const char *datc_campaign_dir (DatcCampaign *c);
+/* keys/master.key (secret) and keys/agents/default.key (secret, given to
+ * agents by file, never on a command line). */
+const char *datc_campaign_master_key (DatcCampaign *c);
+const char *datc_campaign_agent_key (DatcCampaign *c);
+/* Public keys of every agent key under keys/agents/ (transfer full). */
+GStrv datc_campaign_agent_publics (DatcCampaign *c, GError **error);
+/* An ipc:// endpoint inside DIR (or under /tmp when DIR's path is too long
+ * for a unix socket), transfer full. */
+gchar *datc_campaign_ipc_endpoint (DatcCampaign *c);
+
+/* Reads campaign.json of an existing DIR: the task file path (transfer full). */
+gchar *datc_campaign_read_task_file (const char *dir, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,818 @@
+/* dispatcher.c: agents, credit, heartbeats and authentication on the
+ * master's ROUTER socket.
+ *
+ * Shape of one loop turn (driven by run.c): receive() decodes every frame
+ * waiting and applies it to the ledger, queueing replies; flush() turns
+ * credit into TASKS (journaled), commits the ledger once for everything,
+ * and only then sends the queued frames.  So an ACK never precedes the
+ * durable result it acknowledges, and a restarted master never forgets a
+ * task it handed out. */
+#include "dispatcher.h"
+
+#include <errno.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "curve.h"
+#include "datc-limits.h"
+#include "message.h"
+
+#define ZAP_ENDPOINT "inproc://zeromq.zap.01"
+
+G_DEFINE_QUARK (datc-dispatcher-error-quark, datc_dispatcher_error)
+
+typedef struct {
+  GBytes *rid;            /* routing id (== agent id bytes) */
+  gchar *agent_id, *site, *proxy, *host;
+  guint32 idx;            /* ledger index */
+  guint32 session;
+  guint32 slots;
+  guint64 limit, sent;    /* credit window of this session */
+  guint64 assigned;       /* tasks the ledger has running here */
+  gint64 walltime_end_us;
+  gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
+  GArray *acks;           /* DatcTaskKey to acknowledge after commit */
+  GArray *cancels;        /* DatcTaskKey to cancel after commit */
+  gboolean welcome, rehello, bye;
+} Agent;
+
+typedef struct {
+  GBytes *rid;
+  GBytes *frame;
+} Outgoing;
+
+struct DatcDispatcher {
+  void *router, *zap;
+  DatcLedger *ledger;
+  gchar *endpoint;
+  gboolean curve;
+  gchar server_public[DATC_CURVE_Z85_LEN + 1];
+  GHashTable *allowed;    /* 32-byte public keys (as GBytes) */
+  guint heartbeat_ms, timeout_ms;
+  guint64 epoch;
+  GHashTable *agents;     /* rid -> Agent* */
+  GHashTable *banned;     /* rid -> itself */
+  GArray *out;            /* Outgoing */
+  GByteArray *scratch;
+  GPtrArray *finished;    /* reused */
+  gchar *bye_reason;
+};
+
+static void
+agent_free (gpointer p)
+{
+  Agent *a = p;
+  g_bytes_unref (a->rid);
+  g_free (a->agent_id);
+  g_free (a->site);
+  g_free (a->proxy);
+  g_free (a->host);
+  g_array_unref (a->acks);
+  g_array_unref (a->cancels);
+  g_free (a);
+}
+
+static gchar *
+rid_describe (GBytes *rid)
+{
+  gsize n;
+  const guint8 *p = g_bytes_get_data (rid, &n);
+  GString *s = g_string_new (NULL);
+  for (gsize i = 0; i < n && i < 64; i++)
+    {
+      if (g_ascii_isgraph (p[i]))
+        g_string_append_c (s, (char) p[i]);
+      else
+        g_string_append_printf (s, "\\x%02x", p[i]);
+    }
+  return g_string_free (s, FALSE);
+}
+
+/* ---- sending (queued until flush) ---------------------------------- */
+
+static void
+queue_msg (DatcDispatcher *d, GBytes *rid, const DatcMsg *msg)
+{
+  g_byte_array_set_size (d->scratch, 0);
+  datc_msg_encode (msg, d->scratch);
+  Outgoing o = { g_bytes_ref (rid), g_bytes_new (d->scratch->data, d->scratch->len) };
+  g_array_append_val (d->out, o);
+}
+
+static void
+queue_frame (DatcDispatcher *d, GBytes *rid, GByteArray *frame)
+{
+  Outgoing o = { g_bytes_ref (rid), g_bytes_new (frame->data, frame->len) };
+  g_array_append_val (d->out, o);
+}
+
+static void
+queue_heartbeat (DatcDispatcher *d, GBytes *rid, guint32 session, gboolean rehello)
+{
+  DatcMsg m = { .type = DATC_MSG_HEARTBEAT };
+  m.u.heartbeat.epoch = d->epoch;
+  m.u.heartbeat.session = session;
+  m.u.heartbeat.rehello = rehello;
+  queue_msg (d, rid, &m);
+}
+
+static void
+queue_bye (DatcDispatcher *d, Agent *a, const char *reason)
+{
+  DatcMsg m = { .type = DATC_MSG_BYE };
+  m.u.reason = (gchar *) reason;
+  queue_msg (d, a->rid, &m);
+  a->bye = TRUE;
+}
+
+/* ---- ZAP ----------------------------------------------------------- */
+
+static gboolean
+zap_handle (DatcDispatcher *d)
+{
+  /* Frames: version, request id, domain, address, identity, mechanism,
+   * credentials...  Reply: version, request id, status, text, user id,
+   * metadata. */
+  zmq_msg_t parts[8];
+  int n = 0, more = 1;
+  while (more && n < 8)
+    {
+      zmq_msg_init (&parts[n]);
+      if (zmq_msg_recv (&parts[n], d->zap, ZMQ_DONTWAIT) < 0)
+        {
+          zmq_msg_close (&parts[n]);
+          break;
+        }
+      more = zmq_msg_more (&parts[n]);
+      n++;
+    }
+  if (n == 0)
+    return FALSE;
+  while (more)
+    {
+      /* More frames than a ZAP request has: drain them. */
+      zmq_msg_t extra;
+      zmq_msg_init (&extra);
+      zmq_msg_recv (&extra, d->zap, 0);
+      more = zmq_msg_more (&extra);
+      zmq_msg_close (&extra);
+    }
+
+  const char *status = "400", *text = "not a key of this campaign";
+  if (n >= 7 && zmq_msg_size (&parts[5]) == 5
+      && memcmp (zmq_msg_data (&parts[5]), "CURVE", 5) == 0 && zmq_msg_size (&parts[6]) == 32)
+    {
+      g_autoptr (GBytes) key = g_bytes_new (zmq_msg_data (&parts[6]), 32);
+      if (g_hash_table_contains (d->allowed, key))
+        status = "200", text = "OK";
+    }
+  if (status[0] != '2')
+    {
+      char addr[128] = "";
+      if (n >= 4)
+        g_snprintf (addr, sizeof addr, "%.*s", (int) MIN (zmq_msg_size (&parts[3]), 100),
+                    (const char *) zmq_msg_data (&parts[3]));
+      g_message ("refused a connection from %s: %s", addr, text);
+    }
+
+  zmq_send (d->zap, "1.0", 3, ZMQ_SNDMORE);
+  if (n >= 2)
+    zmq_send (d->zap, zmq_msg_data (&parts[1]), zmq_msg_size (&parts[1]), ZMQ_SNDMORE);
+  else
+    zmq_send (d->zap, "", 0, ZMQ_SNDMORE);
+  zmq_send (d->zap, status, 3, ZMQ_SNDMORE);
+  zmq_send (d->zap, text, strlen (text), ZMQ_SNDMORE);
+  zmq_send (d->zap, "", 0, ZMQ_SNDMORE);
+  zmq_send (d->zap, "", 0, 0);
+  for (int i = 0; i < n; i++)
+    zmq_msg_close (&parts[i]);
+  return TRUE;
+}
+
+/* ---- lifecycle ----------------------------------------------------- */
+
+static gboolean
+zmq_fail (GError **error, const char *what)
+{
+  g_set_error (error, DATC_DISPATCHER_ERROR, 0, "%s: %s", what, zmq_strerror (errno));
+  return FALSE;
+}
+
+DatcDispatcher *
+datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions *o,
+                     GError **error)
+{
+  g_autoptr (DatcDispatcher) d = g_new0 (DatcDispatcher, 1);
+  int one = 1, zero = 0;
+  int64_t maxmsg = DATC_FRAME_MAX;
+  char last[256];
+  size_t last_len = sizeof last;
+
+  d->ledger = ledger;
+  d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
+  d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+  d->epoch = ((guint64) g_random_int () << 32) | g_random_int ();
+  if (d->epoch == 0)
+    d->epoch = 1;
+  d->agents = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, NULL, agent_free);
+  d->banned = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
+                                     (GDestroyNotify) g_bytes_unref, NULL);
+  d->allowed = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
+                                      (GDestroyNotify) g_bytes_unref, NULL);
+  d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
+  d->scratch = g_byte_array_new ();
+  d->finished = g_ptr_array_new ();
+  d->curve = g_str_has_prefix (o->endpoint, "tcp://");
+
+  d->router = zmq_socket (ctx, ZMQ_ROUTER);
+  if (d->router == NULL)
+    {
+      zmq_fail (error, "zmq_socket");
+      return NULL;
+    }
+  zmq_setsockopt (d->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  zmq_setsockopt (d->router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  zmq_setsockopt (d->router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+  zmq_setsockopt (d->router, ZMQ_LINGER, &zero, sizeof zero);
+
+  if (d->curve)
+    {
+      DatcCurveKeypair kp;
+      if (o->server_secret_file == NULL || o->agent_keys == NULL)
+        {
+          g_set_error (error, DATC_DISPATCHER_ERROR, 0,
+                       "%s: a tcp endpoint needs the campaign's keys", o->endpoint);
+          return NULL;
+        }
+      if (!datc_curve_keypair_load (&kp, o->server_secret_file, error))
+        return NULL;
+      memcpy (d->server_public, kp.public_z85, sizeof d->server_public);
+      zmq_setsockopt (d->router, ZMQ_CURVE_SERVER, &one, sizeof one);
+      zmq_setsockopt (d->router, ZMQ_CURVE_SECRETKEY, kp.secret_z85, DATC_CURVE_Z85_LEN);
+      datc_curve_keypair_clear (&kp);
+      zmq_setsockopt (d->router, ZMQ_ZAP_DOMAIN, "datc", 4);
+      for (const char *const *k = o->agent_keys; *k; k++)
+        {
+          guint8 raw[32];
+          if (datc_curve_z85_valid (*k) && zmq_z85_decode (raw, *k) != NULL)
+            g_hash_table_add (d->allowed, g_bytes_new (raw, 32));
+        }
+      d->zap = zmq_socket (ctx, ZMQ_REP);
+      if (d->zap == NULL || zmq_bind (d->zap, ZAP_ENDPOINT) != 0)
+        {
+          zmq_fail (error, "ZAP handler");
+          return NULL;
+        }
+      zmq_setsockopt (d->zap, ZMQ_LINGER, &zero, sizeof zero);
+    }
+
+  g_autofree gchar *ep = g_strdup (o->endpoint);
+  if (d->curve && g_str_has_suffix (ep, ":0"))
+    ep[strlen (ep) - 1] = '*';
+  if (zmq_bind (d->router, ep) != 0)
+    {
+      g_set_error (error, DATC_DISPATCHER_ERROR, 0, "cannot listen on %s: %s", ep,
+                   zmq_strerror (errno));
+      return NULL;
+    }
+  zmq_getsockopt (d->router, ZMQ_LAST_ENDPOINT, last, &last_len);
+  d->endpoint = g_strndup (last, last_len);
+  if (d->endpoint[0] == '\0')
+    d->endpoint = (g_free (d->endpoint), g_strdup (ep));
+  return g_steal_pointer (&d);
+}
+
+void
+datc_dispatcher_free (DatcDispatcher *d)
+{
+  if (d == NULL)
+    return;
+  for (guint i = 0; i < d->out->len; i++)
+    {
+      Outgoing *o = &g_array_index (d->out, Outgoing, i);
+      g_bytes_unref (o->rid);
+      g_bytes_unref (o->frame);
+    }
+  g_array_unref (d->out);
+  g_hash_table_unref (d->agents);
+  g_hash_table_unref (d->banned);
+  g_hash_table_unref (d->allowed);
+  g_byte_array_unref (d->scratch);
+  g_ptr_array_unref (d->finished);
+  if (d->router)
+    zmq_close (d->router);
+  if (d->zap)
+    zmq_close (d->zap);
+  g_free (d->endpoint);
+  g_free (d->bye_reason);
+  g_free (d);
+}
+
+const char *
+datc_dispatcher_endpoint (DatcDispatcher *d)
+{
+  return d->endpoint;
+}
+
+gboolean
+datc_dispatcher_curve (DatcDispatcher *d)
+{
+  return d->curve;
+}
+
+const char *
+datc_dispatcher_server_public (DatcDispatcher *d)
+{
+  return d->curve ? d->server_public : NULL;
+}
+
+void
+datc_dispatcher_poll_items (DatcDispatcher *d, GArray *items)
+{
+  zmq_pollitem_t r = { d->router, 0, ZMQ_POLLIN, 0 };
+  g_array_append_val (items, r);
+  if (d->zap)
+    {
+      zmq_pollitem_t z = { d->zap, 0, ZMQ_POLLIN, 0 };
+      g_array_append_val (items, z);
+    }
+}
+
+/* ---- agents -------------------------------------------------------- */
+
+static void
+agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
+{
+  if (lost)
+    {
+      guint n = datc_ledger_agent_lost (d->ledger, a->idx);
+      g_message ("agent %s (site %s, proxy %s) lost; %u task%s back in the queue",
+                 a->agent_id, a->site, a->proxy, n, n == 1 ? "" : "s");
+    }
+  else
+    {
+      /* It left on its own: what it still had goes back without penalty. */
+      g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      datc_ledger_agent_tasks (d->ledger, a->idx, keys);
+      for (guint i = 0; i < keys->len; i++)
+        {
+          DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
+          datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
+        }
+    }
+  g_hash_table_remove (d->agents, a->rid);
+}
+
+static Agent *
+agent_by_index (DatcDispatcher *d, guint32 idx)
+{
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    if (((Agent *) v)->idx == idx)
+      return v;
+  return NULL;
+}
+
+static gboolean
+agent_id_ok (const char *id)
+{
+  gsize n = strlen (id);
+  if (n == 0 || n > 128 || id[0] == '.')
+    return FALSE;
+  for (const char *p = id; *p; p++)
+    if (!g_ascii_isalnum (*p) && *p != '-' && *p != '_' && *p != '.')
+      return FALSE;
+  return TRUE;
+}
+
+static void
+on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
+{
+  g_autofree gchar *who = rid_describe (rid);
+  gsize rid_len;
+  const void *rid_data = g_bytes_get_data (rid, &rid_len);
+
+  if (!agent_id_ok (h->agent_id) || rid_len != strlen (h->agent_id)
+      || memcmp (rid_data, h->agent_id, rid_len) != 0)
+    {
+      g_message ("peer %s: HELLO refused: agent id must be its routing id, of [A-Za-z0-9._-]",
+                 who);
+      g_hash_table_add (d->banned, g_bytes_ref (rid));
+      return;
+    }
+
+  Agent *a = g_hash_table_lookup (d->agents, rid);
+  if (a == NULL)
+    {
+      a = g_new0 (Agent, 1);
+      a->rid = g_bytes_ref (rid);
+      a->acks = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      a->cancels = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      g_hash_table_insert (d->agents, a->rid, a);
+    }
+  g_free (a->agent_id), a->agent_id = g_strdup (h->agent_id);
+  g_free (a->site), a->site = g_strdup (h->site);
+  g_free (a->proxy), a->proxy = g_strdup (h->proxy);
+  g_free (a->host), a->host = g_strdup (h->host);
+  a->slots = h->slots;
+  a->walltime_end_us = h->walltime_end_us;
+  a->session = h->session;
+  a->limit = a->sent = 0;
+  a->welcome = TRUE;
+  a->rehello = FALSE;
+  a->bye = FALSE;
+  a->idx = datc_ledger_agent (d->ledger, h->agent_id, h->site, h->proxy, h->host);
+
+  /* Reconcile: what the ledger says runs here versus what the agent holds. */
+  g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
+  for (guint i = 0; i < h->held->len; i++)
+    {
+      DatcTaskKey *k = &g_array_index (h->held, DatcTaskKey, i);
+      if (datc_ledger_reattach (d->ledger, a->idx, k->id, k->attempt))
+        g_hash_table_add (held, &k->id);
+      else
+        g_array_append_val (a->cancels, *k);
+    }
+  g_autoptr (GArray) mine = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  datc_ledger_agent_tasks (d->ledger, a->idx, mine);
+  a->assigned = 0;
+  for (guint i = 0; i < mine->len; i++)
+    {
+      DatcTaskKey *k = &g_array_index (mine, DatcTaskKey, i);
+      if (g_hash_table_contains (held, &k->id))
+        a->assigned++;
+      else
+        datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
+    }
+
+  DatcMsg w = { .type = DATC_MSG_WELCOME };
+  w.u.welcome.epoch = d->epoch;
+  w.u.welcome.session = a->session;
+  w.u.welcome.heartbeat_ms = d->heartbeat_ms;
+  w.u.welcome.timeout_ms = d->timeout_ms;
+  queue_msg (d, rid, &w);
+  a->last_heartbeat_us = g_get_monotonic_time ();
+  g_debug ("agent %s (site %s, proxy %s, host %s, %u slots) said HELLO, session %u, holding %u",
+           a->agent_id, a->site, a->proxy, a->host, a->slots, a->session, h->held->len);
+}
+
+static gboolean
+on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
+{
+  for (guint i = 0; i < r->results->len; i++)
+    {
+      DatcResult *res = r->results->pdata[i];
+      guint32 cancel_agent, cancel_attempt;
+      gboolean mine = datc_ledger_task_agent (d->ledger, res->id) == a->idx
+                      && datc_ledger_task_attempt (d->ledger, res->id) == res->attempt;
+      g_autoptr (GError) local = NULL;
+
+      DatcRecordOutcome oc = datc_ledger_record (d->ledger, a->idx, res, &cancel_agent,
+                                                 &cancel_attempt, &local);
+      if (local != NULL)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return FALSE;
+        }
+      if (mine && oc != DATC_RECORD_DUPLICATE && a->assigned > 0)
+        a->assigned--;
+      if (cancel_agent != G_MAXUINT32)
+        {
+          Agent *other = agent_by_index (d, cancel_agent);
+          if (other != NULL)
+            {
+              DatcTaskKey k = { res->id, cancel_attempt };
+              g_array_append_val (other->cancels, k);
+              if (other->assigned > 0)
+                other->assigned--;
+            }
+        }
+      DatcTaskKey k = { res->id, res->attempt };
+      g_array_append_val (a->acks, k);
+    }
+  return TRUE;
+}
+
+static gboolean
+handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GError **error)
+{
+  if (g_hash_table_contains (d->banned, rid))
+    return TRUE;
+
+  Agent *a = g_hash_table_lookup (d->agents, rid);
+  g_autoptr (GError) derr = NULL;
+  g_autoptr (DatcMsg) m = datc_msg_decode (data, len, a ? DATC_FRAME_MAX : DATC_HELLO_FRAME_MAX,
+                                           &derr);
+  if (m == NULL)
+    {
+      g_autofree gchar *who = rid_describe (rid);
+      g_message ("peer %s%s%s: dropped after a bad frame: %s", who, a ? " site " : "",
+                 a ? a->site : "", derr->message);
+      g_hash_table_add (d->banned, g_bytes_ref (rid));
+      if (a != NULL)
+        agent_forget (d, a, TRUE);
+      return TRUE;
+    }
+
+  if (m->type == DATC_MSG_HELLO)
+    {
+      on_hello (d, rid, &m->u.hello);
+      return TRUE;
+    }
+  if (a == NULL)
+    {
+      /* A peer we do not know (we restarted, or it was declared lost):
+       * ask it to introduce itself again. */
+      if (m->type != DATC_MSG_BYE)
+        queue_heartbeat (d, rid, 0, TRUE);
+      return TRUE;
+    }
+
+  a->last_seen_us = g_get_monotonic_time ();
+  switch (m->type)
+    {
+    case DATC_MSG_CREDIT:
+      if (m->u.credit.session == a->session && m->u.credit.limit > a->limit)
+        a->limit = m->u.credit.limit;
+      break;
+    case DATC_MSG_RESULT:
+      return on_results (d, a, &m->u.results, error);
+    case DATC_MSG_HEARTBEAT:
+      if (m->u.heartbeat.session == a->session && m->u.heartbeat.received < a->sent
+          && a->last_seen_us - a->last_tasks_us > (gint64) d->timeout_ms * 1000 && !a->rehello)
+        {
+          /* Tasks we sent never arrived (the connection broke under them). */
+          g_message ("agent %s: %" G_GUINT64_FORMAT " tasks sent, %" G_GUINT64_FORMAT
+                     " received; asking it to reconcile",
+                     a->agent_id, a->sent, m->u.heartbeat.received);
+          queue_heartbeat (d, rid, a->session, TRUE);
+          a->rehello = TRUE;
+        }
+      break;
+    case DATC_MSG_BYE:
+      g_debug ("agent %s said BYE: %s", a->agent_id, m->u.reason);
+      agent_forget (d, a, FALSE);
+      break;
+    default:
+      {
+        g_autofree gchar *who = rid_describe (rid);
+        g_message ("peer %s: dropped after sending %s, which only the master sends", who,
+                   datc_msg_type_name (m->type));
+        g_hash_table_add (d->banned, g_bytes_ref (rid));
+        agent_forget (d, a, TRUE);
+      }
+    }
+  return TRUE;
+}
+
+gboolean
+datc_dispatcher_receive (DatcDispatcher *d, GError **error)
+{
+  if (d->zap)
+    while (zap_handle (d))
+      ;
+  for (guint n = 0; n < 4096; n++)
+    {
+      zmq_msg_t id, body;
+      zmq_msg_init (&id);
+      if (zmq_msg_recv (&id, d->router, ZMQ_DONTWAIT) < 0)
+        {
+          zmq_msg_close (&id);
+          break;
+        }
+      g_autoptr (GBytes) rid = g_bytes_new (zmq_msg_data (&id), zmq_msg_size (&id));
+      zmq_msg_close (&id);
+      zmq_msg_init (&body);
+      if (zmq_msg_recv (&body, d->router, 0) < 0)
+        {
+          zmq_msg_close (&body);
+          break;
+        }
+      gboolean multipart = zmq_msg_more (&body);
+      gboolean ok = TRUE;
+      if (multipart)
+        {
+          /* One frame per message is the protocol: drain and drop the peer. */
+          while (multipart)
+            {
+              zmq_msg_t extra;
+              zmq_msg_init (&extra);
+              zmq_msg_recv (&extra, d->router, 0);
+              multipart = zmq_msg_more (&extra);
+              zmq_msg_close (&extra);
+            }
+          ok = handle_frame (d, rid, (const guint8 *) "", 0, error);
+        }
+      else
+        ok = handle_frame (d, rid, zmq_msg_data (&body), zmq_msg_size (&body), error);
+      zmq_msg_close (&body);
+      if (!ok)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+void
+datc_dispatcher_tick (DatcDispatcher *d)
+{
+  gint64 now = g_get_monotonic_time ();
+  GHashTableIter it;
+  gpointer v;
+  g_autoptr (GPtrArray) lost = g_ptr_array_new ();
+
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (a->last_seen_us == 0)
+        a->last_seen_us = now;
+      if (now - a->last_seen_us > (gint64) d->timeout_ms * 1000)
+        g_ptr_array_add (lost, a);
+      else if (now - a->last_heartbeat_us >= (gint64) d->heartbeat_ms * 1000)
+        {
+          queue_heartbeat (d, a->rid, a->session, FALSE);
+          a->last_heartbeat_us = now;
+        }
+    }
+  for (guint i = 0; i < lost->len; i++)
+    {
+      Agent *a = lost->pdata[i];
+      g_message ("agent %s (site %s, proxy %s) silent for more than %u ms", a->agent_id,
+                 a->site, a->proxy, d->timeout_ms);
+      agent_forget (d, a, TRUE);
+    }
+}
+
+int
+datc_dispatcher_next_timeout_ms (DatcDispatcher *d)
+{
+  return (int) MIN (d->heartbeat_ms, 1000u);
+}
+
+static void
+send_keys (DatcDispatcher *d, Agent *a, DatcMsgType type, GArray *keys)
+{
+  while (keys->len > 0)
+    {
+      guint n = MIN (keys->len, DATC_BATCH_MAX);
+      DatcMsg m = { .type = type };
+      m.u.keys = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), n);
+      g_array_append_vals (m.u.keys, keys->data, n);
+      queue_msg (d, a->rid, &m);
+      g_array_unref (m.u.keys);
+      g_array_remove_range (keys, 0, n);
+    }
+}
+
+gboolean
+datc_dispatcher_flush (DatcDispatcher *d, GError **error)
+{
+  GHashTableIter it;
+  gpointer v;
+  gint64 now_real = g_get_real_time ();
+  gint64 now = g_get_monotonic_time ();
+
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (a->acks->len)
+        send_keys (d, a, DATC_MSG_ACK, a->acks);
+      if (a->cancels->len)
+        send_keys (d, a, DATC_MSG_CANCEL, a->cancels);
+      if (a->bye || a->rehello)
+        continue;
+      while (a->limit > a->sent)
+        {
+          guint want = (guint) MIN (a->limit - a->sent, 4096u);
+          guint64 budget = G_MAXUINT64;
+          if (a->walltime_end_us > 0)
+            budget = a->walltime_end_us > now_real
+                         ? (guint64) (a->walltime_end_us - now_real) / 1000u
+                         : 0;
+          g_byte_array_set_size (d->scratch, 0);
+          guint n = datc_ledger_dispatch (d->ledger, a->idx, want, budget, a->session,
+                                          d->scratch);
+          if (n == 0)
+            break;
+          queue_frame (d, a->rid, d->scratch);
+          a->sent += n;
+          a->assigned += n;
+          a->last_tasks_us = now;
+        }
+    }
+
+  if (!datc_ledger_commit (d->ledger, error))
+    return FALSE;
+
+  for (guint i = 0; i < d->out->len; i++)
+    {
+      Outgoing *o = &g_array_index (d->out, Outgoing, i);
+      gsize rl, fl;
+      const void *rd = g_bytes_get_data (o->rid, &rl);
+      const void *fd = g_bytes_get_data (o->frame, &fl);
+      if (zmq_send (d->router, rd, rl, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+          || zmq_send (d->router, fd, fl, ZMQ_DONTWAIT) < 0)
+        {
+          /* The peer is gone (EHOSTUNREACH) or not reading: what we sent
+           * is reconciled at its next HELLO, or it is declared lost. */
+          g_autofree gchar *who = rid_describe (o->rid);
+          g_debug ("could not send to %s: %s", who, zmq_strerror (errno));
+        }
+      g_bytes_unref (o->rid);
+      g_bytes_unref (o->frame);
+    }
+  g_array_set_size (d->out, 0);
+
+  /* Agents told to leave are forgotten once their BYE is out. */
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (a->bye)
+        {
+          g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+          datc_ledger_agent_tasks (d->ledger, a->idx, keys);
+          for (guint i = 0; i < keys->len; i++)
+            {
+              DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
+              datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
+            }
+          g_hash_table_iter_remove (&it);
+        }
+    }
+  return TRUE;
+}
+
+guint
+datc_dispatcher_agents (DatcDispatcher *d)
+{
+  return g_hash_table_size (d->agents);
+}
+
+guint64
+datc_dispatcher_free_slots (DatcDispatcher *d)
+{
+  guint64 free_slots = 0;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && a->slots > a->assigned)
+        free_slots += a->slots - a->assigned;
+    }
+  return free_slots;
+}
+
+guint
+datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArray *proxies)
+{
+  guint n = 0;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (g_strcmp0 (a->site, site) == 0)
+        {
+          n++;
+          if (proxies != NULL)
+            g_ptr_array_add (proxies, g_strdup (a->proxy));
+        }
+    }
+  return n;
+}
+
+void
+datc_dispatcher_release_all (DatcDispatcher *d, const char *reason)
+{
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    if (!((Agent *) v)->bye)
+      queue_bye (d, v, reason);
+}
+
+void
+datc_dispatcher_release_idle (DatcDispatcher *d)
+{
+  DatcLedgerCounts c;
+  datc_ledger_counts (d->ledger, &c);
+  if (c.queued > 0)
+    return;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && a->assigned == 0 && a->welcome)
+        queue_bye (d, a, "no work left");
+    }
+}

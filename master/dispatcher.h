@@ -1,0 +1,67 @@
+/* dispatcher.h: the master's side of the wire.  One ROUTER socket; each
+ * agent is a DEALER whose routing id is its agent id.  The dispatcher
+ * never pushes work: an agent gets at most what its cumulative credit
+ * allows.  Everything it sends is sent after the ledger has committed the
+ * state it reflects (results are journaled before they are acknowledged,
+ * tasks are journaled as dispatched before they leave).
+ *
+ * TCP endpoints always use CURVE; a ZAP handler (same context, inproc)
+ * admits only the agent public keys this campaign issued. */
+#pragma once
+
+#include <glib.h>
+#include "ledger.h"
+
+G_BEGIN_DECLS
+
+#define DATC_DISPATCHER_ERROR (datc_dispatcher_error_quark ())
+GQuark datc_dispatcher_error_quark (void);
+
+typedef struct DatcDispatcher DatcDispatcher;
+
+typedef struct {
+  const char *endpoint;          /* ipc://... or tcp://HOST:PORT (port * or 0: any) */
+  const char *server_secret_file;/* master key file; required for tcp */
+  const char *const *agent_keys; /* public keys (Z85) admitted; required for tcp */
+  guint heartbeat_ms;            /* both directions */
+  guint timeout_ms;              /* silence after which an agent is lost */
+} DatcDispatcherOptions;
+
+DatcDispatcher *datc_dispatcher_new (void *zmq_ctx, DatcLedger *ledger,
+                                     const DatcDispatcherOptions *options,
+                                     GError **error);
+void datc_dispatcher_free (DatcDispatcher *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcDispatcher, datc_dispatcher_free)
+
+/* The endpoint agents connect to (a tcp port resolved), transfer none. */
+const char *datc_dispatcher_endpoint (DatcDispatcher *d);
+gboolean datc_dispatcher_curve (DatcDispatcher *d);
+const char *datc_dispatcher_server_public (DatcDispatcher *d);
+
+/* Appends the zmq_pollitem_t entries to watch (ROUTER, ZAP). */
+void datc_dispatcher_poll_items (DatcDispatcher *d, GArray *items);
+
+/* Reads everything waiting on its sockets, without blocking.  FALSE only on
+ * a failure that stops the campaign (the ledger could not write). */
+gboolean datc_dispatcher_receive (DatcDispatcher *d, GError **error);
+/* Heartbeats out, silent agents declared lost. */
+void datc_dispatcher_tick (DatcDispatcher *d);
+/* Hands out tasks for the credit agents gave, commits the ledger, then
+ * sends everything queued.  FALSE when the ledger could not commit. */
+gboolean datc_dispatcher_flush (DatcDispatcher *d, GError **error);
+/* Milliseconds until tick() has work. */
+int datc_dispatcher_next_timeout_ms (DatcDispatcher *d);
+
+guint datc_dispatcher_agents (DatcDispatcher *d);
+/* Free slots of connected agents (slots minus running tasks). */
+guint64 datc_dispatcher_free_slots (DatcDispatcher *d);
+/* Connected agents of `site` (proxy ids appended to `proxies` if not NULL). */
+guint datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArray *proxies);
+
+/* Tells every agent to exit (BYE) and forgets them; each answers with its
+ * own BYE.  Sent on the next flush. */
+void datc_dispatcher_release_all (DatcDispatcher *d, const char *reason);
+/* Agents that have nothing to do while nothing is queued get BYE. */
+void datc_dispatcher_release_idle (DatcDispatcher *d);
+
+G_END_DECLS

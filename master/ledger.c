@@ -1,0 +1,1211 @@
+/* ledger.c: task state, its journal records, results.jsonl and outputs/.
+ *
+ * Every public mutator builds a journal record and then calls the same
+ * apply_* function that replay calls, so live operation and recovery can
+ * not drift apart.  Records are msgpack arrays whose first element is the
+ * record type (enum RecordType); they are our own data but are still
+ * shape-checked on replay, because a checksum only proves the bytes are the
+ * ones we wrote, not that an older datc wrote the same shapes.
+ *
+ * The queue costs no memory per task: tasks never dispatched are found by a
+ * cursor walking ids upward (skipping those that are not queued), and tasks
+ * that come back (lost agent, drained, retry) go to a ring served first. */
+#include "ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "journal.h"
+
+G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
+
+enum RecordType {
+  REC_START = 1,    /* [1, epoch, time_us] */
+  REC_AGENT = 2,    /* [2, idx, agent_id, site, proxy, host] */
+  REC_DISPATCH = 3, /* [3, agent, time_us, [id, attempt, ...]] */
+  REC_RESULT = 4,   /* [4, id, attempt, agent, final, status, exit, signal, started,
+                        finished, out_off, out_len, err_off, err_len, out_dropped,
+                        err_dropped, message|nil] */
+  REC_REQUEUE = 5,  /* [5, id, lost(bool)] */
+  REC_SOURCE = 7,   /* [7, index, path, sha256, first_id, count, submitted_us] */
+  REC_PROXY = 8,    /* [8, site, proxy, job_id, event, time_us] */
+};
+
+#define RESULT_FIELDS 17
+
+typedef struct {
+  guint32 agent;      /* when running */
+  guint16 attempt;    /* the open (or last) attempt; 0: never dispatched */
+  guint8 state;       /* DatcTaskState */
+  guint8 crashes;
+  guint8 failures;
+} TaskSlot;
+
+typedef struct {
+  gchar *agent_id, *site, *proxy, *host;
+  gchar *output_name;  /* "outputs/<agent_id>.out", relative to the dir */
+  int out_fd;          /* -1 until first written */
+  guint64 out_size;
+  gboolean out_dirty;
+} AgentInfo;
+
+typedef struct {
+  gchar *path, *sha256;
+  guint64 first_id, count;
+  gint64 submitted_us;
+} SourceInfo;
+
+struct DatcLedger {
+  gchar *dir;
+  DatcBag *bag;
+  DatcJournal *journal;
+  DatcLedgerOptions options;
+  TaskSlot *tasks;          /* index id - 1 */
+  guint64 n_tasks;
+  DatcLedgerCounts counts;
+  guint64 cursor;           /* next id the fresh scan looks at */
+  guint32 *ring;            /* requeued ids */
+  gsize ring_head, ring_len, ring_cap;
+  GPtrArray *agents;        /* AgentInfo* by index */
+  GHashTable *agent_index;  /* agent_id -> index + 1 */
+  GPtrArray *sources;       /* SourceInfo* */
+  GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
+  FILE *results;
+  GString *line;            /* scratch for a results line */
+  GArray *pick;             /* scratch: ids picked by dispatch */
+  GArray *deferred;         /* scratch: ids that did not fit */
+  gboolean replaying;
+};
+
+/* ---- small helpers ------------------------------------------------- */
+
+static int
+gba_write (void *data, const char *buf, size_t len)
+{
+  g_byte_array_append ((GByteArray *) data, (const guint8 *) buf, len);
+  return 0;
+}
+
+static void
+pack_str (msgpack_packer *pk, const char *s)
+{
+  if (s == NULL)
+    {
+      msgpack_pack_nil (pk);
+      return;
+    }
+  size_t len = strlen (s);
+  msgpack_pack_str (pk, len);
+  msgpack_pack_str_body (pk, s, len);
+}
+
+static void
+agent_info_free (gpointer p)
+{
+  AgentInfo *a = p;
+  if (a->out_fd >= 0)
+    close (a->out_fd);
+  g_free (a->agent_id);
+  g_free (a->site);
+  g_free (a->proxy);
+  g_free (a->host);
+  g_free (a->output_name);
+  g_free (a);
+}
+
+static void
+source_info_free (gpointer p)
+{
+  SourceInfo *s = p;
+  g_free (s->path);
+  g_free (s->sha256);
+  g_free (s);
+}
+
+static void
+ring_push (DatcLedger *l, guint32 id)
+{
+  if (l->ring_len == l->ring_cap)
+    {
+      gsize cap = MAX (64, l->ring_cap * 2);
+      guint32 *n = g_new (guint32, cap);
+      for (gsize i = 0; i < l->ring_len; i++)
+        n[i] = l->ring[(l->ring_head + i) % l->ring_cap];
+      g_free (l->ring);
+      l->ring = n;
+      l->ring_cap = cap;
+      l->ring_head = 0;
+    }
+  l->ring[(l->ring_head + l->ring_len) % l->ring_cap] = id;
+  l->ring_len++;
+}
+
+static gboolean
+ring_pop (DatcLedger *l, guint32 *id)
+{
+  if (l->ring_len == 0)
+    return FALSE;
+  *id = l->ring[l->ring_head];
+  l->ring_head = (l->ring_head + 1) % l->ring_cap;
+  l->ring_len--;
+  return TRUE;
+}
+
+static TaskSlot *
+slot (DatcLedger *l, guint64 id)
+{
+  if (id == 0 || id > l->n_tasks)
+    return NULL;
+  return &l->tasks[id - 1];
+}
+
+static guint64 *
+count_for (DatcLedger *l, guint8 state)
+{
+  switch ((DatcTaskState) state)
+    {
+    case DATC_TASK_QUEUED: return &l->counts.queued;
+    case DATC_TASK_RUNNING: return &l->counts.running;
+    case DATC_TASK_DONE: return &l->counts.done;
+    case DATC_TASK_FAILED: return &l->counts.failed;
+    case DATC_TASK_CANCELLED: return &l->counts.cancelled;
+    }
+  g_assert_not_reached ();
+}
+
+static void
+set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
+{
+  (*count_for (l, t->state))--;
+  t->state = state;
+  (*count_for (l, t->state))++;
+}
+
+static gboolean
+is_final (const TaskSlot *t)
+{
+  return t->state == DATC_TASK_DONE || t->state == DATC_TASK_FAILED
+         || t->state == DATC_TASK_CANCELLED;
+}
+
+/* ---- results.jsonl ------------------------------------------------- */
+
+static void
+json_string (GString *s, const char *v)
+{
+  g_string_append_c (s, '"');
+  for (const char *p = v; *p; p++)
+    {
+      unsigned char c = (unsigned char) *p;
+      switch (c)
+        {
+        case '"': g_string_append (s, "\\\""); break;
+        case '\\': g_string_append (s, "\\\\"); break;
+        case '\n': g_string_append (s, "\\n"); break;
+        case '\r': g_string_append (s, "\\r"); break;
+        case '\t': g_string_append (s, "\\t"); break;
+        default:
+          if (c < 0x20)
+            g_string_append_printf (s, "\\u%04x", c);
+          else
+            g_string_append_c (s, (char) c);
+        }
+    }
+  g_string_append_c (s, '"');
+}
+
+static const char *
+status_name (guint status)
+{
+  if (status == DATC_STATUS_LOST)
+    return "lost";
+  return datc_task_status_name ((DatcTaskStatus) status);
+}
+
+typedef struct {
+  guint64 id;
+  guint32 attempt, agent;
+  gboolean final;
+  guint status;
+  gint64 exit_code, signal, started, finished;
+  guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
+  const char *message;
+} ResultRec;
+
+static void
+write_result_line (DatcLedger *l, const ResultRec *r)
+{
+  const DatcBagTask *bt = datc_bag_get (l->bag, r->id);
+  const SourceInfo *src = bt->source < l->sources->len ? l->sources->pdata[bt->source] : NULL;
+  const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
+  GString *s = l->line;
+
+  g_string_truncate (s, 0);
+  g_string_append_printf (s,
+                          "{\"id\":%" G_GUINT64_FORMAT ",\"line\":%u,\"attempt\":%u,"
+                          "\"status\":\"%s\",\"exit_code\":%" G_GINT64_FORMAT
+                          ",\"signal\":%" G_GINT64_FORMAT ",",
+                          r->id, bt->line, r->attempt, status_name (r->status),
+                          r->exit_code, r->signal);
+  g_string_append (s, "\"site\":");
+  json_string (s, a ? a->site : "");
+  g_string_append (s, ",\"proxy\":");
+  json_string (s, a ? a->proxy : "");
+  g_string_append (s, ",\"host\":");
+  json_string (s, a ? a->host : "");
+  g_string_append (s, ",\"agent\":");
+  json_string (s, a ? a->agent_id : "");
+  g_string_append_printf (s,
+                          ",\"submitted\":%" G_GINT64_FORMAT ",\"started\":%" G_GINT64_FORMAT
+                          ",\"finished\":%" G_GINT64_FORMAT ",",
+                          src ? src->submitted_us : 0, r->started, r->finished);
+  g_string_append (s, "\"output\":");
+  json_string (s, a ? a->output_name : "");
+  g_string_append_printf (s,
+                          ",\"stdout_offset\":%" G_GUINT64_FORMAT
+                          ",\"stdout_bytes\":%" G_GUINT64_FORMAT
+                          ",\"stderr_offset\":%" G_GUINT64_FORMAT
+                          ",\"stderr_bytes\":%" G_GUINT64_FORMAT
+                          ",\"stdout_dropped\":%" G_GUINT64_FORMAT
+                          ",\"stderr_dropped\":%" G_GUINT64_FORMAT,
+                          r->out_off, r->out_len, r->err_off, r->err_len, r->out_dropped,
+                          r->err_dropped);
+  if (r->message != NULL)
+    {
+      g_string_append (s, ",\"message\":");
+      json_string (s, r->message);
+    }
+  g_string_append (s, "}\n");
+  fwrite (s->str, 1, s->len, l->results);
+}
+
+/* ---- apply: the one place state changes ---------------------------- */
+
+static void
+apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
+             const char *proxy, const char *host)
+{
+  AgentInfo *a = g_new0 (AgentInfo, 1);
+  a->agent_id = g_strdup (agent_id);
+  a->site = g_strdup (site);
+  a->proxy = g_strdup (proxy);
+  a->host = g_strdup (host);
+  a->output_name = g_strdup_printf ("outputs/%s.out", agent_id);
+  a->out_fd = -1;
+  if (idx >= l->agents->len)
+    g_ptr_array_set_size (l->agents, idx + 1);
+  if (l->agents->pdata[idx] != NULL)
+    agent_info_free (l->agents->pdata[idx]);
+  l->agents->pdata[idx] = a;
+  g_hash_table_replace (l->agent_index, a->agent_id, GUINT_TO_POINTER (idx + 1));
+}
+
+static void
+apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || is_final (t))
+    return;
+  t->attempt = (guint16) attempt;
+  t->agent = agent;
+  if (t->state != DATC_TASK_RUNNING)
+    set_state (l, t, DATC_TASK_RUNNING);
+}
+
+static void
+requeue_slot (DatcLedger *l, guint64 id, TaskSlot *t)
+{
+  if (t->state != DATC_TASK_QUEUED)
+    set_state (l, t, DATC_TASK_QUEUED);
+  /* Ids at or past the cursor will be found by the fresh scan. */
+  if (id < l->cursor)
+    ring_push (l, (guint32) id);
+}
+
+static void
+apply_requeue (DatcLedger *l, guint64 id, gboolean lost)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || is_final (t))
+    return;
+  if (lost && t->crashes < G_MAXUINT8)
+    t->crashes++;
+  requeue_slot (l, id, t);
+}
+
+static void
+apply_result (DatcLedger *l, const ResultRec *r)
+{
+  TaskSlot *t = slot (l, r->id);
+  if (t == NULL || is_final (t))
+    return;
+  if (r->final)
+    {
+      gboolean ok = r->status == DATC_STATUS_EXITED && r->exit_code == 0;
+      t->attempt = (guint16) r->attempt;
+      set_state (l, t, ok ? DATC_TASK_DONE : DATC_TASK_FAILED);
+      write_result_line (l, r);
+    }
+  else
+    {
+      if (t->failures < G_MAXUINT8)
+        t->failures++;
+      requeue_slot (l, r->id, t);
+    }
+}
+
+static void
+apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
+             const char *event)
+{
+  g_autofree gchar *key = g_strdup_printf ("%s\t%s", site, proxy);
+  if (g_str_equal (event, "submitted"))
+    g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
+  else
+    g_hash_table_remove (l->proxies, key);
+}
+
+/* ---- replay -------------------------------------------------------- */
+
+typedef struct {
+  const msgpack_object *items;
+  guint32 n;
+  GError **error;
+  const char *what;
+} Rec;
+
+static gboolean
+rec_fail (Rec *r, const char *why, guint32 i)
+{
+  g_set_error (r->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+               "%s record: field %u: %s", r->what, i, why);
+  return FALSE;
+}
+
+static gboolean
+rec_u64 (Rec *r, guint32 i, guint64 *out)
+{
+  if (i >= r->n || r->items[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    return rec_fail (r, "expected an unsigned integer", i);
+  *out = r->items[i].via.u64;
+  return TRUE;
+}
+
+static gboolean
+rec_i64 (Rec *r, guint32 i, gint64 *out)
+{
+  if (i < r->n && r->items[i].type == MSGPACK_OBJECT_POSITIVE_INTEGER
+      && r->items[i].via.u64 <= G_MAXINT64)
+    {
+      *out = (gint64) r->items[i].via.u64;
+      return TRUE;
+    }
+  if (i < r->n && r->items[i].type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+    {
+      *out = r->items[i].via.i64;
+      return TRUE;
+    }
+  return rec_fail (r, "expected an integer", i);
+}
+
+/* Returns a NUL-terminated copy (transfer full) or NULL for nil. */
+static gboolean
+rec_str (Rec *r, guint32 i, gboolean nullable, gchar **out)
+{
+  if (i < r->n && nullable && r->items[i].type == MSGPACK_OBJECT_NIL)
+    {
+      *out = NULL;
+      return TRUE;
+    }
+  if (i >= r->n || r->items[i].type != MSGPACK_OBJECT_STR)
+    return rec_fail (r, "expected a string", i);
+  *out = g_strndup (r->items[i].via.str.ptr, r->items[i].via.str.size);
+  return TRUE;
+}
+
+static gboolean
+replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
+{
+  DatcLedger *l = user_data;
+  msgpack_unpacked up;
+  size_t off = 0;
+  gboolean ok = FALSE;
+
+  msgpack_unpacked_init (&up);
+  if (msgpack_unpack_next (&up, (const char *) payload, len, &off) != MSGPACK_UNPACK_SUCCESS
+      || off != len || up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size < 1
+      || up.data.via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                   "record is not a typed msgpack array");
+      goto out;
+    }
+  Rec r = { up.data.via.array.ptr, up.data.via.array.size, error, "journal" };
+  guint64 type = r.items[0].via.u64;
+
+  switch (type)
+    {
+    case REC_START:
+      ok = TRUE;
+      break;
+    case REC_AGENT:
+      {
+        guint64 idx;
+        g_autofree gchar *id = NULL, *site = NULL, *proxy = NULL, *host = NULL;
+        r.what = "agent";
+        if (r.n != 6 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &id)
+            || !rec_str (&r, 3, FALSE, &site) || !rec_str (&r, 4, FALSE, &proxy)
+            || !rec_str (&r, 5, FALSE, &host))
+          goto shape;
+        if (idx > G_MAXUINT16 * 256u)
+          goto shape;
+        apply_agent (l, (guint32) idx, id, site, proxy, host);
+        ok = TRUE;
+        break;
+      }
+    case REC_DISPATCH:
+      {
+        guint64 agent;
+        gint64 when;
+        r.what = "dispatch";
+        if (r.n != 4 || !rec_u64 (&r, 1, &agent) || !rec_i64 (&r, 2, &when)
+            || r.items[3].type != MSGPACK_OBJECT_ARRAY
+            || r.items[3].via.array.size % 2 != 0)
+          goto shape;
+        Rec keys = { r.items[3].via.array.ptr, r.items[3].via.array.size, error, "dispatch" };
+        for (guint32 i = 0; i < keys.n; i += 2)
+          {
+            guint64 id, attempt;
+            if (!rec_u64 (&keys, i, &id) || !rec_u64 (&keys, i + 1, &attempt))
+              goto out;
+            apply_dispatch (l, (guint32) agent, id, (guint32) attempt);
+          }
+        ok = TRUE;
+        break;
+      }
+    case REC_RESULT:
+      {
+        ResultRec rr = { 0 };
+        guint64 v[6];
+        g_autofree gchar *message = NULL;
+        guint64 attempt, agent, status;
+        r.what = "result";
+        if (r.n != RESULT_FIELDS + 1 || !rec_u64 (&r, 1, &rr.id) || !rec_u64 (&r, 2, &attempt)
+            || !rec_u64 (&r, 3, &agent) || r.items[4].type != MSGPACK_OBJECT_BOOLEAN
+            || !rec_u64 (&r, 5, &status) || !rec_i64 (&r, 6, &rr.exit_code)
+            || !rec_i64 (&r, 7, &rr.signal) || !rec_i64 (&r, 8, &rr.started)
+            || !rec_i64 (&r, 9, &rr.finished))
+          goto shape;
+        for (guint32 i = 0; i < 6; i++)
+          if (!rec_u64 (&r, 10 + i, &v[i]))
+            goto out;
+        if (!rec_str (&r, 16, TRUE, &message))
+          goto out;
+        rr.attempt = (guint32) attempt;
+        rr.agent = (guint32) agent;
+        rr.final = r.items[4].via.boolean;
+        rr.status = (guint) status;
+        rr.out_off = v[0], rr.out_len = v[1], rr.err_off = v[2], rr.err_len = v[3];
+        rr.out_dropped = v[4], rr.err_dropped = v[5];
+        rr.message = message;
+        if (rr.id == 0 || rr.id > l->n_tasks)
+          {
+            g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
+                         "result for task %" G_GUINT64_FORMAT " but the bag has %" G_GUINT64_FORMAT,
+                         rr.id, l->n_tasks);
+            goto out;
+          }
+        apply_result (l, &rr);
+        ok = TRUE;
+        break;
+      }
+    case REC_REQUEUE:
+      {
+        guint64 id;
+        r.what = "requeue";
+        if (r.n != 3 || !rec_u64 (&r, 1, &id) || r.items[2].type != MSGPACK_OBJECT_BOOLEAN)
+          goto shape;
+        apply_requeue (l, id, r.items[2].via.boolean);
+        ok = TRUE;
+        break;
+      }
+    case REC_SOURCE:
+      {
+        guint64 idx, first, count;
+        gint64 when;
+        g_autofree gchar *path = NULL, *sha = NULL;
+        r.what = "source";
+        if (r.n != 7 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &path)
+            || !rec_str (&r, 3, FALSE, &sha) || !rec_u64 (&r, 4, &first)
+            || !rec_u64 (&r, 5, &count) || !rec_i64 (&r, 6, &when))
+          goto shape;
+        if (idx != l->sources->len)
+          goto shape;
+        SourceInfo *s = g_new0 (SourceInfo, 1);
+        s->path = g_steal_pointer (&path);
+        s->sha256 = g_steal_pointer (&sha);
+        s->first_id = first;
+        s->count = count;
+        s->submitted_us = when;
+        g_ptr_array_add (l->sources, s);
+        ok = TRUE;
+        break;
+      }
+    case REC_PROXY:
+      {
+        gint64 when;
+        g_autofree gchar *site = NULL, *proxy = NULL, *job = NULL, *event = NULL;
+        r.what = "proxy";
+        if (r.n != 6 || !rec_str (&r, 1, FALSE, &site) || !rec_str (&r, 2, FALSE, &proxy)
+            || !rec_str (&r, 3, FALSE, &job) || !rec_str (&r, 4, FALSE, &event)
+            || !rec_i64 (&r, 5, &when))
+          goto shape;
+        apply_proxy (l, site, proxy, job, event);
+        ok = TRUE;
+        break;
+      }
+    default:
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                   "unknown record type %" G_GUINT64_FORMAT, type);
+      goto out;
+    }
+  goto out;
+
+shape:
+  if (error != NULL && *error == NULL)
+    g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                 "%s record has the wrong shape", r.what);
+out:
+  msgpack_unpacked_destroy (&up);
+  return ok;
+}
+
+/* ---- open / free --------------------------------------------------- */
+
+static void
+journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
+                guint64 first, guint64 count, gint64 when)
+{
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 7);
+  msgpack_pack_uint8 (&pk, REC_SOURCE);
+  msgpack_pack_uint32 (&pk, idx);
+  pack_str (&pk, path);
+  pack_str (&pk, sha);
+  msgpack_pack_uint64 (&pk, first);
+  msgpack_pack_uint64 (&pk, count);
+  msgpack_pack_int64 (&pk, when);
+  datc_journal_end (l->journal);
+
+  SourceInfo *s = g_new0 (SourceInfo, 1);
+  s->path = g_strdup (path);
+  s->sha256 = g_strdup (sha);
+  s->first_id = first;
+  s->count = count;
+  s->submitted_us = when;
+  g_ptr_array_add (l->sources, s);
+}
+
+DatcLedger *
+datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
+                  const char *task_file_sha256, const DatcLedgerOptions *options,
+                  GError **error)
+{
+  g_autoptr (DatcLedger) l = g_new0 (DatcLedger, 1);
+  g_autofree gchar *journal_path = g_build_filename (dir, "journal", NULL);
+  g_autofree gchar *results_path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *results_tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *outputs = g_build_filename (dir, "outputs", NULL);
+  DatcJournalRecovery rec = { 0 };
+
+  l->dir = g_strdup (dir);
+  l->bag = bag;
+  l->options = *options;
+  if (l->options.crash_limit == 0)
+    l->options.crash_limit = 5;
+  l->n_tasks = datc_bag_count (bag);
+  l->tasks = g_new0 (TaskSlot, l->n_tasks);
+  l->counts.total = l->n_tasks;
+  l->counts.queued = l->n_tasks;
+  l->cursor = 1;
+  l->agents = g_ptr_array_new ();
+  l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
+  l->sources = g_ptr_array_new_with_free_func (source_info_free);
+  l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  l->line = g_string_sized_new (512);
+  l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
+  l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
+
+  if (g_mkdir_with_parents (outputs, 0700) != 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", outputs,
+                   g_strerror (errno));
+      return NULL;
+    }
+  l->results = fopen (results_tmp, "we");
+  if (l->results == NULL)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_tmp,
+                   g_strerror (errno));
+      return NULL;
+    }
+  setvbuf (l->results, NULL, _IOFBF, 1 << 16);
+
+  l->replaying = TRUE;
+  l->journal = datc_journal_open (journal_path, replay_record, l, &rec, error);
+  l->replaying = FALSE;
+  if (l->journal == NULL)
+    {
+      g_prefix_error (error, "%s: ", journal_path);
+      unlink (results_tmp);
+      return NULL;
+    }
+  if (rec.torn_bytes > 0)
+    g_warning ("%s: ignored a torn tail of %" G_GUINT64_FORMAT " bytes after %" G_GUINT64_FORMAT
+               " records",
+               journal_path, rec.torn_bytes, rec.records);
+
+  if (l->sources->len == 0)
+    {
+      journal_source (l, 0, task_file, task_file_sha256, 1, l->n_tasks, g_get_real_time ());
+    }
+  else
+    {
+      SourceInfo *s = l->sources->pdata[0];
+      if (g_strcmp0 (s->sha256, task_file_sha256) != 0)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
+                       "%s belongs to task file %s (sha256 %.12s…), not to %s (sha256 %.12s…)",
+                       dir, s->path, s->sha256, task_file, task_file_sha256);
+          unlink (results_tmp);
+          return NULL;
+        }
+    }
+
+  /* Tasks that were running when the last master stopped go back to the
+   * queue; their attempt number stays so their agent can re-attach them. */
+  for (guint64 id = 1; id <= l->n_tasks; id++)
+    if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
+      set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
+  l->ring_len = 0;
+  l->ring_head = 0;
+
+  /* Start record: marks each master incarnation in the journal. */
+  {
+    msgpack_packer pk;
+    GByteArray *buf = datc_journal_begin (l->journal);
+    msgpack_packer_init (&pk, buf, gba_write);
+    msgpack_pack_array (&pk, 3);
+    msgpack_pack_uint8 (&pk, REC_START);
+    msgpack_pack_uint64 (&pk, g_random_int ());
+    msgpack_pack_int64 (&pk, g_get_real_time ());
+    datc_journal_end (l->journal);
+  }
+
+  if (fflush (l->results) != 0 || fsync (fileno (l->results)) != 0
+      || rename (results_tmp, results_path) != 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_path,
+                   g_strerror (errno));
+      return NULL;
+    }
+  if (!datc_journal_commit (l->journal, error))
+    return NULL;
+  return g_steal_pointer (&l);
+}
+
+void
+datc_ledger_free (DatcLedger *l)
+{
+  if (l == NULL)
+    return;
+  if (l->results != NULL)
+    fclose (l->results);
+  datc_journal_free (l->journal);
+  for (guint i = 0; i < l->agents->len; i++)
+    if (l->agents->pdata[i] != NULL)
+      agent_info_free (l->agents->pdata[i]);
+  g_ptr_array_unref (l->agents);
+  g_hash_table_unref (l->agent_index);
+  g_ptr_array_unref (l->sources);
+  g_hash_table_unref (l->proxies);
+  g_string_free (l->line, TRUE);
+  g_array_unref (l->pick);
+  g_array_unref (l->deferred);
+  g_free (l->ring);
+  g_free (l->tasks);
+  g_free (l->dir);
+  g_free (l);
+}
+
+/* ---- queries ------------------------------------------------------- */
+
+void
+datc_ledger_counts (DatcLedger *l, DatcLedgerCounts *counts)
+{
+  *counts = l->counts;
+}
+
+gboolean
+datc_ledger_finished (DatcLedger *l)
+{
+  return l->counts.queued == 0 && l->counts.running == 0;
+}
+
+DatcTaskState
+datc_ledger_task_state (DatcLedger *l, guint64 id)
+{
+  TaskSlot *t = slot (l, id);
+  g_return_val_if_fail (t != NULL, DATC_TASK_FAILED);
+  return t->state;
+}
+
+guint32
+datc_ledger_task_attempt (DatcLedger *l, guint64 id)
+{
+  TaskSlot *t = slot (l, id);
+  g_return_val_if_fail (t != NULL, 0);
+  return t->attempt;
+}
+
+guint32
+datc_ledger_task_agent (DatcLedger *l, guint64 id)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || t->state != DATC_TASK_RUNNING)
+    return G_MAXUINT32;
+  return t->agent;
+}
+
+/* ---- agents -------------------------------------------------------- */
+
+guint32
+datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const char *proxy,
+                   const char *host)
+{
+  gpointer v = g_hash_table_lookup (l->agent_index, agent_id);
+  if (v != NULL)
+    return GPOINTER_TO_UINT (v) - 1;
+
+  guint32 idx = l->agents->len;
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 6);
+  msgpack_pack_uint8 (&pk, REC_AGENT);
+  msgpack_pack_uint32 (&pk, idx);
+  pack_str (&pk, agent_id);
+  pack_str (&pk, site);
+  pack_str (&pk, proxy);
+  pack_str (&pk, host);
+  datc_journal_end (l->journal);
+  apply_agent (l, idx, agent_id, site, proxy, host);
+  return idx;
+}
+
+/* ---- dispatch ------------------------------------------------------ */
+
+static gboolean
+next_queued (DatcLedger *l, guint32 *id)
+{
+  guint32 cand;
+  while (ring_pop (l, &cand))
+    if (l->tasks[cand - 1].state == DATC_TASK_QUEUED)
+      {
+        *id = cand;
+        return TRUE;
+      }
+  while (l->cursor <= l->n_tasks)
+    {
+      guint64 c = l->cursor++;
+      if (l->tasks[c - 1].state == DATC_TASK_QUEUED)
+        {
+          *id = (guint32) c;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+guint
+datc_ledger_dispatch (DatcLedger *l, guint32 agent, guint max, guint64 budget_ms,
+                      guint32 session, GByteArray *frame)
+{
+  guint32 id;
+  guint looked = 0;
+
+  g_array_set_size (l->pick, 0);
+  g_array_set_size (l->deferred, 0);
+  while (l->pick->len < max && looked < max + 256 && next_queued (l, &id))
+    {
+      looked++;
+      const DatcBagTask *bt = datc_bag_get (l->bag, id);
+      if (bt->est_runtime_ms > budget_ms)
+        g_array_append_val (l->deferred, id);
+      else
+        g_array_append_val (l->pick, id);
+    }
+  /* Tasks that did not fit wait, in order, for an agent with more time. */
+  for (guint i = 0; i < l->deferred->len; i++)
+    ring_push (l, g_array_index (l->deferred, guint32, i));
+
+  guint n = l->pick->len;
+  if (n == 0)
+    return 0;
+
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 4);
+  msgpack_pack_uint8 (&pk, REC_DISPATCH);
+  msgpack_pack_uint32 (&pk, agent);
+  msgpack_pack_int64 (&pk, g_get_real_time ());
+  msgpack_pack_array (&pk, n * 2);
+
+  datc_tasks_encode_begin (frame, session, n);
+  for (guint i = 0; i < n; i++)
+    {
+      guint32 tid = g_array_index (l->pick, guint32, i);
+      TaskSlot *t = &l->tasks[tid - 1];
+      guint32 attempt = t->attempt + 1u;
+      const DatcBagTask *bt = datc_bag_get (l->bag, tid);
+      const guint8 *spec = datc_bag_spec (l->bag, bt);
+
+      msgpack_pack_uint32 (&pk, tid);
+      msgpack_pack_uint32 (&pk, attempt);
+      if (bt->kind == DATC_BAG_SPEC_LINE)
+        datc_tasks_encode_add_line (frame, tid, attempt, (const char *) spec, bt->length);
+      else
+        datc_tasks_encode_add_spec (frame, tid, attempt, spec, bt->length);
+      apply_dispatch (l, agent, tid, attempt);
+    }
+  datc_journal_end (l->journal);
+  return n;
+}
+
+static void
+journal_dispatch_one (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
+{
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 4);
+  msgpack_pack_uint8 (&pk, REC_DISPATCH);
+  msgpack_pack_uint32 (&pk, agent);
+  msgpack_pack_int64 (&pk, g_get_real_time ());
+  msgpack_pack_array (&pk, 2);
+  msgpack_pack_uint64 (&pk, id);
+  msgpack_pack_uint32 (&pk, attempt);
+  datc_journal_end (l->journal);
+}
+
+gboolean
+datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || is_final (t) || t->attempt != attempt)
+    return FALSE;
+  if (t->state == DATC_TASK_RUNNING)
+    return t->agent == agent;
+  journal_dispatch_one (l, agent, id, attempt);
+  apply_dispatch (l, agent, id, attempt);
+  return TRUE;
+}
+
+/* ---- results ------------------------------------------------------- */
+
+static gboolean
+write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr,
+              GError **error)
+{
+  AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+  gsize out_len = res->out ? g_bytes_get_size (res->out) : 0;
+  gsize err_len = res->err ? g_bytes_get_size (res->err) : 0;
+
+  g_return_val_if_fail (a != NULL, FALSE);
+  if (a->out_fd < 0)
+    {
+      g_autofree gchar *path = g_build_filename (l->dir, a->output_name, NULL);
+      struct stat st;
+      a->out_fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      if (a->out_fd < 0 || fstat (a->out_fd, &st) != 0)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path,
+                       g_strerror (errno));
+          return FALSE;
+        }
+      a->out_size = (guint64) st.st_size;
+    }
+  rr->out_off = a->out_size;
+  rr->out_len = out_len;
+  rr->err_off = a->out_size + out_len;
+  rr->err_len = err_len;
+  if (out_len + err_len == 0)
+    return TRUE;
+
+  struct iovec iov[2] = {
+    { (void *) (out_len ? g_bytes_get_data (res->out, NULL) : NULL), out_len },
+    { (void *) (err_len ? g_bytes_get_data (res->err, NULL) : NULL), err_len },
+  };
+  gsize total = out_len + err_len, done = 0;
+  while (done < total)
+    {
+      ssize_t w;
+      if (done < out_len)
+        {
+          struct iovec v[2] = { { (char *) iov[0].iov_base + done, out_len - done }, iov[1] };
+          w = writev (a->out_fd, v, 2);
+        }
+      else
+        w = write (a->out_fd, (const char *) iov[1].iov_base + (done - out_len), total - done);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s", l->dir,
+                       a->output_name, g_strerror (errno));
+          return FALSE;
+        }
+      done += (gsize) w;
+    }
+  a->out_size += total;
+  a->out_dirty = TRUE;
+  return TRUE;
+}
+
+static void
+journal_result (DatcLedger *l, const ResultRec *rr)
+{
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, RESULT_FIELDS + 1);
+  msgpack_pack_uint8 (&pk, REC_RESULT);
+  msgpack_pack_uint64 (&pk, rr->id);
+  msgpack_pack_uint32 (&pk, rr->attempt);
+  msgpack_pack_uint32 (&pk, rr->agent);
+  if (rr->final)
+    msgpack_pack_true (&pk);
+  else
+    msgpack_pack_false (&pk);
+  msgpack_pack_uint32 (&pk, rr->status);
+  msgpack_pack_int64 (&pk, rr->exit_code);
+  msgpack_pack_int64 (&pk, rr->signal);
+  msgpack_pack_int64 (&pk, rr->started);
+  msgpack_pack_int64 (&pk, rr->finished);
+  msgpack_pack_uint64 (&pk, rr->out_off);
+  msgpack_pack_uint64 (&pk, rr->out_len);
+  msgpack_pack_uint64 (&pk, rr->err_off);
+  msgpack_pack_uint64 (&pk, rr->err_len);
+  msgpack_pack_uint64 (&pk, rr->out_dropped);
+  msgpack_pack_uint64 (&pk, rr->err_dropped);
+  pack_str (&pk, rr->message);
+  datc_journal_end (l->journal);
+}
+
+static void
+journal_requeue (DatcLedger *l, guint64 id, gboolean lost)
+{
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 3);
+  msgpack_pack_uint8 (&pk, REC_REQUEUE);
+  msgpack_pack_uint64 (&pk, id);
+  if (lost)
+    msgpack_pack_true (&pk);
+  else
+    msgpack_pack_false (&pk);
+  datc_journal_end (l->journal);
+}
+
+DatcRecordOutcome
+datc_ledger_record (DatcLedger *l, guint32 agent, const DatcResult *res,
+                    guint32 *cancel_agent, guint32 *cancel_attempt, GError **error)
+{
+  TaskSlot *t = slot (l, res->id);
+
+  *cancel_agent = G_MAXUINT32;
+  *cancel_attempt = 0;
+  if (t == NULL || is_final (t) || res->attempt == 0 || res->attempt > t->attempt)
+    return DATC_RECORD_DUPLICATE;
+
+  gboolean open_here = t->state == DATC_TASK_RUNNING && t->attempt == res->attempt
+                       && t->agent == agent;
+  switch (res->status)
+    {
+    case DATC_STATUS_DRAINED:
+    case DATC_STATUS_REFUSED:
+    case DATC_STATUS_CANCELLED:
+      /* The agent gave the task back unrun (or we asked it to stop it). */
+      if (!open_here)
+        return DATC_RECORD_DUPLICATE;
+      journal_requeue (l, res->id, FALSE);
+      apply_requeue (l, res->id, FALSE);
+      return DATC_RECORD_REQUEUED;
+    default:
+      break;
+    }
+
+  const DatcBagTask *bt = datc_bag_get (l->bag, res->id);
+  gboolean ok = res->status == DATC_STATUS_EXITED && res->exit_code == 0;
+  ResultRec rr = {
+    .id = res->id,
+    .attempt = res->attempt,
+    .agent = agent,
+    .final = ok || t->failures >= bt->retries,
+    .status = res->status,
+    .exit_code = res->exit_code,
+    .signal = res->signal,
+    .started = res->started_us,
+    .finished = res->finished_us,
+    .out_dropped = res->out_dropped,
+    .err_dropped = res->err_dropped,
+    .message = res->message,
+  };
+  /* A failed old attempt while a newer one runs changes nothing. */
+  if (!rr.final && t->state == DATC_TASK_RUNNING && !open_here)
+    return DATC_RECORD_DUPLICATE;
+
+  if (!write_output (l, agent, res, &rr, error))
+    return DATC_RECORD_DUPLICATE;
+  if (rr.final && t->state == DATC_TASK_RUNNING && !open_here)
+    {
+      *cancel_agent = t->agent;
+      *cancel_attempt = t->attempt;
+    }
+  journal_result (l, &rr);
+  apply_result (l, &rr);
+  return DATC_RECORD_ACCEPTED;
+}
+
+/* ---- losses -------------------------------------------------------- */
+
+void
+datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
+{
+  for (guint64 id = 1; id <= l->n_tasks; id++)
+    {
+      TaskSlot *t = &l->tasks[id - 1];
+      if (t->state == DATC_TASK_RUNNING && t->agent == agent)
+        {
+          DatcTaskKey k = { id, t->attempt };
+          g_array_append_val (keys, k);
+        }
+    }
+}
+
+guint
+datc_ledger_agent_lost (DatcLedger *l, guint32 agent)
+{
+  g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  datc_ledger_agent_tasks (l, agent, keys);
+  for (guint i = 0; i < keys->len; i++)
+    {
+      DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
+      TaskSlot *t = &l->tasks[k->id - 1];
+      if ((guint) t->crashes + 1 >= l->options.crash_limit)
+        {
+          gint64 now = g_get_real_time ();
+          g_autofree gchar *msg = g_strdup_printf (
+              "lost with its agent %u times (crash limit %u)", t->crashes + 1u,
+              l->options.crash_limit);
+          ResultRec rr = {
+            .id = k->id, .attempt = k->attempt, .agent = agent, .final = TRUE,
+            .status = DATC_STATUS_LOST, .exit_code = -1, .signal = 0,
+            .started = 0, .finished = now, .message = msg,
+          };
+          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+          rr.out_off = rr.err_off = a ? a->out_size : 0;
+          t->crashes++;
+          journal_result (l, &rr);
+          apply_result (l, &rr);
+        }
+      else
+        {
+          journal_requeue (l, k->id, TRUE);
+          apply_requeue (l, k->id, TRUE);
+        }
+    }
+  return keys->len;
+}
+
+void
+datc_ledger_requeue (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || t->state != DATC_TASK_RUNNING || t->agent != agent || t->attempt != attempt)
+    return;
+  journal_requeue (l, id, FALSE);
+  apply_requeue (l, id, FALSE);
+}
+
+/* ---- proxies ------------------------------------------------------- */
+
+void
+datc_ledger_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
+                   const char *event)
+{
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 6);
+  msgpack_pack_uint8 (&pk, REC_PROXY);
+  pack_str (&pk, site);
+  pack_str (&pk, proxy);
+  pack_str (&pk, job_id);
+  pack_str (&pk, event);
+  msgpack_pack_int64 (&pk, g_get_real_time ());
+  datc_journal_end (l->journal);
+  apply_proxy (l, site, proxy, job_id, event);
+}
+
+GPtrArray *
+datc_ledger_open_proxies (DatcLedger *l)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->proxies);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_ptr_array_add (out, g_strdup_printf ("%s\t%s", (char *) k, (char *) v));
+  return out;
+}
+
+/* ---- commit -------------------------------------------------------- */
+
+gboolean
+datc_ledger_commit (DatcLedger *l, GError **error)
+{
+  for (guint i = 0; i < l->agents->len; i++)
+    {
+      AgentInfo *a = l->agents->pdata[i];
+      if (a != NULL && a->out_dirty)
+        {
+          if (fdatasync (a->out_fd) != 0)
+            {
+              g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s",
+                           l->dir, a->output_name, g_strerror (errno));
+              return FALSE;
+            }
+          a->out_dirty = FALSE;
+        }
+    }
+  if (!datc_journal_commit (l->journal, error))
+    return FALSE;
+  if (fflush (l->results) != 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/results.jsonl: %s",
+                   l->dir, g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}

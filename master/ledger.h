@@ -1,0 +1,126 @@
+/* ledger.h: the state of every task of a campaign and the only code that
+ * changes it.  Every change is a journal record first (so a restarted
+ * master replays to the same state), then applied in memory; final results
+ * also become a line of results.jsonl and their output goes to the agent's
+ * append-only file under outputs/.
+ *
+ * On open the journal is replayed and results.jsonl is rebuilt from it, so
+ * the file always holds exactly one line per finished task, whatever
+ * instant the previous master died at.  Tasks that were running when the
+ * master died go back to the queue, but keep their attempt number so a
+ * returning agent can re-attach them (datc_ledger_reattach).
+ *
+ * Nothing here talks to the network: the dispatcher decides who gets what,
+ * the ledger records it. */
+#pragma once
+
+#include <glib.h>
+#include "bag.h"
+#include "message.h"
+
+G_BEGIN_DECLS
+
+#define DATC_LEDGER_ERROR (datc_ledger_error_quark ())
+GQuark datc_ledger_error_quark (void);
+
+typedef enum {
+  DATC_LEDGER_ERROR_IO,
+  DATC_LEDGER_ERROR_CORRUPT,   /* a checksummed record that makes no sense */
+  DATC_LEDGER_ERROR_MISMATCH,  /* the journal is of another task file */
+} DatcLedgerError;
+
+typedef enum {
+  DATC_TASK_QUEUED = 0,
+  DATC_TASK_RUNNING,
+  DATC_TASK_DONE,        /* final: exit 0 */
+  DATC_TASK_FAILED,      /* final: non-zero exit, signal, timeout, lost, ... */
+  DATC_TASK_CANCELLED,   /* final: cancelled by the user */
+} DatcTaskState;
+
+/* Final status "lost" (crash limit reached), beside DatcTaskStatus. */
+#define DATC_STATUS_LOST 100
+
+typedef struct {
+  guint crash_limit;        /* agent losses before a task fails as lost */
+} DatcLedgerOptions;
+
+typedef struct DatcLedger DatcLedger;
+
+typedef struct {
+  guint64 total, queued, running, done, failed, cancelled;
+} DatcLedgerCounts;
+
+/* Opens DIR's journal (creating it), replays it against `bag` (transfer
+ * none, must outlive the ledger), rebuilds DIR/results.jsonl.
+ * `task_file_sha256` identifies the bag's first file: a journal made for
+ * another file is refused. */
+DatcLedger *datc_ledger_open (const char *dir, DatcBag *bag,
+                              const char *task_file, const char *task_file_sha256,
+                              const DatcLedgerOptions *options, GError **error);
+void datc_ledger_free (DatcLedger *ledger);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcLedger, datc_ledger_free)
+
+void datc_ledger_counts (DatcLedger *ledger, DatcLedgerCounts *counts);
+/* No task is queued or running. */
+gboolean datc_ledger_finished (DatcLedger *ledger);
+DatcTaskState datc_ledger_task_state (DatcLedger *ledger, guint64 id);
+guint32 datc_ledger_task_attempt (DatcLedger *ledger, guint64 id);
+/* The agent a running task runs on, or G_MAXUINT32. */
+guint32 datc_ledger_task_agent (DatcLedger *ledger, guint64 id);
+
+/* Agents get a small index, journaled with what they said in HELLO.  An
+ * agent id seen before (a reconnect, or a master restart) keeps its index. */
+guint32 datc_ledger_agent (DatcLedger *ledger, const char *agent_id,
+                           const char *site, const char *proxy, const char *host);
+
+/* Picks up to `max` queued tasks for `agent` whose est_runtime fits in
+ * `budget_ms` (G_MAXUINT64: no limit), marks them running with the next
+ * attempt, journals one record for all, and encodes them as the task list
+ * of a TASKS frame into `frame` (header included).  Returns how many. */
+guint datc_ledger_dispatch (DatcLedger *ledger, guint32 agent, guint max,
+                            guint64 budget_ms, guint32 session, GByteArray *frame);
+
+/* An agent said HELLO holding (id, attempt): if that attempt is still the
+ * task's open attempt, it runs on `agent` again and TRUE is returned; FALSE
+ * means the agent should drop it (finished, or superseded). */
+gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id,
+                               guint32 attempt);
+
+typedef enum {
+  DATC_RECORD_ACCEPTED,   /* journaled (final, or retried) */
+  DATC_RECORD_REQUEUED,   /* drained or refused: back in the queue */
+  DATC_RECORD_DUPLICATE,  /* the task already has a final result: ignored */
+} DatcRecordOutcome;
+
+/* Records one result from `agent`.  Writes its output to the agent's file
+ * first.  When the result makes the task final while another attempt of it
+ * still runs (a re-attached copy, a replica), that attempt's agent and
+ * number are returned in *cancel_agent / *cancel_attempt so the caller can
+ * cancel it; otherwise *cancel_agent is G_MAXUINT32. */
+DatcRecordOutcome datc_ledger_record (DatcLedger *ledger, guint32 agent,
+                                      const DatcResult *result,
+                                      guint32 *cancel_agent, guint32 *cancel_attempt,
+                                      GError **error);
+
+/* `agent` is gone: each of its running tasks goes back to the queue with
+ * one more crash, or fails as lost at the crash limit.  Returns how many
+ * were affected. */
+guint datc_ledger_agent_lost (DatcLedger *ledger, guint32 agent);
+/* The tasks `agent` runs, per the ledger (DatcTaskKey appended). */
+void datc_ledger_agent_tasks (DatcLedger *ledger, guint32 agent, GArray *keys);
+/* Puts one running task of `agent` back in the queue without penalty (it
+ * never reached the agent, or the agent gave it back). */
+void datc_ledger_requeue (DatcLedger *ledger, guint32 agent, guint64 id, guint32 attempt);
+
+/* Proxies, journaled so a restarted master still knows what it left on
+ * each site: event is "submitted", "ended" or "cancelled". */
+void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
+                        const char *job_id, const char *event);
+/* Proxies submitted and not ended, as site\tproxy\tjob_id strings. */
+GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);
+
+/* Makes everything recorded so far durable: output files, then the journal
+ * (one fdatasync each), then flushes results.jsonl. */
+gboolean datc_ledger_commit (DatcLedger *ledger, GError **error);
+
+G_END_DECLS

@@ -1,0 +1,161 @@
+/* main.c: the `datc` command.  Parses the subcommand and its options and
+ * hands over to the module that does the work; nothing else lives here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <json-glib/json-glib.h>
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "results.h"
+#include "run.h"
+
+#define EXIT_INPUT 2
+
+static void
+usage (FILE *out)
+{
+  fputs ("usage:\n"
+         "  datc run [--dir DIR] [--local-slots N] [--local-agents K] [--format F] [--json] TASKFILE\n"
+         "  datc output DIR ID [--stderr]\n"
+         "  datc results DIR [--failed] [--json]\n"
+         "run `datc COMMAND --help` for a command's options\n",
+         out);
+}
+
+static int
+cmd_run (int argc, char **argv)
+{
+  DatcRunOptions o = { 0 };
+  g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL;
+  gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
+  gboolean json = FALSE;
+  g_autofree gchar *mode = NULL;
+  GOptionEntry entries[] = {
+    { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
+    { "format", 0, 0, G_OPTION_ARG_STRING, &format, "Task file format: auto, lines, jsonl", "F" },
+    { "local-slots", 0, 0, G_OPTION_ARG_INT, &local_slots, "Slots on the local site (default: CPUs)", "N" },
+    { "local-agents", 0, 0, G_OPTION_ARG_INT, &local_agents, "Local agents sharing those slots (default 1)", "K" },
+    { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
+    { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
+    { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (the only mode of the core)", "MODE" },
+    { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000)", "MS" },
+    { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms, "Silence before an agent is lost (default 30000)", "MS" },
+    { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit, "Agent losses before a task fails as lost (default 5)", "N" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON summary at the end", NULL },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("TASKFILE - run a campaign");
+  g_autoptr (GError) error = NULL;
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error))
+    {
+      g_printerr ("datc run: %s\n", error->message);
+      return EXIT_INPUT;
+    }
+  if (argc != 2)
+    {
+      g_printerr ("datc run: exactly one TASKFILE expected\n");
+      return EXIT_INPUT;
+    }
+  if (local_slots < 0 || local_agents < 0 || heartbeat_ms < 0 || timeout_ms < 0 || crash_limit < 0
+      || local_slots > 100000 || local_agents > 1000 || crash_limit > 255)
+    {
+      g_printerr ("datc run: a numeric option is out of range\n");
+      return EXIT_INPUT;
+    }
+  if (mode != NULL && !g_str_equal (mode, "pull"))
+    {
+      g_printerr ("datc run: --mode %s is not available yet; pull is\n", mode);
+      return EXIT_INPUT;
+    }
+  if (local_exec != NULL && !g_str_equal (local_exec, "none"))
+    {
+      g_printerr ("datc run: --local-exec takes only 'none'\n");
+      return EXIT_INPUT;
+    }
+  o.dir = dir;
+  o.task_file = argv[1];
+  o.format = format;
+  o.listen = listen;
+  o.local_slots = (guint) local_slots;
+  o.local_agents = (guint) local_agents;
+  o.local_exec = local_exec;
+  o.heartbeat_ms = (guint) heartbeat_ms;
+  o.timeout_ms = (guint) timeout_ms;
+  o.crash_limit = (guint) crash_limit;
+  o.json = json;
+  return datc_run (&o);
+}
+
+static int
+cmd_output (int argc, char **argv)
+{
+  gboolean want_stderr = FALSE;
+  GOptionEntry entries[] = {
+    { "stderr", 0, 0, G_OPTION_ARG_NONE, &want_stderr, "Print stderr instead of stdout", NULL },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("DIR ID - print a task's captured output");
+  g_autoptr (GError) error = NULL;
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 3)
+    {
+      g_printerr ("datc output: %s\n", error ? error->message : "expected DIR ID");
+      return EXIT_INPUT;
+    }
+  guint64 id;
+  if (!g_ascii_string_to_unsigned (argv[2], 10, 1, G_MAXUINT64, &id, &error))
+    {
+      g_printerr ("datc output: task id: %s\n", error->message);
+      return EXIT_INPUT;
+    }
+  return datc_results_print_output (argv[1], id, want_stderr);
+}
+
+static int
+cmd_results (int argc, char **argv)
+{
+  gboolean failed = FALSE, json = FALSE;
+  GOptionEntry entries[] = {
+    { "failed", 0, 0, G_OPTION_ARG_NONE, &failed, "Only tasks that did not succeed", NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per line", NULL },
+    { NULL }
+  };
+  g_autoptr (GOptionContext) ctx = g_option_context_new ("DIR - list results");
+  g_autoptr (GError) error = NULL;
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 2)
+    {
+      g_printerr ("datc results: %s\n", error ? error->message : "expected DIR");
+      return EXIT_INPUT;
+    }
+  return datc_results_list (argv[1], failed, json);
+}
+
+int
+main (int argc, char **argv)
+{
+  setlocale (LC_ALL, "");
+  if (argc < 2)
+    {
+      usage (stderr);
+      return EXIT_INPUT;
+    }
+  const char *cmd = argv[1];
+  if (g_str_equal (cmd, "--help") || g_str_equal (cmd, "-h") || g_str_equal (cmd, "help"))
+    {
+      usage (stdout);
+      return 0;
+    }
+  if (g_str_equal (cmd, "run"))
+    return cmd_run (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "output"))
+    return cmd_output (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "results"))
+    return cmd_results (argc - 1, argv + 1);
+  g_printerr ("datc: unknown command '%s'\n", cmd);
+  usage (stderr);
+  return EXIT_INPUT;
+}

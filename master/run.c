@@ -1,0 +1,271 @@
+/* run.c: the master's main loop.
+ *
+ *   load the bag -> open the campaign dir -> replay the ledger
+ *   -> bind the dispatcher -> provision the local site
+ *   -> loop { poll; receive; tick; flush; provision } until the bag is done
+ *   -> release agents -> end every proxy -> summary
+ *
+ * One thread: ZeroMQ sockets are only touched here, signals arrive on a
+ * signalfd polled beside them. */
+#include "run.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bag.h"
+#include "campaign.h"
+#include "dispatcher.h"
+#include "driver.h"
+#include "ledger.h"
+#include "provisioner.h"
+
+#define EXIT_ALL_OK 0
+#define EXIT_SOME_FAILED 1
+#define EXIT_INPUT 2
+#define EXIT_CANNOT_RUN 3
+
+static gchar *
+find_agent (void)
+{
+  const char *env = g_getenv ("DATC_AGENT");
+  if (env != NULL && env[0])
+    return g_strdup (env);
+  g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
+  if (self != NULL)
+    {
+      g_autofree gchar *dir = g_path_get_dirname (self);
+      const char *cands[] = { "datc-agent", "../worker-agent/datc-agent" };
+      for (guint i = 0; i < G_N_ELEMENTS (cands); i++)
+        {
+          g_autofree gchar *p = g_build_filename (dir, cands[i], NULL);
+          if (g_file_test (p, G_FILE_TEST_IS_EXECUTABLE))
+            return g_canonicalize_filename (p, NULL);
+        }
+    }
+  return g_find_program_in_path ("datc-agent");
+}
+
+static gchar *
+default_dir (const char *task_file)
+{
+  g_autofree gchar *base = g_path_get_basename (task_file);
+  char *dot = strrchr (base, '.');
+  if (dot != NULL && dot != base)
+    *dot = '\0';
+  return g_strdup_printf ("%s.datc", base);
+}
+
+static void
+summary (DatcLedger *ledger, const char *dir, gint64 started_us, gboolean json)
+{
+  DatcLedgerCounts c;
+  datc_ledger_counts (ledger, &c);
+  double secs = (g_get_monotonic_time () - started_us) / 1e6;
+  if (json)
+    printf ("{\"dir\":\"%s\",\"tasks\":{\"total\":%" G_GUINT64_FORMAT ",\"done\":%" G_GUINT64_FORMAT
+            ",\"failed\":%" G_GUINT64_FORMAT ",\"queued\":%" G_GUINT64_FORMAT
+            ",\"running\":%" G_GUINT64_FORMAT "},\"seconds\":%.3f}\n",
+            dir, c.total, c.done, c.failed, c.queued, c.running, secs);
+  else
+    fprintf (stderr, "datc: %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT " done, %"
+             G_GUINT64_FORMAT " failed%s in %.2f s\n",
+             dir, c.total, c.done, c.failed,
+             c.queued + c.running ? " (unfinished)" : "", secs);
+}
+
+int
+datc_run (const DatcRunOptions *o)
+{
+  g_autoptr (GError) error = NULL;
+  gint64 started = g_get_monotonic_time ();
+  DatcTaskFileFormat format;
+
+  if (!datc_task_file_format_parse (o->format ? o->format : "auto", &format))
+    {
+      g_printerr ("datc: --format must be auto, lines or jsonl\n");
+      return EXIT_INPUT;
+    }
+
+  /* 1. The bag: any bad line stops everything before anything starts. */
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autofree gchar *sha = NULL;
+  if (!datc_bag_load_file (bag, o->task_file, format, &sha, &error))
+    {
+      g_printerr ("datc: %s\n", error->message);
+      return EXIT_INPUT;
+    }
+
+  /* 2. The campaign directory and its ledger. */
+  g_autofree gchar *dir = o->dir ? g_strdup (o->dir) : default_dir (o->task_file);
+  g_autoptr (DatcCampaign) campaign
+      = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto", "pull", &error);
+  if (campaign == NULL)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      return g_error_matches (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_MISMATCH)
+                 ? EXIT_INPUT
+                 : EXIT_CANNOT_RUN;
+    }
+  DatcLedgerOptions lopt = { .crash_limit = o->crash_limit ? o->crash_limit : 5 };
+  g_autoptr (DatcLedger) ledger = datc_ledger_open (datc_campaign_dir (campaign), bag,
+                                                    o->task_file, sha, &lopt, &error);
+  if (ledger == NULL)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      return g_error_matches (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH)
+                 ? EXIT_INPUT
+                 : EXIT_CANNOT_RUN;
+    }
+
+  /* 3. Signals become readable on a fd; block them before ZeroMQ starts
+   * its threads so none of those gets them. */
+  sigset_t mask;
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGINT);
+  sigaddset (&mask, SIGTERM);
+  sigaddset (&mask, SIGHUP);
+  sigprocmask (SIG_BLOCK, &mask, NULL);
+  signal (SIGPIPE, SIG_IGN);
+  int sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  void *ctx = zmq_ctx_new ();
+  g_autofree gchar *endpoint = o->listen ? g_strdup (o->listen)
+                                         : datc_campaign_ipc_endpoint (campaign);
+  g_auto (GStrv) publics = datc_campaign_agent_publics (campaign, &error);
+  if (publics == NULL)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      zmq_ctx_term (ctx);
+      return EXIT_CANNOT_RUN;
+    }
+  DatcDispatcherOptions dopt = {
+    .endpoint = endpoint,
+    .server_secret_file = datc_campaign_master_key (campaign),
+    .agent_keys = (const char *const *) publics,
+    .heartbeat_ms = o->heartbeat_ms,
+    .timeout_ms = o->timeout_ms,
+  };
+  g_autoptr (DatcDispatcher) disp = datc_dispatcher_new (ctx, ledger, &dopt, &error);
+  if (disp == NULL)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      g_clear_pointer (&ledger, datc_ledger_free);
+      zmq_ctx_term (ctx);
+      return EXIT_CANNOT_RUN;
+    }
+  {
+    g_autofree gchar *ep_file = g_build_filename (datc_campaign_dir (campaign), "endpoint", NULL);
+    g_autofree gchar *text = g_strdup_printf ("%s\n", datc_dispatcher_endpoint (disp));
+    g_file_set_contents (ep_file, text, -1, NULL);
+  }
+
+  /* 4. The embedded local site: a fork scheduler over the local transport,
+   * like any other site. */
+  g_autofree gchar *agent = find_agent ();
+  if (agent == NULL)
+    {
+      g_printerr ("datc: cannot find datc-agent (set DATC_AGENT)\n");
+      return EXIT_CANNOT_RUN;
+    }
+  guint slots = o->local_slots ? o->local_slots : g_get_num_processors ();
+  guint agents = o->local_agents ? o->local_agents : 1;
+  DatcSiteSpec *local = g_new0 (DatcSiteSpec, 1);
+  local->name = g_strdup ("local");
+  local->site = datc_site_new ("local", "local", "fork", NULL, NULL, &error);
+  if (local->site == NULL)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      datc_site_spec_free (local);
+      return EXIT_CANNOT_RUN;
+    }
+  local->max_proxies = agents;
+  local->slots_per_proxy = (slots + agents - 1) / agents;
+  local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
+  local->agent_path = g_strdup (agent);
+  local->key_file = g_strdup (datc_campaign_agent_key (campaign));
+  g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
+  g_ptr_array_add (specs, local);
+
+  GString *agent_args = g_string_new (NULL);
+  if (o->local_exec != NULL)
+    g_string_append_printf (agent_args, "--exec %s", o->local_exec);
+  DatcProvisionerOptions popt = {
+    .endpoint = datc_dispatcher_endpoint (disp),
+    .server_public = datc_dispatcher_server_public (disp),
+    .agent_args = agent_args->str,
+    .poll_ms = 1000,
+  };
+  g_autoptr (DatcProvisioner) prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
+  g_string_free (agent_args, TRUE);
+
+  /* 5. The loop. */
+  int status = EXIT_ALL_OK;
+  gboolean stop = FALSE;
+  g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_dispatcher_poll_items (disp, items);
+  zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
+  g_array_append_val (items, sig_item);
+
+  if (!datc_dispatcher_flush (disp, &error))
+    goto fatal;
+  while (!stop && !datc_ledger_finished (ledger))
+    {
+      datc_provisioner_tick (prov, disp);
+      int timeout = datc_dispatcher_next_timeout_ms (disp);
+      if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
+          && errno != EINTR)
+        {
+          g_set_error (&error, DATC_DISPATCHER_ERROR, 0, "zmq_poll: %s",
+                       zmq_strerror (errno));
+          goto fatal;
+        }
+      struct signalfd_siginfo si;
+      while (read (sfd, &si, sizeof si) == sizeof si)
+        {
+          g_printerr ("datc: %s: stopping; run the same command again to resume\n",
+                      strsignal ((int) si.ssi_signo));
+          stop = TRUE;
+        }
+      if (!datc_dispatcher_receive (disp, &error))
+        goto fatal;
+      datc_dispatcher_tick (disp);
+      datc_dispatcher_release_idle (disp);
+      if (!datc_dispatcher_flush (disp, &error))
+        goto fatal;
+    }
+
+  /* 6. Everyone goes home: agents exit, proxies end. */
+  datc_dispatcher_release_all (disp, stop ? "campaign stopped" : "campaign finished");
+  if (!datc_dispatcher_flush (disp, &error))
+    goto fatal;
+  if (!datc_provisioner_shutdown (prov, 30000))
+    status = EXIT_CANNOT_RUN;
+  datc_dispatcher_flush (disp, NULL);
+
+  summary (ledger, datc_campaign_dir (campaign), started, o->json);
+  {
+    DatcLedgerCounts c;
+    datc_ledger_counts (ledger, &c);
+    if (stop || c.queued + c.running > 0)
+      status = EXIT_CANNOT_RUN;
+    else if (c.failed > 0 && status == EXIT_ALL_OK)
+      status = EXIT_SOME_FAILED;
+  }
+  g_clear_pointer (&prov, datc_provisioner_free);
+  g_clear_pointer (&disp, datc_dispatcher_free);
+  zmq_ctx_term (ctx);
+  close (sfd);
+  return status;
+
+fatal:
+  g_printerr ("datc: %s\n", error->message);
+  g_clear_pointer (&disp, datc_dispatcher_free);
+  zmq_ctx_term (ctx);
+  close (sfd);
+  return EXIT_CANNOT_RUN;
+}

@@ -1,0 +1,26 @@
+/* run.h: `datc run`: open or resume a campaign and drive it to the end. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct {
+  const char *dir;             /* NULL: derived from the task file name */
+  const char *task_file;
+  const char *format;          /* "auto", "lines", "jsonl" */
+  const char *listen;          /* tcp endpoint for remote agents, or NULL */
+  guint local_slots;           /* 0: number of CPUs */
+  guint local_agents;          /* 0: 1 */
+  const char *local_exec;      /* NULL, or "none" (benchmarks) */
+  guint heartbeat_ms;
+  guint timeout_ms;
+  guint crash_limit;
+  gboolean json;               /* final summary as JSON on stdout */
+} DatcRunOptions;
+
+/* Returns the process exit status: 0 all tasks succeeded, 1 some failed,
+ * 2 usage or input error, 3 the campaign could not run. */
+int datc_run (const DatcRunOptions *options);
+
+G_END_DECLS

@@ -1,0 +1,650 @@
+/* agent.c: one DEALER socket to the master, one runner, one signalfd, one
+ * zmq_poll loop.
+ *
+ * The agent asks for work with a cumulative credit (tasks it may have been
+ * sent this session), so a CREDIT crossing a TASKS frame never yields more
+ * than was asked.  A session starts with each HELLO; frames of an older
+ * session are dropped and the master re-queues what the new HELLO does not
+ * hold.  Results stay until the master acknowledges them (it does so only
+ * once they are journaled), and are sent again after a silence or a new
+ * session, so a master that restarts loses nothing.
+ *
+ * Leaving: SIGTERM, SIGINT, SIGUSR1/2 (batch systems' advance warnings) or
+ * the walltime's end drain the agent: no new task, running groups killed,
+ * everything reported DRAINED so the master re-queues it at once, then BYE. */
+#include "agent.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "curve.h"
+#include "datc-limits.h"
+#include "message.h"
+#include "runner.h"
+
+#define DATC_AGENT_ERROR (datc_agent_error_quark ())
+static G_DEFINE_QUARK (datc-agent-error-quark, datc_agent_error)
+
+#define RESULT_FRAME_BUDGET (DATC_FRAME_MAX / 2)
+
+typedef struct {
+  DatcResult *result;
+  gint64 sent_us;       /* 0: never sent */
+} Unacked;
+
+typedef struct {
+  const DatcAgentOptions *o;
+  void *ctx, *sock;
+  int sfd;
+  DatcRunner *runner;
+  gchar *agent_id, *host;
+
+  guint32 session;
+  gboolean welcomed;
+  guint64 epoch;
+  guint heartbeat_ms, timeout_ms;
+  guint64 received, limit_sent;
+
+  GQueue queue;             /* DatcTask* received, not started */
+  GHashTable *unacked;      /* "id/attempt" -> Unacked* */
+  GPtrArray *outbox;        /* DatcResult* (owned by unacked) to send */
+
+  gint64 last_master_us;    /* last frame from the master */
+  gint64 next_hello_us;
+  guint hello_backoff_ms;
+  gint64 master_lost_us;    /* when it went silent; 0 while it talks */
+  gint64 last_heartbeat_us;
+  gboolean draining, leaving;
+  gint64 leave_deadline_us;
+  int status;
+  GByteArray *buf;
+} Agent;
+
+static gchar *
+key_of (guint64 id, guint32 attempt)
+{
+  return g_strdup_printf ("%" G_GUINT64_FORMAT "/%u", id, attempt);
+}
+
+static void
+unacked_free (gpointer p)
+{
+  Unacked *u = p;
+  datc_result_free (u->result);
+  g_free (u);
+}
+
+static void
+send_msg (Agent *a, const DatcMsg *m)
+{
+  g_byte_array_set_size (a->buf, 0);
+  datc_msg_encode (m, a->buf);
+  if (zmq_send (a->sock, a->buf->data, a->buf->len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN)
+    g_debug ("send %s: %s", datc_msg_type_name (m->type), zmq_strerror (errno));
+}
+
+/* ---- HELLO and credit ----------------------------------------------- */
+
+static void
+send_hello (Agent *a)
+{
+  g_autoptr (DatcMsg) m = datc_msg_new (DATC_MSG_HELLO);
+  DatcHello *h = &m->u.hello;
+  a->session++;
+  a->welcomed = FALSE;
+  a->received = a->limit_sent = 0;
+  h->agent_id = g_strdup (a->agent_id);
+  h->site = g_strdup (a->o->site);
+  h->proxy = g_strdup (a->o->proxy);
+  h->host = g_strdup (a->host);
+  h->pid = (guint32) getpid ();
+  h->slots = a->o->slots;
+  h->walltime_end_us = a->o->walltime_end_us;
+  h->session = a->session;
+  datc_runner_list (a->runner, h->held);
+  for (GList *l = a->queue.head; l; l = l->next)
+    {
+      DatcTask *t = l->data;
+      DatcTaskKey k = { t->id, t->attempt };
+      g_array_append_val (h->held, k);
+    }
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, a->unacked);
+  while (g_hash_table_iter_next (&it, NULL, &v) && h->held->len < DATC_BATCH_MAX)
+    {
+      Unacked *u = v;
+      DatcTaskKey k = { u->result->id, u->result->attempt };
+      g_array_append_val (h->held, k);
+    }
+  send_msg (a, m);
+}
+
+static void
+send_credit (Agent *a)
+{
+  if (!a->welcomed || a->draining)
+    return;
+  guint64 busy = datc_runner_running (a->runner) + a->queue.length;
+  guint64 capacity = (guint64) a->o->slots + a->o->prefetch;
+  guint64 want = capacity > busy ? capacity - busy : 0;
+  guint64 limit = a->received + want;
+  if (limit <= a->limit_sent)
+    return;
+  DatcMsg m = { .type = DATC_MSG_CREDIT };
+  m.u.credit.session = a->session;
+  m.u.credit.limit = limit;
+  send_msg (a, &m);
+  a->limit_sent = limit;
+}
+
+static void
+send_heartbeat (Agent *a)
+{
+  DatcMsg m = { .type = DATC_MSG_HEARTBEAT };
+  m.u.heartbeat.session = a->session;
+  m.u.heartbeat.received = a->received;
+  m.u.heartbeat.running = datc_runner_running (a->runner);
+  send_msg (a, &m);
+  a->last_heartbeat_us = g_get_monotonic_time ();
+}
+
+/* ---- results -------------------------------------------------------- */
+
+static void
+add_result (Agent *a, DatcResult *r)
+{
+  Unacked *u = g_new0 (Unacked, 1);
+  u->result = r;
+  g_hash_table_replace (a->unacked, key_of (r->id, r->attempt), u);
+  g_ptr_array_add (a->outbox, r);
+}
+
+static DatcResult *
+result_unrun (const DatcTask *t, DatcTaskStatus status, const char *message)
+{
+  DatcResult *r = datc_result_new (t->id, t->attempt);
+  r->status = status;
+  r->exit_code = 0;
+  r->message = message ? g_strdup (message) : NULL;
+  return r;
+}
+
+static void
+send_results (Agent *a)
+{
+  if (!a->welcomed)
+    return;
+  guint i = 0;
+  gint64 now = g_get_monotonic_time ();
+  while (i < a->outbox->len)
+    {
+      g_autoptr (DatcMsg) m = datc_msg_new (DATC_MSG_RESULT);
+      gsize bytes = 0;
+      while (i < a->outbox->len && m->u.results.results->len < DATC_BATCH_MAX)
+        {
+          DatcResult *r = a->outbox->pdata[i];
+          gsize sz = 128 + (r->out ? g_bytes_get_size (r->out) : 0)
+                     + (r->err ? g_bytes_get_size (r->err) : 0)
+                     + (r->message ? strlen (r->message) : 0);
+          if (bytes > 0 && bytes + sz > RESULT_FRAME_BUDGET)
+            break;
+          bytes += sz;
+          /* The message borrows the results: they stay owned by unacked. */
+          g_ptr_array_add (m->u.results.results, r);
+          g_autofree gchar *k = key_of (r->id, r->attempt);
+          Unacked *u = g_hash_table_lookup (a->unacked, k);
+          if (u != NULL)
+            u->sent_us = now;
+          i++;
+        }
+      g_ptr_array_set_free_func (m->u.results.results, NULL);
+      send_msg (a, m);
+    }
+  g_ptr_array_set_size (a->outbox, 0);
+}
+
+/* Results not acknowledged after a while go out again (the master
+ * de-duplicates). */
+static void
+resend_stale (Agent *a, gint64 older_than_us)
+{
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, a->unacked);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Unacked *u = v;
+      if (u->sent_us <= older_than_us)
+        g_ptr_array_add (a->outbox, u->result);
+    }
+}
+
+/* ---- tasks ---------------------------------------------------------- */
+
+static void
+start_tasks (Agent *a)
+{
+  while (!a->draining && a->queue.length > 0
+         && (a->o->exec_none || datc_runner_running (a->runner) < a->o->slots))
+    {
+      g_autoptr (DatcTask) t = g_queue_pop_head (&a->queue);
+      gint64 now = g_get_real_time ();
+      if (a->o->walltime_end_us > 0 && t->spec.est_runtime_ms > 0
+          && now + (gint64) t->spec.est_runtime_ms * 1000 > a->o->walltime_end_us)
+        {
+          add_result (a, result_unrun (t, DATC_STATUS_REFUSED,
+                                       "expected runtime does not fit the walltime left"));
+          continue;
+        }
+      if (a->o->exec_none)
+        {
+          DatcResult *r = datc_result_new (t->id, t->attempt);
+          r->status = DATC_STATUS_EXITED;
+          r->started_us = r->finished_us = now;
+          add_result (a, r);
+          continue;
+        }
+      g_autoptr (GError) error = NULL;
+      if (!datc_runner_start (a->runner, t, &error))
+        {
+          /* Out of fds or the like: give the task back, try later. */
+          g_warning ("cannot start task %" G_GUINT64_FORMAT ": %s", t->id, error->message);
+          add_result (a, result_unrun (t, DATC_STATUS_DRAINED, error->message));
+          break;
+        }
+    }
+}
+
+static void
+drain (Agent *a, const char *why)
+{
+  if (a->draining)
+    return;
+  g_message ("agent %s: draining: %s", a->agent_id, why);
+  a->draining = TRUE;
+  a->leaving = TRUE;
+  a->leave_deadline_us = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  datc_runner_cancel_all (a->runner, DATC_STATUS_DRAINED);
+  DatcTask *t;
+  while ((t = g_queue_pop_head (&a->queue)) != NULL)
+    {
+      add_result (a, result_unrun (t, DATC_STATUS_DRAINED, why));
+      datc_task_free (t);
+    }
+}
+
+/* ---- frames from the master ----------------------------------------- */
+
+static void
+on_frame (Agent *a, const guint8 *data, gsize len)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcMsg) m = datc_msg_decode (data, len, DATC_FRAME_MAX, &error);
+  if (m == NULL)
+    {
+      g_warning ("master sent a bad frame: %s", error->message);
+      return;
+    }
+  a->last_master_us = g_get_monotonic_time ();
+  if (a->master_lost_us != 0)
+    {
+      g_message ("agent %s: the master is back", a->agent_id);
+      a->master_lost_us = 0;
+    }
+
+  switch (m->type)
+    {
+    case DATC_MSG_WELCOME:
+      if (m->u.welcome.session != a->session)
+        break;
+      a->welcomed = TRUE;
+      a->epoch = m->u.welcome.epoch;
+      a->heartbeat_ms = MAX (m->u.welcome.heartbeat_ms, 10u);
+      a->timeout_ms = MAX (m->u.welcome.timeout_ms, a->heartbeat_ms * 2);
+      a->hello_backoff_ms = 5;
+      resend_stale (a, G_MAXINT64);
+      if (a->draining)
+        send_results (a);
+      break;
+    case DATC_MSG_TASKS:
+      if (m->u.tasks.session != a->session || !a->welcomed)
+        break;
+      a->received += m->u.tasks.tasks->len;
+      for (guint i = 0; i < m->u.tasks.tasks->len; i++)
+        {
+          DatcTask *t = m->u.tasks.tasks->pdata[i];
+          m->u.tasks.tasks->pdata[i] = NULL;
+          if (a->draining)
+            {
+              add_result (a, result_unrun (t, DATC_STATUS_DRAINED, "agent is draining"));
+              datc_task_free (t);
+            }
+          else
+            g_queue_push_tail (&a->queue, t);
+        }
+      break;
+    case DATC_MSG_ACK:
+      for (guint i = 0; i < m->u.keys->len; i++)
+        {
+          DatcTaskKey *k = &g_array_index (m->u.keys, DatcTaskKey, i);
+          g_autofree gchar *key = key_of (k->id, k->attempt);
+          g_hash_table_remove (a->unacked, key);
+        }
+      break;
+    case DATC_MSG_CANCEL:
+      for (guint i = 0; i < m->u.keys->len; i++)
+        {
+          DatcTaskKey *k = &g_array_index (m->u.keys, DatcTaskKey, i);
+          if (!datc_runner_cancel (a->runner, k->id, k->attempt, DATC_STATUS_CANCELLED))
+            for (GList *l = a->queue.head; l; l = l->next)
+              {
+                DatcTask *t = l->data;
+                if (t->id == k->id && t->attempt == k->attempt)
+                  {
+                    g_queue_delete_link (&a->queue, l);
+                    datc_task_free (t);
+                    break;
+                  }
+              }
+        }
+      break;
+    case DATC_MSG_HEARTBEAT:
+      if (m->u.heartbeat.rehello || !a->welcomed || m->u.heartbeat.epoch != a->epoch)
+        {
+          /* A master we have not introduced ourselves to (it restarted),
+           * or one that asks us to reconcile. */
+          g_debug ("agent %s: saying HELLO again", a->agent_id);
+          send_hello (a);
+        }
+      break;
+    case DATC_MSG_DRAIN:
+      g_message ("agent %s: master asks to drain: %s", a->agent_id, m->u.reason);
+      a->draining = TRUE;
+      a->leaving = TRUE;
+      a->leave_deadline_us = G_MAXINT64;
+      {
+        DatcTask *t;
+        while ((t = g_queue_pop_head (&a->queue)) != NULL)
+          {
+            add_result (a, result_unrun (t, DATC_STATUS_DRAINED, "drained"));
+            datc_task_free (t);
+          }
+      }
+      break;
+    case DATC_MSG_BYE:
+      g_debug ("agent %s: master says BYE: %s", a->agent_id, m->u.reason);
+      drain (a, m->u.reason);
+      /* The master has forgotten us: nothing to wait for. */
+      a->leave_deadline_us = g_get_monotonic_time ();
+      break;
+    default:
+      g_warning ("master sent %s, which only agents send", datc_msg_type_name (m->type));
+    }
+}
+
+static void
+receive (Agent *a)
+{
+  for (guint n = 0; n < 1024; n++)
+    {
+      zmq_msg_t msg;
+      zmq_msg_init (&msg);
+      if (zmq_msg_recv (&msg, a->sock, ZMQ_DONTWAIT) < 0)
+        {
+          zmq_msg_close (&msg);
+          return;
+        }
+      on_frame (a, zmq_msg_data (&msg), zmq_msg_size (&msg));
+      zmq_msg_close (&msg);
+    }
+}
+
+/* ---- setup ---------------------------------------------------------- */
+
+static gchar *
+make_agent_id (const char *host)
+{
+  GString *s = g_string_new (NULL);
+  for (const char *p = host; *p && s->len < 64; p++)
+    g_string_append_c (s, g_ascii_isalnum (*p) || *p == '-' || *p == '.' ? *p : '_');
+  if (s->len == 0 || s->str[0] == '.')
+    g_string_prepend (s, "host");
+  g_string_append_printf (s, "-%d-%08x", (int) getpid (), g_random_int ());
+  return g_string_free (s, FALSE);
+}
+
+static gboolean
+open_socket (Agent *a, GError **error)
+{
+  int one = 1, zero = 0;
+  int64_t maxmsg = DATC_FRAME_MAX;
+  a->sock = zmq_socket (a->ctx, ZMQ_DEALER);
+  zmq_setsockopt (a->sock, ZMQ_ROUTING_ID, a->agent_id, strlen (a->agent_id));
+  zmq_setsockopt (a->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+  zmq_setsockopt (a->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+  zmq_setsockopt (a->sock, ZMQ_LINGER, &zero, sizeof zero);
+  if (a->o->server_key != NULL)
+    {
+      DatcCurveKeypair kp;
+      if (!datc_curve_z85_valid (a->o->server_key))
+        {
+          g_set_error (error, DATC_AGENT_ERROR, 0,
+                       "--server-key: not a Z85 CURVE public key");
+          return FALSE;
+        }
+      if (a->o->key_file == NULL)
+        {
+          g_set_error (error, DATC_AGENT_ERROR, 0,
+                       "--server-key needs --key-file");
+          return FALSE;
+        }
+      if (!datc_curve_keypair_load (&kp, a->o->key_file, error))
+        return FALSE;
+      zmq_setsockopt (a->sock, ZMQ_CURVE_SERVERKEY, a->o->server_key, DATC_CURVE_Z85_LEN);
+      zmq_setsockopt (a->sock, ZMQ_CURVE_PUBLICKEY, kp.public_z85, DATC_CURVE_Z85_LEN);
+      zmq_setsockopt (a->sock, ZMQ_CURVE_SECRETKEY, kp.secret_z85, DATC_CURVE_Z85_LEN);
+      datc_curve_keypair_clear (&kp);
+    }
+  else if (g_str_has_prefix (a->o->connect, "tcp://"))
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0,
+                   "%s: a tcp endpoint needs --server-key and --key-file", a->o->connect);
+      return FALSE;
+    }
+  if (zmq_connect (a->sock, a->o->connect) != 0)
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0, "cannot connect to %s: %s",
+                   a->o->connect, zmq_strerror (errno));
+      return FALSE;
+    }
+  (void) zero;
+  return TRUE;
+}
+
+int
+datc_agent_run (const DatcAgentOptions *o)
+{
+  g_autoptr (GError) error = NULL;
+  Agent a = { 0 };
+  sigset_t mask;
+
+  a.o = o;
+  a.status = 0;
+  a.heartbeat_ms = 1000;
+  a.timeout_ms = 30000;
+  a.hello_backoff_ms = 5;
+  a.buf = g_byte_array_new ();
+  a.unacked = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, unacked_free);
+  a.outbox = g_ptr_array_new ();
+  g_queue_init (&a.queue);
+  a.host = g_strdup (g_get_host_name ());
+  a.agent_id = make_agent_id (a.host);
+
+  /* Signals to a fd; blocked before ZeroMQ starts its threads.  The
+   * runner's children get an empty mask and default dispositions. */
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGTERM);
+  sigaddset (&mask, SIGINT);
+  sigaddset (&mask, SIGUSR1);
+  sigaddset (&mask, SIGUSR2);
+  sigaddset (&mask, SIGHUP);
+  sigprocmask (SIG_BLOCK, &mask, NULL);
+  signal (SIGPIPE, SIG_IGN);
+  a.sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  a.runner = datc_runner_new (o->output_limit, o->kill_grace_ms, &error);
+  if (a.runner == NULL)
+    {
+      g_printerr ("datc-agent: %s\n", error->message);
+      return 3;
+    }
+  a.ctx = zmq_ctx_new ();
+  if (!open_socket (&a, &error))
+    {
+      g_printerr ("datc-agent: %s\n", error->message);
+      if (a.sock)
+        zmq_close (a.sock);
+      zmq_ctx_term (a.ctx);
+      return 3;
+    }
+
+  g_autoptr (GPtrArray) finished = g_ptr_array_new ();
+  gint64 started = g_get_monotonic_time ();
+  a.last_master_us = started;
+  send_hello (&a);
+  a.next_hello_us = started + a.hello_backoff_ms * 1000;
+
+  for (;;)
+    {
+      gint64 now = g_get_monotonic_time ();
+
+      /* When to wake up. */
+      gint64 wake = now + (gint64) a.heartbeat_ms * 1000;
+      if (!a.welcomed)
+        wake = MIN (wake, a.next_hello_us);
+      else
+        wake = MIN (wake, a.last_heartbeat_us + (gint64) a.heartbeat_ms * 1000);
+      if (a.leaving)
+        wake = MIN (wake, a.leave_deadline_us);
+      if (o->walltime_end_us > 0 && !a.draining)
+        wake = MIN (wake, now + 1000 * 1000);
+      int rt = datc_runner_next_timeout_ms (a.runner);
+      long timeout = (long) ((wake - now) / 1000);
+      if (rt >= 0 && rt < timeout)
+        timeout = rt;
+      if (timeout < 0)
+        timeout = 0;
+
+      zmq_pollitem_t items[3] = {
+        { a.sock, 0, ZMQ_POLLIN, 0 },
+        { NULL, datc_runner_get_fd (a.runner), ZMQ_POLLIN, 0 },
+        { NULL, a.sfd, ZMQ_POLLIN, 0 },
+      };
+      if (zmq_poll (items, 3, timeout) < 0 && errno != EINTR)
+        {
+          g_printerr ("datc-agent: zmq_poll: %s\n", zmq_strerror (errno));
+          a.status = 3;
+          break;
+        }
+      now = g_get_monotonic_time ();
+
+      struct signalfd_siginfo si;
+      while (read (a.sfd, &si, sizeof si) == sizeof si)
+        drain (&a, strsignal ((int) si.ssi_signo));
+
+      if (o->walltime_end_us > 0 && !a.draining
+          && g_get_real_time () + (gint64) (o->kill_grace_ms + 1000) * 1000 >= o->walltime_end_us)
+        drain (&a, "walltime is ending");
+
+      receive (&a);
+      datc_runner_dispatch (a.runner, finished);
+      for (guint i = 0; i < finished->len; i++)
+        add_result (&a, finished->pdata[i]);
+      g_ptr_array_set_size (finished, 0);
+      start_tasks (&a);
+
+      /* The master: silent too long means lost; say HELLO until it answers. */
+      if (a.welcomed && now - a.last_master_us > (gint64) a.timeout_ms * 1000)
+        {
+          g_message ("agent %s: no word from the master for %u ms; reconnecting", a.agent_id,
+                     a.timeout_ms);
+          a.welcomed = FALSE;
+          a.master_lost_us = now;
+          a.hello_backoff_ms = 1000;
+          a.next_hello_us = now;
+        }
+      if (!a.welcomed && now >= a.next_hello_us)
+        {
+          send_hello (&a);
+          a.hello_backoff_ms = MIN (a.hello_backoff_ms * 2, a.master_lost_us ? 30000u : 1000u);
+          a.next_hello_us = now + (gint64) a.hello_backoff_ms * 1000;
+        }
+      gint64 silent_since = a.master_lost_us ? a.master_lost_us : (a.welcomed ? 0 : started);
+      if (silent_since && !a.welcomed
+          && now - silent_since > (gint64) o->reconnect_timeout_s * G_USEC_PER_SEC)
+        {
+          g_printerr ("datc-agent %s: the master at %s did not answer for %u s; giving up\n",
+                      a.agent_id, o->connect, o->reconnect_timeout_s);
+          datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
+          a.status = 3;
+          break;
+        }
+
+      if (a.welcomed)
+        {
+          if (now - a.last_heartbeat_us >= (gint64) a.heartbeat_ms * 1000)
+            {
+              send_heartbeat (&a);
+              resend_stale (&a, now - 2 * (gint64) a.heartbeat_ms * 1000 - 1000000);
+            }
+          send_results (&a);
+          send_credit (&a);
+        }
+
+      if (a.leaving)
+        {
+          gboolean quiet = datc_runner_running (a.runner) == 0 && a.queue.length == 0;
+          if ((quiet && g_hash_table_size (a.unacked) == 0) || now >= a.leave_deadline_us)
+            {
+              if (!quiet)
+                datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
+              DatcMsg bye = { .type = DATC_MSG_BYE };
+              bye.u.reason = (gchar *) "leaving";
+              if (a.welcomed)
+                send_msg (&a, &bye);
+              break;
+            }
+        }
+    }
+
+  /* Nothing of ours may outlive us: kill what still runs and reap it. */
+  datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
+  for (int i = 0; i < 200 && datc_runner_running (a.runner) > 0; i++)
+    {
+      struct pollfd pfd = { datc_runner_get_fd (a.runner), POLLIN, 0 };
+      int rt = datc_runner_next_timeout_ms (a.runner);
+      poll (&pfd, 1, rt < 0 || rt > 50 ? 50 : rt);
+      datc_runner_dispatch (a.runner, finished);
+      for (guint j = 0; j < finished->len; j++)
+        datc_result_free (finished->pdata[j]);
+      g_ptr_array_set_size (finished, 0);
+    }
+
+  zmq_close (a.sock);
+  zmq_ctx_term (a.ctx);
+  datc_runner_free (a.runner);
+  g_queue_clear_full (&a.queue, (GDestroyNotify) datc_task_free);
+  g_hash_table_unref (a.unacked);
+  g_ptr_array_unref (a.outbox);
+  g_byte_array_unref (a.buf);
+  g_free (a.agent_id);
+  g_free (a.host);
+  close (a.sfd);
+  return a.status;
+}
