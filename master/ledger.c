@@ -76,8 +76,9 @@ struct DatcLedger {
   GHashTable *agent_index;  /* agent_id -> index + 1 */
   GPtrArray *sources;       /* SourceInfo* */
   GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
-  FILE *results;
+  int results_fd;
   GString *line;            /* scratch for a results line */
+  GString *results_out;     /* lines waiting for their journal commit */
   GArray *pick;             /* scratch: ids picked by dispatch */
   GArray *deferred;         /* scratch: ids that did not fit */
   gboolean replaying;
@@ -238,6 +239,8 @@ typedef struct {
   const char *message;
 } ResultRec;
 
+static gboolean write_results (DatcLedger *l, GError **error);
+
 static void
 write_result_line (DatcLedger *l, const ResultRec *r)
 {
@@ -282,7 +285,33 @@ write_result_line (DatcLedger *l, const ResultRec *r)
       json_string (s, r->message);
     }
   g_string_append (s, "}\n");
-  fwrite (s->str, 1, s->len, l->results);
+  g_string_append_len (l->results_out, s->str, (gssize) s->len);
+  /* During replay the records are durable already: stream them out. */
+  if (l->replaying && l->results_out->len > (1u << 20))
+    write_results (l, NULL);
+}
+
+/* Lines are written only after the journal records behind them are
+ * durable, so results.jsonl never shows a result a crash could take back. */
+static gboolean
+write_results (DatcLedger *l, GError **error)
+{
+  gsize done = 0;
+  while (done < l->results_out->len)
+    {
+      ssize_t w = write (l->results_fd, l->results_out->str + done, l->results_out->len - done);
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/results.jsonl: %s",
+                       l->dir, g_strerror (errno));
+          return FALSE;
+        }
+      done += (gsize) w;
+    }
+  g_string_truncate (l->results_out, 0);
+  return TRUE;
 }
 
 /* ---- apply: the one place state changes ---------------------------- */
@@ -641,6 +670,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
   l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   l->line = g_string_sized_new (512);
+  l->results_out = g_string_sized_new (1 << 16);
+  l->results_fd = -1;
   l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
 
@@ -650,14 +681,13 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
                    g_strerror (errno));
       return NULL;
     }
-  l->results = fopen (results_tmp, "we");
-  if (l->results == NULL)
+  l->results_fd = open (results_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (l->results_fd < 0)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_tmp,
                    g_strerror (errno));
       return NULL;
     }
-  setvbuf (l->results, NULL, _IOFBF, 1 << 16);
 
   l->replaying = TRUE;
   l->journal = datc_journal_open (journal_path, replay_record, l, &rec, error);
@@ -710,8 +740,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     datc_journal_end (l->journal);
   }
 
-  if (fflush (l->results) != 0 || fsync (fileno (l->results)) != 0
-      || rename (results_tmp, results_path) != 0)
+  if (!write_results (l, error))
+    return NULL;
+  if (fsync (l->results_fd) != 0 || rename (results_tmp, results_path) != 0)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_path,
                    g_strerror (errno));
@@ -727,8 +758,9 @@ datc_ledger_free (DatcLedger *l)
 {
   if (l == NULL)
     return;
-  if (l->results != NULL)
-    fclose (l->results);
+  if (l->results_fd >= 0)
+    close (l->results_fd);
+  g_string_free (l->results_out, TRUE);
   datc_journal_free (l->journal);
   for (guint i = 0; i < l->agents->len; i++)
     if (l->agents->pdata[i] != NULL)
@@ -1201,11 +1233,5 @@ datc_ledger_commit (DatcLedger *l, GError **error)
     }
   if (!datc_journal_commit (l->journal, error))
     return FALSE;
-  if (fflush (l->results) != 0)
-    {
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/results.jsonl: %s",
-                   l->dir, g_strerror (errno));
-      return FALSE;
-    }
-  return TRUE;
+  return write_results (l, error);
 }

@@ -1,0 +1,914 @@
+/* runner.c: spawns tasks and follows them to the end without threads.
+ *
+ * Why it is shaped so.  An agent may run tens of thousands of tiny tasks, so
+ * the per-task cost must stay close to a bare posix_spawn + waitpid:
+ *   - posix_spawn (glibc: CLONE_VFORK), no shell for plain lines (command.c);
+ *   - every fd the runner watches (each leader's pidfd, each output pipe, a
+ *     wake-up eventfd) sits in one level-triggered epoll set, so the agent
+ *     polls a single fd and dispatch() never blocks;
+ *   - output is read through one 64 KiB buffer owned by the runner and only
+ *     copied into a per-task GByteArray when there is some.
+ * Epoll events carry (serial << 2 | kind), never a pointer, and a task is
+ * found by serial in a hash table: an event for a task that ended earlier
+ * in the same batch, or for a stale registration, finds nothing and is
+ * ignored.
+ *
+ * Ending.  When a leader's pidfd becomes readable we read its status with
+ * waitid(WNOWAIT), which leaves it a zombie so that its pid, which is also
+ * the pgid, cannot be reused; then SIGKILL the group (whatever it left
+ * behind), then reap.  Output is then drained only as far as it is already
+ * in the pipes: a grandchild that left the group (setsid) may keep a write
+ * end open forever, so waiting for EOF could hang the task; what such an
+ * escapee writes afterwards is lost, by design.
+ *
+ * Timeouts and cancels send SIGTERM to the group (and to the leader through
+ * its pidfd, in case it moved to another group), then SIGKILL after
+ * kill_grace_ms.  Deadlines use the monotonic clock; started/finished use
+ * the real-time clock because they travel to the master. */
+#include "runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "command.h"
+#include "datc-limits.h"
+
+extern char **environ;
+
+#define READ_CHUNK (64u * 1024u)
+/* Reads per readiness event while a task runs (fairness between tasks). */
+#define READS_PER_EVENT 4
+/* Upper bound on reads when draining after the leader is reaped: pipes
+ * hold at most pipe-max-size (1 MiB by default), this allows 4 MiB. */
+#define DRAIN_READS_MAX 64
+#define EVENTS_MAX 64
+#define DISPATCH_ROUNDS_MAX 8
+
+/* Low two bits of an epoll event's u64; the rest is the task's serial. */
+enum {
+  WATCH_PID = 0,
+  WATCH_OUT = 1,
+  WATCH_ERR = 2,
+  WATCH_WAKE = 3, /* with serial 0: the runner's eventfd */
+};
+
+typedef enum {
+  STOP_NONE,
+  STOP_TIMEOUT,
+  STOP_CANCEL,
+} StopReason;
+
+typedef struct {
+  int fd;            /* read end of the pipe, -1 once closed */
+  GByteArray *kept;  /* NULL until the first byte is kept */
+  guint64 dropped;
+} Capture;
+
+typedef struct {
+  DatcTaskKey key;
+  guint64 serial;
+  guint index;        /* position in runner->tasks */
+  pid_t pid;          /* the leader; also the pgid */
+  int pidfd;
+  Capture out;
+  Capture err;
+  gint64 started_us;  /* real time */
+  gint64 deadline;    /* monotonic; 0: no timeout */
+  gint64 kill_at;     /* monotonic; 0: no SIGKILL scheduled */
+  StopReason stop;
+  DatcTaskStatus stop_status;
+} RunTask;
+
+struct DatcRunner {
+  int epfd;
+  int devnull;
+  int wakefd;             /* readable while spawn failures wait in `failed` */
+  gsize output_limit;
+  guint kill_grace_ms;
+  guint64 next_serial;
+  GPtrArray *tasks;       /* RunTask*, owned */
+  GHashTable *by_serial;  /* &task->serial -> task */
+  GHashTable *by_key;     /* &task->key -> task */
+  GPtrArray *failed;      /* DatcResult*, owned: spawn failures not yet dispatched */
+  guint8 *buf;            /* READ_CHUNK bytes, shared by every read */
+  posix_spawnattr_t attr;
+};
+
+static guint
+task_key_hash (gconstpointer p)
+{
+  const DatcTaskKey *k = p;
+  return g_int64_hash (&k->id) ^ (k->attempt * 2654435761u);
+}
+
+static gboolean
+task_key_equal (gconstpointer a, gconstpointer b)
+{
+  const DatcTaskKey *x = a, *y = b;
+  return x->id == y->id && x->attempt == y->attempt;
+}
+
+static gboolean
+set_errno_error (GError **error, int errsv, const char *what)
+{
+  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errsv),
+               "%s: %s", what, g_strerror (errsv));
+  return FALSE;
+}
+
+static void
+close_fd (int *fd)
+{
+  if (*fd >= 0)
+    close (*fd);
+  *fd = -1;
+}
+
+/* A fd about to be dup2'ed onto 0, 1 or 2 must not itself be 0, 1 or 2, or
+ * the file actions would clobber each other (only if the agent runs with
+ * stdio closed). */
+static int
+fd_above_stdio (int fd)
+{
+  if (fd < 0 || fd > 2)
+    return fd;
+  int moved = fcntl (fd, F_DUPFD_CLOEXEC, 3);
+  int errsv = errno;
+  close (fd);
+  errno = errsv;
+  return moved;
+}
+
+static void
+watch_del (DatcRunner *runner, int *fd)
+{
+  if (*fd < 0)
+    return;
+  epoll_ctl (runner->epfd, EPOLL_CTL_DEL, *fd, NULL);
+  close_fd (fd);
+}
+
+DatcRunner *
+datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
+{
+  if (output_limit > DATC_OUTPUT_MAX)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                   "output limit %" G_GSIZE_FORMAT " is over the maximum %u",
+                   output_limit, DATC_OUTPUT_MAX);
+      return NULL;
+    }
+
+  g_autoptr (DatcRunner) runner = g_new0 (DatcRunner, 1);
+  runner->epfd = runner->devnull = runner->wakefd = -1;
+  runner->output_limit = output_limit;
+  runner->kill_grace_ms = kill_grace_ms;
+  runner->next_serial = 1;
+  runner->tasks = g_ptr_array_new ();
+  runner->by_serial = g_hash_table_new (g_int64_hash, g_int64_equal);
+  runner->by_key = g_hash_table_new (task_key_hash, task_key_equal);
+  runner->failed = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
+  runner->buf = g_malloc (READ_CHUNK);
+
+  /* Children start with an empty signal mask (the agent blocks signals for
+   * its signalfd) and every catchable signal at its default (the agent may
+   * ignore SIGPIPE; ignored signals would survive exec). */
+  sigset_t empty, all;
+  sigemptyset (&empty);
+  sigfillset (&all);
+  sigdelset (&all, SIGKILL);
+  sigdelset (&all, SIGSTOP);
+  posix_spawnattr_init (&runner->attr);
+  posix_spawnattr_setflags (&runner->attr, POSIX_SPAWN_SETPGROUP
+                            | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup (&runner->attr, 0);
+  posix_spawnattr_setsigmask (&runner->attr, &empty);
+  posix_spawnattr_setsigdefault (&runner->attr, &all);
+
+  runner->epfd = epoll_create1 (EPOLL_CLOEXEC);
+  if (runner->epfd < 0)
+    return (set_errno_error (error, errno, "epoll_create1"), NULL);
+  runner->devnull = fd_above_stdio (open ("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (runner->devnull < 0)
+    return (set_errno_error (error, errno, "/dev/null"), NULL);
+  runner->wakefd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (runner->wakefd < 0)
+    return (set_errno_error (error, errno, "eventfd"), NULL);
+  struct epoll_event ev = { .events = EPOLLIN, .data.u64 = WATCH_WAKE };
+  if (epoll_ctl (runner->epfd, EPOLL_CTL_ADD, runner->wakefd, &ev) != 0)
+    return (set_errno_error (error, errno, "epoll_ctl"), NULL);
+
+  return g_steal_pointer (&runner);
+}
+
+static void
+capture_clear (Capture *cap)
+{
+  close_fd (&cap->fd);
+  g_clear_pointer (&cap->kept, g_byte_array_unref);
+}
+
+/* Kills what is left of a task and reaps its leader, blocking: only for
+ * runner_free() and for a task whose registration failed. */
+static void
+task_kill_and_reap (pid_t pid, int pidfd)
+{
+  kill (-pid, SIGKILL);
+  if (pidfd >= 0)
+    pidfd_send_signal (pidfd, SIGKILL, NULL, 0);
+  else
+    kill (pid, SIGKILL);
+  while (waitpid (pid, NULL, 0) < 0 && errno == EINTR)
+    ;
+}
+
+static void
+run_task_free (RunTask *task)
+{
+  capture_clear (&task->out);
+  capture_clear (&task->err);
+  close_fd (&task->pidfd);
+  g_free (task);
+}
+
+void
+datc_runner_free (DatcRunner *runner)
+{
+  if (runner == NULL)
+    return;
+  for (guint i = 0; runner->tasks != NULL && i < runner->tasks->len; i++)
+    {
+      RunTask *task = g_ptr_array_index (runner->tasks, i);
+      task_kill_and_reap (task->pid, task->pidfd);
+      run_task_free (task);
+    }
+  g_clear_pointer (&runner->tasks, g_ptr_array_unref);
+  g_clear_pointer (&runner->by_serial, g_hash_table_unref);
+  g_clear_pointer (&runner->by_key, g_hash_table_unref);
+  g_clear_pointer (&runner->failed, g_ptr_array_unref);
+  posix_spawnattr_destroy (&runner->attr);
+  close_fd (&runner->wakefd);
+  close_fd (&runner->devnull);
+  close_fd (&runner->epfd);
+  g_free (runner->buf);
+  g_free (runner);
+}
+
+/* --- starting ------------------------------------------------------------ */
+
+/* Queues a result for a task that never ran. */
+static void
+queue_spawn_failure (DatcRunner *runner, const DatcTask *task,
+                     gint32 exit_code, char *message /* transfer full */)
+{
+  DatcResult *result = datc_result_new (task->id, task->attempt);
+  result->status = DATC_STATUS_SPAWN_FAILED;
+  result->exit_code = exit_code;
+  result->signal = 0;
+  result->started_us = result->finished_us = g_get_real_time ();
+  g_clear_pointer (&result->out, g_bytes_unref);
+  g_clear_pointer (&result->err, g_bytes_unref);
+  result->out = g_bytes_new (NULL, 0);
+  result->err = g_bytes_new (NULL, 0);
+  result->out_dropped = result->err_dropped = 0;
+  g_free (result->message);
+  result->message = message;
+
+  if (runner->failed->len == 0)
+    {
+      guint64 one = 1;
+      if (write (runner->wakefd, &one, sizeof one) < 0)
+        g_debug ("runner: eventfd write: %s", g_strerror (errno));
+    }
+  g_ptr_array_add (runner->failed, result);
+}
+
+static gsize
+env_key_len (const char *entry)
+{
+  const char *eq = strchr (entry, '=');
+  return eq != NULL ? (gsize) (eq - entry) : strlen (entry);
+}
+
+static gboolean
+env_key_in (const char *entry, gsize key_len, gchar **list)
+{
+  for (gchar **e = list; e != NULL && *e != NULL; e++)
+    if (env_key_len (*e) == key_len && strncmp (*e, entry, key_len) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* The agent's environment with the task's entries added (the task wins).
+ * The array borrows its strings: free it with g_free() only.  Sets *path to
+ * the task's PATH value when it sets one.  Returns NULL and sets *bad to the
+ * first malformed entry. */
+static char **
+merge_env (gchar **extra, const char **path, const char **bad)
+{
+  gsize n_base = environ != NULL ? g_strv_length (environ) : 0;
+  gsize n_extra = g_strv_length (extra);
+  char **envp = g_new (char *, n_base + n_extra + 1);
+  gsize n = 0;
+
+  *path = NULL;
+  for (gsize i = 0; i < n_extra; i++)
+    {
+      gsize len = env_key_len (extra[i]);
+      if (len == 0 || extra[i][len] != '=')
+        {
+          *bad = extra[i];
+          g_free (envp);
+          return NULL;
+        }
+      /* a later entry with the same key wins */
+      if (env_key_in (extra[i], len, extra + i + 1))
+        continue;
+      if (len == 4 && strncmp (extra[i], "PATH", 4) == 0)
+        *path = extra[i] + 5;
+      envp[n++] = extra[i];
+    }
+  for (gsize i = 0; i < n_base; i++)
+    if (!env_key_in (environ[i], env_key_len (environ[i]), extra))
+      envp[n++] = environ[i];
+  envp[n] = NULL;
+  return envp;
+}
+
+/* posix_spawnp() searches the agent's PATH; a task that sets its own PATH
+ * gets it searched here instead, as its shell would.  Returns NULL with
+ * errno ENOENT or EACCES. */
+static gchar *
+search_path (const char *name, const char *path)
+{
+  int errsv = ENOENT;
+  g_auto (GStrv) dirs = g_strsplit (path, ":", -1);
+  for (gchar **d = dirs; *d != NULL; d++)
+    {
+      g_autofree gchar *file = g_build_filename (**d ? *d : ".", name, NULL);
+      struct stat st;
+      if (stat (file, &st) != 0 || !S_ISREG (st.st_mode))
+        continue;
+      if (access (file, X_OK) == 0)
+        return g_steal_pointer (&file);
+      errsv = EACCES;
+    }
+  errno = errsv;
+  return NULL;
+}
+
+static int
+spawn (DatcRunner *runner, pid_t *pid, char *const *argv, char *const *envp,
+       const char *task_path, const posix_spawn_file_actions_t *actions)
+{
+  if (task_path == NULL || strchr (argv[0], '/') != NULL)
+    return posix_spawnp (pid, argv[0], actions, &runner->attr, argv, envp);
+
+  g_autofree gchar *file = search_path (argv[0], task_path);
+  if (file == NULL)
+    return errno;
+  return posix_spawn (pid, file, actions, &runner->attr, argv, envp);
+}
+
+/* Why did the spawn fail?  Checked only after a failure, so a task with a
+ * cwd pays nothing when all is well.  (chdir and exec both say ENOENT.) */
+static void
+queue_spawn_errno (DatcRunner *runner, const DatcTask *task, const char *name,
+                   int errsv)
+{
+  const char *cwd = task->spec.cwd;
+  if (cwd != NULL)
+    {
+      struct stat st;
+      int cwd_errno = 0;
+      if (stat (cwd, &st) != 0)
+        cwd_errno = errno;
+      else if (!S_ISDIR (st.st_mode))
+        cwd_errno = ENOTDIR;
+      else if (access (cwd, X_OK) != 0)
+        cwd_errno = errno;
+      if (cwd_errno != 0)
+        {
+          queue_spawn_failure (runner, task, 126,
+                               g_strdup_printf ("cannot change to directory %s: %s",
+                                                cwd, g_strerror (cwd_errno)));
+          return;
+        }
+    }
+
+  if (errsv == ENOENT)
+    queue_spawn_failure (runner, task, 127,
+                         g_strdup_printf ("%s: command not found", name));
+  else if (errsv == EACCES)
+    queue_spawn_failure (runner, task, 126,
+                         g_strdup_printf ("%s: permission denied", name));
+  else
+    queue_spawn_failure (runner, task, 126,
+                         g_strdup_printf ("%s: %s", name, g_strerror (errsv)));
+}
+
+static gboolean
+open_capture_pipe (int *read_fd, int *write_fd, GError **error)
+{
+  int fds[2];
+  /* O_NONBLOCK only on our end: it is shared by every fd of the open file,
+   * and a child's stdout must stay blocking. */
+  if (pipe2 (fds, O_CLOEXEC) != 0)
+    return set_errno_error (error, errno, "pipe2");
+  *read_fd = fds[0];
+  *write_fd = fd_above_stdio (fds[1]);
+  if (*write_fd < 0 || fcntl (*read_fd, F_SETFL, O_NONBLOCK) != 0)
+    {
+      int errsv = errno;
+      close_fd (read_fd);
+      close_fd (write_fd);
+      return set_errno_error (error, errsv, "pipe");
+    }
+  return TRUE;
+}
+
+static gboolean
+watch_add (DatcRunner *runner, int fd, guint64 serial, int kind, GError **error)
+{
+  struct epoll_event ev = { .events = EPOLLIN, .data.u64 = serial << 2 | kind };
+  if (epoll_ctl (runner->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+    return set_errno_error (error, errno, "epoll_ctl");
+  return TRUE;
+}
+
+gboolean
+datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
+{
+  g_return_val_if_fail (runner != NULL, FALSE);
+  g_return_val_if_fail (task != NULL, FALSE);
+
+  DatcTaskKey key = { .id = task->id, .attempt = task->attempt };
+  if (g_hash_table_contains (runner->by_key, &key))
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                   "task %" G_GUINT64_FORMAT ".%u is already running",
+                   task->id, task->attempt);
+      return FALSE;
+    }
+
+  const DatcTaskSpec *spec = &task->spec;
+  g_auto (GStrv) line_argv = NULL;
+  gboolean direct_line = FALSE;
+  char *const *argv;
+  if (spec->argv != NULL)
+    {
+      if (spec->argv[0] == NULL)
+        {
+          queue_spawn_failure (runner, task, 127, g_strdup ("empty argv"));
+          return TRUE;
+        }
+      argv = spec->argv;
+    }
+  else if (spec->sh != NULL)
+    {
+      line_argv = datc_command_argv (spec->sh, &direct_line);
+      argv = line_argv;
+    }
+  else
+    {
+      queue_spawn_failure (runner, task, 127, g_strdup ("nothing to run"));
+      return TRUE;
+    }
+
+  g_autofree char **envp = NULL;
+  const char *task_path = NULL;
+  if (spec->env != NULL && spec->env[0] != NULL)
+    {
+      const char *bad = NULL;
+      envp = merge_env (spec->env, &task_path, &bad);
+      if (envp == NULL)
+        {
+          queue_spawn_failure (runner, task, 126,
+                               g_strdup_printf ("bad environment entry \"%s\"", bad));
+          return TRUE;
+        }
+    }
+
+  int out_r = -1, out_w = -1, err_r = -1, err_w = -1;
+  if (!open_capture_pipe (&out_r, &out_w, error))
+    return FALSE;
+  if (!open_capture_pipe (&err_r, &err_w, error))
+    {
+      close_fd (&out_r);
+      close_fd (&out_w);
+      return FALSE;
+    }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init (&actions);
+  posix_spawn_file_actions_adddup2 (&actions, runner->devnull, 0);
+  posix_spawn_file_actions_adddup2 (&actions, out_w, 1);
+  posix_spawn_file_actions_adddup2 (&actions, err_w, 2);
+  if (spec->cwd != NULL)
+    posix_spawn_file_actions_addchdir_np (&actions, spec->cwd);
+  /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
+   * have opened one without it. */
+  posix_spawn_file_actions_addclosefrom_np (&actions, 3);
+
+  pid_t pid = -1;
+  char *const *env = envp != NULL ? envp : environ;
+  gint64 started_us = g_get_real_time ();
+  int rc = spawn (runner, &pid, argv, env, task_path, &actions);
+  if (rc == ENOEXEC && direct_line)
+    {
+      /* A script without "#!": the shell would run it, so let it. */
+      char *sh_argv[] = { (char *) "/bin/sh", (char *) "-c", spec->sh, NULL };
+      rc = posix_spawn (&pid, "/bin/sh", &actions, &runner->attr, sh_argv, env);
+    }
+  posix_spawn_file_actions_destroy (&actions);
+  close_fd (&out_w);
+  close_fd (&err_w);
+
+  if (rc != 0)
+    {
+      close_fd (&out_r);
+      close_fd (&err_r);
+      queue_spawn_errno (runner, task, argv[0], rc);
+      return TRUE;
+    }
+
+  RunTask *t = g_new0 (RunTask, 1);
+  t->key = key;
+  t->serial = runner->next_serial++;
+  t->pid = pid;
+  t->out.fd = out_r;
+  t->err.fd = err_r;
+  t->started_us = started_us;
+  if (spec->timeout_ms > 0)
+    t->deadline = g_get_monotonic_time () + (gint64) spec->timeout_ms * 1000;
+
+  t->pidfd = pidfd_open (pid, 0);
+  if (t->pidfd < 0)
+    {
+      int errsv = errno;
+      task_kill_and_reap (pid, -1);
+      run_task_free (t);
+      return set_errno_error (error, errsv, "pidfd_open");
+    }
+  if (!watch_add (runner, t->pidfd, t->serial, WATCH_PID, error)
+      || !watch_add (runner, t->out.fd, t->serial, WATCH_OUT, error)
+      || !watch_add (runner, t->err.fd, t->serial, WATCH_ERR, error))
+    {
+      watch_del (runner, &t->pidfd);
+      watch_del (runner, &t->out.fd);
+      watch_del (runner, &t->err.fd);
+      task_kill_and_reap (pid, -1);
+      run_task_free (t);
+      return FALSE;
+    }
+
+  t->index = runner->tasks->len;
+  g_ptr_array_add (runner->tasks, t);
+  g_hash_table_insert (runner->by_serial, &t->serial, t);
+  g_hash_table_insert (runner->by_key, &t->key, t);
+  return TRUE;
+}
+
+guint
+datc_runner_running (DatcRunner *runner)
+{
+  g_return_val_if_fail (runner != NULL, 0);
+  return runner->tasks->len;
+}
+
+int
+datc_runner_get_fd (DatcRunner *runner)
+{
+  g_return_val_if_fail (runner != NULL, -1);
+  return runner->epfd;
+}
+
+/* --- output ------------------------------------------------------------- */
+
+static void
+capture_keep (Capture *cap, const guint8 *data, gsize len, gsize limit)
+{
+  gsize have = cap->kept != NULL ? cap->kept->len : 0;
+  gsize take = have < limit ? MIN (len, limit - have) : 0;
+  if (take > 0)
+    {
+      if (cap->kept == NULL)
+        cap->kept = g_byte_array_sized_new (MIN (limit, MAX (take, 4096u)));
+      g_byte_array_append (cap->kept, data, take);
+    }
+  cap->dropped += len - take;
+}
+
+/* Reads up to `max_reads` chunks; closes the capture at EOF or on error.
+ * With `until_short` it stops at the first short read: the pipe was empty
+ * at that moment, which is all a drain after the leader's death needs. */
+static void
+capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
+              gboolean until_short)
+{
+  for (int i = 0; cap->fd >= 0 && i < max_reads; i++)
+    {
+      ssize_t n = read (cap->fd, runner->buf, READ_CHUNK);
+      if (n > 0)
+        {
+          capture_keep (cap, runner->buf, n, runner->output_limit);
+          if (until_short && (gsize) n < READ_CHUNK)
+            return;
+          continue;
+        }
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && errno == EAGAIN)
+        return;
+      if (n < 0)
+        g_debug ("runner: task %" G_GUINT64_FORMAT ": read: %s",
+                 task->key.id, g_strerror (errno));
+      watch_del (runner, &cap->fd);
+    }
+}
+
+/* The kept bytes, ending with the marker when some were dropped.  The whole
+ * stays within DATC_OUTPUT_MAX (what a RESULT may carry): with a limit that
+ * close to the maximum, kept bytes give way to the marker and count as
+ * dropped. */
+static GBytes *
+capture_finish (Capture *cap, const char *stream)
+{
+  if (cap->dropped > 0)
+    {
+      if (cap->kept == NULL)
+        cap->kept = g_byte_array_new ();
+      g_autofree gchar *marker = NULL;
+      for (;;)
+        {
+          g_free (marker);
+          marker = g_strdup_printf ("\n[datc: %" G_GUINT64_FORMAT " bytes of %s dropped]\n",
+                                    cap->dropped, stream);
+          gsize total = cap->kept->len + strlen (marker);
+          if (total <= DATC_OUTPUT_MAX)
+            break;
+          gsize cut = MIN (total - DATC_OUTPUT_MAX, cap->kept->len);
+          g_byte_array_set_size (cap->kept, cap->kept->len - cut);
+          cap->dropped += cut;
+        }
+      g_byte_array_append (cap->kept, (const guint8 *) marker, strlen (marker));
+    }
+  if (cap->kept == NULL)
+    return g_bytes_new (NULL, 0);
+  return g_byte_array_free_to_bytes (g_steal_pointer (&cap->kept));
+}
+
+/* --- ending ------------------------------------------------------------- */
+
+static void
+task_remove (DatcRunner *runner, RunTask *task)
+{
+  g_hash_table_remove (runner->by_serial, &task->serial);
+  g_hash_table_remove (runner->by_key, &task->key);
+  RunTask *last = g_ptr_array_index (runner->tasks, runner->tasks->len - 1);
+  last->index = task->index;
+  g_ptr_array_remove_index_fast (runner->tasks, task->index);
+}
+
+/* The leader's pidfd is readable: it has exited.  Learns how (without
+ * reaping), kills what is left of the group, reaps, drains, reports. */
+static void
+task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
+{
+  siginfo_t info = { 0 };
+  int rc;
+  while ((rc = waitid (P_PID, task->pid, &info, WEXITED | WNOWAIT | WNOHANG)) != 0
+         && errno == EINTR)
+    ;
+  if (rc != 0)
+    {
+      /* ECHILD: someone else reaped our child (SIGCHLD set to SIG_IGN, or a
+       * stray waitpid(-1)).  The status is lost and the pgid may be reused,
+       * so do not signal it. */
+      g_warning ("runner: task %" G_GUINT64_FORMAT ": leader %d: waitid: %s",
+                 task->key.id, (int) task->pid, g_strerror (errno));
+    }
+  else if (info.si_pid == 0)
+    {
+      return; /* not exited after all; stay registered */
+    }
+  else
+    {
+      if (kill (-task->pid, SIGKILL) != 0 && errno != ESRCH)
+        g_debug ("runner: kill group %d: %s", (int) task->pid, g_strerror (errno));
+      siginfo_t reaped;
+      while (waitid (P_PID, task->pid, &reaped, WEXITED) != 0 && errno == EINTR)
+        ;
+    }
+  gint64 finished_us = g_get_real_time ();
+
+  capture_read (runner, task, &task->out, DRAIN_READS_MAX, TRUE);
+  capture_read (runner, task, &task->err, DRAIN_READS_MAX, TRUE);
+  watch_del (runner, &task->out.fd);
+  watch_del (runner, &task->err.fd);
+  watch_del (runner, &task->pidfd);
+
+  DatcResult *result = datc_result_new (task->key.id, task->key.attempt);
+  result->started_us = task->started_us;
+  result->finished_us = finished_us;
+  if (rc != 0)
+    {
+      result->status = DATC_STATUS_SIGNALED;
+      result->exit_code = -1;
+      result->signal = 0;
+      g_free (result->message);
+      result->message = g_strdup ("exit status lost: the leader was reaped elsewhere");
+    }
+  else if (info.si_code == CLD_EXITED)
+    {
+      result->status = DATC_STATUS_EXITED;
+      result->exit_code = info.si_status;
+      result->signal = 0;
+    }
+  else
+    {
+      /* CLD_KILLED or CLD_DUMPED; exit_code as a shell's $? would show it */
+      result->status = DATC_STATUS_SIGNALED;
+      result->signal = info.si_status;
+      result->exit_code = 128 + info.si_status;
+    }
+  if (task->stop == STOP_TIMEOUT)
+    result->status = DATC_STATUS_TIMEOUT;
+  else if (task->stop == STOP_CANCEL)
+    result->status = task->stop_status;
+
+  g_clear_pointer (&result->out, g_bytes_unref);
+  g_clear_pointer (&result->err, g_bytes_unref);
+  result->out = capture_finish (&task->out, "stdout");
+  result->err = capture_finish (&task->err, "stderr");
+  result->out_dropped = task->out.dropped;
+  result->err_dropped = task->err.dropped;
+  g_ptr_array_add (finished, result);
+
+  task_remove (runner, task);
+  run_task_free (task);
+}
+
+/* SIGTERM now, SIGKILL after the grace.  The first reason sticks. */
+static void
+task_stop (DatcRunner *runner, RunTask *task, StopReason reason,
+           DatcTaskStatus status, gint64 now)
+{
+  if (task->stop != STOP_NONE)
+    return;
+  task->stop = reason;
+  task->stop_status = status;
+  kill (-task->pid, SIGTERM);
+  pidfd_send_signal (task->pidfd, SIGTERM, NULL, 0);
+  task->kill_at = now + (gint64) runner->kill_grace_ms * 1000;
+}
+
+static void
+enforce_deadlines (DatcRunner *runner)
+{
+  gint64 now = g_get_monotonic_time ();
+  for (guint i = 0; i < runner->tasks->len; i++)
+    {
+      RunTask *task = g_ptr_array_index (runner->tasks, i);
+      if (task->stop == STOP_NONE && task->deadline != 0 && now >= task->deadline)
+        task_stop (runner, task, STOP_TIMEOUT, DATC_STATUS_TIMEOUT, now);
+      if (task->kill_at != 0 && now >= task->kill_at)
+        {
+          kill (-task->pid, SIGKILL);
+          pidfd_send_signal (task->pidfd, SIGKILL, NULL, 0);
+          task->kill_at = 0;
+        }
+    }
+}
+
+int
+datc_runner_next_timeout_ms (DatcRunner *runner)
+{
+  g_return_val_if_fail (runner != NULL, -1);
+  if (runner->failed->len > 0)
+    return 0;
+
+  gint64 due = G_MAXINT64;
+  for (guint i = 0; i < runner->tasks->len; i++)
+    {
+      RunTask *task = g_ptr_array_index (runner->tasks, i);
+      if (task->stop == STOP_NONE && task->deadline != 0)
+        due = MIN (due, task->deadline);
+      if (task->kill_at != 0)
+        due = MIN (due, task->kill_at);
+    }
+  if (due == G_MAXINT64)
+    return -1;
+  gint64 left = due - g_get_monotonic_time ();
+  if (left <= 0)
+    return 0;
+  /* round up, so that a poll() that waits this long finds it due */
+  return (int) MIN ((left + 999) / 1000, (gint64) G_MAXINT32);
+}
+
+static void
+handle_event (DatcRunner *runner, guint64 data, GPtrArray *finished)
+{
+  guint64 serial = data >> 2;
+  int kind = data & 3;
+
+  if (kind == WATCH_WAKE)
+    {
+      guint64 count;
+      if (read (runner->wakefd, &count, sizeof count) < 0 && errno != EAGAIN)
+        g_debug ("runner: eventfd read: %s", g_strerror (errno));
+      return;
+    }
+
+  RunTask *task = g_hash_table_lookup (runner->by_serial, &serial);
+  if (task == NULL)
+    return; /* ended earlier in this batch */
+  if (kind == WATCH_PID)
+    task_finish (runner, task, finished);
+  else
+    capture_read (runner, task, kind == WATCH_OUT ? &task->out : &task->err,
+                  READS_PER_EVENT, FALSE);
+}
+
+void
+datc_runner_dispatch (DatcRunner *runner, GPtrArray *finished)
+{
+  g_return_if_fail (runner != NULL);
+  g_return_if_fail (finished != NULL);
+
+  struct epoll_event events[EVENTS_MAX];
+  for (int round = 0; round < DISPATCH_ROUNDS_MAX; round++)
+    {
+      int n = epoll_wait (runner->epfd, events, EVENTS_MAX, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          g_warning ("runner: epoll_wait: %s", g_strerror (errno));
+          break;
+        }
+      for (int i = 0; i < n; i++)
+        handle_event (runner, events[i].data.u64, finished);
+      if (n < EVENTS_MAX)
+        break;
+    }
+
+  if (runner->failed->len > 0)
+    {
+      g_ptr_array_extend_and_steal (finished, g_steal_pointer (&runner->failed));
+      runner->failed = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
+    }
+
+  enforce_deadlines (runner);
+}
+
+gboolean
+datc_runner_cancel (DatcRunner *runner, guint64 id, guint32 attempt,
+                    DatcTaskStatus status)
+{
+  g_return_val_if_fail (runner != NULL, FALSE);
+  g_return_val_if_fail (status == DATC_STATUS_CANCELLED
+                        || status == DATC_STATUS_DRAINED, FALSE);
+
+  DatcTaskKey key = { .id = id, .attempt = attempt };
+  RunTask *task = g_hash_table_lookup (runner->by_key, &key);
+  if (task == NULL)
+    return FALSE;
+  task_stop (runner, task, STOP_CANCEL, status, g_get_monotonic_time ());
+  return TRUE;
+}
+
+void
+datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status)
+{
+  g_return_if_fail (runner != NULL);
+  g_return_if_fail (status == DATC_STATUS_CANCELLED
+                    || status == DATC_STATUS_DRAINED);
+
+  gint64 now = g_get_monotonic_time ();
+  for (guint i = 0; i < runner->tasks->len; i++)
+    task_stop (runner, g_ptr_array_index (runner->tasks, i), STOP_CANCEL,
+               status, now);
+}
+
+void
+datc_runner_list (DatcRunner *runner, GArray *keys)
+{
+  g_return_if_fail (runner != NULL);
+  g_return_if_fail (keys != NULL);
+
+  for (guint i = 0; i < runner->tasks->len; i++)
+    {
+      RunTask *task = g_ptr_array_index (runner->tasks, i);
+      g_array_append_val (keys, task->key);
+    }
+}
