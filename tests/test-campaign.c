@@ -1,0 +1,340 @@
+/* test-campaign.c: whole campaigns through the real programs on the
+ * embedded local site: completion, outputs, exit statuses, bad input,
+ * agents killed or drained, timeouts that leave nothing behind. */
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static gchar *
+campaign_dir (TbDir *d, const char *name)
+{
+  return g_build_filename (d->path, name, NULL);
+}
+
+/* ---- 10,000 tasks on 4 agents ---------------------------------------- */
+
+static void
+test_many_tasks (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  for (guint i = 1; i <= 10000; i++)
+    g_string_append_printf (tasks, "echo out-%u\n", i);
+  g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "4",
+                         "--local-slots", "8", file, NULL };
+  g_autofree gchar *err = NULL;
+  int status = tb_run (d, argv, 300, &err);
+  if (status != 0)
+    g_printerr ("%s", err);
+  g_assert_cmpint (status, ==, 0);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 10000);
+  g_autoptr (GHashTable) agents = g_hash_table_new (g_str_hash, g_str_equal);
+  for (gint64 id = 1; id <= 10000; id++)
+    {
+      JsonObject *o = g_hash_table_lookup (res, &id);
+      g_assert_nonnull (o);
+      g_assert_cmpstr (json_object_get_string_member (o, "status"), ==, "exited");
+      g_assert_cmpint (json_object_get_int_member (o, "exit_code"), ==, 0);
+      g_assert_cmpint (json_object_get_int_member (o, "line"), ==, id);
+      g_assert_cmpstr (json_object_get_string_member (o, "site"), ==, "local");
+      g_hash_table_add (agents, (gpointer) json_object_get_string_member (o, "agent"));
+      /* Every output, read back from the per-agent files by offset. */
+      g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (o, "output"), NULL);
+      static GHashTable *files;
+      if (files == NULL)
+        files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      gchar *content = g_hash_table_lookup (files, path);
+      if (content == NULL)
+        {
+          g_assert_true (g_file_get_contents (path, &content, NULL, NULL));
+          g_hash_table_insert (files, g_strdup (path), content);
+        }
+      g_autofree gchar *want = g_strdup_printf ("out-%" G_GINT64_FORMAT "\n", id);
+      gint64 off = json_object_get_int_member (o, "stdout_offset");
+      gint64 len = json_object_get_int_member (o, "stdout_bytes");
+      g_assert_cmpint (len, ==, (gint64) strlen (want));
+      g_assert_cmpmem (content + off, len, want, strlen (want));
+    }
+  /* Pull spreads the bag over the agents. */
+  g_assert_cmpuint (g_hash_table_size (agents), >=, 2);
+
+  /* `datc output` reads the same bytes back. */
+  for (guint i = 0; i < 5; i++)
+    {
+      guint id = 1 + g_test_rand_int_range (0, 10000);
+      g_autofree gchar *ids = g_strdup_printf ("%u", id);
+      const char *out_argv[] = { tb_datc (), "output", dir, ids, NULL };
+      g_autoptr (TbProc) p = tb_spawn (d, "output", out_argv);
+      g_assert_cmpint (tb_wait (p, 30), ==, 0);
+      g_autofree gchar *out = tb_proc_stdout (p);
+      g_autofree gchar *want = g_strdup_printf ("out-%u\n", id);
+      g_assert_cmpstr (out, ==, want);
+    }
+  /* Nothing of the campaign is left running. */
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+}
+
+/* ---- exit statuses ---------------------------------------------------- */
+
+static void
+test_exit_status (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *ok = tb_write (d, "ok.txt", "true\ntrue\n");
+  g_autofree gchar *bad = tb_write (d, "bad.txt", "true\nsh -c 'echo oops >&2; exit 3'\n");
+  g_autofree gchar *dir1 = campaign_dir (d, "ok");
+  g_autofree gchar *dir2 = campaign_dir (d, "bad");
+  const char *a1[] = { tb_datc (), "run", "--dir", dir1, ok, NULL };
+  const char *a2[] = { tb_datc (), "run", "--dir", dir2, bad, NULL };
+  g_assert_cmpint (tb_run (d, a1, 60, NULL), ==, 0);
+  g_assert_cmpint (tb_run (d, a2, 60, NULL), ==, 1);
+
+  g_autoptr (GHashTable) res = tb_results (dir2);
+  gint64 id = 2;
+  JsonObject *o = g_hash_table_lookup (res, &id);
+  g_assert_nonnull (o);
+  g_assert_cmpint (json_object_get_int_member (o, "exit_code"), ==, 3);
+  const char *err_argv[] = { tb_datc (), "output", dir2, "2", "--stderr", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "output", err_argv);
+  g_assert_cmpint (tb_wait (p, 30), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_assert_cmpstr (out, ==, "oops\n");
+
+  /* Usage errors are 2. */
+  const char *a3[] = { tb_datc (), "run", NULL };
+  g_assert_cmpint (tb_run (d, a3, 30, NULL), ==, 2);
+}
+
+static void
+test_retries (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  /* Fails twice, then succeeds: counts its own runs in a file. */
+  g_autofree gchar *counter = g_build_filename (d->path, "count", NULL);
+  g_autofree gchar *line = g_strdup_printf (
+      "{\"sh\": \"echo x >> %s; test $(wc -l < %s) -ge 3\", \"retries\": 2}\n"
+      "{\"cmd\": [\"false\"], \"retries\": 1}\n",
+      counter, counter);
+  g_autofree gchar *file = tb_write (d, "t.jsonl", line);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "1", file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 1);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  gint64 one = 1, two = 2;
+  JsonObject *o1 = g_hash_table_lookup (res, &one), *o2 = g_hash_table_lookup (res, &two);
+  g_assert_cmpint (json_object_get_int_member (o1, "exit_code"), ==, 0);
+  g_assert_cmpint (json_object_get_int_member (o1, "attempt"), ==, 3);
+  g_assert_cmpint (json_object_get_int_member (o2, "exit_code"), ==, 1);
+  g_assert_cmpint (json_object_get_int_member (o2, "attempt"), ==, 2);
+}
+
+/* ---- bad input: exit 2, FILE:LINE, nothing started -------------------- */
+
+typedef struct {
+  const char *name, *content, *message;
+} BadCase;
+
+static const BadCase bad_cases[] = {
+  { "unterminated.jsonl", "{\"sh\": \"true\"}\n{\"sh\": \"tr\n", ":2: invalid JSON" },
+  { "types.jsonl", "{\"sh\": \"true\", \"timeout\": \"soon\"}\n", ":1: field \"timeout\"" },
+  { "unknown.jsonl", "{\"sh\": \"true\", \"colour\": 1}\n", ":1: unknown field \"colour\"" },
+  { "argv.jsonl", "{\"cmd\": \"true\"}\n", ":1: field \"cmd\"" },
+  { "both.jsonl", "{\"cmd\": [\"true\"], \"sh\": \"true\"}\n", ":1:" },
+  { "utf8.txt", "echo ok\necho \xff\xfe\n", ":2:" },
+  { "empty.txt", "# only a comment\n\n", "no tasks" },
+};
+
+static void
+test_bad_input (gconstpointer data)
+{
+  const BadCase *c = data;
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, c->name, c->content);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 30, &err), ==, 2);
+  g_autofree gchar *want = g_strdup_printf ("%s%s", file, c->message);
+  if (strstr (err, c->message) == NULL || strstr (err, file) == NULL)
+    g_error ("expected '%s' in: %s", want, err);
+  /* Nothing started: no campaign directory. */
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_long_line (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) s = g_string_new ("echo ok\necho ");
+  for (guint i = 0; i < (1u << 20); i++)
+    g_string_append_c (s, 'x');
+  g_string_append_c (s, '\n');
+  g_autofree gchar *file = tb_write (d, "long.txt", s->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 30, &err), ==, 2);
+  g_assert_nonnull (strstr (err, ":2:"));
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+}
+
+static void
+test_other_taskfile_refused (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *f1 = tb_write (d, "a.txt", "true\n");
+  g_autofree gchar *f2 = tb_write (d, "b.txt", "false\n");
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *a1[] = { tb_datc (), "run", "--dir", dir, f1, NULL };
+  const char *a2[] = { tb_datc (), "run", "--dir", dir, f2, NULL };
+  g_assert_cmpint (tb_run (d, a1, 30, NULL), ==, 0);
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, a2, 30, &err), ==, 2);
+  g_assert_nonnull (strstr (err, "different file"));
+  /* And running the finished campaign again runs nothing. */
+  g_assert_cmpint (tb_run (d, a1, 30, NULL), ==, 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 1);
+}
+
+/* ---- a task that forks and times out leaves nothing ------------------- */
+
+static void
+test_timeout_kills_children (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *pids = g_build_filename (d->path, "pids", NULL);
+  g_autofree gchar *line = g_strdup_printf (
+      "{\"sh\": \"sleep 300 & echo $! >> %s; sh -c 'sleep 300' & echo $! >> %s; wait\", "
+      "\"timeout\": 0.5}\n",
+      pids, pids);
+  g_autofree gchar *file = tb_write (d, "t.jsonl", line);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 1);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  gint64 one = 1;
+  JsonObject *o = g_hash_table_lookup (res, &one);
+  g_assert_cmpstr (json_object_get_string_member (o, "status"), ==, "timeout");
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (pids, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (g_strstrip (text), "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 2);
+  for (guint i = 0; lines[i]; i++)
+    g_assert_true (tb_pid_gone (atoi (lines[i])));
+}
+
+/* ---- an agent killed with -9 mid-run ---------------------------------- */
+
+typedef struct {
+  const char *dir;
+  guint64 want;
+} ResultsAtLeast;
+
+static gboolean
+results_at_least (gpointer p)
+{
+  ResultsAtLeast *r = p;
+  g_autofree gchar *path = g_build_filename (r->dir, "results.jsonl", NULL);
+  return tb_count_lines (path) >= r->want;
+}
+
+static gboolean
+two_agents (gpointer p)
+{
+  g_autoptr (GArray) a = tb_find_agents (p);
+  return a->len >= 2;
+}
+
+static void
+check_complete (const char *dir, guint n, guint *max_attempt)
+{
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, n);
+  *max_attempt = 0;
+  for (gint64 id = 1; id <= n; id++)
+    {
+      JsonObject *o = g_hash_table_lookup (res, &id);
+      g_assert_nonnull (o);
+      g_assert_cmpint (json_object_get_int_member (o, "exit_code"), ==, 0);
+      *max_attempt = MAX (*max_attempt, (guint) json_object_get_int_member (o, "attempt"));
+    }
+}
+
+static void
+agent_interrupted (int sig)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  guint n = 200;
+  for (guint i = 1; i <= n; i++)
+    g_string_append (tasks, "sleep 0.05\n");
+  g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2",
+                         "--local-slots", "4", "--agent-timeout-ms", "1500",
+                         "--heartbeat-ms", "200", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  ResultsAtLeast r = { dir, 20 };
+  g_assert_true (tb_await (two_agents, dir, 30));
+  g_assert_true (tb_await (results_at_least, &r, 60));
+
+  g_autoptr (GArray) agents = tb_find_agents (dir);
+  g_assert_cmpuint (agents->len, >=, 1);
+  int victim = g_array_index (agents, int, 0);
+  kill (victim, sig);
+
+  int status = tb_wait (master, 120);
+  if (status != 0)
+    {
+      g_autofree gchar *err = tb_proc_stderr (master);
+      g_printerr ("%s", err);
+    }
+  g_assert_cmpint (status, ==, 0);
+  g_assert_true (tb_pid_gone (victim));
+  guint max_attempt;
+  check_complete (dir, n, &max_attempt);
+  /* The victim held tasks when it went: they ran again elsewhere. */
+  g_assert_cmpuint (max_attempt, >=, 2);
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+}
+
+static void
+test_agent_killed (void)
+{
+  agent_interrupted (SIGKILL);
+}
+
+static void
+test_agent_sigterm_drains (void)
+{
+  agent_interrupted (SIGTERM);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/campaign/runs-10000-tasks-on-4-agents", test_many_tasks);
+  g_test_add_func ("/campaign/exit-status-says-whether-tasks-failed", test_exit_status);
+  g_test_add_func ("/campaign/retries-a-failing-task", test_retries);
+  for (guint i = 0; i < G_N_ELEMENTS (bad_cases); i++)
+    {
+      g_autofree gchar *path = g_strdup_printf ("/campaign/bad-input/%s", bad_cases[i].name);
+      g_test_add_data_func (path, &bad_cases[i], test_bad_input);
+    }
+  g_test_add_func ("/campaign/bad-input/line-over-1-MiB", test_long_line);
+  g_test_add_func ("/campaign/refuses-another-task-file", test_other_taskfile_refused);
+  g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
+  g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);
+  g_test_add_func ("/campaign/agent-sigterm-drains-and-tasks-rerun", test_agent_sigterm_drains);
+  return g_test_run ();
+}
