@@ -30,7 +30,7 @@ cmd_run (int argc, char **argv)
   DatcRunOptions o = { 0 };
   g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL;
   gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
-  gboolean json = FALSE;
+  gboolean json = FALSE, no_local = FALSE;
   g_autofree gchar *mode = NULL;
   GOptionEntry entries[] = {
     { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
@@ -38,6 +38,7 @@ cmd_run (int argc, char **argv)
     { "local-slots", 0, 0, G_OPTION_ARG_INT, &local_slots, "Slots on the local site (default: CPUs)", "N" },
     { "local-agents", 0, 0, G_OPTION_ARG_INT, &local_agents, "Local agents sharing those slots (default 1)", "K" },
     { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
+    { "no-local", 0, 0, G_OPTION_ARG_NONE, &no_local, "No local agents: only agents that connect to --listen", NULL },
     { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
     { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (the only mode of the core)", "MODE" },
     { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000)", "MS" },
@@ -75,6 +76,12 @@ cmd_run (int argc, char **argv)
       g_printerr ("datc run: --local-exec takes only 'none'\n");
       return EXIT_INPUT;
     }
+  if (no_local && listen == NULL)
+    {
+      g_printerr ("datc run: --no-local needs --listen, or no agent could ever connect\n");
+      return EXIT_INPUT;
+    }
+  o.no_local = no_local;
   o.dir = dir;
   o.task_file = argv[1];
   o.format = format;

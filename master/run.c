@@ -189,7 +189,10 @@ datc_run (const DatcRunOptions *o)
   local->agent_path = g_strdup (agent);
   local->key_file = g_strdup (datc_campaign_agent_key (campaign));
   g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  g_ptr_array_add (specs, local);
+  if (o->no_local)
+    datc_site_spec_free (local);
+  else
+    g_ptr_array_add (specs, local);
 
   GString *agent_args = g_string_new (NULL);
   if (o->local_exec != NULL)

@@ -12,6 +12,7 @@ typedef struct {
   const char *listen;          /* tcp endpoint for remote agents, or NULL */
   guint local_slots;           /* 0: number of CPUs */
   guint local_agents;          /* 0: 1 */
+  gboolean no_local;           /* no embedded local site (agents come from --listen) */
   const char *local_exec;      /* NULL, or "none" (benchmarks) */
   guint heartbeat_ms;
   guint timeout_ms;

@@ -1,0 +1,141 @@
+/* test-resume.c: the master dies at random instants and the same command
+ * finishes the campaign; a journal cut at a random byte recovers.  Tasks
+ * record each of their executions in a file, so "a task with a journaled
+ * result never runs again" is checked, not assumed. */
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* id -> executions, from the file the tasks append their id to. */
+static GHashTable *
+executions (const char *path)
+{
+  GHashTable *h = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return h;
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      if (!lines[i][0])
+        continue;
+      gint64 id = g_ascii_strtoll (lines[i], NULL, 10), *k = g_new (gint64, 1);
+      *k = id;
+      guint n = GPOINTER_TO_UINT (g_hash_table_lookup (h, k));
+      g_hash_table_replace (h, k, GUINT_TO_POINTER (n + 1));
+    }
+  return h;
+}
+
+static gchar *
+make_tasks (TbDir *d, guint n, const char *log, const char *extra)
+{
+  g_autoptr (GString) s = g_string_new (NULL);
+  for (guint i = 1; i <= n; i++)
+    g_string_append_printf (s, "sh -c 'echo %u >> %s%s'\n", i, log, extra);
+  return tb_write (d, "tasks.txt", s->str);
+}
+
+static void
+test_master_killed_repeatedly (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *log = g_build_filename (d->path, "executions", NULL);
+  guint n = 800;
+  g_autofree gchar *file = make_tasks (d, n, log, "; sleep 0.01");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2", "--local-slots",
+                         "4", "--agent-timeout-ms", "3000", "--heartbeat-ms", "200", file, NULL };
+  g_autoptr (GPtrArray) snap_results = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+  g_autoptr (GPtrArray) snap_exec = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+
+  for (guint round = 0; round < 6; round++)
+    {
+      g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+      /* The kill instant is the point of the test: random, not awaited. */
+      g_usleep (g_test_rand_int_range (50, 1200) * 1000);
+      kill (tb_proc_pid (master), SIGKILL);
+      tb_wait (master, 30);
+      g_ptr_array_add (snap_results, tb_results (dir));
+      g_ptr_array_add (snap_exec, executions (log));
+    }
+
+  g_autoptr (TbProc) last = tb_spawn (d, "master", argv);
+  int status = tb_wait (last, 300);
+  if (status != 0)
+    {
+      g_autofree gchar *err = tb_proc_stderr (last);
+      g_printerr ("%s", err);
+    }
+  g_assert_cmpint (status, ==, 0);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_autoptr (GHashTable) ex = executions (log);
+  g_assert_cmpuint (g_hash_table_size (res), ==, n);
+  for (gint64 id = 1; id <= n; id++)
+    {
+      g_assert_nonnull (g_hash_table_lookup (res, &id));
+      g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (ex, &id)), >=, 1);
+    }
+  /* A task whose result was recorded before a kill never ran again. */
+  guint checked = 0;
+  for (guint k = 0; k < snap_results->len; k++)
+    {
+      GHashTableIter it;
+      gpointer key;
+      g_hash_table_iter_init (&it, snap_results->pdata[k]);
+      while (g_hash_table_iter_next (&it, &key, NULL))
+        {
+          guint then = GPOINTER_TO_UINT (g_hash_table_lookup (snap_exec->pdata[k], key));
+          guint now = GPOINTER_TO_UINT (g_hash_table_lookup (ex, key));
+          if (then != now)
+            g_error ("task %" G_GINT64_FORMAT " had a result after kill %u, yet ran again "
+                     "(%u executions then, %u now)", *(gint64 *) key, k + 1, then, now);
+          checked++;
+        }
+    }
+  g_test_message ("%u result snapshots checked across %u kills", checked, snap_results->len);
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+}
+
+static void
+test_journal_truncated (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *log = g_build_filename (d->path, "executions", NULL);
+  guint n = 300;
+  g_autofree gchar *file = make_tasks (d, n, log, "");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_autofree gchar *journal = g_build_filename (dir, "journal", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4", file, NULL };
+
+  g_assert_cmpint (tb_run (d, argv, 120, NULL), ==, 0);
+  for (guint round = 0; round < 3; round++)
+    {
+      GStatBuf st;
+      g_assert_cmpint (g_stat (journal, &st), ==, 0);
+      gint64 cut = g_test_rand_int_range (1, (gint32) st.st_size);
+      g_assert_cmpint (truncate (journal, cut), ==, 0);
+      g_autofree gchar *err = NULL;
+      int status = tb_run (d, argv, 120, &err);
+      if (status != 0)
+        g_printerr ("cut at %" G_GINT64_FORMAT ": %s", cut, err);
+      g_assert_cmpint (status, ==, 0);
+      g_autoptr (GHashTable) res = tb_results (dir);
+      g_assert_cmpuint (g_hash_table_size (res), ==, n);
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/resume/master-killed-at-random-moments-finishes-without-rerunning",
+                   test_master_killed_repeatedly);
+  g_test_add_func ("/resume/journal-cut-at-a-random-byte-recovers", test_journal_truncated);
+  return g_test_run ();
+}
