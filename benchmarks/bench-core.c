@@ -1,0 +1,216 @@
+/* bench-core.c: the core's speed and memory targets, measured on the real
+ * programs and printed; nothing here asserts.  Usage:
+ *
+ *   bench-core spawn   [N=20000]   /bin/true tasks through datc at 2 slots vs
+ *                                  a bare posix_spawn loop at concurrency 2
+ *   bench-core master  [N=1000000] --local-exec none: master tasks/s and CPU/task
+ *   bench-core memory  [N=1000000] peak RSS of the master for N ~40-byte commands
+ *   bench-core latency [RUNS=20]   a one-task campaign, datc start to exit
+ *
+ * DATC points to the datc binary (meson's benchmark() sets it).  Each run
+ * uses a fresh campaign directory under $TMPDIR and removes it. */
+#include <errno.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct {
+  double wall_s;
+  double cpu_s;        /* user + system of the process itself and its waited children */
+  long maxrss_kib;
+  int status;
+} RunStats;
+
+static RunStats
+run (const char *const *argv)
+{
+  RunStats st = { 0 };
+  pid_t pid;
+  struct rusage ru;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init (&fa);
+  posix_spawn_file_actions_addopen (&fa, 1, "/dev/null", 0x1 /* O_WRONLY */, 0);
+  gint64 t0 = g_get_monotonic_time ();
+  if (posix_spawn (&pid, argv[0], &fa, NULL, (char *const *) argv, environ) != 0)
+    {
+      fprintf (stderr, "cannot run %s\n", argv[0]);
+      exit (1);
+    }
+  posix_spawn_file_actions_destroy (&fa);
+  int status;
+  while (wait4 (pid, &status, 0, &ru) < 0 && errno == EINTR)
+    ;
+  st.wall_s = (g_get_monotonic_time () - t0) / 1e6;
+  st.cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec
+             + ru.ru_stime.tv_usec / 1e6;
+  st.maxrss_kib = ru.ru_maxrss;
+  st.status = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
+  return st;
+}
+
+static void
+rm_rf (const char *path)
+{
+  const char *argv[] = { "/bin/rm", "-rf", path, NULL };
+  run (argv);
+}
+
+static gchar *
+write_tasks (const char *dir, guint n, const char *fmt)
+{
+  gchar *path = g_build_filename (dir, "tasks.txt", NULL);
+  FILE *f = fopen (path, "w");
+  for (guint i = 1; i <= n; i++)
+    {
+      fprintf (f, fmt, i);
+      fputc ('\n', f);
+    }
+  fclose (f);
+  return path;
+}
+
+static const char *
+datc (void)
+{
+  const char *p = g_getenv ("DATC");
+  if (p == NULL)
+    {
+      fprintf (stderr, "set DATC to the datc binary\n");
+      exit (2);
+    }
+  return p;
+}
+
+/* The reference: posix_spawn + waitpid, `conc` at a time, nothing else. */
+static double
+bare_loop (guint n, guint conc)
+{
+  char *argv[] = { (char *) "/bin/true", NULL };
+  guint started = 0, running = 0;
+  gint64 t0 = g_get_monotonic_time ();
+  while (started < n || running > 0)
+    {
+      while (running < conc && started < n)
+        {
+          pid_t pid;
+          if (posix_spawn (&pid, argv[0], NULL, NULL, argv, environ) != 0)
+            exit (1);
+          started++;
+          running++;
+        }
+      int status;
+      if (wait (&status) > 0)
+        running--;
+    }
+  return n / ((g_get_monotonic_time () - t0) / 1e6);
+}
+
+static void
+bench_spawn (const char *tmp, guint n)
+{
+  g_autofree gchar *file = write_tasks (tmp, n, "/bin/true");
+  g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
+  double base = bare_loop (n, 2);
+  const char *argv[] = { datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
+  RunStats st = run (argv);
+  double rate = n / st.wall_s;
+  double base2 = bare_loop (n, 2);
+  printf ("spawn: %u x /bin/true, 2 slots\n", n);
+  printf ("  bare posix_spawn loop  %8.0f tasks/s (before) %8.0f tasks/s (after)\n", base, base2);
+  printf ("  datc run               %8.0f tasks/s  (%.2f s, exit %d)\n", rate, st.wall_s, st.status);
+  printf ("  ratio                  %8.2f of the mean bare rate\n", rate / ((base + base2) / 2));
+  rm_rf (dir);
+}
+
+static void
+bench_master (const char *tmp, guint n)
+{
+  g_autofree gchar *file = write_tasks (tmp, n, "/bin/echo task %08u");
+  g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
+  const char *argv[] = { datc (), "run", "--dir", dir, "--local-exec", "none",
+                         "--local-agents", "4", "--local-slots", "4096", file, NULL };
+  RunStats st = run (argv);
+  printf ("master: %u tasks, --local-exec none, 4 agents, journal on\n", n);
+  printf ("  %.0f tasks/s  (%.2f s wall, exit %d)\n", n / st.wall_s, st.wall_s, st.status);
+  printf ("  master CPU %.2f us/task  (%.2f s user+sys)\n", st.cpu_s * 1e6 / n, st.cpu_s);
+  printf ("  master peak RSS %.1f MiB\n", st.maxrss_kib / 1024.0);
+  rm_rf (dir);
+}
+
+static void
+bench_memory (const char *tmp, guint n)
+{
+  /* ~40-byte commands. */
+  g_autofree gchar *file = write_tasks (tmp, n, "/usr/bin/printf %%s\\n parameter-set-%08u");
+  g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
+  GStatBuf sb;
+  g_stat (file, &sb);
+  const char *argv[] = { datc (), "run", "--dir", dir, "--local-exec", "none",
+                         "--local-agents", "2", "--local-slots", "4096", file, NULL };
+  RunStats st = run (argv);
+  printf ("memory: %u tasks, task file %.1f MiB (%.1f bytes/line)\n", n,
+          sb.st_size / 1048576.0, (double) sb.st_size / n);
+  printf ("  master peak RSS %.1f MiB  (%.2f s, exit %d)\n", st.maxrss_kib / 1024.0, st.wall_s,
+          st.status);
+  rm_rf (dir);
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+static void
+bench_latency (const char *tmp, guint runs)
+{
+  g_autofree gchar *file = write_tasks (tmp, 1, "/bin/true");
+  g_autofree double *t = g_new (double, runs);
+  for (guint i = 0; i < runs; i++)
+    {
+      g_autofree gchar *dir = g_strdup_printf ("%s/c%u", tmp, i);
+      const char *argv[] = { datc (), "run", "--dir", dir, file, NULL };
+      RunStats st = run (argv);
+      t[i] = st.wall_s * 1000;
+      rm_rf (dir);
+    }
+  qsort (t, runs, sizeof *t, cmp_double);
+  printf ("latency: one-task campaign, %u runs\n", runs);
+  printf ("  min %.1f ms  median %.1f ms  max %.1f ms\n", t[0], t[runs / 2], t[runs - 1]);
+}
+
+int
+main (int argc, char **argv)
+{
+  if (argc < 2)
+    {
+      fprintf (stderr, "usage: bench-core spawn|master|memory|latency [N]\n");
+      return 2;
+    }
+  g_autofree gchar *tmp = g_dir_make_tmp ("datc-bench-XXXXXX", NULL);
+  guint n = argc > 2 ? (guint) g_ascii_strtoull (argv[2], NULL, 10) : 0;
+  if (g_str_equal (argv[1], "spawn"))
+    bench_spawn (tmp, n ? n : 20000);
+  else if (g_str_equal (argv[1], "master"))
+    bench_master (tmp, n ? n : 1000000);
+  else if (g_str_equal (argv[1], "memory"))
+    bench_memory (tmp, n ? n : 1000000);
+  else if (g_str_equal (argv[1], "latency"))
+    bench_latency (tmp, n ? n : 20);
+  else
+    {
+      fprintf (stderr, "unknown benchmark %s\n", argv[1]);
+      return 2;
+    }
+  rm_rf (tmp);
+  return 0;
+}
