@@ -1,5 +1,5 @@
 /* bag.c: the task bag.  A million tasks must fit in tens of megabytes and
- * load in well under a second, so a task is a 24-byte record in one GArray
+ * load in well under a second, so a task is a 32-byte record in one GArray
  * and its bytes live in an arena of fixed-size chunks (chunks never move, so
  * spec pointers stay valid; a record's offset is chunk << shift | position).
  *
@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-glib/json-glib.h>
-#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -58,7 +57,7 @@ struct DatcBag {
 DatcBag *
 datc_bag_new (void)
 {
-  DatcBag *bag = g_malloc0 (sizeof (DatcBag));
+  DatcBag *bag = g_new0 (DatcBag, 1);
 
   bag->tasks = g_array_new (FALSE, FALSE, sizeof (DatcBagTask));
   bag->chunks = g_ptr_array_new_with_free_func (g_free);
@@ -538,14 +537,14 @@ loader_fail (Loader *l, guint64 line, GError **error, const char *format, ...)
 
 static gboolean
 loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
-            guint8 retries, GError **error)
+            guint8 retries, guint32 est_runtime_ms, GError **error)
 {
   DatcBag *bag = l->bag;
   DatcBagTask task = { 0 };
 
   if (len > ARENA_CHUNK_SIZE)
     return loader_fail (l, l->line, error, "task too large once encoded (%" G_GSIZE_FORMAT " bytes)", len);
-  if (bag->tasks->len == G_MAXUINT32)
+  if (bag->tasks->len == G_MAXUINT)
     return loader_fail (l, l->line, error, "too many tasks");
   task.offset = arena_append (bag, bytes, len);
   task.length = (guint32) len;
@@ -553,6 +552,7 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
   task.source = l->source;
   task.kind = (guint8) kind;
   task.retries = retries;
+  task.est_runtime_ms = est_runtime_ms;
   g_array_append_val (bag->tasks, task);
   return TRUE;
 }
@@ -585,8 +585,9 @@ loader_seconds (Loader *l, const char *field, JsonNode *node, gboolean positive,
     return loader_fail (l, l->line, error, "field \"%s\": must be greater than 0", field);
   if (!positive && !(seconds >= 0))
     return loader_fail (l, l->line, error, "field \"%s\": must not be negative", field);
-  rounded = round (seconds * 1000.0);
-  if (!isfinite (rounded) || rounded > (double) G_MAXUINT32)
+  /* Rounded to the nearest ms by hand: master-core does not link libm. */
+  rounded = seconds * 1000.0 + 0.5;
+  if (!(rounded < 4294967296.0))
     return loader_fail (l, l->line, error, "field \"%s\": must be at most %u seconds",
                         field, G_MAXUINT32 / 1000);
   *ms = (guint32) rounded;
@@ -767,7 +768,8 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
   spec.cwd = (gchar *) cwd;
   g_byte_array_set_size (l->packed, 0);
   datc_task_spec_encode (&spec, l->packed);
-  return loader_add (l, DATC_BAG_SPEC_PACKED, l->packed->data, l->packed->len, retries, error);
+  return loader_add (l, DATC_BAG_SPEC_PACKED, l->packed->data, l->packed->len, retries,
+                     spec.est_runtime_ms, error);
 }
 
 static gboolean
@@ -814,7 +816,7 @@ loader_line (Loader *l, const char *text, gsize len, GError **error)
     return loader_json (l, text, len, (gsize) (text - line_start), error);
   if (*text == '#')
     return TRUE;
-  return loader_add (l, DATC_BAG_SPEC_LINE, text, len, 0, error);
+  return loader_add (l, DATC_BAG_SPEC_LINE, text, len, 0, 0, error);
 }
 
 /* Handles the complete lines in data[0, len) (with `at_eof`, the last one
@@ -843,6 +845,7 @@ loader_feed (Loader *l, const char *data, gsize len, gsize clean, gboolean at_eo
   return TRUE;
 }
 
+/* `checksum` (may be NULL) is fed every byte read. */
 static gboolean
 loader_read (Loader *l, int fd, GChecksum *checksum, GError **error)
 {
@@ -867,7 +870,8 @@ loader_read (Loader *l, int fd, GChecksum *checksum, GError **error)
       g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", l->name, g_strerror (saved));
       return FALSE;
     }
-    g_checksum_update (checksum, (const guchar *) buf + end, n);
+    if (checksum != NULL)
+      g_checksum_update (checksum, (const guchar *) buf + end, n);
     clean = end - start;
     end += (gsize) n;
     if (!loader_feed (l, buf + start, end - start, clean, n == 0, &consumed, error))
@@ -905,7 +909,8 @@ datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format,
     g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", path, g_strerror (saved));
     return FALSE;
   }
-  checksum = g_checksum_new (G_CHECKSUM_SHA256);
+  if (sha256_hex != NULL)
+    checksum = g_checksum_new (G_CHECKSUM_SHA256);
   loader_begin (&l, bag, path, format);
   ok = loader_read (&l, fd, checksum, error);
   close (fd);
