@@ -28,7 +28,6 @@
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 
 /* Not yet in bag.h: bytes held for tasks (records plus arena chunks). */
-gsize datc_bag_memory_size (const DatcBag *bag);
 
 #define ARENA_CHUNK_SHIFT 22u
 #define ARENA_CHUNK_SIZE ((gsize) 1 << ARENA_CHUNK_SHIFT)

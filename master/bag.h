@@ -86,6 +86,8 @@ gboolean datc_bag_load_data (DatcBag *bag, const char *name, const char *data,
                              GError **error);
 
 guint64 datc_bag_count (const DatcBag *bag);
+/* Bytes the bag holds: task records plus arena chunks. */
+gsize datc_bag_memory_size (const DatcBag *bag);
 /* Task `id` (1-based, <= count), transfer none. */
 const DatcBagTask *datc_bag_get (const DatcBag *bag, guint64 id);
 /* The bytes of a task's spec (line or packed spec), transfer none. */

@@ -12,7 +12,6 @@
 #include "message.h"
 
 /* Defined in bag.c; not yet declared in bag.h. */
-gsize datc_bag_memory_size (const DatcBag *bag);
 
 #define MIB ((gsize) 1024 * 1024)
 
