@@ -27,7 +27,6 @@
 
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 
-/* Not yet in bag.h: bytes held for tasks (records plus arena chunks). */
 
 #define ARENA_CHUNK_SHIFT 22u
 #define ARENA_CHUNK_SIZE ((gsize) 1 << ARENA_CHUNK_SHIFT)
