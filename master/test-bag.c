@@ -11,7 +11,6 @@
 #include "datc-limits.h"
 #include "message.h"
 
-/* Defined in bag.c; not yet declared in bag.h. */
 
 #define MIB ((gsize) 1024 * 1024)
 
