@@ -298,10 +298,8 @@ datc_curve_keypair_load (DatcCurveKeypair *kp, const char *path, GError **error)
 
   char buf[KEY_FILE_MAX + 1];
   gsize len = 0;
-  if (!read_key_file (path, TRUE, buf, &len, error))
-    return FALSE;
-
-  gboolean ok = parse_keypair (buf, len, kp, path, error);
+  gboolean ok = read_key_file (path, TRUE, buf, &len, error)
+                && parse_keypair (buf, len, kp, path, error);
   explicit_bzero (buf, sizeof buf);
   if (!ok)
     {

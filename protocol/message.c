@@ -1137,7 +1137,8 @@ check_record (const Shape *shape, const msgpack_object *o, GError **error)
   if (o->via.array.size != shape->n_fields)
     {
       g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                   "expected %u fields, got %u", shape->n_fields, o->via.array.size);
+                   "expected %u field%s, got %u", shape->n_fields,
+                   shape->n_fields == 1 ? "" : "s", o->via.array.size);
       return FALSE;
     }
   for (guint i = 0; i < shape->n_fields; i++)
