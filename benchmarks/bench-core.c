@@ -63,15 +63,18 @@ rm_rf (const char *path)
   run (argv);
 }
 
+/* n lines of `prefix`, each followed by its 8-digit number when numbered. */
 static gchar *
-write_tasks (const char *dir, guint n, const char *fmt)
+write_tasks (const char *dir, guint n, const char *prefix, gboolean numbered)
 {
   gchar *path = g_build_filename (dir, "tasks.txt", NULL);
   FILE *f = fopen (path, "w");
   for (guint i = 1; i <= n; i++)
     {
-      fprintf (f, fmt, i);
-      fputc ('\n', f);
+      if (numbered)
+        fprintf (f, "%s%08u\n", prefix, i);
+      else
+        fprintf (f, "%s\n", prefix);
     }
   fclose (f);
   return path;
@@ -116,7 +119,7 @@ bare_loop (guint n, guint conc)
 static void
 bench_spawn (const char *tmp, guint n)
 {
-  g_autofree gchar *file = write_tasks (tmp, n, "/bin/true");
+  g_autofree gchar *file = write_tasks (tmp, n, "/bin/true", FALSE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   double base = bare_loop (n, 2);
   const char *argv[] = { datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
@@ -133,7 +136,7 @@ bench_spawn (const char *tmp, guint n)
 static void
 bench_master (const char *tmp, guint n)
 {
-  g_autofree gchar *file = write_tasks (tmp, n, "/bin/echo task %08u");
+  g_autofree gchar *file = write_tasks (tmp, n, "/bin/echo task ", TRUE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   const char *argv[] = { datc (), "run", "--dir", dir, "--local-exec", "none",
                          "--local-agents", "4", "--local-slots", "4096", file, NULL };
@@ -149,7 +152,7 @@ static void
 bench_memory (const char *tmp, guint n)
 {
   /* ~40-byte commands. */
-  g_autofree gchar *file = write_tasks (tmp, n, "/usr/bin/printf %%s\\n parameter-set-%08u");
+  g_autofree gchar *file = write_tasks (tmp, n, "/usr/bin/printf %s\\n parameter-set-", TRUE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   GStatBuf sb;
   g_stat (file, &sb);
@@ -173,7 +176,7 @@ cmp_double (const void *a, const void *b)
 static void
 bench_latency (const char *tmp, guint runs)
 {
-  g_autofree gchar *file = write_tasks (tmp, 1, "/bin/true");
+  g_autofree gchar *file = write_tasks (tmp, 1, "/bin/true", FALSE);
   g_autofree double *t = g_new (double, runs);
   for (guint i = 0; i < runs; i++)
     {

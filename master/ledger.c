@@ -37,7 +37,7 @@ enum RecordType {
   REC_PROXY = 8,    /* [8, site, proxy, job_id, event, time_us] */
 };
 
-#define RESULT_FIELDS 17
+#define RESULT_FIELDS 16  /* after the type */
 
 typedef struct {
   guint32 agent;      /* when running */

@@ -101,40 +101,45 @@ tb_proc_pid (TbProc *p)
 }
 
 static gboolean
-proc_done (gpointer data)
+on_wait_timeout (gpointer c)
 {
-  TbProc *p = data;
-  int pid = tb_proc_pid (p);
-  if (pid <= 0)
-    return TRUE;
-  int status;
-  pid_t r = waitpid (pid, &status, WNOHANG | WNOWAIT);
-  return r == pid;
+  g_cancellable_cancel (c);
+  return G_SOURCE_REMOVE;
+}
+
+static gpointer
+iterate_once (gpointer ctx)
+{
+  g_main_context_iteration (ctx, TRUE);
+  return NULL;
 }
 
 int
 tb_wait (TbProc *p, guint timeout_s)
 {
-  /* Wait without reaping (so GSubprocess still can), with a deadline. */
-  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_s * G_USEC_PER_SEC;
-  siginfo_t si;
-  int pid = tb_proc_pid (p);
-  while (pid > 0)
+  /* GSubprocess reaps in GLib's worker thread: wait through it, with a
+   * cancellable that a timer thread trips at the deadline. */
+  g_autoptr (GCancellable) c = g_cancellable_new ();
+  g_autoptr (GMainContext) ctx = g_main_context_new ();
+  GSource *timer = g_timeout_source_new_seconds (timeout_s);
+  g_source_set_callback (timer, on_wait_timeout, c, NULL);
+  g_source_attach (timer, ctx);
+  g_source_unref (timer);
+  g_autoptr (GThread) t = g_thread_new ("deadline", iterate_once, ctx);
+  g_autoptr (GError) error = NULL;
+  gboolean ok = g_subprocess_wait (p->proc, c, &error);
+  if (!ok)
     {
-      memset (&si, 0, sizeof si);
-      if (waitid (P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-        break;
-      if (g_get_monotonic_time () > deadline)
-        {
-          g_subprocess_force_exit (p->proc);
-          g_subprocess_wait (p->proc, NULL, NULL);
-          g_autofree gchar *err = tb_proc_stderr (p);
-          g_printerr ("# stderr of the process that timed out:\n%s\n", err);
-          g_assert_not_reached ();
-        }
-      g_usleep (2000);
+      g_subprocess_force_exit (p->proc);
+      g_subprocess_wait (p->proc, NULL, NULL);
+      g_thread_join (g_steal_pointer (&t));
+      g_autofree gchar *err = tb_proc_stderr (p);
+      g_printerr ("# stderr of the process that timed out after %u s:\n%s\n", timeout_s, err);
+      g_assert_not_reached ();
     }
-  g_subprocess_wait (p->proc, NULL, NULL);
+  g_source_destroy (timer);
+  g_main_context_wakeup (ctx);
+  g_thread_join (g_steal_pointer (&t));
   if (g_subprocess_get_if_signaled (p->proc))
     return 128 + g_subprocess_get_term_sig (p->proc);
   return g_subprocess_get_exit_status (p->proc);

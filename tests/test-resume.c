@@ -3,6 +3,7 @@
  * record each of their executions in a file, so "a task with a journaled
  * result never runs again" is checked, not assumed. */
 #include <fcntl.h>
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>

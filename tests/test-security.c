@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <zmq.h>
+#include <glib/gstdio.h>
 
 #include "curve.h"
 #include "harness.h"
