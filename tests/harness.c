@@ -145,6 +145,15 @@ tb_wait (TbProc *p, guint timeout_s)
   return g_subprocess_get_exit_status (p->proc);
 }
 
+gboolean
+tb_proc_signal (TbProc *p, int sig)
+{
+  int pid = tb_proc_pid (p);
+  if (pid <= 0)
+    return FALSE;
+  return kill (pid, sig) == 0;
+}
+
 void
 tb_proc_free (TbProc *p)
 {
@@ -279,7 +288,8 @@ tb_kill_agents (const char *needle)
 {
   g_autoptr (GArray) pids = tb_find_agents (needle);
   for (guint i = 0; i < pids->len; i++)
-    kill (g_array_index (pids, int, i), SIGKILL);
+    if (g_array_index (pids, int, i) > 0)
+      kill (g_array_index (pids, int, i), SIGKILL);
   return pids->len;
 }
 
@@ -288,7 +298,7 @@ tb_pid_gone (int pid)
 {
   g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", pid);
   g_autofree gchar *stat = NULL;
-  if (kill (pid, 0) != 0 && errno == ESRCH)
+  if (pid <= 0 || (kill (pid, 0) != 0 && errno == ESRCH))
     return TRUE;
   if (!g_file_get_contents (path, &stat, NULL, NULL))
     return TRUE;

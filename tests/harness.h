@@ -41,6 +41,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (TbProc, tb_proc_free)
 gchar *tb_proc_stderr (TbProc *p);
 gchar *tb_proc_stdout (TbProc *p);
 int tb_proc_pid (TbProc *p);
+/* Sends `sig` if it still runs (never to a pid <= 0); TRUE if sent. */
+gboolean tb_proc_signal (TbProc *p, int sig);
 
 /* Runs to completion and returns the exit status; stderr in *err if not NULL. */
 int tb_run (TbDir *d, const char *const *argv, guint timeout_s, gchar **err);

@@ -289,6 +289,7 @@ agent_interrupted (int sig)
   g_autoptr (GArray) agents = tb_find_agents (dir);
   g_assert_cmpuint (agents->len, >=, 1);
   int victim = g_array_index (agents, int, 0);
+  g_assert_cmpint (victim, >, 0);
   kill (victim, sig);
 
   int status = tb_wait (master, 120);
