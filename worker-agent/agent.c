@@ -262,11 +262,15 @@ start_tasks (Agent *a)
 }
 
 static void
-drain (Agent *a, const char *why)
+drain (Agent *a, const char *why, gboolean told)
 {
   if (a->draining)
     return;
-  g_message ("agent %s: draining: %s", a->agent_id, why);
+  /* Leaving because the master said so is the normal end: no noise. */
+  if (told)
+    g_debug ("agent %s: leaving: %s", a->agent_id, why);
+  else
+    g_message ("agent %s: draining: %s", a->agent_id, why);
   a->draining = TRUE;
   a->leaving = TRUE;
   a->leave_deadline_us = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
@@ -379,7 +383,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
       break;
     case DATC_MSG_BYE:
       g_debug ("agent %s: master says BYE: %s", a->agent_id, m->u.reason);
-      drain (a, m->u.reason);
+      drain (a, m->u.reason, TRUE);
       /* The master has forgotten us: nothing to wait for. */
       a->leave_deadline_us = g_get_monotonic_time ();
       break;
@@ -556,11 +560,11 @@ datc_agent_run (const DatcAgentOptions *o)
 
       struct signalfd_siginfo si;
       while (read (a.sfd, &si, sizeof si) == sizeof si)
-        drain (&a, strsignal ((int) si.ssi_signo));
+        drain (&a, strsignal ((int) si.ssi_signo), FALSE);
 
       if (o->walltime_end_us > 0 && !a.draining
           && g_get_real_time () + (gint64) (o->kill_grace_ms + 1000) * 1000 >= o->walltime_end_us)
-        drain (&a, "walltime is ending");
+        drain (&a, "walltime is ending", FALSE);
 
       receive (&a);
       datc_runner_dispatch (a.runner, finished);
