@@ -56,6 +56,7 @@ struct DatcDispatcher {
   GByteArray *scratch;
   GPtrArray *finished;    /* reused */
   gchar *bye_reason;
+  DatcTrace *trace;
 };
 
 static void
@@ -209,6 +210,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   size_t last_len = sizeof last;
 
   d->ledger = ledger;
+  d->trace = o->trace;
   d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
   d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
   d->epoch = ((guint64) g_random_int () << 32) | g_random_int ();
@@ -346,12 +348,16 @@ agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
   if (lost)
     {
       guint n = datc_ledger_agent_lost (d->ledger, a->idx);
+      datc_trace_event (d->trace, "agent_lost", "site", 's', a->site, "proxy", 's', a->proxy,
+                        "agent", 's', a->agent_id, "requeued", 'i', (gint64) n, NULL);
       g_message ("agent %s (site %s, proxy %s) lost; %u task%s back in the queue",
                  a->agent_id, a->site, a->proxy, n, n == 1 ? "" : "s");
     }
   else
     {
       /* It left on its own: what it still had goes back without penalty. */
+      datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's', a->proxy,
+                        "agent", 's', a->agent_id, NULL);
       g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
       datc_ledger_agent_tasks (d->ledger, a->idx, keys);
       for (guint i = 0; i < keys->len; i++)
@@ -406,6 +412,9 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   Agent *a = g_hash_table_lookup (d->agents, rid);
   if (a == NULL)
     {
+      datc_trace_event (d->trace, "agent_connected", "site", 's', h->site, "proxy", 's',
+                        h->proxy, "agent", 's', h->agent_id, "host", 's', h->host, "slots", 'i',
+                        (gint64) h->slots, NULL);
       a = g_new0 (Agent, 1);
       a->rid = g_bytes_ref (rid);
       a->acks = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
@@ -733,6 +742,8 @@ datc_dispatcher_flush (DatcDispatcher *d, GError **error)
       Agent *a = v;
       if (a->bye)
         {
+          datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's',
+                            a->proxy, "agent", 's', a->agent_id, NULL);
           g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
           datc_ledger_agent_tasks (d->ledger, a->idx, keys);
           for (guint i = 0; i < keys->len; i++)

@@ -11,6 +11,7 @@
 
 #include <glib.h>
 #include "ledger.h"
+#include "trace.h"
 
 G_BEGIN_DECLS
 
@@ -25,6 +26,7 @@ typedef struct {
   const char *const *agent_keys; /* public keys (Z85) admitted; required for tcp */
   guint heartbeat_ms;            /* both directions */
   guint timeout_ms;              /* silence after which an agent is lost */
+  DatcTrace *trace;              /* agent events (transfer none), or NULL */
 } DatcDispatcherOptions;
 
 DatcDispatcher *datc_dispatcher_new (void *zmq_ctx, DatcLedger *ledger,

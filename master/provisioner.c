@@ -26,6 +26,7 @@ struct DatcProvisioner {
   gchar *endpoint, *server_public, *agent_args;
   guint poll_ms;
   guint32 tag;             /* distinguishes proxy ids across master restarts */
+  DatcTrace *trace;
 };
 
 void
@@ -71,6 +72,7 @@ datc_provisioner_new (DatcLedger *ledger, GPtrArray *specs, const DatcProvisione
   p->server_public = g_strdup (o->server_public);
   p->agent_args = g_strdup (o->agent_args);
   p->poll_ms = o->poll_ms ? o->poll_ms : 1000;
+  p->trace = o->trace;
   p->tag = g_random_int_range (0x1000, 0xffff);
 
   for (guint i = 0; i < specs->len; i++)
@@ -174,6 +176,9 @@ submit_one (DatcProvisioner *p, SiteState *s)
   x->submitted_us = g_get_real_time ();
   g_ptr_array_add (s->proxies, x);
   datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+  datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's', x->id,
+                    "job", 's', x->job_id, "slots", 'i', (gint64) s->spec->slots_per_proxy,
+                    "walltime", 'i', (gint64) s->spec->walltime_s, NULL);
   g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
   return TRUE;
 }
@@ -201,6 +206,8 @@ poll_site (DatcProvisioner *p, SiteState *s)
       if (states[i] == DATC_PROXY_FINISHED || states[i] == DATC_PROXY_FAILED)
         {
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
+          datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's',
+                            x->id, "job", 's', x->job_id, NULL);
           g_ptr_array_remove_index (s->proxies, i);
         }
     }
@@ -297,6 +304,8 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
                     Proxy *x = s->proxies->pdata[j];
                     datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id,
                                        "cancelled");
+                    datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name,
+                                      "proxy", 's', x->id, "job", 's', x->job_id, NULL);
                   }
             }
           cancelled = TRUE;

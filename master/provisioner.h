@@ -12,6 +12,7 @@
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
+#include "trace.h"
 
 G_BEGIN_DECLS
 
@@ -37,6 +38,7 @@ typedef struct {
   const char *server_public;   /* or NULL for ipc */
   const char *agent_args;      /* extra agent arguments (--exec none, ...) or NULL */
   guint poll_ms;               /* how often proxy states are polled */
+  DatcTrace *trace;            /* proxy events (transfer none), or NULL */
 } DatcProvisionerOptions;
 
 /* Takes ownership of the specs (DatcSiteSpec*). */

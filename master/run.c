@@ -23,6 +23,7 @@
 #include "driver.h"
 #include "ledger.h"
 #include "provisioner.h"
+#include "trace.h"
 
 #define EXIT_ALL_OK 0
 #define EXIT_SOME_FAILED 1
@@ -122,6 +123,14 @@ datc_run (const DatcRunOptions *o)
                  : EXIT_CANNOT_RUN;
     }
 
+  g_autoptr (DatcTrace) trace = datc_trace_open (datc_campaign_dir (campaign));
+  {
+    DatcLedgerCounts c0;
+    datc_ledger_counts (ledger, &c0);
+    datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
+                      datc_campaign_resumed (campaign), NULL);
+  }
+
   /* 3. Signals become readable on a fd; block them before ZeroMQ starts
    * its threads so none of those gets them. */
   sigset_t mask;
@@ -149,6 +158,7 @@ datc_run (const DatcRunOptions *o)
     .agent_keys = (const char *const *) publics,
     .heartbeat_ms = o->heartbeat_ms,
     .timeout_ms = o->timeout_ms,
+    .trace = trace,
   };
   g_autoptr (DatcDispatcher) disp = datc_dispatcher_new (ctx, ledger, &dopt, &error);
   if (disp == NULL)
@@ -202,6 +212,7 @@ datc_run (const DatcRunOptions *o)
     .server_public = datc_dispatcher_server_public (disp),
     .agent_args = agent_args->str,
     .poll_ms = 1000,
+    .trace = trace,
   };
   g_autoptr (DatcProvisioner) prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
   g_string_free (agent_args, TRUE);
@@ -254,6 +265,8 @@ datc_run (const DatcRunOptions *o)
   {
     DatcLedgerCounts c;
     datc_ledger_counts (ledger, &c);
+    datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
+                      (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
     if (stop || c.queued + c.running > 0)
       status = EXIT_CANNOT_RUN;
     else if (c.failed > 0 && status == EXIT_ALL_OK)

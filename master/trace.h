@@ -1,0 +1,35 @@
+/* trace.h: DIR/trace.jsonl, one JSON object per proxy or agent event, for
+ * explaining a campaign afterwards (datc analyze trace, datc report).
+ *
+ * Every line has "time" (µs since the epoch) and "event", plus what the
+ * event is about:
+ *   campaign_started  tasks, resumed (bool)
+ *   campaign_finished done, failed, cancelled
+ *   proxy_submitted   site, proxy, job, slots, walltime (s, 0: none)
+ *   proxy_ended       site, proxy, job
+ *   proxy_cancelled   site, proxy, job
+ *   agent_connected   site, proxy, agent, host, slots
+ *   agent_exited      site, proxy, agent
+ *   agent_lost        site, proxy, agent, requeued
+ * A proxy "started" when its first agent connected.  Lines are appended
+ * with one write each (events are per proxy and agent, never per task). */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct DatcTrace DatcTrace;
+
+/* Opens DIR/trace.jsonl for appending; NULL (with a warning) if it cannot,
+ * in which case every call below is a no-op. */
+DatcTrace *datc_trace_open (const char *dir);
+void datc_trace_free (DatcTrace *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcTrace, datc_trace_free)
+
+/* Appends one event.  `...` is a NULL-terminated list of (const char *key,
+ * int kind, value) where kind is 's' (const char *), 'i' (gint64) or 'b'
+ * (gboolean).  Accepts t == NULL. */
+void datc_trace_event (DatcTrace *t, const char *event, ...) G_GNUC_NULL_TERMINATED;
+
+G_END_DECLS
