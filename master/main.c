@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "results.h"
 #include "run.h"
 
@@ -20,6 +21,10 @@ usage (FILE *out)
          "  datc run [--dir DIR] [--local-slots N] [--local-agents K] [--format F] [--json] TASKFILE\n"
          "  datc output DIR ID [--stderr]\n"
          "  datc results DIR [--failed] [--json]\n"
+         "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--json]\n"
+         "  datc analyze waits FILE [--quantile q] [--confidence c]\n"
+         "  datc analyze trace DIR [--json]\n"
+         "  datc report DIR [-o report.html]\n"
          "run `datc COMMAND --help` for a command's options\n",
          out);
 }
@@ -162,6 +167,10 @@ main (int argc, char **argv)
     return cmd_output (argc - 1, argv + 1);
   if (g_str_equal (cmd, "results"))
     return cmd_results (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "analyze"))
+    return datc_analyze_main (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "report"))
+    return datc_report_main (argc - 1, argv + 1);
   g_printerr ("datc: unknown command '%s'\n", cmd);
   usage (stderr);
   return EXIT_INPUT;
