@@ -11,7 +11,9 @@
  * Epoll events carry (serial << 2 | kind), never a pointer, and a task is
  * found by serial in a hash table: an event for a task that ended earlier
  * in the same batch, or for a stale registration, finds nothing and is
- * ignored.
+ * ignored.  That is also why fds are simply closed, without EPOLL_CTL_DEL
+ * (syscalls are a large part of the per-task cost): we hold the only
+ * reference to each read end and pidfd, so close() removes it from the set.
  *
  * Ending.  When a leader's pidfd becomes readable we read its status with
  * waitid(WNOWAIT), which leaves it a zombie so that its pid, which is also
@@ -36,6 +38,7 @@
 #include <sys/eventfd.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +74,7 @@ typedef struct {
   int fd;            /* read end of the pipe, -1 once closed */
   GByteArray *kept;  /* NULL until the first byte is kept */
   guint64 dropped;
+  gboolean nonblocking; /* O_NONBLOCK set: only without RWF_NOWAIT */
 } Capture;
 
 typedef struct {
@@ -82,11 +86,21 @@ typedef struct {
   Capture out;
   Capture err;
   gint64 started_us;  /* real time */
+  guint32 timeout_ms;
   gint64 deadline;    /* monotonic; 0: no timeout */
   gint64 kill_at;     /* monotonic; 0: no SIGKILL scheduled */
   StopReason stop;
   DatcTaskStatus stop_status;
 } RunTask;
+
+#define ACTIONS_CACHED 8
+
+typedef struct {
+  gboolean valid;
+  int out_w;
+  int err_w;
+  posix_spawn_file_actions_t actions;
+} ActionsEntry;
 
 struct DatcRunner {
   int epfd;
@@ -100,7 +114,10 @@ struct DatcRunner {
   GHashTable *by_key;     /* &task->key -> task */
   GPtrArray *failed;      /* DatcResult*, owned: spawn failures not yet dispatched */
   guint8 *buf;            /* READ_CHUNK bytes, shared by every read */
+  gboolean no_rwf_nowait; /* the kernel refused RWF_NOWAIT on a pipe */
   posix_spawnattr_t attr;
+  ActionsEntry actions[ACTIONS_CACHED]; /* for tasks without a cwd */
+  guint actions_next;
 };
 
 static guint
@@ -148,14 +165,6 @@ fd_above_stdio (int fd)
   return moved;
 }
 
-static void
-watch_del (DatcRunner *runner, int *fd)
-{
-  if (*fd < 0)
-    return;
-  epoll_ctl (runner->epfd, EPOLL_CTL_DEL, *fd, NULL);
-  close_fd (fd);
-}
 
 DatcRunner *
 datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
@@ -256,6 +265,9 @@ datc_runner_free (DatcRunner *runner)
   g_clear_pointer (&runner->by_key, g_hash_table_unref);
   g_clear_pointer (&runner->failed, g_ptr_array_unref);
   posix_spawnattr_destroy (&runner->attr);
+  for (guint i = 0; i < ACTIONS_CACHED; i++)
+    if (runner->actions[i].valid)
+      posix_spawn_file_actions_destroy (&runner->actions[i].actions);
   close_fd (&runner->wakefd);
   close_fd (&runner->devnull);
   close_fd (&runner->epfd);
@@ -416,24 +428,62 @@ queue_spawn_errno (DatcRunner *runner, const DatcTask *task, const char *name,
                          g_strdup_printf ("%s: %s", name, g_strerror (errsv)));
 }
 
+/* Both ends stay blocking: O_NONBLOCK would be shared with the child's
+ * stdout through the open file, and many programs fail on EAGAIN.  Our
+ * reads use RWF_NOWAIT instead, which costs no extra syscall. */
 static gboolean
 open_capture_pipe (int *read_fd, int *write_fd, GError **error)
 {
   int fds[2];
-  /* O_NONBLOCK only on our end: it is shared by every fd of the open file,
-   * and a child's stdout must stay blocking. */
   if (pipe2 (fds, O_CLOEXEC) != 0)
     return set_errno_error (error, errno, "pipe2");
   *read_fd = fds[0];
   *write_fd = fd_above_stdio (fds[1]);
-  if (*write_fd < 0 || fcntl (*read_fd, F_SETFL, O_NONBLOCK) != 0)
+  if (*write_fd < 0)
     {
       int errsv = errno;
       close_fd (read_fd);
-      close_fd (write_fd);
       return set_errno_error (error, errsv, "pipe");
     }
   return TRUE;
+}
+
+static void
+actions_init (posix_spawn_file_actions_t *actions, int devnull, int out_w,
+              int err_w, const char *cwd)
+{
+  posix_spawn_file_actions_init (actions);
+  posix_spawn_file_actions_adddup2 (actions, devnull, 0);
+  posix_spawn_file_actions_adddup2 (actions, out_w, 1);
+  posix_spawn_file_actions_adddup2 (actions, err_w, 2);
+  if (cwd != NULL)
+    posix_spawn_file_actions_addchdir_np (actions, cwd);
+  /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
+   * have opened one without it. */
+  posix_spawn_file_actions_addclosefrom_np (actions, 3);
+}
+
+/* Building file actions costs a getrlimit() per fd named (glibc checks
+ * each against RLIMIT_NOFILE); the write ends' numbers recur from task to
+ * task, so the actions for the last few pairs are kept. */
+static const posix_spawn_file_actions_t *
+cached_actions (DatcRunner *runner, int out_w, int err_w)
+{
+  for (guint i = 0; i < ACTIONS_CACHED; i++)
+    {
+      ActionsEntry *e = &runner->actions[i];
+      if (e->valid && e->out_w == out_w && e->err_w == err_w)
+        return &e->actions;
+    }
+  ActionsEntry *e = &runner->actions[runner->actions_next];
+  runner->actions_next = (runner->actions_next + 1) % ACTIONS_CACHED;
+  if (e->valid)
+    posix_spawn_file_actions_destroy (&e->actions);
+  actions_init (&e->actions, runner->devnull, out_w, err_w, NULL);
+  e->out_w = out_w;
+  e->err_w = err_w;
+  e->valid = TRUE;
+  return &e->actions;
 }
 
 static gboolean
@@ -508,28 +558,28 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       return FALSE;
     }
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init (&actions);
-  posix_spawn_file_actions_adddup2 (&actions, runner->devnull, 0);
-  posix_spawn_file_actions_adddup2 (&actions, out_w, 1);
-  posix_spawn_file_actions_adddup2 (&actions, err_w, 2);
-  if (spec->cwd != NULL)
-    posix_spawn_file_actions_addchdir_np (&actions, spec->cwd);
-  /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
-   * have opened one without it. */
-  posix_spawn_file_actions_addclosefrom_np (&actions, 3);
+  posix_spawn_file_actions_t own_actions;
+  const posix_spawn_file_actions_t *actions;
+  if (spec->cwd == NULL)
+    actions = cached_actions (runner, out_w, err_w);
+  else
+    {
+      actions_init (&own_actions, runner->devnull, out_w, err_w, spec->cwd);
+      actions = &own_actions;
+    }
 
   pid_t pid = -1;
   char *const *env = envp != NULL ? envp : environ;
   gint64 started_us = g_get_real_time ();
-  int rc = spawn (runner, &pid, argv, env, task_path, &actions);
+  int rc = spawn (runner, &pid, argv, env, task_path, actions);
   if (rc == ENOEXEC && direct_line)
     {
       /* A script without "#!": the shell would run it, so let it. */
       char *sh_argv[] = { (char *) "/bin/sh", (char *) "-c", spec->sh, NULL };
-      rc = posix_spawn (&pid, "/bin/sh", &actions, &runner->attr, sh_argv, env);
+      rc = posix_spawn (&pid, "/bin/sh", actions, &runner->attr, sh_argv, env);
     }
-  posix_spawn_file_actions_destroy (&actions);
+  if (actions == &own_actions)
+    posix_spawn_file_actions_destroy (&own_actions);
   close_fd (&out_w);
   close_fd (&err_w);
 
@@ -548,6 +598,7 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   t->out.fd = out_r;
   t->err.fd = err_r;
   t->started_us = started_us;
+  t->timeout_ms = spec->timeout_ms;
   if (spec->timeout_ms > 0)
     t->deadline = g_get_monotonic_time () + (gint64) spec->timeout_ms * 1000;
 
@@ -563,9 +614,9 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       || !watch_add (runner, t->out.fd, t->serial, WATCH_OUT, error)
       || !watch_add (runner, t->err.fd, t->serial, WATCH_ERR, error))
     {
-      watch_del (runner, &t->pidfd);
-      watch_del (runner, &t->out.fd);
-      watch_del (runner, &t->err.fd);
+      close_fd (&t->pidfd);
+      close_fd (&t->out.fd);
+      close_fd (&t->err.fd);
       task_kill_and_reap (pid, -1);
       run_task_free (t);
       return FALSE;
@@ -608,6 +659,29 @@ capture_keep (Capture *cap, const guint8 *data, gsize len, gsize limit)
   cap->dropped += len - take;
 }
 
+/* One read that never blocks.  RWF_NOWAIT works on pipes on the kernels we
+ * support; should it not, the read end is made O_NONBLOCK (one fcntl per
+ * pipe, from then on). */
+static ssize_t
+capture_read_once (DatcRunner *runner, Capture *cap)
+{
+  if (!runner->no_rwf_nowait)
+    {
+      struct iovec iov = { .iov_base = runner->buf, .iov_len = READ_CHUNK };
+      ssize_t n = preadv2 (cap->fd, &iov, 1, -1, RWF_NOWAIT);
+      if (n >= 0 || errno != EOPNOTSUPP)
+        return n;
+      runner->no_rwf_nowait = TRUE;
+    }
+  if (!cap->nonblocking)
+    {
+      if (fcntl (cap->fd, F_SETFL, O_NONBLOCK) != 0)
+        return -1;
+      cap->nonblocking = TRUE;
+    }
+  return read (cap->fd, runner->buf, READ_CHUNK);
+}
+
 /* Reads up to `max_reads` chunks; closes the capture at EOF or on error.
  * With `until_short` it stops at the first short read: the pipe was empty
  * at that moment, which is all a drain after the leader's death needs. */
@@ -617,7 +691,7 @@ capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
 {
   for (int i = 0; cap->fd >= 0 && i < max_reads; i++)
     {
-      ssize_t n = read (cap->fd, runner->buf, READ_CHUNK);
+      ssize_t n = capture_read_once (runner, cap);
       if (n > 0)
         {
           capture_keep (cap, runner->buf, n, runner->output_limit);
@@ -632,7 +706,7 @@ capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
       if (n < 0)
         g_debug ("runner: task %" G_GUINT64_FORMAT ": read: %s",
                  task->key.id, g_strerror (errno));
-      watch_del (runner, &cap->fd);
+      close_fd (&cap->fd);
     }
 }
 
@@ -713,9 +787,9 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
 
   capture_read (runner, task, &task->out, DRAIN_READS_MAX, TRUE);
   capture_read (runner, task, &task->err, DRAIN_READS_MAX, TRUE);
-  watch_del (runner, &task->out.fd);
-  watch_del (runner, &task->err.fd);
-  watch_del (runner, &task->pidfd);
+  close_fd (&task->out.fd);
+  close_fd (&task->err.fd);
+  close_fd (&task->pidfd);
 
   DatcResult *result = datc_result_new (task->key.id, task->key.attempt);
   result->started_us = task->started_us;
@@ -742,7 +816,11 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
       result->exit_code = 128 + info.si_status;
     }
   if (task->stop == STOP_TIMEOUT)
-    result->status = DATC_STATUS_TIMEOUT;
+    {
+      result->status = DATC_STATUS_TIMEOUT;
+      g_free (result->message);
+      result->message = g_strdup_printf ("timed out after %u ms", task->timeout_ms);
+    }
   else if (task->stop == STOP_CANCEL)
     result->status = task->stop_status;
 
