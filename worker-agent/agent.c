@@ -253,6 +253,9 @@ start_tasks (Agent *a)
       g_autoptr (GError) error = NULL;
       if (!datc_runner_start (a->runner, t, &error))
         {
+          /* The same attempt twice (a resent frame): it already runs. */
+          if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_EXIST))
+            continue;
           /* Out of fds or the like: give the task back, try later. */
           g_warning ("cannot start task %" G_GUINT64_FORMAT ": %s", t->id, error->message);
           add_result (a, result_unrun (t, DATC_STATUS_DRAINED, error->message));
