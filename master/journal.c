@@ -295,7 +295,7 @@ put_le32 (guint8 *p, guint32 v)
 static gboolean
 replay_records (DatcJournal *journal, guint64 file_size,
                 DatcJournalReplayFunc replay, gpointer user_data,
-                DatcJournalRecovery *out, GError **error)
+                gboolean cut_torn_tail, DatcJournalRecovery *out, GError **error)
 {
   g_auto(JournalReader) r = {
     .fd = journal->fd,
@@ -364,7 +364,7 @@ replay_records (DatcJournal *journal, guint64 file_size,
    * our own writes may follow, and none have happened yet. */
   guint64 torn = file_size > valid ? file_size - valid : 0;
 
-  if (torn > 0)
+  if (torn > 0 && cut_torn_tail)
     {
       if (ftruncate (journal->fd, (off_t) valid) < 0)
         return set_io_error (error, errno, "Truncating torn tail of",
@@ -424,13 +424,63 @@ datc_journal_open (const char *path, DatcJournalReplayFunc replay,
       result.torn_bytes = torn_magic;
     }
   else if (!replay_records (journal, (guint64) st.st_size, replay, user_data,
-                            &result, error))
+                            TRUE, &result, error))
     return NULL;
 
   journal->durable_end = result.valid_bytes;
   if (recovery != NULL)
     *recovery = result;
   return g_steal_pointer (&journal);
+}
+
+gboolean
+datc_journal_scan (const char *path, DatcJournalReplayFunc replay,
+                   gpointer user_data, DatcJournalRecovery *recovery,
+                   GError **error)
+{
+  g_autoptr(DatcJournal) journal = NULL;
+  DatcJournalRecovery result = { 0 };
+  guint8 magic[JOURNAL_MAGIC_LEN];
+  gsize got = 0;
+  int errsv = 0;
+  struct stat st;
+
+  journal = g_malloc0 (sizeof *journal);
+  journal->path = g_strdup (path);
+  journal->open_record = JOURNAL_NO_RECORD;
+  journal->buf = g_byte_array_new ();
+  journal->fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (journal->fd < 0)
+    return set_io_error (error, errno, "Opening", path);
+  if (fstat (journal->fd, &st) < 0)
+    return set_io_error (error, errno, "Inspecting", path);
+  if (!pread_full (journal->fd, magic, sizeof magic, 0, &got, &errsv))
+    return set_io_error (error, errsv, "Reading", path);
+  if (got < sizeof magic)
+    {
+      /* Empty or a torn magic: a journal with no records yet. */
+      if (memcmp (magic, JOURNAL_MAGIC, got) != 0)
+        {
+          g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_NOT_A_JOURNAL,
+                       "%s is not a datc journal", path);
+          return FALSE;
+        }
+      if (recovery != NULL)
+        *recovery = result;
+      return TRUE;
+    }
+  if (memcmp (magic, JOURNAL_MAGIC, sizeof magic) != 0)
+    {
+      g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_NOT_A_JOURNAL,
+                   "%s is not a datc journal", path);
+      return FALSE;
+    }
+  if (!replay_records (journal, (guint64) st.st_size, replay, user_data, FALSE,
+                       &result, error))
+    return FALSE;
+  if (recovery != NULL)
+    *recovery = result;
+  return TRUE;
 }
 
 void

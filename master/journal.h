@@ -40,6 +40,11 @@ typedef struct {
 DatcJournal *datc_journal_open (const char *path, DatcJournalReplayFunc replay,
                                 gpointer user_data, DatcJournalRecovery *recovery,
                                 GError **error);
+/* Replays `path` read-only: nothing is created, cut or written, so it is
+ * safe while a master appends.  A torn tail is reported, not removed. */
+gboolean datc_journal_scan (const char *path, DatcJournalReplayFunc replay,
+                            gpointer user_data, DatcJournalRecovery *recovery,
+                            GError **error);
 void datc_journal_free (DatcJournal *journal);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcJournal, datc_journal_free)
 

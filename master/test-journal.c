@@ -5,6 +5,7 @@
 #include "journal.h"
 
 #include <errno.h>
+#include <glib/gstdio.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -942,6 +943,52 @@ test_recovery_survives_random_damage (Fixture *f, gconstpointer data)
     }
 }
 
+static gboolean
+count_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
+{
+  (*(guint *) user_data)++;
+  return TRUE;
+}
+
+static void
+test_scan_is_read_only (void)
+{
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-jscan-XXXXXX", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "journal", NULL);
+  g_autoptr (GError) error = NULL;
+  {
+    g_autoptr (DatcJournal) j = datc_journal_open (path, NULL, NULL, NULL, &error);
+    g_assert_no_error (error);
+    for (guint i = 0; i < 10; i++)
+      datc_journal_append (j, "0123456789", 10);
+    g_assert_true (datc_journal_commit (j, &error));
+  }
+  /* A torn tail: half a record. */
+  GStatBuf st;
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  g_assert_cmpint (truncate (path, st.st_size - 5), ==, 0);
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  goffset size = st.st_size;
+
+  guint seen = 0;
+  DatcJournalRecovery rec;
+  g_assert_true (datc_journal_scan (path, count_record, &seen, &rec, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen, ==, 9);
+  g_assert_cmpuint (rec.records, ==, 9);
+  g_assert_cmpuint (rec.torn_bytes, ==, 13);
+  /* Nothing was cut or written. */
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  g_assert_cmpint (st.st_size, ==, size);
+
+  g_autofree gchar *missing = g_build_filename (dir, "nope", NULL);
+  g_assert_false (datc_journal_scan (missing, count_record, &seen, NULL, &error));
+  g_assert_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_IO);
+  g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
+  unlink (path);
+  rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -982,5 +1029,6 @@ main (int argc, char **argv)
 
 #undef ADD
 
+  g_test_add_func ("/journal/scan/reads-without-cutting-or-creating", test_scan_is_read_only);
   return g_test_run ();
 }
