@@ -1,0 +1,402 @@
+/* site.c: a site is one open transport and one scheduler table.
+ *
+ * The wrappers here are the only code that calls a driver: they check
+ * what the core hands over, build the command through the scheduler, run
+ * it through the transport and hand the answer back to the scheduler's
+ * parser.  Errors leave here prefixed "site NAME: " so a user with several
+ * sites knows which one failed.
+ *
+ * Argument builders (script, submit_argv, poll_argv, cancel_argv) have no
+ * GError in the contract, so a builder that cannot put a request or an id
+ * into a command safely returns NULL; the wrappers turn that into
+ * DATC_SITE_ERROR_CONFIG and, for ids, name the first one refused. */
+
+#include "drivers-private.h"
+
+#include <string.h>
+
+G_DEFINE_QUARK(datc - site - error - quark, datc_site_error)
+
+struct DatcSite
+{
+  gchar *name;
+  DatcTransport *transport;
+  const DatcSchedulerClass *scheduler;
+};
+
+void
+datc_command_result_clear(DatcCommandResult *res)
+{
+  if (res == NULL)
+    return;
+  g_clear_pointer(&res->out, g_bytes_unref);
+  g_clear_pointer(&res->err, g_bytes_unref);
+  res->exit_status = 0;
+}
+
+const char *
+datc_proxy_state_name(DatcProxyState state)
+{
+  switch (state)
+    {
+    case DATC_PROXY_PENDING:
+      return "pending";
+    case DATC_PROXY_RUNNING:
+      return "running";
+    case DATC_PROXY_FINISHED:
+      return "finished";
+    case DATC_PROXY_FAILED:
+      return "failed";
+    case DATC_PROXY_UNKNOWN:
+      return "unknown";
+    }
+  return "invalid";
+}
+
+/* ---- helpers shared by drivers -------------------------------------- */
+
+static gboolean
+arg_needs_quotes(const char *arg)
+{
+  if (*arg == '\0')
+    return TRUE;
+  for (const char *p = arg; *p != '\0'; p++)
+    if (!g_ascii_isalnum(*p) && strchr("_-./=:,+@%", *p) == NULL)
+      return TRUE;
+  return FALSE;
+}
+
+/* Cuts `s` to DATC_SITE_QUOTE_MAX bytes without splitting an escape
+ * sequence's meaning much: it is for humans, so "..." marks the cut. */
+static gchar *
+shorten(GString *s)
+{
+  if (s->len > DATC_SITE_QUOTE_MAX)
+    {
+      g_string_truncate(s, DATC_SITE_QUOTE_MAX);
+      g_string_append(s, "...");
+    }
+  return g_string_free(s, FALSE);
+}
+
+gchar *
+datc_site_describe_argv(const char *const *argv)
+{
+  GString *s = g_string_new(NULL);
+
+  for (gsize i = 0; argv != NULL && argv[i] != NULL; i++)
+    {
+      g_autofree gchar *escaped = g_strescape(argv[i], NULL);
+
+      if (i > 0)
+        g_string_append_c(s, ' ');
+      if (arg_needs_quotes(argv[i]))
+        g_string_append_printf(s, "'%s'", escaped);
+      else
+        g_string_append(s, escaped);
+      if (s->len > DATC_SITE_QUOTE_MAX)
+        break;
+    }
+  return shorten(s);
+}
+
+gchar *
+datc_site_quote_output(GBytes *bytes)
+{
+  gsize len = 0;
+  const char *data = bytes != NULL ? g_bytes_get_data(bytes, &len) : NULL;
+  GString *s = g_string_new(NULL);
+
+  /* Trim, then escape only what is needed to keep the message one line. */
+  while (len > 0 && g_ascii_isspace(data[0]))
+    data++, len--;
+  while (len > 0 && g_ascii_isspace(data[len - 1]))
+    len--;
+  for (gsize i = 0; i < len && s->len <= DATC_SITE_QUOTE_MAX; i++)
+    {
+      guchar c = (guchar)data[i];
+
+      if (c == '\n')
+        g_string_append(s, "\\n");
+      else if (c == '\\')
+        g_string_append(s, "\\\\");
+      else if (c < 0x20 || c == 0x7f)
+        g_string_append_printf(s, "\\x%02x", c);
+      else
+        g_string_append_c(s, (char)c);
+    }
+  if (s->len == 0)
+    g_string_append(s, "(nothing)");
+  return shorten(s);
+}
+
+gboolean
+datc_site_answer_text(GBytes *bytes, const char *what, gchar **text, GError **error)
+{
+  gsize len = 0;
+  const char *data = bytes != NULL ? g_bytes_get_data(bytes, &len) : NULL;
+
+  g_return_val_if_fail(text != NULL, FALSE);
+
+  if (len > DATC_SITE_ANSWER_MAX)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+                  "%s is %" G_GSIZE_FORMAT " bytes, more than the %u a scheduler "
+                  "answer may be",
+                  what, len, DATC_SITE_ANSWER_MAX);
+      return FALSE;
+    }
+  if (len > 0 && memchr(data, '\0', len) != NULL)
+    {
+      g_autofree gchar *quoted = datc_site_quote_output(bytes);
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+                  "%s holds a NUL byte: %s", what, quoted);
+      return FALSE;
+    }
+  *text = g_strndup(data != NULL ? data : "", len);
+  return TRUE;
+}
+
+void
+datc_site_set_command_error(GError **error, const char *what,
+                            const DatcCommandResult *res)
+{
+  g_autofree gchar *quoted = datc_site_quote_output(res->err);
+
+  g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_COMMAND,
+              "%s exited with status %d: %s", what, res->exit_status, quoted);
+}
+
+/* ---- DatcSite -------------------------------------------------------- */
+
+DatcSite *
+datc_site_new(const char *name, const char *transport, const char *scheduler,
+              GKeyFile *config, const char *group, GError **error)
+{
+  g_return_val_if_fail(name != NULL, NULL);
+  g_return_val_if_fail(transport != NULL, NULL);
+  g_return_val_if_fail(scheduler != NULL, NULL);
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  const DatcTransportClass *tclass = datc_transport_lookup(transport);
+  const DatcSchedulerClass *sclass = datc_scheduler_lookup(scheduler);
+
+  if (*name == '\0')
+    {
+      g_set_error_literal(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                          "a site needs a name");
+      return NULL;
+    }
+  if (tclass == NULL)
+    {
+      g_autofree gchar *known = datc_transport_known_names();
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: unknown transport '%s' (known: %s)", name, transport, known);
+      return NULL;
+    }
+  if (sclass == NULL)
+    {
+      g_autofree gchar *known = datc_scheduler_known_names();
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: unknown scheduler '%s' (known: %s)", name, scheduler, known);
+      return NULL;
+    }
+
+  DatcTransport *t = tclass->open(config, group, error);
+  if (t == NULL)
+    {
+      g_prefix_error(error, "site %s: ", name);
+      return NULL;
+    }
+
+  DatcSite *site = g_new0(DatcSite, 1);
+  site->name = g_strdup(name);
+  site->transport = t;
+  site->scheduler = sclass;
+  return site;
+}
+
+void
+datc_site_free(DatcSite *site)
+{
+  if (site == NULL)
+    return;
+  if (site->transport != NULL)
+    site->transport->klass->close(site->transport);
+  g_free(site->name);
+  g_free(site);
+}
+
+const char *
+datc_site_name(DatcSite *site)
+{
+  g_return_val_if_fail(site != NULL, NULL);
+  return site->name;
+}
+
+static gboolean
+site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res, GError **error)
+{
+  return site->transport->klass->run(site->transport, argv, NULL,
+                                     DATC_SITE_COMMAND_TIMEOUT_MS, res, error);
+}
+
+/* The builder refused the list: find the id it refuses on its own. */
+static void
+set_refused_ids_error(DatcSite *site, GStrv (*build)(const char *const *ids),
+                      const char *const *ids, GError **error)
+{
+  for (gsize i = 0; ids[i] != NULL; i++)
+    {
+      const char *one[] = { ids[i], NULL };
+      g_auto(GStrv) argv = build(one);
+
+      if (argv == NULL)
+        {
+          g_autofree gchar *escaped = g_strescape(ids[i], NULL);
+          g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                      "site %s: '%s' is not a %s job id", site->name, escaped,
+                      site->scheduler->name);
+          return;
+        }
+    }
+  g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+              "site %s: scheduler %s refused the job id list", site->name,
+              site->scheduler->name);
+}
+
+static gboolean
+name_is_plain_file_name(const char *name)
+{
+  return *name != '\0' && strchr(name, '/') == NULL && strcmp(name, ".") != 0
+         && strcmp(name, "..") != 0;
+}
+
+gboolean
+datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                 gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  g_return_val_if_fail(req != NULL, FALSE);
+  g_return_val_if_fail(script_name != NULL, FALSE);
+  g_return_val_if_fail(job_id != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  const DatcSchedulerClass *sched = site->scheduler;
+
+  /* The scheduler's command may cd before it names the script, so only an
+   * absolute workdir means the same directory to both. */
+  if (req->workdir == NULL || !g_path_is_absolute(req->workdir))
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: workdir '%s' is not an absolute path", site->name,
+                  req->workdir != NULL ? req->workdir : "(none)");
+      return FALSE;
+    }
+  if (!name_is_plain_file_name(script_name))
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: script name '%s' is not a plain file name", site->name,
+                  script_name);
+      return FALSE;
+    }
+
+  g_autofree gchar *script = sched->script(req);
+  if (script == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s cannot write a script for proxy %s", site->name,
+                  sched->name, req->name != NULL ? req->name : "(unnamed)");
+      return FALSE;
+    }
+
+  g_autofree gchar *script_path = g_build_filename(req->workdir, script_name, NULL);
+  gsize script_len = strlen(script);
+  g_autoptr(GBytes) data = g_bytes_new_take(g_steal_pointer(&script), script_len);
+  if (!site->transport->klass->put(site->transport, data, script_path, 0700, error))
+    {
+      g_prefix_error(error, "site %s: ", site->name);
+      return FALSE;
+    }
+
+  g_auto(GStrv) argv = sched->submit_argv(req, script_path);
+  if (argv == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s cannot submit %s", site->name, sched->name,
+                  script_path);
+      return FALSE;
+    }
+
+  g_auto(DatcCommandResult) res = { 0 };
+  g_autofree gchar *id = NULL;
+  if (!site_run(site, (const char *const *)argv, &res, error)
+      || !sched->parse_submit(&res, &id, error))
+    {
+      g_prefix_error(error, "site %s: submitting %s: ", site->name, script_path);
+      return FALSE;
+    }
+  *job_id = g_steal_pointer(&id);
+  return TRUE;
+}
+
+gboolean
+datc_site_poll(DatcSite *site, const char *const *ids, DatcProxyState *states,
+               GError **error)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  g_return_val_if_fail(ids != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  if (ids[0] == NULL)
+    return TRUE;
+  g_return_val_if_fail(states != NULL, FALSE);
+
+  g_auto(GStrv) argv = site->scheduler->poll_argv(ids);
+  if (argv == NULL)
+    {
+      set_refused_ids_error(site, site->scheduler->poll_argv, ids, error);
+      return FALSE;
+    }
+
+  g_auto(DatcCommandResult) res = { 0 };
+  if (!site_run(site, (const char *const *)argv, &res, error)
+      || !site->scheduler->parse_poll(&res, ids, states, error))
+    {
+      g_prefix_error(error, "site %s: poll: ", site->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+datc_site_cancel(DatcSite *site, const char *const *ids, GError **error)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  g_return_val_if_fail(ids != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  if (ids[0] == NULL)
+    return TRUE;
+
+  g_auto(GStrv) argv = site->scheduler->cancel_argv(ids);
+  if (argv == NULL)
+    {
+      set_refused_ids_error(site, site->scheduler->cancel_argv, ids, error);
+      return FALSE;
+    }
+
+  g_auto(DatcCommandResult) res = { 0 };
+  if (!site_run(site, (const char *const *)argv, &res, error))
+    {
+      g_prefix_error(error, "site %s: cancel: ", site->name);
+      return FALSE;
+    }
+  if (res.exit_status != 0)
+    {
+      datc_site_set_command_error(error, "cancel command", &res);
+      g_prefix_error(error, "site %s: ", site->name);
+      return FALSE;
+    }
+  return TRUE;
+}
