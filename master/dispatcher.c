@@ -29,6 +29,7 @@ typedef struct {
   guint32 slots;
   guint64 limit, sent;    /* credit window of this session */
   guint64 assigned;       /* tasks the ledger has running here */
+  guint64 done;           /* results recorded from it */
   gint64 walltime_end_us;
   gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
   GArray *acks;           /* DatcTaskKey to acknowledge after commit */
@@ -57,6 +58,7 @@ struct DatcDispatcher {
   GPtrArray *finished;    /* reused */
   gchar *bye_reason;
   DatcTrace *trace;
+  GHashTable *site_done;  /* site -> tasks finished there (guint64 in a pointer) */
 };
 
 static void
@@ -224,6 +226,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->scratch = g_byte_array_new ();
   d->finished = g_ptr_array_new ();
+  d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->curve = g_str_has_prefix (o->endpoint, "tcp://");
 
   d->router = zmq_socket (ctx, ZMQ_ROUTER);
@@ -301,6 +304,7 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_hash_table_unref (d->allowed);
   g_byte_array_unref (d->scratch);
   g_ptr_array_unref (d->finished);
+  g_hash_table_unref (d->site_done);
   if (d->router)
     zmq_close (d->router);
   if (d->zap)
@@ -487,6 +491,12 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
         }
       if (mine && oc != DATC_RECORD_DUPLICATE && a->assigned > 0)
         a->assigned--;
+      if (oc == DATC_RECORD_ACCEPTED)
+        {
+          a->done++;
+          guint64 n = GPOINTER_TO_SIZE (g_hash_table_lookup (d->site_done, a->site));
+          g_hash_table_replace (d->site_done, g_strdup (a->site), GSIZE_TO_POINTER (n + 1));
+        }
       if (cancel_agent != G_MAXUINT32)
         {
           Agent *other = agent_by_index (d, cancel_agent);
@@ -825,5 +835,61 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
       Agent *a = v;
       if (!a->bye && a->assigned == 0 && a->welcome)
         queue_bye (d, a, "no work left");
+    }
+}
+
+void
+datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
+{
+  gint64 now = g_get_monotonic_time ();
+  GHashTableIter it;
+  gpointer v;
+  json_builder_set_member_name (b, "agents");
+  json_builder_begin_array (b);
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "id");
+      json_builder_add_string_value (b, a->agent_id);
+      json_builder_set_member_name (b, "site");
+      json_builder_add_string_value (b, a->site);
+      json_builder_set_member_name (b, "proxy");
+      json_builder_add_string_value (b, a->proxy);
+      json_builder_set_member_name (b, "host");
+      json_builder_add_string_value (b, a->host);
+      json_builder_set_member_name (b, "slots");
+      json_builder_add_int_value (b, a->slots);
+      json_builder_set_member_name (b, "running");
+      json_builder_add_int_value (b, (gint64) a->assigned);
+      json_builder_set_member_name (b, "done");
+      json_builder_add_int_value (b, (gint64) a->done);
+      json_builder_set_member_name (b, "last_seen_s");
+      json_builder_add_double_value (b, a->last_seen_us ? (now - a->last_seen_us) / 1e6 : 0.0);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}
+
+guint64
+datc_dispatcher_site_done (DatcDispatcher *d, const char *site)
+{
+  return GPOINTER_TO_SIZE (g_hash_table_lookup (d->site_done, site));
+}
+
+void
+datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running)
+{
+  for (guint i = 0; i < running->len; i++)
+    {
+      DatcLedgerRunning *r = &g_array_index (running, DatcLedgerRunning, i);
+      Agent *a = agent_by_index (d, r->agent);
+      if (a == NULL)
+        continue;
+      DatcTaskKey k = { r->id, r->attempt };
+      g_array_append_val (a->cancels, k);
+      if (a->assigned > 0)
+        a->assigned--;
     }
 }

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
+
 #include "ledger.h"
 #include "trace.h"
 
@@ -59,6 +61,14 @@ guint datc_dispatcher_agents (DatcDispatcher *d);
 guint64 datc_dispatcher_free_slots (DatcDispatcher *d);
 /* Connected agents of `site` (proxy ids appended to `proxies` if not NULL). */
 guint datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArray *proxies);
+
+/* Adds "agents": [{id, site, proxy, host, slots, running, done, last_seen_s}]
+ * to an object being built. */
+void datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b);
+/* Tasks finished (any outcome) by agents of `site`, over the whole run. */
+guint64 datc_dispatcher_site_done (DatcDispatcher *d, const char *site);
+/* Stops running attempts of cancelled tasks (sent on the next flush). */
+void datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running);
 
 /* Tells every agent to exit (BYE) and forgets them; each answers with its
  * own BYE.  Sent on the next flush. */

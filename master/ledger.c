@@ -33,8 +33,11 @@ enum RecordType {
                         finished, out_off, out_len, err_off, err_len, out_dropped,
                         err_dropped, message|nil] */
   REC_REQUEUE = 5,  /* [5, id, lost(bool)] */
-  REC_SOURCE = 7,   /* [7, index, path, sha256, first_id, count, submitted_us] */
+  REC_SOURCE = 7,   /* [7, index, path, sha256, first_id, count, submitted_us, format,
+                        data|nil]: data holds submitted tasks; the task file is nil */
   REC_PROXY = 8,    /* [8, site, proxy, job_id, event, time_us] */
+  REC_CANCEL = 9,   /* [9, time_us, [id, ...] | nil (all)] */
+  REC_RETRY = 10,   /* [10, time_us]: cancelled tasks go back to the queue */
 };
 
 #define RESULT_FIELDS 16  /* after the type */
@@ -82,6 +85,7 @@ struct DatcLedger {
   GArray *pick;             /* scratch: ids picked by dispatch */
   GArray *deferred;         /* scratch: ids that did not fit */
   gboolean replaying;
+  gboolean filter_results;  /* a retry record was seen: drop superseded lines */
 };
 
 /* ---- small helpers ------------------------------------------------- */
@@ -285,6 +289,8 @@ write_result_line (DatcLedger *l, const ResultRec *r)
       json_string (s, r->message);
     }
   g_string_append (s, "}\n");
+  if (l->options.read_only)
+    return;
   g_string_append_len (l->results_out, s->str, (gssize) s->len);
   /* During replay the records are durable already: stream them out. */
   if (l->replaying && l->results_out->len > (1u << 20))
@@ -398,6 +404,54 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
     g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
   else
     g_hash_table_remove (l->proxies, key);
+}
+
+static void
+grow_tasks (DatcLedger *l, guint64 n)
+{
+  if (n <= l->n_tasks)
+    return;
+  l->tasks = g_renew (TaskSlot, l->tasks, n);
+  memset (l->tasks + l->n_tasks, 0, (n - l->n_tasks) * sizeof (TaskSlot));
+  l->counts.total += n - l->n_tasks;
+  l->counts.queued += n - l->n_tasks;
+  l->n_tasks = n;
+}
+
+static void
+cancel_one (DatcLedger *l, guint64 id, gint64 when)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || is_final (t))
+    return;
+  ResultRec rr = {
+    .id = id, .attempt = t->attempt,
+    .agent = t->state == DATC_TASK_RUNNING ? t->agent : G_MAXUINT32,
+    .final = TRUE, .status = DATC_STATUS_CANCELLED, .exit_code = -1,
+    .finished = when, .message = "cancelled by the user",
+  };
+  set_state (l, t, DATC_TASK_CANCELLED);
+  write_result_line (l, &rr);
+}
+
+static void
+apply_cancel (DatcLedger *l, gint64 when, const guint64 *ids, guint n)
+{
+  if (ids == NULL)
+    for (guint64 id = 1; id <= l->n_tasks; id++)
+      cancel_one (l, id, when);
+  else
+    for (guint i = 0; i < n; i++)
+      cancel_one (l, ids[i], when);
+}
+
+static void
+apply_retry (DatcLedger *l)
+{
+  for (guint64 id = 1; id <= l->n_tasks; id++)
+    if (l->tasks[id - 1].state == DATC_TASK_CANCELLED)
+      requeue_slot (l, id, &l->tasks[id - 1]);
+  l->filter_results = TRUE;
 }
 
 /* ---- replay -------------------------------------------------------- */
@@ -566,16 +620,42 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
       }
     case REC_SOURCE:
       {
-        guint64 idx, first, count;
+        guint64 idx, first, count, format;
         gint64 when;
         g_autofree gchar *path = NULL, *sha = NULL;
         r.what = "source";
-        if (r.n != 7 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &path)
+        if (r.n != 9 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &path)
             || !rec_str (&r, 3, FALSE, &sha) || !rec_u64 (&r, 4, &first)
-            || !rec_u64 (&r, 5, &count) || !rec_i64 (&r, 6, &when))
+            || !rec_u64 (&r, 5, &count) || !rec_i64 (&r, 6, &when) || !rec_u64 (&r, 7, &format)
+            || (r.items[8].type != MSGPACK_OBJECT_NIL && r.items[8].type != MSGPACK_OBJECT_BIN))
           goto shape;
         if (idx != l->sources->len)
           goto shape;
+        if (r.items[8].type == MSGPACK_OBJECT_BIN)
+          {
+            /* Tasks submitted to the campaign: they become part of the bag
+             * again, with the same ids. */
+            if (first != datc_bag_count (l->bag) + 1)
+              {
+                g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                             "submitted tasks from %s should start at id %" G_GUINT64_FORMAT
+                             ", not %" G_GUINT64_FORMAT,
+                             path, datc_bag_count (l->bag) + 1, first);
+                goto out;
+              }
+            if (!datc_bag_load_data (l->bag, path, r.items[8].via.bin.ptr, r.items[8].via.bin.size,
+                                     (DatcTaskFileFormat) format, error))
+              goto out;
+            if (datc_bag_count (l->bag) != first + count - 1)
+              {
+                g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                             "submitted tasks from %s: %" G_GUINT64_FORMAT " recorded, %"
+                             G_GUINT64_FORMAT " read back", path, count,
+                             datc_bag_count (l->bag) - first + 1);
+                goto out;
+              }
+            grow_tasks (l, datc_bag_count (l->bag));
+          }
         SourceInfo *s = g_new0 (SourceInfo, 1);
         s->path = g_steal_pointer (&path);
         s->sha256 = g_steal_pointer (&sha);
@@ -599,6 +679,37 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
         ok = TRUE;
         break;
       }
+    case REC_CANCEL:
+      {
+        gint64 when;
+        r.what = "cancel";
+        if (r.n != 3 || !rec_i64 (&r, 1, &when))
+          goto shape;
+        if (r.items[2].type == MSGPACK_OBJECT_NIL)
+          apply_cancel (l, when, NULL, 0);
+        else if (r.items[2].type == MSGPACK_OBJECT_ARRAY)
+          {
+            Rec ids = { r.items[2].via.array.ptr, r.items[2].via.array.size, error, "cancel" };
+            for (guint32 i = 0; i < ids.n; i++)
+              {
+                guint64 id;
+                if (!rec_u64 (&ids, i, &id))
+                  goto out;
+                apply_cancel (l, when, &id, 1);
+              }
+          }
+        else
+          goto shape;
+        ok = TRUE;
+        break;
+      }
+    case REC_RETRY:
+      r.what = "retry";
+      if (r.n != 2)
+        goto shape;
+      apply_retry (l);
+      ok = TRUE;
+      break;
     default:
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
                    "unknown record type %" G_GUINT64_FORMAT, type);
@@ -619,12 +730,13 @@ out:
 
 static void
 journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
-                guint64 first, guint64 count, gint64 when)
+                guint64 first, guint64 count, gint64 when, DatcTaskFileFormat format,
+                const char *data, gsize len)
 {
   msgpack_packer pk;
   GByteArray *buf = datc_journal_begin (l->journal);
   msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 7);
+  msgpack_pack_array (&pk, 9);
   msgpack_pack_uint8 (&pk, REC_SOURCE);
   msgpack_pack_uint32 (&pk, idx);
   pack_str (&pk, path);
@@ -632,6 +744,14 @@ journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
   msgpack_pack_uint64 (&pk, first);
   msgpack_pack_uint64 (&pk, count);
   msgpack_pack_int64 (&pk, when);
+  msgpack_pack_uint8 (&pk, (guint8) format);
+  if (data != NULL)
+    {
+      msgpack_pack_bin (&pk, len);
+      msgpack_pack_bin_body (&pk, data, len);
+    }
+  else
+    msgpack_pack_nil (&pk);
   datc_journal_end (l->journal);
 
   SourceInfo *s = g_new0 (SourceInfo, 1);
@@ -641,6 +761,54 @@ journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
   s->count = count;
   s->submitted_us = when;
   g_ptr_array_add (l->sources, s);
+}
+
+/* After cancelled tasks were retried, results.jsonl (rebuilt in journal
+ * order) holds "cancelled" lines that no longer say how those tasks ended.
+ * Keep one line per final task: the cancelled one only for tasks that are
+ * cancelled now, the other one otherwise. */
+static gboolean
+filter_results (DatcLedger *l, const char *tmp, GError **error)
+{
+  g_autofree gchar *out_path = g_strconcat (tmp, ".filtered", NULL);
+  FILE *in = fopen (tmp, "re");
+  int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  g_autofree guint8 *kept = g_new0 (guint8, l->n_tasks + 1);
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  gboolean ok = in != NULL && out >= 0;
+
+  while (ok && (n = getline (&line, &cap, in)) > 0)
+    {
+      guint64 id = 0;
+      if (sscanf (line, "{\"id\":%" G_GUINT64_FORMAT ",", &id) != 1 || id == 0 || id > l->n_tasks)
+        continue;
+      TaskSlot *t = &l->tasks[id - 1];
+      gboolean line_cancelled = strstr (line, "\"status\":\"cancelled\"") != NULL;
+      if (!is_final (t) || kept[id] || line_cancelled != (t->state == DATC_TASK_CANCELLED))
+        continue;
+      kept[id] = 1;
+      ok = write (out, line, (size_t) n) == n;
+    }
+  free (line);
+  if (in != NULL)
+    fclose (in);
+  if (ok)
+    ok = fsync (out) == 0 && rename (out_path, tmp) == 0;
+  if (!ok)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", tmp,
+                   g_strerror (errno));
+      if (out >= 0)
+        close (out);
+      return FALSE;
+    }
+  /* Go on appending to the filtered file. */
+  close (l->results_fd);
+  l->results_fd = out;
+  lseek (out, 0, SEEK_END);
+  return TRUE;
 }
 
 DatcLedger *
@@ -675,6 +843,19 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
 
+  if (l->options.read_only)
+    {
+      l->replaying = TRUE;
+      gboolean ok = datc_journal_scan (journal_path, replay_record, l, NULL, error);
+      l->replaying = FALSE;
+      if (!ok)
+        return NULL;
+      for (guint64 id = 1; id <= l->n_tasks; id++)
+        if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
+          set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
+      return g_steal_pointer (&l);
+    }
+
   if (g_mkdir_with_parents (outputs, 0700) != 0)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", outputs,
@@ -705,7 +886,14 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
 
   if (l->sources->len == 0)
     {
-      journal_source (l, 0, task_file, task_file_sha256, 1, l->n_tasks, g_get_real_time ());
+      if (l->options.read_only)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                       "%s: the journal records no task file yet", journal_path);
+          return NULL;
+        }
+      journal_source (l, 0, task_file, task_file_sha256, 1, datc_bag_count (bag),
+                      g_get_real_time (), DATC_TASKFILE_AUTO, NULL, 0);
     }
   else
     {
@@ -740,7 +928,21 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     datc_journal_end (l->journal);
   }
 
+  if (l->options.retry_cancelled && l->counts.cancelled > 0)
+    {
+      msgpack_packer pk;
+      GByteArray *buf = datc_journal_begin (l->journal);
+      msgpack_packer_init (&pk, buf, gba_write);
+      msgpack_pack_array (&pk, 2);
+      msgpack_pack_uint8 (&pk, REC_RETRY);
+      msgpack_pack_int64 (&pk, g_get_real_time ());
+      datc_journal_end (l->journal);
+      apply_retry (l);
+    }
+
   if (!write_results (l, error))
+    return NULL;
+  if (l->filter_results && !filter_results (l, results_tmp, error))
     return NULL;
   if (fsync (l->results_fd) != 0 || rename (results_tmp, results_path) != 0)
     {
@@ -751,6 +953,69 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (!datc_journal_commit (l->journal, error))
     return NULL;
   return g_steal_pointer (&l);
+}
+
+gboolean
+datc_ledger_submit (DatcLedger *l, const char *name, const char *data, gsize len,
+                    DatcTaskFileFormat format, guint64 *first, guint64 *count, GError **error)
+{
+  guint64 before = datc_bag_count (l->bag);
+  if (!datc_bag_load_data (l->bag, name, data, len, format, error))
+    return FALSE;
+  guint64 after = datc_bag_count (l->bag);
+  g_autofree gchar *sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
+  journal_source (l, l->sources->len, name, sha, before + 1, after - before, g_get_real_time (),
+                  format, data, len);
+  grow_tasks (l, after);
+  *first = before + 1;
+  *count = after - before;
+  return TRUE;
+}
+
+guint64
+datc_ledger_cancel (DatcLedger *l, const guint64 *ids, guint n, GArray *running)
+{
+  gint64 when = g_get_real_time ();
+  guint64 cancelled = 0;
+  g_autoptr (GArray) open_ids = g_array_new (FALSE, FALSE, sizeof (guint64));
+
+  for (guint64 i = 0; ids != NULL ? i < n : i < l->n_tasks; i++)
+    {
+      guint64 id = ids != NULL ? ids[i] : i + 1;
+      TaskSlot *t = slot (l, id);
+      if (t == NULL || is_final (t))
+        continue;
+      if (t->state == DATC_TASK_RUNNING && running != NULL)
+        {
+          DatcLedgerRunning r = { t->agent, t->attempt, id };
+          g_array_append_val (running, r);
+        }
+      g_array_append_val (open_ids, id);
+      cancelled++;
+    }
+  if (cancelled == 0)
+    return 0;
+
+  msgpack_packer pk;
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (&pk, buf, gba_write);
+  msgpack_pack_array (&pk, 3);
+  msgpack_pack_uint8 (&pk, REC_CANCEL);
+  msgpack_pack_int64 (&pk, when);
+  if (ids == NULL)
+    msgpack_pack_nil (&pk);
+  else
+    {
+      msgpack_pack_array (&pk, open_ids->len);
+      for (guint i = 0; i < open_ids->len; i++)
+        msgpack_pack_uint64 (&pk, g_array_index (open_ids, guint64, i));
+    }
+  datc_journal_end (l->journal);
+  if (ids == NULL)
+    apply_cancel (l, when, NULL, 0);
+  else
+    apply_cancel (l, when, (const guint64 *) open_ids->data, open_ids->len);
+  return cancelled;
 }
 
 void

@@ -42,6 +42,8 @@ typedef enum {
 
 typedef struct {
   guint crash_limit;        /* agent losses before a task fails as lost */
+  gboolean read_only;       /* replay only: no journal writes, no results.jsonl */
+  gboolean retry_cancelled; /* cancelled tasks go back to the queue */
 } DatcLedgerOptions;
 
 typedef struct DatcLedger DatcLedger;
@@ -118,6 +120,24 @@ void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
                         const char *job_id, const char *event);
 /* Proxies submitted and not ended, as site\tproxy\tjob_id strings. */
 GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);
+
+/* Adds the tasks in `data` (a task file's content, `name` for messages)
+ * to the bag and the queue, all or nothing; ids continue after the last
+ * task.  The data itself is journaled, so a resumed campaign has them. */
+gboolean datc_ledger_submit (DatcLedger *ledger, const char *name, const char *data,
+                             gsize len, DatcTaskFileFormat format, guint64 *first,
+                             guint64 *count, GError **error);
+
+/* Cancels `ids` (n of them), or every unfinished task when ids is NULL:
+ * each becomes final with status "cancelled".  Attempts that were running
+ * are appended to `running` as DatcLedgerRunning so the caller can stop
+ * them.  Returns how many tasks were cancelled. */
+typedef struct {
+  guint32 agent;
+  guint32 attempt;
+  guint64 id;
+} DatcLedgerRunning;
+guint64 datc_ledger_cancel (DatcLedger *ledger, const guint64 *ids, guint n, GArray *running);
 
 /* Makes everything recorded so far durable: output files, then the journal
  * (one fdatasync each), then flushes results.jsonl. */

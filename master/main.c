@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "commands.h"
 #include "results.h"
 #include "run.h"
 
@@ -19,6 +20,9 @@ usage (FILE *out)
 {
   fputs ("usage:\n"
          "  datc run [--dir DIR] [--local-slots N] [--local-agents K] [--format F] [--json] TASKFILE\n"
+         "  datc status [DIR] [--json] [--watch]\n"
+         "  datc submit [DIR] (--file FILE | -- COMMAND ARGS...)\n"
+         "  datc cancel [DIR] [ID ...]     datc close [DIR]     datc shell [DIR]\n"
          "  datc output DIR ID [--stderr]\n"
          "  datc results DIR [--failed] [--json]\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--json]\n"
@@ -35,7 +39,8 @@ cmd_run (int argc, char **argv)
   DatcRunOptions o = { 0 };
   g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL;
   gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
-  gboolean json = FALSE, no_local = FALSE;
+  gboolean json = FALSE, no_local = FALSE, open_campaign = FALSE, retry_cancelled = FALSE,
+           no_progress = FALSE;
   g_autofree gchar *mode = NULL;
   GOptionEntry entries[] = {
     { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
@@ -50,6 +55,9 @@ cmd_run (int argc, char **argv)
     { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms, "Silence before an agent is lost (default 30000)", "MS" },
     { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit, "Agent losses before a task fails as lost (default 5)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON summary at the end", NULL },
+    { "open", 0, 0, G_OPTION_ARG_NONE, &open_campaign, "Keep serving when the bag is empty, until `datc close`", NULL },
+    { "retry-cancelled", 0, 0, G_OPTION_ARG_NONE, &retry_cancelled, "Run the tasks an earlier `datc cancel` cancelled", NULL },
+    { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal", NULL },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TASKFILE - run a campaign");
@@ -87,6 +95,9 @@ cmd_run (int argc, char **argv)
       return EXIT_INPUT;
     }
   o.no_local = no_local;
+  o.open = open_campaign;
+  o.retry_cancelled = retry_cancelled;
+  o.no_progress = no_progress;
   o.dir = dir;
   o.task_file = argv[1];
   o.format = format;
@@ -167,6 +178,16 @@ main (int argc, char **argv)
     return cmd_output (argc - 1, argv + 1);
   if (g_str_equal (cmd, "results"))
     return cmd_results (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "status"))
+    return datc_cmd_status (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "submit"))
+    return datc_cmd_submit (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "cancel"))
+    return datc_cmd_cancel (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "close"))
+    return datc_cmd_close (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "shell"))
+    return datc_cmd_shell (argc - 1, argv + 1);
   if (g_str_equal (cmd, "analyze"))
     return datc_analyze_main (argc - 1, argv + 1);
   if (g_str_equal (cmd, "report"))

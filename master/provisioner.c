@@ -322,3 +322,38 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
     }
   return FALSE;
 }
+
+void
+datc_provisioner_describe (DatcProvisioner *p, DatcDispatcher *d, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "sites");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      guint agents = datc_dispatcher_site_agents (d, s->spec->name, NULL);
+      guint alive = s->proxies->len;
+      guint running = MIN (agents, alive);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, s->spec->name);
+      json_builder_set_member_name (b, "proxies");
+      json_builder_add_int_value (b, alive);
+      json_builder_set_member_name (b, "proxies_pending");
+      json_builder_add_int_value (b, alive - running);
+      json_builder_set_member_name (b, "proxies_running");
+      json_builder_add_int_value (b, running);
+      json_builder_set_member_name (b, "agents");
+      json_builder_add_int_value (b, agents);
+      json_builder_set_member_name (b, "slots_per_proxy");
+      json_builder_add_int_value (b, s->spec->slots_per_proxy);
+      json_builder_set_member_name (b, "max_proxies");
+      json_builder_add_int_value (b, s->spec->max_proxies);
+      json_builder_set_member_name (b, "done");
+      json_builder_add_int_value (b, (gint64) datc_dispatcher_site_done (d, s->spec->name));
+      json_builder_set_member_name (b, "submit_failures");
+      json_builder_add_int_value (b, s->failures);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}

@@ -51,6 +51,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcProvisioner, datc_provisioner_free)
 void datc_provisioner_tick (DatcProvisioner *p, DatcDispatcher *d);
 /* Proxies submitted and not seen ended. */
 guint datc_provisioner_alive (DatcProvisioner *p);
+/* Adds "sites": [{name, proxies, proxies_pending, proxies_running, agents,
+ * slots, done, degraded}] to an object being built. */
+void datc_provisioner_describe (DatcProvisioner *p, DatcDispatcher *d, JsonBuilder *b);
+
 /* Cancels every proxy still alive and polls until all have ended or
  * `timeout_ms` passed.  Returns TRUE when nothing is left. */
 gboolean datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms);

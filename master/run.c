@@ -22,13 +22,115 @@
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
+#include "control.h"
 #include "provisioner.h"
+#include "status.h"
 #include "trace.h"
 
 #define EXIT_ALL_OK 0
 #define EXIT_SOME_FAILED 1
 #define EXIT_INPUT 2
 #define EXIT_CANNOT_RUN 3
+
+/* What the control handler needs to reach. */
+typedef struct {
+  const char *dir;
+  DatcLedger *ledger;
+  DatcDispatcher *disp;
+  DatcProvisioner *prov;
+  DatcRate *rate;
+  gboolean open;
+  gboolean cancelled_all;
+} Master;
+
+static JsonNode *
+handle_control (JsonObject *req, gpointer user_data)
+{
+  Master *m = user_data;
+  const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+
+  if (g_str_equal (cmd, "status"))
+    return datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
+
+  if (g_str_equal (cmd, "submit"))
+    {
+      const char *name = json_object_get_string_member_with_default (req, "name", "submitted");
+      const char *fmt = json_object_get_string_member_with_default (req, "format", "auto");
+      const char *data = json_object_get_string_member_with_default (req, "data", NULL);
+      DatcTaskFileFormat format;
+      guint64 first, count;
+      g_autoptr (GError) error = NULL;
+      if (data == NULL || !datc_task_file_format_parse (fmt, &format))
+        return datc_control_error_reply ("submit needs \"data\" and a format of auto, lines or jsonl");
+      if (!datc_ledger_submit (m->ledger, name, data, strlen (data), format, &first, &count, &error))
+        return datc_control_error_reply (error->message);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "first");
+      json_builder_add_int_value (b, (gint64) first);
+      json_builder_set_member_name (b, "count");
+      json_builder_add_int_value (b, (gint64) count);
+      json_builder_end_object (b);
+      return json_builder_get_root (b);
+    }
+
+  if (g_str_equal (cmd, "cancel"))
+    {
+      g_autoptr (GArray) running = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
+      guint64 n;
+      if (json_object_has_member (req, "ids"))
+        {
+          JsonArray *ids = json_object_get_array_member (req, "ids");
+          if (ids == NULL)
+            return datc_control_error_reply ("\"ids\" must be an array of task ids");
+          g_autoptr (GArray) v = g_array_new (FALSE, FALSE, sizeof (guint64));
+          for (guint i = 0; i < json_array_get_length (ids); i++)
+            {
+              gint64 id = json_array_get_int_element (ids, i);
+              if (id <= 0)
+                return datc_control_error_reply ("task ids are positive integers");
+              guint64 u = (guint64) id;
+              g_array_append_val (v, u);
+            }
+          n = datc_ledger_cancel (m->ledger, (const guint64 *) v->data, v->len, running);
+        }
+      else
+        {
+          n = datc_ledger_cancel (m->ledger, NULL, 0, running);
+          m->cancelled_all = TRUE;
+          m->open = FALSE;
+        }
+      datc_dispatcher_cancel_running (m->disp, running);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "cancelled");
+      json_builder_add_int_value (b, (gint64) n);
+      json_builder_end_object (b);
+      return json_builder_get_root (b);
+    }
+
+  if (g_str_equal (cmd, "close"))
+    {
+      m->open = FALSE;
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "closed");
+      json_builder_add_boolean_value (b, TRUE);
+      json_builder_end_object (b);
+      return json_builder_get_root (b);
+    }
+  g_autofree gchar *msg = g_strdup_printf ("unknown command \"%s\"", cmd);
+  return datc_control_error_reply (msg);
+}
+
+static void
+progress (Master *m, gboolean final)
+{
+  g_autoptr (JsonNode) st = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE,
+                                               m->open);
+  g_autofree gchar *line = datc_status_line (json_node_get_object (st));
+  /* \r and erase-to-end: the line updates in place. */
+  fprintf (stderr, "\r\033[K%s%s", final ? "" : line, final ? "" : "");
+  fflush (stderr);
+}
 
 static gchar *
 find_agent (void)
@@ -70,19 +172,28 @@ summary (DatcLedger *ledger, const char *dir, gint64 started_us, gboolean json)
   if (json)
     printf ("{\"dir\":\"%s\",\"tasks\":{\"total\":%" G_GUINT64_FORMAT ",\"done\":%" G_GUINT64_FORMAT
             ",\"failed\":%" G_GUINT64_FORMAT ",\"queued\":%" G_GUINT64_FORMAT
-            ",\"running\":%" G_GUINT64_FORMAT "},\"seconds\":%.3f}\n",
-            dir, c.total, c.done, c.failed, c.queued, c.running, secs);
+            ",\"running\":%" G_GUINT64_FORMAT ",\"cancelled\":%" G_GUINT64_FORMAT
+            "},\"seconds\":%.3f}\n",
+            dir, c.total, c.done, c.failed, c.queued, c.running, c.cancelled, secs);
   else
-    fprintf (stderr, "datc: %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT " done, %"
-             G_GUINT64_FORMAT " failed%s in %.2f s\n",
-             dir, c.total, c.done, c.failed,
-             c.queued + c.running ? " (unfinished)" : "", secs);
+    {
+      g_autofree gchar *cancelled = c.cancelled ? g_strdup_printf (", %" G_GUINT64_FORMAT
+                                                                   " cancelled", c.cancelled)
+                                                : g_strdup ("");
+      fprintf (stderr, "datc: %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT " done, %"
+               G_GUINT64_FORMAT " failed%s%s in %.2f s\n",
+               dir, c.total, c.done, c.failed, cancelled,
+               c.queued + c.running ? " (unfinished)" : "", secs);
+    }
 }
 
 int
 datc_run (const DatcRunOptions *o)
 {
   g_autoptr (GError) error = NULL;
+  g_autoptr (DatcControl) control = NULL;
+  g_autoptr (DatcRate) rate = NULL;
+  g_autoptr (GArray) items = NULL;
   gint64 started = g_get_monotonic_time ();
   DatcTaskFileFormat format;
 
@@ -112,7 +223,10 @@ datc_run (const DatcRunOptions *o)
                  ? EXIT_INPUT
                  : EXIT_CANNOT_RUN;
     }
-  DatcLedgerOptions lopt = { .crash_limit = o->crash_limit ? o->crash_limit : 5 };
+  DatcLedgerOptions lopt = {
+    .crash_limit = o->crash_limit ? o->crash_limit : 5,
+    .retry_cancelled = o->retry_cancelled,
+  };
   g_autoptr (DatcLedger) ledger = datc_ledger_open (datc_campaign_dir (campaign), bag,
                                                     o->task_file, sha, &lopt, &error);
   if (ledger == NULL)
@@ -217,17 +331,33 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcProvisioner) prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
   g_string_free (agent_args, TRUE);
 
+  control = datc_control_new (ctx, datc_campaign_dir (campaign), &error);
+  if (control == NULL)
+    goto fatal;
+  rate = datc_rate_new ();
+  Master m = {
+    .dir = datc_campaign_dir (campaign),
+    .ledger = ledger,
+    .disp = disp,
+    .prov = prov,
+    .rate = rate,
+    .open = o->open,
+  };
+  gboolean show_progress = !o->no_progress && isatty (STDERR_FILENO);
+  gint64 next_progress = 0;
+
   /* 5. The loop. */
   int status = EXIT_ALL_OK;
   gboolean stop = FALSE;
-  g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
   datc_dispatcher_poll_items (disp, items);
+  datc_control_poll_items (control, items);
   zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
   g_array_append_val (items, sig_item);
 
   if (!datc_dispatcher_flush (disp, &error))
     goto fatal;
-  while (!stop && !datc_ledger_finished (ledger))
+  while (!stop && !(datc_ledger_finished (ledger) && !m.open))
     {
       datc_provisioner_tick (prov, disp);
       int timeout = datc_dispatcher_next_timeout_ms (disp);
@@ -247,11 +377,25 @@ datc_run (const DatcRunOptions *o)
         }
       if (!datc_dispatcher_receive (disp, &error))
         goto fatal;
+      datc_control_receive (control, handle_control, &m);
       datc_dispatcher_tick (disp);
       datc_dispatcher_release_idle (disp);
       if (!datc_dispatcher_flush (disp, &error))
         goto fatal;
+      /* Replies leave once what they changed is committed. */
+      datc_control_send_replies (control);
+
+      DatcLedgerCounts c;
+      datc_ledger_counts (ledger, &c);
+      datc_rate_sample (rate, c.done + c.failed);
+      if (show_progress && g_get_monotonic_time () >= next_progress)
+        {
+          progress (&m, FALSE);
+          next_progress = g_get_monotonic_time () + 200 * 1000;
+        }
     }
+  if (show_progress)
+    progress (&m, TRUE);
 
   /* 6. Everyone goes home: agents exit, proxies end. */
   datc_dispatcher_release_all (disp, stop ? "campaign stopped" : "campaign finished");
@@ -267,12 +411,13 @@ datc_run (const DatcRunOptions *o)
     datc_ledger_counts (ledger, &c);
     datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
                       (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
-    if (stop || c.queued + c.running > 0)
+    if (stop || m.cancelled_all || c.cancelled > 0 || c.queued + c.running > 0)
       status = EXIT_CANNOT_RUN;
     else if (c.failed > 0 && status == EXIT_ALL_OK)
       status = EXIT_SOME_FAILED;
   }
   g_clear_pointer (&prov, datc_provisioner_free);
+  g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
   zmq_ctx_term (ctx);
   close (sfd);
@@ -280,6 +425,7 @@ datc_run (const DatcRunOptions *o)
 
 fatal:
   g_printerr ("datc: %s\n", error->message);
+  g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
   zmq_ctx_term (ctx);
   close (sfd);

@@ -18,6 +18,9 @@ typedef struct {
   guint timeout_ms;
   guint crash_limit;
   gboolean json;               /* final summary as JSON on stdout */
+  gboolean open;               /* keep serving when the bag is empty, until `datc close` */
+  gboolean retry_cancelled;    /* cancelled tasks of an earlier run go back to the queue */
+  gboolean no_progress;        /* no progress line even on a terminal */
 } DatcRunOptions;
 
 /* Returns the process exit status: 0 all tasks succeeded, 1 some failed,

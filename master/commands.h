@@ -1,0 +1,21 @@
+/* commands.h: the commands that act on an existing campaign: status,
+ * submit, cancel, close, shell.  Each talks to the running master through
+ * DIR/control, or works on the journal directly when none runs. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+int datc_cmd_status (int argc, char **argv);
+int datc_cmd_submit (int argc, char **argv);
+int datc_cmd_cancel (int argc, char **argv);
+int datc_cmd_close (int argc, char **argv);
+int datc_cmd_shell (int argc, char **argv);
+
+/* DIR from the first argument when it is a campaign directory, else from
+ * $DATC_DIR (set by `datc shell`); removes it from argv.  NULL with a
+ * message when there is neither (transfer full). */
+gchar *datc_cmd_take_dir (int *argc, char **argv);
+
+G_END_DECLS

@@ -1,0 +1,245 @@
+/* control.c: both ends of DIR/control.  The master binds a ROUTER (so
+ * several clients may talk at once); clients use a REQ socket with a
+ * timeout.  Whether a master runs is decided by DIR/lock, never by the
+ * socket file, which a crashed master leaves behind. */
+#include "control.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <zmq.h>
+
+G_DEFINE_QUARK (datc-control-error-quark, datc_control_error)
+
+/* Submitted task files travel in one request. */
+#define CONTROL_FRAME_MAX (512 * 1024 * 1024)
+
+typedef struct {
+  GPtrArray *envelope;   /* GBytes* frames before the body */
+  gchar *reply;
+} Pending;
+
+struct DatcControl {
+  void *sock;
+  gchar *path;
+  GPtrArray *pending;    /* Pending* */
+};
+
+static gchar *
+control_path (const char *dir)
+{
+  g_autofree gchar *canon = g_canonicalize_filename (dir, NULL);
+  gchar *path = g_build_filename (canon, "control", NULL);
+  struct sockaddr_un sun;
+  if (strlen (path) < sizeof sun.sun_path)
+    return path;
+  g_free (path);
+  g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, canon, -1);
+  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
+  g_mkdir_with_parents (priv, 0700);
+  return g_strdup_printf ("%s/%.24s.control", priv, hash);
+}
+
+static void
+pending_free (gpointer p)
+{
+  Pending *x = p;
+  g_ptr_array_unref (x->envelope);
+  g_free (x->reply);
+  g_free (x);
+}
+
+DatcControl *
+datc_control_new (void *ctx, const char *dir, GError **error)
+{
+  g_autoptr (DatcControl) c = g_new0 (DatcControl, 1);
+  int zero = 0;
+  int64_t max = CONTROL_FRAME_MAX;
+  c->path = control_path (dir);
+  c->pending = g_ptr_array_new_with_free_func (pending_free);
+  c->sock = zmq_socket (ctx, ZMQ_ROUTER);
+  zmq_setsockopt (c->sock, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt (c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  unlink (c->path);  /* a crashed master's; the lock says we own the dir */
+  /* Created owner-only from the start, then made sure of. */
+  mode_t old = umask (0077);
+  g_autofree gchar *ep = g_strconcat ("ipc://", c->path, NULL);
+  int rc = zmq_bind (c->sock, ep);
+  umask (old);
+  if (rc != 0 || chmod (c->path, 0600) != 0)
+    {
+      g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED, "%s: %s", c->path,
+                   rc != 0 ? zmq_strerror (errno) : g_strerror (errno));
+      return NULL;
+    }
+  return g_steal_pointer (&c);
+}
+
+void
+datc_control_free (DatcControl *c)
+{
+  if (c == NULL)
+    return;
+  if (c->sock)
+    zmq_close (c->sock);
+  if (c->path)
+    unlink (c->path);
+  g_free (c->path);
+  g_ptr_array_unref (c->pending);
+  g_free (c);
+}
+
+void
+datc_control_poll_items (DatcControl *c, GArray *items)
+{
+  zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
+  g_array_append_val (items, it);
+}
+
+JsonNode *
+datc_control_error_reply (const char *message)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "error");
+  json_builder_add_string_value (b, message);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+void
+datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data)
+{
+  for (guint n = 0; n < 64; n++)
+    {
+      g_autoptr (GPtrArray) frames = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+      int more = 1;
+      while (more)
+        {
+          zmq_msg_t m;
+          zmq_msg_init (&m);
+          if (zmq_msg_recv (&m, c->sock, frames->len ? 0 : ZMQ_DONTWAIT) < 0)
+            {
+              zmq_msg_close (&m);
+              break;
+            }
+          g_ptr_array_add (frames, g_bytes_new (zmq_msg_data (&m), zmq_msg_size (&m)));
+          more = zmq_msg_more (&m);
+          zmq_msg_close (&m);
+        }
+      if (frames->len < 2)
+        return;
+
+      g_autoptr (GBytes) body = g_ptr_array_steal_index (frames, frames->len - 1);
+      gsize len;
+      const char *text = g_bytes_get_data (body, &len);
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      g_autoptr (JsonNode) reply = NULL;
+      g_autoptr (GError) error = NULL;
+      if (!json_parser_load_from_data (parser, text, (gssize) len, &error)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        reply = datc_control_error_reply (error ? error->message : "a request is a JSON object");
+      else
+        reply = handler (json_node_get_object (json_parser_get_root (parser)), user_data);
+
+      Pending *p = g_new0 (Pending, 1);
+      p->envelope = g_ptr_array_ref (frames);
+      p->reply = json_to_string (reply, FALSE);
+      g_ptr_array_add (c->pending, p);
+    }
+}
+
+void
+datc_control_send_replies (DatcControl *c)
+{
+  for (guint i = 0; i < c->pending->len; i++)
+    {
+      Pending *p = c->pending->pdata[i];
+      for (guint j = 0; j < p->envelope->len; j++)
+        {
+          gsize n;
+          const void *d = g_bytes_get_data (p->envelope->pdata[j], &n);
+          zmq_send (c->sock, d, n, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        }
+      zmq_send (c->sock, p->reply, strlen (p->reply), ZMQ_DONTWAIT);
+    }
+  g_ptr_array_set_size (c->pending, 0);
+}
+
+/* ---- client -------------------------------------------------------- */
+
+gboolean
+datc_control_master_running (const char *dir)
+{
+  g_autofree gchar *lock = g_build_filename (dir, "lock", NULL);
+  int fd = open (lock, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return FALSE;
+  gboolean running = flock (fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close (fd);
+  return running;
+}
+
+JsonNode *
+datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError **error)
+{
+  if (!datc_control_master_running (dir))
+    {
+      g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_NO_MASTER,
+                   "%s: no master is running this campaign", dir);
+      return NULL;
+    }
+  g_autofree gchar *path = control_path (dir);
+  if (access (path, R_OK | W_OK) != 0)
+    {
+      g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED, "%s: %s", path,
+                   g_strerror (errno));
+      return NULL;
+    }
+  void *ctx = zmq_ctx_new ();
+  void *s = zmq_socket (ctx, ZMQ_REQ);
+  int zero = 0;
+  zmq_setsockopt (s, ZMQ_LINGER, &zero, sizeof zero);
+  g_autofree gchar *ep = g_strconcat ("ipc://", path, NULL);
+  g_autofree gchar *text = json_to_string (request, FALSE);
+  JsonNode *out = NULL;
+
+  if (zmq_connect (s, ep) != 0 || zmq_send (s, text, strlen (text), 0) < 0)
+    g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED, "%s: %s", path,
+                 zmq_strerror (errno));
+  else
+    {
+      zmq_pollitem_t it = { s, 0, ZMQ_POLLIN, 0 };
+      if (zmq_poll (&it, 1, timeout_ms) <= 0)
+        g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_TIMEOUT,
+                     "%s: the master did not answer within %u ms", dir, timeout_ms);
+      else
+        {
+          zmq_msg_t m;
+          zmq_msg_init (&m);
+          if (zmq_msg_recv (&m, s, 0) >= 0)
+            {
+              g_autoptr (JsonParser) parser = json_parser_new ();
+              if (json_parser_load_from_data (parser, zmq_msg_data (&m), (gssize) zmq_msg_size (&m),
+                                              error))
+                {
+                  JsonNode *root = json_parser_get_root (parser);
+                  if (JSON_NODE_HOLDS_OBJECT (root)
+                      && json_object_has_member (json_node_get_object (root), "error"))
+                    g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_REFUSED, "%s",
+                                 json_object_get_string_member (json_node_get_object (root), "error"));
+                  else
+                    out = json_node_copy (root);
+                }
+            }
+          zmq_msg_close (&m);
+        }
+    }
+  zmq_close (s);
+  zmq_ctx_term (ctx);
+  return out;
+}

@@ -1,0 +1,56 @@
+/* control.h: the running master's control channel, DIR/control: an ipc
+ * socket only the campaign's owner can open (mode 0600 in a 0700 directory).
+ * One JSON object per request and per reply:
+ *   {"cmd":"status"}                                   -> the status object
+ *   {"cmd":"submit","name":N,"format":F,"data":TEXT}   -> {"first":ID,"count":N}
+ *   {"cmd":"cancel"} / {"cmd":"cancel","ids":[...]}   -> {"cancelled":N}
+ *   {"cmd":"close"}                                    -> {"closed":true}
+ * A failed request gets {"error":"..."}.  Replies are sent only after the
+ * master has committed what the request changed, so a submit that returned
+ * is journaled. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define DATC_CONTROL_ERROR (datc_control_error_quark ())
+GQuark datc_control_error_quark (void);
+
+typedef enum {
+  DATC_CONTROL_ERROR_NO_MASTER,  /* nothing is running this campaign */
+  DATC_CONTROL_ERROR_FAILED,     /* could not talk to it */
+  DATC_CONTROL_ERROR_TIMEOUT,
+  DATC_CONTROL_ERROR_REFUSED,    /* the master answered with an error */
+} DatcControlError;
+
+/* ---- server (in the master) ---- */
+
+typedef struct DatcControl DatcControl;
+
+/* Handles one request; returns the reply (transfer full). */
+typedef JsonNode *(*DatcControlHandler) (JsonObject *request, gpointer user_data);
+
+DatcControl *datc_control_new (void *zmq_ctx, const char *dir, GError **error);
+void datc_control_free (DatcControl *c);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcControl, datc_control_free)
+void datc_control_poll_items (DatcControl *c, GArray *items);
+/* Reads every waiting request and queues the handler's replies. */
+void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* Sends the queued replies (call after the ledger committed). */
+void datc_control_send_replies (DatcControl *c);
+
+/* ---- client (datc status, submit, cancel, close) ---- */
+
+/* TRUE when a master holds DIR's lock. */
+gboolean datc_control_master_running (const char *dir);
+/* Sends `request` (transfer none) and waits for the reply (transfer full).
+ * A reply {"error": ...} becomes DATC_CONTROL_ERROR_REFUSED. */
+JsonNode *datc_control_call (const char *dir, JsonNode *request, guint timeout_ms,
+                             GError **error);
+
+/* Helpers to build a reply. */
+JsonNode *datc_control_error_reply (const char *message);
+
+G_END_DECLS

@@ -1,0 +1,242 @@
+/* status.c: see status.h. */
+#include "status.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "bag.h"
+#include "campaign.h"
+
+#define RATE_WINDOW 61
+
+struct DatcRate {
+  gint64 t[RATE_WINDOW];     /* monotonic seconds */
+  guint64 n[RATE_WINDOW];
+  guint head, len;
+};
+
+DatcRate *
+datc_rate_new (void)
+{
+  return g_new0 (DatcRate, 1);
+}
+
+void
+datc_rate_free (DatcRate *r)
+{
+  g_free (r);
+}
+
+void
+datc_rate_sample (DatcRate *r, guint64 finished)
+{
+  gint64 now = g_get_monotonic_time () / G_USEC_PER_SEC;
+  if (r->len > 0)
+    {
+      guint last = (r->head + r->len - 1) % RATE_WINDOW;
+      if (r->t[last] == now)
+        {
+          r->n[last] = finished;
+          return;
+        }
+    }
+  if (r->len == RATE_WINDOW)
+    {
+      r->head = (r->head + 1) % RATE_WINDOW;
+      r->len--;
+    }
+  guint i = (r->head + r->len) % RATE_WINDOW;
+  r->t[i] = now;
+  r->n[i] = finished;
+  r->len++;
+}
+
+double
+datc_rate_per_s (DatcRate *r)
+{
+  if (r == NULL || r->len < 2)
+    return 0.0;
+  guint last = (r->head + r->len - 1) % RATE_WINDOW;
+  gint64 dt = r->t[last] - r->t[r->head];
+  return dt > 0 ? (double) (r->n[last] - r->n[r->head]) / (double) dt : 0.0;
+}
+
+static void
+add_int (JsonBuilder *b, const char *k, gint64 v)
+{
+  json_builder_set_member_name (b, k);
+  json_builder_add_int_value (b, v);
+}
+
+JsonNode *
+datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
+                   DatcRate *rate, gboolean running, gboolean open)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  DatcLedgerCounts c;
+  datc_ledger_counts (ledger, &c);
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "dir");
+  json_builder_add_string_value (b, dir);
+  json_builder_set_member_name (b, "master");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "running");
+  json_builder_add_boolean_value (b, running);
+  json_builder_set_member_name (b, "open");
+  json_builder_add_boolean_value (b, open);
+  json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "tasks");
+  json_builder_begin_object (b);
+  add_int (b, "total", (gint64) c.total);
+  add_int (b, "queued", (gint64) c.queued);
+  add_int (b, "running", (gint64) c.running);
+  add_int (b, "done", (gint64) c.done);
+  add_int (b, "failed", (gint64) c.failed);
+  add_int (b, "cancelled", (gint64) c.cancelled);
+  json_builder_end_object (b);
+
+  if (p != NULL && d != NULL)
+    datc_provisioner_describe (p, d, b);
+  else
+    {
+      json_builder_set_member_name (b, "sites");
+      json_builder_begin_array (b);
+      json_builder_end_array (b);
+    }
+  if (d != NULL)
+    datc_dispatcher_describe_agents (d, b);
+  else
+    {
+      json_builder_set_member_name (b, "agents");
+      json_builder_begin_array (b);
+      json_builder_end_array (b);
+    }
+
+  double r = datc_rate_per_s (rate);
+  json_builder_set_member_name (b, "rate_per_s");
+  json_builder_add_double_value (b, r);
+  json_builder_set_member_name (b, "eta_s");
+  if (r > 0 && running)
+    json_builder_add_double_value (b, ceil ((double) (c.queued + c.running) / r));
+  else if (c.queued + c.running == 0)
+    json_builder_add_double_value (b, 0.0);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+JsonNode *
+datc_status_offline (const char *dir, GError **error)
+{
+  g_autofree gchar *task_file = datc_campaign_read_task_file (dir, error);
+  if (task_file == NULL)
+    return NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autofree gchar *sha = NULL;
+  if (!datc_bag_load_file (bag, task_file, DATC_TASKFILE_AUTO, &sha, error))
+    {
+      g_prefix_error (error, "%s: reading its task file: ", dir);
+      return NULL;
+    }
+  DatcLedgerOptions o = { .read_only = TRUE };
+  g_autoptr (DatcLedger) l = datc_ledger_open (dir, bag, task_file, sha, &o, error);
+  if (l == NULL)
+    return NULL;
+  return datc_status_build (dir, l, NULL, NULL, NULL, FALSE, FALSE);
+}
+
+static gint64
+tasks_member (JsonObject *st, const char *k)
+{
+  JsonObject *t = json_object_get_object_member (st, "tasks");
+  return t ? json_object_get_int_member_with_default (t, k, 0) : 0;
+}
+
+static gchar *
+human_seconds (double s)
+{
+  if (s < 60)
+    return g_strdup_printf ("%.0fs", s);
+  if (s < 3600)
+    return g_strdup_printf ("%.0fm%02.0fs", floor (s / 60), fmod (s, 60));
+  return g_strdup_printf ("%.0fh%02.0fm", floor (s / 3600), floor (fmod (s, 3600) / 60));
+}
+
+gchar *
+datc_status_line (JsonObject *st)
+{
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  double rate = json_object_get_double_member_with_default (st, "rate_per_s", 0);
+  JsonNode *eta = json_object_get_member (st, "eta_s");
+  g_autofree gchar *eta_s = eta && !JSON_NODE_HOLDS_NULL (eta)
+                                ? human_seconds (json_node_get_double (eta))
+                                : g_strdup ("?");
+  return g_strdup_printf ("done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT
+                          " / running %" G_GINT64_FORMAT " / queued %" G_GINT64_FORMAT
+                          " | %.1f/s | ETA %s | %u agent%s",
+                          tasks_member (st, "done"), tasks_member (st, "failed"),
+                          tasks_member (st, "running"), tasks_member (st, "queued"), rate, eta_s,
+                          agents ? json_array_get_length (agents) : 0,
+                          agents && json_array_get_length (agents) == 1 ? "" : "s");
+}
+
+void
+datc_status_print (JsonObject *st, FILE *out)
+{
+  JsonObject *m = json_object_get_object_member (st, "master");
+  gboolean running = m && json_object_get_boolean_member_with_default (m, "running", FALSE);
+  fprintf (out, "campaign %s: %s%s\n", json_object_get_string_member_with_default (st, "dir", "?"),
+           running ? "running" : "no master running",
+           m && json_object_get_boolean_member_with_default (m, "open", FALSE) ? " (open)" : "");
+  fprintf (out, "tasks    %" G_GINT64_FORMAT " total: %" G_GINT64_FORMAT " queued, %" G_GINT64_FORMAT
+           " running, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
+           " cancelled\n",
+           tasks_member (st, "total"), tasks_member (st, "queued"), tasks_member (st, "running"),
+           tasks_member (st, "done"), tasks_member (st, "failed"), tasks_member (st, "cancelled"));
+  if (running)
+    {
+      g_autofree gchar *line = datc_status_line (st);
+      const char *bar = strchr (line, '|');
+      fprintf (out, "progress %s\n", bar ? bar + 2 : line);
+    }
+  JsonArray *sites = json_object_get_array_member (st, "sites");
+  if (sites && json_array_get_length (sites) > 0)
+    {
+      fprintf (out, "\n%-16s %8s %8s %8s %8s %10s\n", "SITE", "PENDING", "RUNNING", "AGENTS",
+               "DONE", "SUBMIT-ERR");
+      for (guint i = 0; i < json_array_get_length (sites); i++)
+        {
+          JsonObject *s = json_array_get_object_element (sites, i);
+          fprintf (out, "%-16s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
+                   " %8" G_GINT64_FORMAT " %10" G_GINT64_FORMAT "\n",
+                   json_object_get_string_member_with_default (s, "name", "?"),
+                   json_object_get_int_member_with_default (s, "proxies_pending", 0),
+                   json_object_get_int_member_with_default (s, "proxies_running", 0),
+                   json_object_get_int_member_with_default (s, "agents", 0),
+                   json_object_get_int_member_with_default (s, "done", 0),
+                   json_object_get_int_member_with_default (s, "submit_failures", 0));
+        }
+    }
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  if (agents && json_array_get_length (agents) > 0)
+    {
+      fprintf (out, "\n%-28s %-12s %-20s %6s %8s %8s %10s\n", "AGENT", "SITE", "PROXY", "SLOTS",
+               "RUNNING", "DONE", "LAST SEEN");
+      for (guint i = 0; i < json_array_get_length (agents); i++)
+        {
+          JsonObject *a = json_array_get_object_element (agents, i);
+          fprintf (out, "%-28s %-12s %-20s %6" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
+                   " %8" G_GINT64_FORMAT " %9.1fs\n",
+                   json_object_get_string_member_with_default (a, "id", "?"),
+                   json_object_get_string_member_with_default (a, "site", "?"),
+                   json_object_get_string_member_with_default (a, "proxy", "?"),
+                   json_object_get_int_member_with_default (a, "slots", 0),
+                   json_object_get_int_member_with_default (a, "running", 0),
+                   json_object_get_int_member_with_default (a, "done", 0),
+                   json_object_get_double_member_with_default (a, "last_seen_s", 0));
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/* status.h: what `datc status` shows, built by the running master (live) or
+ * from the journal when none runs (offline).  One JSON object:
+ *   {"dir", "master": {"running", "open"},
+ *    "tasks": {"total","queued","running","done","failed","cancelled"},
+ *    "sites": [...], "agents": [...], "rate_per_s", "eta_s" (null: unknown)}
+ * and a one-line form for the progress line. */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include <stdio.h>
+
+#include "dispatcher.h"
+#include "ledger.h"
+#include "provisioner.h"
+
+G_BEGIN_DECLS
+
+/* Completions over the last minute. */
+typedef struct DatcRate DatcRate;
+DatcRate *datc_rate_new (void);
+void datc_rate_free (DatcRate *r);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcRate, datc_rate_free)
+/* Records that `finished` tasks have ended so far (call often; it keeps one
+ * sample per second). */
+void datc_rate_sample (DatcRate *r, guint64 finished);
+/* Tasks per second over the last minute (0 before two samples). */
+double datc_rate_per_s (DatcRate *r);
+
+/* Live status (transfer full).  d, p and rate may be NULL. */
+JsonNode *datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d,
+                             DatcProvisioner *p, DatcRate *rate, gboolean running,
+                             gboolean open);
+/* Status of a campaign no master runs, from its journal (read-only). */
+JsonNode *datc_status_offline (const char *dir, GError **error);
+
+/* Human-readable form of a status object. */
+void datc_status_print (JsonObject *status, FILE *out);
+/* "done 12 / failed 0 / running 4 / queued 84 | 3.1/s | ETA 27s | 2 agents" */
+gchar *datc_status_line (JsonObject *status);
+
+G_END_DECLS
