@@ -1,0 +1,373 @@
+/* test-living.c: a campaign seen, fed and stopped while it runs: status
+ * live and offline against results.jsonl, submit (good and bad), cancel,
+ * open campaigns with waves of submits, the progress line in a real
+ * terminal (tmux), and the control socket's permissions. */
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* `datc status --json`, or NULL when it fails (the master still starting). */
+static JsonObject *
+try_status_json (TbDir *d, const char *dir)
+{
+  const char *argv[] = { tb_datc (), "status", dir, "--json", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "status", argv);
+  if (tb_wait (p, 60) != 0)
+    return NULL;
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, out, -1, NULL))
+    return NULL;
+  return json_object_ref (json_node_get_object (json_parser_get_root (parser)));
+}
+
+static JsonObject *
+status_json (TbDir *d, const char *dir)
+{
+  const char *argv[] = { tb_datc (), "status", dir, "--json", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "status", argv);
+  g_assert_cmpint (tb_wait (p, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (GError) error = NULL;
+  json_parser_load_from_data (parser, out, -1, &error);
+  g_assert_no_error (error);
+  return json_object_ref (json_node_get_object (json_parser_get_root (parser)));
+}
+
+static gint64
+tasks (JsonObject *st, const char *k)
+{
+  return json_object_get_int_member (json_object_get_object_member (st, "tasks"), k);
+}
+
+static int
+submit (TbDir *d, const char *const *argv, gchar **err)
+{
+  return tb_run (d, argv, 60, err);
+}
+
+typedef struct {
+  TbDir *d;
+  const char *dir;
+  gint64 total;
+} Idle;
+
+/* An open campaign whose bag is empty and nothing runs. */
+static gboolean
+campaign_idle (gpointer p)
+{
+  Idle *w = p;
+  g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
+  if (st == NULL)
+    return FALSE;
+  return tasks (st, "total") == w->total && tasks (st, "queued") == 0
+         && tasks (st, "running") == 0;
+}
+
+static void
+count_results (const char *dir, gint64 *done, gint64 *failed, gint64 *cancelled)
+{
+  g_autoptr (GHashTable) res = tb_results (dir);
+  GHashTableIter it;
+  gpointer v;
+  *done = *failed = *cancelled = 0;
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      const char *st = json_object_get_string_member (v, "status");
+      if (g_str_equal (st, "cancelled"))
+        (*cancelled)++;
+      else if (g_str_equal (st, "exited") && json_object_get_int_member (v, "exit_code") == 0)
+        (*done)++;
+      else
+        (*failed)++;
+    }
+}
+
+static void
+check_status_matches_results (TbDir *d, const char *dir, gboolean running)
+{
+  g_autoptr (JsonObject) st = status_json (d, dir);
+  gint64 done, failed, cancelled;
+  count_results (dir, &done, &failed, &cancelled);
+  g_assert_cmpint (json_object_get_boolean_member (json_object_get_object_member (st, "master"),
+                                                   "running"), ==, running);
+  g_assert_cmpint (tasks (st, "done"), ==, done);
+  g_assert_cmpint (tasks (st, "failed"), ==, failed);
+  g_assert_cmpint (tasks (st, "cancelled"), ==, cancelled);
+  g_assert_cmpint (tasks (st, "total"), ==, done + failed + cancelled);
+}
+
+/* ---- open campaign: status, waves of submits, bad submit, close ------- */
+
+static void
+test_open_campaign (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\nfalse\nsh -c 'echo one'\n");
+  g_autofree gchar *wave = tb_write (d, "wave.txt", "echo w1\necho w2\nsh -c 'exit 4'\n");
+  g_autofree gchar *bad = tb_write (d, "bad.jsonl", "{\"sh\": \"true\"}\n{\"sh\": 5}\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", "--local-slots", "2", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_autofree gchar *control = g_build_filename (dir, "control", NULL);
+  Idle idle = { d, dir, 3 };
+  g_assert_true (tb_await (campaign_idle, &idle, 60));
+  check_status_matches_results (d, dir, TRUE);
+
+  /* Three waves: a file, a command, stdin is covered by the CLI's own path. */
+  for (guint w = 0; w < 3; w++)
+    {
+      const char *a1[] = { tb_datc (), "submit", dir, "--file", wave, NULL };
+      g_autofree gchar *word = g_strdup_printf ("wave-%u", w);
+      const char *a2[] = { tb_datc (), "submit", dir, "--", "echo", word, NULL };
+      g_assert_cmpint (submit (d, a1, NULL), ==, 0);
+      g_assert_cmpint (submit (d, a2, NULL), ==, 0);
+      idle.total += 4;
+      g_assert_true (tb_await (campaign_idle, &idle, 60));
+      check_status_matches_results (d, dir, TRUE);
+    }
+
+  /* A bad line: refused, nothing added. */
+  const char *a3[] = { tb_datc (), "submit", dir, "--file", bad, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (submit (d, a3, &err), ==, 2);
+  g_assert_nonnull (strstr (err, ":2:"));
+  g_autoptr (JsonObject) st = status_json (d, dir);
+  g_assert_cmpint (tasks (st, "total"), ==, idle.total);
+
+  /* The submitted command ran and its output reads back. */
+  const char *out_argv[] = { tb_datc (), "output", dir, "7", NULL };
+  g_autoptr (TbProc) out = tb_spawn (d, "output", out_argv);
+  g_assert_cmpint (tb_wait (out, 30), ==, 0);
+  g_autofree gchar *text = tb_proc_stdout (out);
+  g_assert_cmpstr (text, ==, "wave-0\n");
+
+  const char *close_argv[] = { tb_datc (), "close", dir, NULL };
+  g_assert_cmpint (tb_run (d, close_argv, 30, NULL), ==, 0);
+  /* Some tasks failed on purpose: exit 1. */
+  g_assert_cmpint (tb_wait (master, 60), ==, 1);
+  check_status_matches_results (d, dir, FALSE);
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+
+  /* Offline submit: journaled, picked up by the next run. */
+  const char *a4[] = { tb_datc (), "submit", dir, "--", "echo", "later", NULL };
+  g_assert_cmpint (submit (d, a4, NULL), ==, 0);
+  g_autoptr (JsonObject) st2 = status_json (d, dir);
+  g_assert_cmpint (tasks (st2, "queued"), ==, 1);
+  const char *again[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, again, 60, NULL), ==, 1);
+  check_status_matches_results (d, dir, FALSE);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, idle.total + 1);
+}
+
+/* ---- cancel mid-run --------------------------------------------------- */
+
+typedef struct {
+  const char *pids;
+  guint want;
+} PidsWritten;
+
+static gboolean
+pids_written (gpointer p)
+{
+  PidsWritten *w = p;
+  return tb_count_lines (w->pids) >= w->want;
+}
+
+static void
+test_cancel (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *pids = g_build_filename (d->path, "pids", NULL);
+  g_autoptr (GString) t = g_string_new ("true\ntrue\n");
+  for (guint i = 0; i < 20; i++)
+    g_string_append_printf (t, "sh -c 'echo $$ >> %s; exec sleep 300'\n", pids);
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "3", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  PidsWritten w = { pids, 3 };
+  g_assert_true (tb_await (pids_written, &w, 60));
+
+  /* One queued task alone, then everything. */
+  const char *one[] = { tb_datc (), "cancel", dir, "22", NULL };
+  g_assert_cmpint (tb_run (d, one, 30, NULL), ==, 0);
+  const char *all[] = { tb_datc (), "cancel", dir, NULL };
+  g_assert_cmpint (tb_run (d, all, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 3);
+
+  gint64 done, failed, cancelled;
+  count_results (dir, &done, &failed, &cancelled);
+  g_assert_cmpint (done, ==, 2);
+  g_assert_cmpint (failed, ==, 0);
+  g_assert_cmpint (cancelled, ==, 20);
+  check_status_matches_results (d, dir, FALSE);
+
+  /* Nothing left behind: the sleeps that were running, and the agents. */
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (pids, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (g_strstrip (text), "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    g_assert_true (tb_pid_gone (atoi (lines[i])));
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+
+  /* Resuming does not run cancelled tasks unless asked. */
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 3);
+  count_results (dir, &done, &failed, &cancelled);
+  g_assert_cmpint (cancelled, ==, 20);
+  g_assert_cmpint (tb_count_lines (pids), ==, g_strv_length (lines));
+
+  /* Asked: they run (and are cancelled again, quickly, by a short timeout
+   * we cannot give them; so cancel again and check they were started). */
+  const char *retry[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "3",
+                          "--retry-cancelled", file, NULL };
+  g_autoptr (TbProc) again = tb_spawn (d, "master", retry);
+  w.want = g_strv_length (lines) + 3;
+  g_assert_true (tb_await (pids_written, &w, 60));
+  g_assert_cmpint (tb_run (d, all, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (again, 60), ==, 3);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 22);
+}
+
+/* ---- the progress line in a real terminal ---------------------------- */
+
+typedef struct {
+  const char *socket;
+  const char *needle;
+  gchar *screen;
+} Pane;
+
+static gchar *
+capture (const char *socket)
+{
+  gchar *out = NULL;
+  const char *argv[] = { "tmux", "-L", socket, "capture-pane", "-p", "-t", "datc", NULL };
+  g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
+                NULL, NULL, &out, NULL, NULL, NULL);
+  return out ? out : g_strdup ("");
+}
+
+static gboolean
+pane_shows (gpointer p)
+{
+  Pane *x = p;
+  g_free (x->screen);
+  x->screen = capture (x->socket);
+  return strstr (x->screen, x->needle) != NULL;
+}
+
+static guint
+count_occurrences (const char *hay, const char *needle)
+{
+  guint n = 0;
+  for (const char *p = strstr (hay, needle); p; p = strstr (p + 1, needle))
+    n++;
+  return n;
+}
+
+static void
+test_progress_line (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 60; i++)
+    g_string_append (t, "sleep 0.1\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_autofree gchar *socket = g_strdup_printf ("datc-test-%d", (int) getpid ());
+  g_autofree gchar *cmd = g_strdup_printf ("%s run --dir %s --local-slots 2 %s; echo EXIT=$?; sleep 600",
+                                           tb_datc (), dir, file);
+  const char *start[] = { "tmux", "-L", socket, "new-session", "-d", "-s", "datc", "-x", "160",
+                          "-y", "40", cmd, NULL };
+  g_autoptr (GError) error = NULL;
+  gint status = -1;
+  g_spawn_sync (NULL, (gchar **) start, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
+                &status, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (status, ==, 0);
+
+  /* While it runs: one line, rewritten in place, never scrolled. */
+  Pane p = { socket, " / failed ", NULL };
+  g_assert_true (tb_await (pane_shows, &p, 60));
+  Pane later = { socket, "done 2", NULL };
+  g_assert_true (tb_await (pane_shows, &later, 60));
+  g_assert_cmpuint (count_occurrences (later.screen, " / failed "), ==, 1);
+  /* At the end the line is gone and the summary stands alone. */
+  Pane end = { socket, "EXIT=0", NULL };
+  g_assert_true (tb_await (pane_shows, &end, 60));
+  g_assert_cmpuint (count_occurrences (end.screen, " / failed "), ==, 0);
+  g_assert_nonnull (strstr (end.screen, "60 done"));
+
+  const char *kill_server[] = { "tmux", "-L", socket, "kill-server", NULL };
+  g_spawn_sync (NULL, (gchar **) kill_server, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
+                NULL, NULL);
+  g_free (p.screen);
+  g_free (later.screen);
+  g_free (end.screen);
+
+  /* Not a terminal: no progress at all. */
+  g_autofree gchar *dir2 = g_build_filename (d->path, "c2", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir2, "--local-slots", "2", file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 60, &err), ==, 0);
+  g_assert_null (strstr (err, " / failed "));
+  g_assert_null (strchr (err, '\r'));
+}
+
+/* ---- the control socket is the owner's alone ------------------------- */
+
+static void
+test_control_permissions (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  Idle idle = { d, dir, 1 };
+  g_assert_true (tb_await (campaign_idle, &idle, 60));
+
+  g_autofree gchar *sock = g_build_filename (dir, "control", NULL);
+  GStatBuf st;
+  g_assert_cmpint (g_stat (sock, &st), ==, 0);
+  g_assert_true (S_ISSOCK (st.st_mode));
+  g_assert_cmpint (st.st_mode & 0077, ==, 0);
+
+  /* Even with the directory opened up, another user cannot connect. */
+  g_assert_cmpint (chmod (d->path, 0755), ==, 0);
+  g_assert_cmpint (chmod (dir, 0755), ==, 0);
+  const char *probe[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                          "/usr/bin/python3", "-c",
+                          "import socket,sys\n"
+                          "s=socket.socket(socket.AF_UNIX)\n"
+                          "try:\n s.connect(sys.argv[1])\nexcept PermissionError:\n sys.exit(7)\n"
+                          "sys.exit(0)\n",
+                          sock, NULL };
+  g_assert_cmpint (tb_run (d, probe, 30, NULL), ==, 7);
+  /* The owner can. */
+  const char *close_argv[] = { tb_datc (), "close", dir, NULL };
+  g_assert_cmpint (tb_run (d, close_argv, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  g_assert_false (g_file_test (sock, G_FILE_TEST_EXISTS));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/living/open-campaign-takes-waves-of-submits-and-closes", test_open_campaign);
+  g_test_add_func ("/living/cancel-stops-everything-and-resumes-only-when-asked", test_cancel);
+  g_test_add_func ("/living/progress-line-updates-in-place-on-a-terminal-only", test_progress_line);
+  g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
+  return g_test_run ();
+}
