@@ -495,6 +495,13 @@ datc_agent_run (const DatcAgentOptions *o)
 
   /* Signals to a fd; blocked before ZeroMQ starts its threads.  The
    * runner's children get an empty mask and default dispositions. */
+  /* A proxy started from a background shell inherits SIGINT and SIGQUIT
+   * ignored, and an ignored signal never reaches a signalfd. */
+  signal (SIGINT, SIG_DFL);
+  signal (SIGTERM, SIG_DFL);
+  signal (SIGHUP, SIG_DFL);
+  signal (SIGUSR1, SIG_DFL);
+  signal (SIGUSR2, SIG_DFL);
   sigemptyset (&mask);
   sigaddset (&mask, SIGTERM);
   sigaddset (&mask, SIGINT);
