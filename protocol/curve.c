@@ -85,6 +85,8 @@ write_all (int fd, const char *data, gsize len)
       ssize_t n = write (fd, data, len);
       if (n < 0 && errno == EINTR)
         continue;
+      if (n == 0)
+        errno = EIO;
       if (n <= 0)
         return FALSE;
       data += n;
@@ -112,13 +114,17 @@ write_key_file (const char *path, mode_t mode, gboolean exclusive, const char *d
       return FALSE;
     }
 
-  const char *failed = NULL;
   struct stat st;
-  if (fstat (fd, &st) != 0)
-    failed = "stat";
-  else if (!S_ISREG (st.st_mode))
-    failed = "not a regular file";
-  else if (!exclusive && fchmod (fd, mode) != 0)
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      close (fd);
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO,
+                   "%s: not a regular file", path);
+      return FALSE;
+    }
+
+  const char *failed = NULL;
+  if (!exclusive && fchmod (fd, mode) != 0)
     failed = "chmod";
   else if (!write_all (fd, data, len))
     failed = "write";
