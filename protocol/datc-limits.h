@@ -7,8 +7,9 @@
 
 /* A whole wire frame (ZMQ_MAXMSGSIZE on every peer-facing socket). */
 #define DATC_FRAME_MAX (8u * 1024u * 1024u)
-/* A HELLO arrives before we know who the peer is: keep it small. */
-#define DATC_HELLO_FRAME_MAX (256u * 1024u)
+/* A HELLO arrives before we know who the peer is: smaller than a frame,
+ * yet room for DATC_BATCH_MAX held keys of up to 15 bytes each. */
+#define DATC_HELLO_FRAME_MAX (2u * 1024u * 1024u)
 /* Nesting of msgpack containers in one frame. */
 #define DATC_DEPTH_MAX 6u
 /* Declared elements (array items + map pairs) summed over one frame. */

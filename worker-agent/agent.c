@@ -156,9 +156,30 @@ send_heartbeat (Agent *a)
 
 /* ---- results -------------------------------------------------------- */
 
+/* The wire refuses a RESULT whose message is over DATC_REASON_MAX or not
+ * UTF-8: make it fit rather than lose the whole batch. */
+static void
+fit_message (DatcResult *r)
+{
+  if (r->message == NULL)
+    return;
+  gchar *valid = g_utf8_make_valid (r->message, -1);
+  if (strlen (valid) > DATC_REASON_MAX - 4)
+    {
+      const gchar *end = g_utf8_find_prev_char (valid, valid + DATC_REASON_MAX - 4);
+      gchar *cut = g_strndup (valid, (gsize) (end - valid));
+      g_free (valid);
+      valid = g_strconcat (cut, "…", NULL);
+      g_free (cut);
+    }
+  g_free (r->message);
+  r->message = valid;
+}
+
 static void
 add_result (Agent *a, DatcResult *r)
 {
+  fit_message (r);
   Unacked *u = g_new0 (Unacked, 1);
   u->result = r;
   g_hash_table_replace (a->unacked, key_of (r->id, r->attempt), u);

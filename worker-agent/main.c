@@ -1,6 +1,7 @@
 /* main.c: the `datc-agent` command: options, then the agent loop. */
 #include <locale.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -57,6 +58,12 @@ main (int argc, char **argv)
     {
       g_printerr ("datc-agent: a numeric option is out of range (--output-limit at most %u)\n",
                   DATC_OUTPUT_MAX);
+      return 2;
+    }
+  if ((site && (strlen (site) > DATC_NAME_MAX || !g_utf8_validate (site, -1, NULL)))
+      || (proxy && (strlen (proxy) > DATC_NAME_MAX || !g_utf8_validate (proxy, -1, NULL))))
+    {
+      g_printerr ("datc-agent: --site and --proxy are UTF-8 of at most %u bytes\n", DATC_NAME_MAX);
       return 2;
     }
   if (exec != NULL && !g_str_equal (exec, "none"))
