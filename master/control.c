@@ -153,6 +153,12 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
     }
 }
 
+gboolean
+datc_control_replies_pending (DatcControl *c)
+{
+  return c->pending->len > 0;
+}
+
 void
 datc_control_send_replies (DatcControl *c)
 {

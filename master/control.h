@@ -38,6 +38,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcControl, datc_control_free)
 void datc_control_poll_items (DatcControl *c, GArray *items);
 /* Reads every waiting request and queues the handler's replies. */
 void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* TRUE when replies wait to be sent. */
+gboolean datc_control_replies_pending (DatcControl *c);
 /* Sends the queued replies (call after the ledger committed). */
 void datc_control_send_replies (DatcControl *c);
 

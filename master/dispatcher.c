@@ -42,6 +42,10 @@ typedef struct {
   GBytes *frame;
 } Outgoing;
 
+/* ACKs may only leave after the sync; a few hundred of them waiting is
+ * reason enough to sync early. */
+#define SYNC_BATCH 256
+
 struct DatcDispatcher {
   void *router, *zap;
   DatcLedger *ledger;
@@ -53,7 +57,9 @@ struct DatcDispatcher {
   guint64 epoch;
   GHashTable *agents;     /* rid -> Agent* */
   GHashTable *banned;     /* rid -> itself */
-  GArray *out;            /* Outgoing */
+  GArray *out;            /* Outgoing, sent at the next flush */
+  GArray *after_sync;     /* Outgoing, sent once the ledger is committed */
+  gint64 pending_since_us;/* when uncommitted records first appeared (0: none) */
   GByteArray *scratch;
   GPtrArray *finished;    /* reused */
   gchar *bye_reason;
@@ -224,6 +230,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->allowed = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                       (GDestroyNotify) g_bytes_unref, NULL);
   d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
+  d->after_sync = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->scratch = g_byte_array_new ();
   d->finished = g_ptr_array_new ();
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -292,13 +299,17 @@ datc_dispatcher_free (DatcDispatcher *d)
 {
   if (d == NULL)
     return;
-  for (guint i = 0; i < d->out->len; i++)
+  GArray *queues[] = { d->out, d->after_sync };
+  for (guint q = 0; q < G_N_ELEMENTS (queues); q++)
     {
-      Outgoing *o = &g_array_index (d->out, Outgoing, i);
-      g_bytes_unref (o->rid);
-      g_bytes_unref (o->frame);
+      for (guint i = 0; i < queues[q]->len; i++)
+        {
+          Outgoing *o = &g_array_index (queues[q], Outgoing, i);
+          g_bytes_unref (o->rid);
+          g_bytes_unref (o->frame);
+        }
+      g_array_unref (queues[q]);
     }
-  g_array_unref (d->out);
   g_hash_table_unref (d->agents);
   g_hash_table_unref (d->banned);
   g_hash_table_unref (d->allowed);
@@ -667,6 +678,12 @@ datc_dispatcher_tick (DatcDispatcher *d)
 int
 datc_dispatcher_next_timeout_ms (DatcDispatcher *d)
 {
+  if (d->pending_since_us != 0)
+    {
+      gint64 due = d->pending_since_us + DATC_DISPATCHER_SYNC_DELAY_MS * 1000
+                   - g_get_monotonic_time ();
+      return due > 0 ? (int) ((due + 999) / 1000) : 0;
+    }
   return (int) MIN (d->heartbeat_ms, 1000u);
 }
 
@@ -680,19 +697,51 @@ send_keys (DatcDispatcher *d, Agent *a, DatcMsgType type, GArray *keys)
       m.u.keys = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), n);
       g_array_append_vals (m.u.keys, keys->data, n);
       queue_msg (d, a->rid, &m);
+      if (type == DATC_MSG_ACK)
+        {
+          /* Acknowledge only what the sync made durable. */
+          Outgoing o = g_array_index (d->out, Outgoing, d->out->len - 1);
+          g_array_set_size (d->out, d->out->len - 1);
+          g_array_append_val (d->after_sync, o);
+        }
       g_array_unref (m.u.keys);
       g_array_remove_range (keys, 0, n);
     }
 }
 
+static void
+send_queue (DatcDispatcher *d, GArray *queue)
+{
+  for (guint i = 0; i < queue->len; i++)
+    {
+      Outgoing *o = &g_array_index (queue, Outgoing, i);
+      gsize rl, fl;
+      const void *rd = g_bytes_get_data (o->rid, &rl);
+      const void *fd = g_bytes_get_data (o->frame, &fl);
+      if (zmq_send (d->router, rd, rl, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
+          || zmq_send (d->router, fd, fl, ZMQ_DONTWAIT) < 0)
+        {
+          /* The peer is gone (EHOSTUNREACH) or not reading: what we sent
+           * is reconciled at its next HELLO, or it is declared lost. */
+          g_autofree gchar *who = rid_describe (o->rid);
+          g_debug ("could not send to %s: %s", who, zmq_strerror (errno));
+        }
+      g_bytes_unref (o->rid);
+      g_bytes_unref (o->frame);
+    }
+  g_array_set_size (queue, 0);
+}
+
 gboolean
-datc_dispatcher_flush (DatcDispatcher *d, GError **error)
+datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GError **error)
 {
   GHashTableIter it;
   gpointer v;
   gint64 now_real = g_get_real_time ();
   gint64 now = g_get_monotonic_time ();
 
+  if (synced != NULL)
+    *synced = FALSE;
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
@@ -723,27 +772,26 @@ datc_dispatcher_flush (DatcDispatcher *d, GError **error)
         }
     }
 
-  if (!datc_ledger_commit (d->ledger, error))
-    return FALSE;
+  /* Work goes out at once; its journal records follow with the next sync. */
+  send_queue (d, d->out);
 
-  for (guint i = 0; i < d->out->len; i++)
+  if (datc_ledger_pending (d->ledger) > 0 || d->after_sync->len > 0)
     {
-      Outgoing *o = &g_array_index (d->out, Outgoing, i);
-      gsize rl, fl;
-      const void *rd = g_bytes_get_data (o->rid, &rl);
-      const void *fd = g_bytes_get_data (o->frame, &fl);
-      if (zmq_send (d->router, rd, rl, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0
-          || zmq_send (d->router, fd, fl, ZMQ_DONTWAIT) < 0)
+      if (d->pending_since_us == 0)
+        d->pending_since_us = now;
+      if (force || d->after_sync->len >= SYNC_BATCH
+          || now - d->pending_since_us >= DATC_DISPATCHER_SYNC_DELAY_MS * 1000)
         {
-          /* The peer is gone (EHOSTUNREACH) or not reading: what we sent
-           * is reconciled at its next HELLO, or it is declared lost. */
-          g_autofree gchar *who = rid_describe (o->rid);
-          g_debug ("could not send to %s: %s", who, zmq_strerror (errno));
+          if (!datc_ledger_commit (d->ledger, error))
+            return FALSE;
+          send_queue (d, d->after_sync);
+          d->pending_since_us = 0;
+          if (synced != NULL)
+            *synced = TRUE;
         }
-      g_bytes_unref (o->rid);
-      g_bytes_unref (o->frame);
     }
-  g_array_set_size (d->out, 0);
+  else if (synced != NULL)
+    *synced = TRUE;
 
   /* Agents told to leave are forgotten once their BYE is out. */
   g_hash_table_iter_init (&it, d->agents);

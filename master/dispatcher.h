@@ -50,9 +50,16 @@ void datc_dispatcher_poll_items (DatcDispatcher *d, GArray *items);
 gboolean datc_dispatcher_receive (DatcDispatcher *d, GError **error);
 /* Heartbeats out, silent agents declared lost. */
 void datc_dispatcher_tick (DatcDispatcher *d);
-/* Hands out tasks for the credit agents gave, commits the ledger, then
- * sends everything queued.  FALSE when the ledger could not commit. */
-gboolean datc_dispatcher_flush (DatcDispatcher *d, GError **error);
+/* Hands out tasks for the credit agents gave and sends them at once (a
+ * restarted master re-attaches a dispatch whose record was not synced yet).
+ * Commits the ledger in groups: when `force`, when a commit has waited
+ * DATC_DISPATCHER_SYNC_DELAY_MS, or when many acknowledgements wait; only
+ * then are ACKs sent, so an ACK never precedes the durable result.
+ * Returns FALSE when the ledger could not commit.  *synced (may be NULL)
+ * says whether it committed. */
+#define DATC_DISPATCHER_SYNC_DELAY_MS 5
+gboolean datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced,
+                                GError **error);
 /* Milliseconds until tick() has work. */
 int datc_dispatcher_next_timeout_ms (DatcDispatcher *d);
 

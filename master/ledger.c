@@ -1208,7 +1208,18 @@ gboolean
 datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
   TaskSlot *t = slot (l, id);
-  if (t == NULL || is_final (t) || t->attempt != attempt)
+  if (t == NULL || is_final (t))
+    return FALSE;
+  /* TASKS leave before their dispatch record is synced, so a master that
+   * died in between comes back one attempt behind what the agent holds:
+   * the agent's attempt is the open one then. */
+  if (t->state == DATC_TASK_QUEUED && attempt == t->attempt + 1u)
+    {
+      journal_dispatch_one (l, agent, id, attempt);
+      apply_dispatch (l, agent, id, attempt);
+      return TRUE;
+    }
+  if (t->attempt != attempt)
     return FALSE;
   if (t->state == DATC_TASK_RUNNING)
     return t->agent == agent;
@@ -1478,6 +1489,12 @@ datc_ledger_open_proxies (DatcLedger *l)
 }
 
 /* ---- commit -------------------------------------------------------- */
+
+gsize
+datc_ledger_pending (DatcLedger *l)
+{
+  return (l->journal ? datc_journal_pending (l->journal) : 0) + l->results_out->len;
+}
 
 gboolean
 datc_ledger_commit (DatcLedger *l, GError **error)

@@ -83,8 +83,9 @@ guint datc_ledger_dispatch (DatcLedger *ledger, guint32 agent, guint max,
                             guint64 budget_ms, guint32 session, GByteArray *frame);
 
 /* An agent said HELLO holding (id, attempt): if that attempt is still the
- * task's open attempt, it runs on `agent` again and TRUE is returned; FALSE
- * means the agent should drop it (finished, or superseded). */
+ * task's open attempt (or the next one, whose dispatch record a crash took
+ * before it was synced), it runs on `agent` again and TRUE is returned;
+ * FALSE means the agent should drop it (finished, or superseded). */
 gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id,
                                guint32 attempt);
 
@@ -138,6 +139,9 @@ typedef struct {
   guint64 id;
 } DatcLedgerRunning;
 guint64 datc_ledger_cancel (DatcLedger *ledger, const guint64 *ids, guint n, GArray *running);
+
+/* Bytes recorded and not yet committed (journal records, results lines). */
+gsize datc_ledger_pending (DatcLedger *ledger);
 
 /* Makes everything recorded so far durable: output files, then the journal
  * (one fdatasync each), then flushes results.jsonl. */

@@ -355,7 +355,7 @@ datc_run (const DatcRunOptions *o)
   zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
   g_array_append_val (items, sig_item);
 
-  if (!datc_dispatcher_flush (disp, &error))
+  if (!datc_dispatcher_flush (disp, TRUE, NULL, &error))
     goto fatal;
   while (!stop && !(datc_ledger_finished (ledger) && !m.open))
     {
@@ -380,10 +380,12 @@ datc_run (const DatcRunOptions *o)
       datc_control_receive (control, handle_control, &m);
       datc_dispatcher_tick (disp);
       datc_dispatcher_release_idle (disp);
-      if (!datc_dispatcher_flush (disp, &error))
+      /* Control replies leave once what they changed is committed. */
+      gboolean synced;
+      if (!datc_dispatcher_flush (disp, datc_control_replies_pending (control), &synced, &error))
         goto fatal;
-      /* Replies leave once what they changed is committed. */
-      datc_control_send_replies (control);
+      if (synced)
+        datc_control_send_replies (control);
 
       DatcLedgerCounts c;
       datc_ledger_counts (ledger, &c);
@@ -399,11 +401,11 @@ datc_run (const DatcRunOptions *o)
 
   /* 6. Everyone goes home: agents exit, proxies end. */
   datc_dispatcher_release_all (disp, stop ? "campaign stopped" : "campaign finished");
-  if (!datc_dispatcher_flush (disp, &error))
+  if (!datc_dispatcher_flush (disp, TRUE, NULL, &error))
     goto fatal;
   if (!datc_provisioner_shutdown (prov, 30000))
     status = EXIT_CANNOT_RUN;
-  datc_dispatcher_flush (disp, NULL);
+  datc_dispatcher_flush (disp, TRUE, NULL, NULL);
 
   summary (ledger, datc_campaign_dir (campaign), started, o->json);
   {
