@@ -1,0 +1,80 @@
+/* scenario.h: what `datc analyze predict` is asked about.  A GKeyFile with
+ * one [campaign] group and one [site NAME] group per site:
+ *
+ *   [campaign]
+ *   tasks = 1000
+ *   [site A]
+ *   slots_per_proxy = 64
+ *   proxies = 2              # default 1
+ *   task_time = 30m          # mean time of one task on one slot
+ *   task_cv = 0.1            # lognormal spread of task times, default 0
+ *   wait = lognormal 30m 1   # queue wait of a proxy, default const 0
+ *   walltime = 2h            # optional
+ *   fail_rate = 0.05         # optional, proxy failures per proxy-hour
+ *   outage = 0.2 24h         # optional: probability and length
+ *
+ * Times take s, m, h suffixes; plain numbers are seconds.  Text after " #"
+ * is a comment.  Every error is "FILE:LINE: what is wrong". */
+#pragma once
+
+#include <glib.h>
+
+#include "waitdist.h"
+
+G_BEGIN_DECLS
+
+#define DATC_SCENARIO_MAX_BYTES (1u << 20)
+#define DATC_SCENARIO_MAX_TASKS 100000000u
+#define DATC_SCENARIO_MAX_SITES 256u
+#define DATC_SCENARIO_MAX_SLOTS_PER_PROXY 100000u
+#define DATC_SCENARIO_MAX_PROXIES 100000u
+/* Total slots and total proxies over all sites. */
+#define DATC_SCENARIO_MAX_TOTAL_SLOTS 1000000u
+#define DATC_SCENARIO_MAX_TOTAL_PROXIES 100000u
+
+/* One site: a plain value record owned by its scenario. */
+typedef struct
+{
+  gchar *name;
+  guint line;        /* of the [site NAME] header; 0 when built in code */
+  guint slots_per_proxy;
+  guint proxies;
+  double task_time;  /* mean seconds per task per slot, > 0 */
+  double task_cv;    /* 0: every task takes exactly task_time */
+  DatcWaitDist *wait; /* owned (a reference) */
+  double walltime;   /* seconds; 0: none */
+  double fail_rate;  /* failures per running proxy-hour */
+  double outage_probability;
+  double outage_length; /* seconds from time 0 */
+} DatcSiteSpec;
+
+typedef struct DatcScenario DatcScenario;
+
+DatcScenario *datc_scenario_load (const char *path, GError **error);
+DatcScenario *datc_scenario_new (guint64 tasks);
+void datc_scenario_free (DatcScenario *sc);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcScenario, datc_scenario_free)
+
+/* Adds a site (wait: transfer full) and returns it for further settings. */
+DatcSiteSpec *datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_proxy,
+                                      guint proxies, double task_time, double task_cv,
+                                      DatcWaitDist *wait);
+/* A copy without site `skip` (G_MAXUINT: none); waits are shared. */
+DatcScenario *datc_scenario_copy_without (const DatcScenario *sc, guint skip);
+/* Replaces site i's wait (transfer full). */
+void datc_scenario_set_site_wait (DatcScenario *sc, guint i, DatcWaitDist *wait);
+
+const char *datc_scenario_path (const DatcScenario *sc); /* NULL when built in code */
+guint64 datc_scenario_tasks (const DatcScenario *sc);
+void datc_scenario_set_tasks (DatcScenario *sc, guint64 tasks);
+guint datc_scenario_n_sites (const DatcScenario *sc);
+const DatcSiteSpec *datc_scenario_site (const DatcScenario *sc, guint i);
+DatcSiteSpec *datc_scenario_site_mut (DatcScenario *sc, guint i);
+guint64 datc_scenario_total_slots (const DatcScenario *sc);
+guint datc_scenario_total_proxies (const DatcScenario *sc);
+/* TRUE when nothing in it is random: one trial gives the exact answer. */
+gboolean datc_scenario_is_deterministic (const DatcScenario *sc);
+/* Checks the limits and the relations between keys (walltime >= task_time). */
+gboolean datc_scenario_validate (const DatcScenario *sc, GError **error);
+
+G_END_DECLS
