@@ -511,7 +511,8 @@ slot_run (DatcSimulation *sim, guint k, guint r, double now)
 }
 
 /* The bag ran dry: queued proxies are not needed any more (the master
- * cancels them once the remaining work fits in the running slots). */
+ * cancels them once the remaining work fits in the running slots), unless
+ * they may still be of use for copies. */
 static void
 bag_emptied (DatcSimulation *sim, Bag *b)
 {
@@ -724,7 +725,10 @@ run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *ou
   guint64 base = trial_key (sim, trial);
   gboolean per_site = policy == DATC_POLICY_STATIC_CAP || policy == DATC_POLICY_STATIC_PROC;
   sim->rep = policy == DATC_POLICY_PULL_REP;
-  sim->cancel_when_empty = TRUE;
+  /* Pull cancels queued proxies once the bag is dry, as the master does;
+   * with replication a proxy that starts late can still copy a straggler,
+   * so they stay queued until the last task ends. */
+  sim->cancel_when_empty = !sim->rep;
   sim->task_key = datc_rng_key (base, TAG_TASK);
   sim->remaining = sim->N;
   sim->resubmissions = 0;
