@@ -1091,7 +1091,8 @@ build_held_over_batch (msgpack_packer *pk)
 static void
 build_hello_over_hello_cap (msgpack_packer *pk)
 {
-  pack_hello (pk, 1, 30000, G_MAXUINT64);
+  /* ~19 bytes per held key of the largest ids: past the 2 MiB cap. */
+  pack_hello (pk, 1, 150000, G_MAXUINT64);
 }
 static void
 build_reason_over_limit (msgpack_packer *pk)
@@ -1155,7 +1156,7 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_TOO_BIG, .reason = "5 bytes is over the cap of 4" },
   { "hello-over-the-hello-cap", .build = build_hello_over_hello_cap,
     .max_size = DATC_HELLO_FRAME_MAX, .code = DATC_WIRE_ERROR_TOO_BIG,
-    .reason = "over the cap of 262144" },
+    .reason = "over the cap of 2097152" },
 
   /* 2. pre-scan */
   { "byte-0xc1", BYTES ("\xc1"), .code = DATC_WIRE_ERROR_MALFORMED, .reason = "0xc1" },
