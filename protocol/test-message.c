@@ -1092,7 +1092,7 @@ static void
 build_hello_over_hello_cap (msgpack_packer *pk)
 {
   /* ~19 bytes per held key of the largest ids: past the 2 MiB cap. */
-  pack_hello (pk, 1, 150000, G_MAXUINT64);
+  pack_hello (pk, 1, 300000, G_MAXUINT64);
 }
 static void
 build_reason_over_limit (msgpack_packer *pk)
