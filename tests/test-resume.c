@@ -132,6 +132,82 @@ test_journal_truncated (void)
     }
 }
 
+
+typedef struct {
+  const char *path;
+  guint want;
+} LinesAtLeast;
+
+static gboolean
+lines_at_least (gpointer p)
+{
+  LinesAtLeast *w = p;
+  return tb_count_lines (w->path) >= w->want;
+}
+
+/* Tasks running while the master is down are not run again: their agent
+ * keeps them, says HELLO to the new master holding them, and delivers. */
+static void
+test_running_tasks_reattach (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *log = g_build_filename (d->path, "executions", NULL);
+  g_autofree gchar *gate = g_build_filename (d->path, "gate", NULL);
+  g_autoptr (GString) t = g_string_new (NULL);
+  /* Each task logs its start, then waits for the gate file. */
+  for (guint i = 1; i <= 4; i++)
+    g_string_append_printf (t, "sh -c 'echo %u >> %s; while [ ! -e %s ]; do sleep 0.05; done'\n",
+                            i, log, gate);
+  g_autofree gchar *file = tb_write (d, "tasks.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
+                         "--heartbeat-ms", "200", "--agent-timeout-ms", "3000", file, NULL };
+  g_autoptr (TbProc) first = tb_spawn (d, "master", argv);
+  LinesAtLeast all_started = { log, 4 };
+  g_assert_true (tb_await (lines_at_least, &all_started, 60));
+  g_autoptr (GArray) agents = tb_find_agents (dir);
+  g_assert_cmpuint (agents->len, ==, 1);
+  int agent = g_array_index (agents, int, 0);
+
+  g_assert_true (tb_proc_signal (first, SIGKILL));
+  tb_wait (first, 30);
+  /* The tasks finish while no master runs; their results wait in the agent. */
+  g_autofree gchar *unused = tb_write (d, "gate", "");
+  g_autoptr (TbProc) second = tb_spawn (d, "master", argv);
+  int status = tb_wait (second, 120);
+  if (status != 0)
+    {
+      g_autofree gchar *err = tb_proc_stderr (second);
+      g_printerr ("%s", err);
+    }
+  g_assert_cmpint (status, ==, 0);
+  g_autoptr (GHashTable) ex = executions (log);
+  for (gint64 id = 1; id <= 4; id++)
+    g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (ex, &id)), ==, 1);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 4);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    g_assert_cmpint (json_object_get_int_member (v, "attempt"), ==, 1);
+  g_assert_true (tb_pid_gone (agent));
+}
+
+/* An agent whose master never comes back gives up after its timeout. */
+static void
+test_agent_gives_up (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *ep = g_strdup_printf ("ipc://%s/nobody.sock", d->path);
+  const char *argv[] = { tb_agent (), "--connect", ep, "--reconnect-timeout", "1", "--slots", "1",
+                         NULL };
+  g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
+  g_assert_cmpint (tb_wait (agent, 30), ==, 3);
+  g_autofree gchar *err = tb_proc_stderr (agent);
+  g_assert_nonnull (strstr (err, "giving up"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -139,5 +215,7 @@ main (int argc, char **argv)
   g_test_add_func ("/resume/master-killed-at-random-moments-finishes-without-rerunning",
                    test_master_killed_repeatedly);
   g_test_add_func ("/resume/journal-cut-at-a-random-byte-recovers", test_journal_truncated);
+  g_test_add_func ("/resume/running-tasks-are-reattached-not-rerun", test_running_tasks_reattach);
+  g_test_add_func ("/resume/agent-gives-up-on-a-master-that-never-returns", test_agent_gives_up);
   return g_test_run ();
 }
