@@ -19,7 +19,7 @@ static void
 usage (FILE *out)
 {
   fputs ("usage:\n"
-         "  datc run [--dir DIR] [--local-slots N] [--local-agents K] [--format F] [--json] TASKFILE\n"
+         "  datc run [--dir DIR] [--sites SITES.ini] [--local-slots N] [--local-agents K] [--open] [--json] TASKFILE\n"
          "  datc status [DIR] [--json] [--watch]\n"
          "  datc submit [DIR] (--file FILE | -- COMMAND ARGS...)\n"
          "  datc cancel [DIR] [ID ...]     datc close [DIR]     datc shell [DIR]\n"
@@ -37,7 +37,7 @@ static int
 cmd_run (int argc, char **argv)
 {
   DatcRunOptions o = { 0 };
-  g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL;
+  g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL, *sites = NULL;
   gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
   gboolean json = FALSE, no_local = FALSE, open_campaign = FALSE, retry_cancelled = FALSE,
            no_progress = FALSE;
@@ -45,6 +45,7 @@ cmd_run (int argc, char **argv)
   GOptionEntry entries[] = {
     { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format, "Task file format: auto, lines, jsonl", "F" },
+    { "sites", 's', 0, G_OPTION_ARG_FILENAME, &sites, "The clusters to use (default: the embedded local site)", "SITES.ini" },
     { "local-slots", 0, 0, G_OPTION_ARG_INT, &local_slots, "Slots on the local site (default: CPUs)", "N" },
     { "local-agents", 0, 0, G_OPTION_ARG_INT, &local_agents, "Local agents sharing those slots (default 1)", "K" },
     { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
@@ -95,6 +96,7 @@ cmd_run (int argc, char **argv)
       return EXIT_INPUT;
     }
   o.no_local = no_local;
+  o.sites = sites;
   o.open = open_campaign;
   o.retry_cancelled = retry_cancelled;
   o.no_progress = no_progress;

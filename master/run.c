@@ -24,6 +24,7 @@
 #include "ledger.h"
 #include "control.h"
 #include "provisioner.h"
+#include "sitesfile.h"
 #include "status.h"
 #include "trace.h"
 
@@ -153,6 +154,79 @@ find_agent (void)
   return g_find_program_in_path ("datc-agent");
 }
 
+/* The endpoint agents are told: the bound one, with the advertised host in
+ * place of a wildcard address. */
+static gchar *
+advertised_endpoint (const char *bound, const char *advertise)
+{
+  const char *colon = strrchr (bound, ':');
+  if (!g_str_has_prefix (bound, "tcp://") || colon == NULL)
+    return g_strdup (bound);
+  g_autofree gchar *host = g_strndup (bound + 6, (gsize) (colon - bound - 6));
+  if (advertise != NULL)
+    return g_strdup_printf ("tcp://%s%s", advertise, colon);
+  if (g_str_equal (host, "0.0.0.0") || g_str_equal (host, "*") || g_str_equal (host, "[::]"))
+    return g_strdup_printf ("tcp://%s%s", g_get_host_name (), colon);
+  return g_strdup (bound);
+}
+
+/* One provisioner site per [site] of SITES.ini.  Remote sites get the
+ * campaign's agent key copied (mode 0600) into their work directory. */
+static GPtrArray *
+sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_agent,
+                 GError **error)
+{
+  g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
+  g_autofree gchar *key_text = NULL;
+  gsize key_len = 0;
+  if (!g_file_get_contents (datc_campaign_agent_key (campaign), &key_text, &key_len, error))
+    return NULL;
+  g_autoptr (GBytes) key = g_bytes_new (key_text, key_len);
+  g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
+                                                         datc_campaign_dir (campaign), -1);
+  for (guint i = 0; i < file->sites->len; i++)
+    {
+      DatcSiteConfig *c = file->sites->pdata[i];
+      g_autoptr (DatcSiteSpec) spec = g_new0 (DatcSiteSpec, 1);
+      gboolean local = g_str_equal (c->transport, "local");
+      spec->name = g_strdup (c->name);
+      spec->site = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile, c->group,
+                                  error);
+      if (spec->site == NULL)
+        return NULL;
+      spec->slots_per_proxy = c->slots_per_proxy;
+      spec->max_proxies = c->max_proxies;
+      spec->walltime_s = c->walltime_s;
+      spec->queue = g_strdup (c->queue);
+      spec->submit_args = g_strdup (c->submit_args);
+      if (c->workdir != NULL)
+        spec->workdir = g_strdup (c->workdir);
+      else if (local)
+        spec->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", c->name, NULL);
+      else
+        spec->workdir = g_strdup_printf ("/tmp/datc-%.16s/%s", tag, c->name);
+      if (g_str_equal (c->agent, "upload"))
+        {
+          g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID,
+                       "site %s: agent = upload is not available yet; give the agent's path "
+                       "on the site", c->name);
+          return NULL;
+        }
+      spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
+                                                                                 : c->agent);
+      if (local)
+        spec->key_file = g_strdup (datc_campaign_agent_key (campaign));
+      else
+        {
+          spec->key_file = g_build_filename (spec->workdir, "agent.key", NULL);
+          if (!datc_site_put (spec->site, key, spec->key_file, 0600, error))
+            return NULL;
+        }
+      g_ptr_array_add (specs, g_steal_pointer (&spec));
+    }
+  return g_steal_pointer (&specs);
+}
+
 static gchar *
 default_dir (const char *task_file)
 {
@@ -194,6 +268,8 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;
   g_autoptr (GArray) items = NULL;
+  g_autoptr (DatcProvisioner) prov = NULL;
+  g_autofree gchar *agents_endpoint = NULL;
   gint64 started = g_get_monotonic_time ();
   DatcTaskFileFormat format;
 
@@ -201,6 +277,18 @@ datc_run (const DatcRunOptions *o)
     {
       g_printerr ("datc: --format must be auto, lines or jsonl\n");
       return EXIT_INPUT;
+    }
+
+  /* 0. The sites file, checked whole before anything starts. */
+  g_autoptr (DatcSitesFile) sites_file = NULL;
+  if (o->sites != NULL)
+    {
+      sites_file = datc_sites_file_load (o->sites, &error);
+      if (sites_file == NULL)
+        {
+          g_printerr ("datc: %s\n", error->message);
+          return EXIT_INPUT;
+        }
     }
 
   /* 1. The bag: any bad line stops everything before anything starts. */
@@ -257,8 +345,8 @@ datc_run (const DatcRunOptions *o)
   int sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
   void *ctx = zmq_ctx_new ();
-  g_autofree gchar *endpoint = o->listen ? g_strdup (o->listen)
-                                         : datc_campaign_ipc_endpoint (campaign);
+  const char *listen = o->listen ? o->listen : sites_file ? sites_file->listen : NULL;
+  g_autofree gchar *endpoint = listen ? g_strdup (listen) : datc_campaign_ipc_endpoint (campaign);
   g_auto (GStrv) publics = datc_campaign_agent_publics (campaign, &error);
   if (publics == NULL)
     {
@@ -312,23 +400,36 @@ datc_run (const DatcRunOptions *o)
   local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
   local->agent_path = g_strdup (agent);
   local->key_file = g_strdup (datc_campaign_agent_key (campaign));
-  g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  if (o->no_local)
-    datc_site_spec_free (local);
+  g_autoptr (GPtrArray) specs = NULL;
+  if (sites_file != NULL)
+    {
+      datc_site_spec_free (local);
+      specs = sites_from_file (sites_file, campaign, agent, &error);
+      if (specs == NULL)
+        goto fatal;
+    }
   else
-    g_ptr_array_add (specs, local);
+    {
+      specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
+      if (o->no_local)
+        datc_site_spec_free (local);
+      else
+        g_ptr_array_add (specs, local);
+    }
+  agents_endpoint = advertised_endpoint (
+      datc_dispatcher_endpoint (disp), sites_file ? sites_file->advertise : NULL);
 
   GString *agent_args = g_string_new (NULL);
   if (o->local_exec != NULL)
     g_string_append_printf (agent_args, "--exec %s", o->local_exec);
   DatcProvisionerOptions popt = {
-    .endpoint = datc_dispatcher_endpoint (disp),
+    .endpoint = agents_endpoint,
     .server_public = datc_dispatcher_server_public (disp),
     .agent_args = agent_args->str,
     .poll_ms = 1000,
     .trace = trace,
   };
-  g_autoptr (DatcProvisioner) prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
+  prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
   g_string_free (agent_args, TRUE);
 
   control = datc_control_new (ctx, datc_campaign_dir (campaign), &error);

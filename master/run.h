@@ -10,6 +10,7 @@ typedef struct {
   const char *task_file;
   const char *format;          /* "auto", "lines", "jsonl" */
   const char *listen;          /* tcp endpoint for remote agents, or NULL */
+  const char *sites;           /* SITES.ini, or NULL for the embedded local site */
   guint local_slots;           /* 0: number of CPUs */
   guint local_agents;          /* 0: 1 */
   gboolean no_local;           /* no embedded local site (agents come from --listen) */

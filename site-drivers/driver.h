@@ -128,6 +128,14 @@ gboolean datc_site_poll (DatcSite *site, const char *const *ids,
                          DatcProxyState *states, GError **error);
 gboolean datc_site_cancel (DatcSite *site, const char *const *ids,
                            GError **error);
+/* Writes `data` to `path` on the site (atomically, with `mode`). */
+gboolean datc_site_put (DatcSite *site, GBytes *data, const char *path, int mode,
+                        GError **error);
+/* Runs one command on the site (its exit status is in res, not an error). */
+gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResult *res,
+                        GError **error);
+const char *datc_site_scheduler_name (DatcSite *site);
+const char *datc_site_transport_name (DatcSite *site);
 
 /* Timeout for every scheduler command, ms. */
 #define DATC_SITE_COMMAND_TIMEOUT_MS 30000u

@@ -400,3 +400,42 @@ datc_site_cancel(DatcSite *site, const char *const *ids, GError **error)
     }
   return TRUE;
 }
+
+/* ---- plain access for the site manager and `datc sites check` ------- */
+
+gboolean
+datc_site_put(DatcSite *site, GBytes *data, const char *path, int mode, GError **error)
+{
+  g_return_val_if_fail(site != NULL && data != NULL && path != NULL, FALSE);
+  if (!site->transport->klass->put(site->transport, data, path, mode, error))
+    {
+      g_prefix_error(error, "site %s: ", site->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+gboolean
+datc_site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res,
+              GError **error)
+{
+  g_return_val_if_fail(site != NULL && argv != NULL && res != NULL, FALSE);
+  if (!site_run(site, argv, res, error))
+    {
+      g_prefix_error(error, "site %s: ", site->name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+const char *
+datc_site_scheduler_name(DatcSite *site)
+{
+  return site->scheduler->name;
+}
+
+const char *
+datc_site_transport_name(DatcSite *site)
+{
+  return site->transport->klass->name;
+}

@@ -1,0 +1,330 @@
+/* sitesfile.c: parse and check SITES.ini.
+ *
+ * GKeyFile reads the values but forgets where they were, so one pass over
+ * the raw lines first records the line of every group and key (and catches
+ * what GKeyFile would silently merge: a group or key given twice).  All the
+ * problems found are reported together, each as FILE:LINE: ... */
+#include "sitesfile.h"
+
+#include <string.h>
+
+#include "driver.h"
+
+G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
+
+static const char *const master_keys[] = { "listen", "advertise", NULL };
+static const char *const site_keys[] = {
+  "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
+  "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir", NULL,
+};
+
+typedef struct {
+  GHashTable *lines;   /* "group\nkey" or "group" -> line number */
+  GString *problems;
+  const char *path;
+} Index;
+
+static void
+problem (Index *ix, guint line, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+
+static void
+problem (Index *ix, guint line, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree gchar *msg = NULL;
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  if (ix->problems->len > 0)
+    g_string_append_c (ix->problems, '\n');
+  g_string_append_printf (ix->problems, "%s:%u: %s", ix->path, line, msg);
+}
+
+static guint
+line_of (Index *ix, const char *group, const char *key)
+{
+  g_autofree gchar *k = key ? g_strdup_printf ("%s\n%s", group, key) : g_strdup (group);
+  return GPOINTER_TO_UINT (g_hash_table_lookup (ix->lines, k));
+}
+
+/* Records where each group and key is; reports duplicates and lines that
+ * are neither. */
+static void
+index_lines (Index *ix, const char *text)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autofree gchar *group = NULL;
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      guint no = i + 1;
+      g_autofree gchar *l = g_strstrip (g_strdup (lines[i]));
+      if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
+        continue;
+      if (l[0] == '[')
+        {
+          char *end = strchr (l, ']');
+          if (end == NULL)
+            {
+              problem (ix, no, "a group header needs a closing ]");
+              continue;
+            }
+          g_free (group);
+          group = g_strndup (l + 1, (gsize) (end - l - 1));
+          if (g_hash_table_contains (ix->lines, group))
+            problem (ix, no, "[%s] is given twice (first at line %u)", group,
+                     line_of (ix, group, NULL));
+          else
+            g_hash_table_insert (ix->lines, g_strdup (group), GUINT_TO_POINTER (no));
+          continue;
+        }
+      char *eq = strchr (l, '=');
+      if (eq == NULL)
+        {
+          problem (ix, no, "expected KEY = VALUE or [GROUP]");
+          continue;
+        }
+      if (group == NULL)
+        {
+          problem (ix, no, "a key before any [group]");
+          continue;
+        }
+      g_autofree gchar *key = g_strstrip (g_strndup (l, (gsize) (eq - l)));
+      g_autofree gchar *k = g_strdup_printf ("%s\n%s", group, key);
+      if (g_hash_table_contains (ix->lines, k))
+        problem (ix, no, "%s is given twice in [%s] (first at line %u)", key, group,
+                 GPOINTER_TO_UINT (g_hash_table_lookup (ix->lines, k)));
+      else
+        g_hash_table_insert (ix->lines, g_steal_pointer (&k), GUINT_TO_POINTER (no));
+    }
+}
+
+gboolean
+datc_parse_duration (const char *text, guint *seconds)
+{
+  guint64 total = 0;
+  const char *p = text;
+  if (text == NULL || *text == '\0')
+    return FALSE;
+  if (strchr (text, ':') != NULL)
+    {
+      /* [[H:]M:]S */
+      g_auto (GStrv) parts = g_strsplit (text, ":", -1);
+      guint n = g_strv_length (parts);
+      if (n > 3)
+        return FALSE;
+      for (guint i = 0; i < n; i++)
+        {
+          guint64 v;
+          if (!g_ascii_string_to_unsigned (parts[i], 10, 0, i == 0 ? 1000000 : 59, &v, NULL))
+            return FALSE;
+          total = total * 60 + v;
+        }
+    }
+  else
+    {
+      gboolean unit_seen = FALSE;
+      while (*p)
+        {
+          char *end;
+          if (!g_ascii_isdigit (*p))
+            return FALSE;
+          guint64 v = g_ascii_strtoull (p, &end, 10);
+          if (v > 100000000)
+            return FALSE;
+          p = end;
+          switch (*p)
+            {
+            case 'h': v *= 3600; p++; break;
+            case 'm': v *= 60; p++; break;
+            case 's': p++; break;
+            case '\0':
+              if (unit_seen)
+                return FALSE;  /* "1h30" is ambiguous */
+              break;
+            default:
+              return FALSE;
+            }
+          unit_seen = TRUE;
+          total += v;
+        }
+    }
+  if (total > G_MAXUINT32)
+    return FALSE;
+  *seconds = (guint) total;
+  return TRUE;
+}
+
+static void
+site_config_free (gpointer p)
+{
+  DatcSiteConfig *c = p;
+  g_free (c->name);
+  g_free (c->group);
+  g_free (c->transport);
+  g_free (c->scheduler);
+  g_free (c->host);
+  g_free (c->queue);
+  g_free (c->submit_args);
+  g_free (c->agent);
+  g_free (c->workdir);
+  g_free (c);
+}
+
+void
+datc_sites_file_free (DatcSitesFile *f)
+{
+  if (f == NULL)
+    return;
+  g_free (f->path);
+  if (f->keyfile)
+    g_key_file_unref (f->keyfile);
+  g_free (f->listen);
+  g_free (f->advertise);
+  if (f->sites)
+    g_ptr_array_unref (f->sites);
+  g_free (f);
+}
+
+static gboolean
+uint_key (Index *ix, GKeyFile *kf, const char *group, const char *key, guint min, guint max,
+          guint def, guint *out)
+{
+  g_autofree gchar *v = g_key_file_get_value (kf, group, key, NULL);
+  guint64 n;
+  *out = def;
+  if (v == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (g_strstrip (v), 10, min, max, &n, NULL))
+    {
+      problem (ix, line_of (ix, group, key), "%s must be a whole number from %u to %u, not \"%s\"",
+               key, min, max, v);
+      return FALSE;
+    }
+  *out = (guint) n;
+  return TRUE;
+}
+
+static gboolean
+names_ok (const char *name)
+{
+  if (name[0] == '\0' || strlen (name) > 64)
+    return FALSE;
+  for (const char *p = name; *p; p++)
+    if (!g_ascii_isalnum (*p) && *p != '-' && *p != '_' && *p != '.')
+      return FALSE;
+  return TRUE;
+}
+
+DatcSitesFile *
+datc_sites_file_load (const char *path, GError **error)
+{
+  g_autoptr (DatcSitesFile) f = g_new0 (DatcSitesFile, 1);
+  g_autofree gchar *text = NULL;
+  gsize len;
+  g_autoptr (GHashTable) lines = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GString) problems = g_string_new (NULL);
+  Index ix = { lines, problems, path };
+  g_autoptr (GError) local = NULL;
+
+  f->path = g_strdup (path);
+  f->sites = g_ptr_array_new_with_free_func (site_config_free);
+  if (!g_file_get_contents (path, &text, &len, &local))
+    {
+      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO, "%s", local->message);
+      return NULL;
+    }
+  if (!g_utf8_validate (text, (gssize) len, NULL) || memchr (text, '\0', len) != NULL)
+    {
+      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID, "%s: not UTF-8 text", path);
+      return NULL;
+    }
+  index_lines (&ix, text);
+  f->keyfile = g_key_file_new ();
+  if (!g_key_file_load_from_data (f->keyfile, text, len, G_KEY_FILE_NONE, &local))
+    {
+      if (ix.problems->len == 0)
+        problem (&ix, 1, "%s", local->message);
+      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID, "%s", ix.problems->str);
+      return NULL;
+    }
+
+  gsize n_groups;
+  g_auto (GStrv) groups = g_key_file_get_groups (f->keyfile, &n_groups);
+  for (gsize gi = 0; gi < n_groups; gi++)
+    {
+      const char *g = groups[gi];
+      guint gline = line_of (&ix, g, NULL);
+      g_auto (GStrv) keys = g_key_file_get_keys (f->keyfile, g, NULL, NULL);
+      gboolean is_master = g_str_equal (g, "master");
+      if (!is_master && !g_str_has_prefix (g, "site "))
+        {
+          problem (&ix, gline, "unknown group [%s]: expected [master] or [site NAME]", g);
+          continue;
+        }
+      const char *const *known = is_master ? master_keys : site_keys;
+      for (guint k = 0; keys && keys[k]; k++)
+        if (!g_strv_contains (known, keys[k]))
+          problem (&ix, line_of (&ix, g, keys[k]), "unknown key \"%s\" in [%s]", keys[k], g);
+      if (is_master)
+        {
+          f->listen = g_key_file_get_string (f->keyfile, g, "listen", NULL);
+          f->advertise = g_key_file_get_string (f->keyfile, g, "advertise", NULL);
+          if (f->listen && !g_str_has_prefix (f->listen, "tcp://"))
+            problem (&ix, line_of (&ix, g, "listen"),
+                     "listen must be tcp://HOST:PORT (agents on other hosts connect there)");
+          continue;
+        }
+
+      DatcSiteConfig *c = g_new0 (DatcSiteConfig, 1);
+      c->group = g_strdup (g);
+      c->name = g_strstrip (g_strdup (g + 5));
+      g_ptr_array_add (f->sites, c);
+      if (!names_ok (c->name))
+        problem (&ix, gline, "site name \"%s\": use letters, digits, '-', '_' and '.' (64 at most)",
+                 c->name);
+      if (g_str_equal (c->name, "local"))
+        problem (&ix, gline, "\"local\" is the embedded site's name; choose another");
+      for (guint j = 0; j + 1 < f->sites->len; j++)
+        if (g_str_equal (((DatcSiteConfig *) f->sites->pdata[j])->name, c->name))
+          problem (&ix, gline, "site \"%s\" is given twice", c->name);
+
+      c->transport = g_key_file_get_string (f->keyfile, g, "transport", NULL);
+      if (c->transport == NULL)
+        c->transport = g_strdup ("local");
+      if (datc_transport_lookup (c->transport) == NULL)
+        problem (&ix, line_of (&ix, g, "transport"), "unknown transport \"%s\"", c->transport);
+      c->scheduler = g_key_file_get_string (f->keyfile, g, "scheduler", NULL);
+      if (c->scheduler == NULL)
+        problem (&ix, gline, "[%s] needs scheduler = fork | slurm | sge | pbs | condor | lsf", g);
+      else if (datc_scheduler_lookup (c->scheduler) == NULL)
+        problem (&ix, line_of (&ix, g, "scheduler"), "unknown scheduler \"%s\"", c->scheduler);
+      c->host = g_key_file_get_string (f->keyfile, g, "host", NULL);
+      if (g_str_equal (c->transport, "ssh") && (c->host == NULL || c->host[0] == '\0'))
+        problem (&ix, gline, "[%s] uses ssh and needs host = ...", g);
+      c->queue = g_key_file_get_string (f->keyfile, g, "queue", NULL);
+      c->submit_args = g_key_file_get_string (f->keyfile, g, "submit_args", NULL);
+      if (c->submit_args != NULL && !g_shell_parse_argv (c->submit_args, NULL, NULL, NULL)
+          && c->submit_args[0] != '\0')
+        problem (&ix, line_of (&ix, g, "submit_args"), "submit_args: unbalanced quotes");
+      uint_key (&ix, f->keyfile, g, "slots_per_proxy", 1, 100000, 1, &c->slots_per_proxy);
+      uint_key (&ix, f->keyfile, g, "max_proxies", 1, 10000, 1, &c->max_proxies);
+      uint_key (&ix, f->keyfile, g, "port", 1, 65535, 22, &(guint){ 0 });
+      g_autofree gchar *wt = g_key_file_get_string (f->keyfile, g, "walltime", NULL);
+      if (wt != NULL && !datc_parse_duration (g_strstrip (wt), &c->walltime_s))
+        problem (&ix, line_of (&ix, g, "walltime"),
+                 "walltime \"%s\": expected 90, 90s, 30m, 2h, 1h30m or H:MM:SS", wt);
+      c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
+      if (c->agent == NULL)
+        c->agent = g_strdup ("datc-agent");
+      c->workdir = g_key_file_get_string (f->keyfile, g, "workdir", NULL);
+    }
+  if (f->sites->len == 0 && ix.problems->len == 0)
+    problem (&ix, 1, "no [site NAME] group");
+
+  if (ix.problems->len > 0)
+    {
+      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID, "%s", ix.problems->str);
+      return NULL;
+    }
+  return g_steal_pointer (&f);
+}

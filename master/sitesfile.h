@@ -1,0 +1,63 @@
+/* sitesfile.h: SITES.ini, the description of the clusters a campaign uses.
+ *
+ *   [master]
+ *   listen = tcp://0.0.0.0:0     # where agents connect (port 0: any free port)
+ *   advertise = 10.1.2.3         # the address agents use to reach it
+ *
+ *   [site NAME]
+ *   transport = ssh              # local (default) | ssh
+ *   host = login.example         # ssh: required; goes through ~/.ssh/config
+ *   port, user, identity, known_hosts   # ssh: override ~/.ssh/config
+ *   scheduler = slurm            # required: fork | slurm | sge | pbs | condor | lsf
+ *   queue = normal
+ *   slots_per_proxy = 16         # default 1
+ *   max_proxies = 8              # default 1
+ *   walltime = 2h                # 90 | 90s | 30m | 2h | 1h30m | 1:30:00; default none
+ *   submit_args = --account=abc
+ *   agent = upload               # or the agent's path on the site (default: datc-agent)
+ *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
+ *
+ * Every problem is reported as "FILE:LINE: ..." (unknown group or key, a
+ * value out of range, a driver that does not exist, a required key
+ * missing), all of them, not just the first. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define DATC_SITES_ERROR (datc_sites_error_quark ())
+GQuark datc_sites_error_quark (void);
+
+typedef enum {
+  DATC_SITES_ERROR_IO,
+  DATC_SITES_ERROR_INVALID,
+} DatcSitesError;
+
+typedef struct {
+  gchar *name;
+  gchar *group;            /* "site NAME" in the key file */
+  gchar *transport, *scheduler;
+  gchar *host;             /* ssh only */
+  gchar *queue, *submit_args;
+  guint slots_per_proxy, max_proxies, walltime_s;
+  gchar *agent;            /* "upload" or a path on the site */
+  gchar *workdir;
+} DatcSiteConfig;
+
+typedef struct {
+  gchar *path;
+  GKeyFile *keyfile;       /* the whole file, for the transports' own keys */
+  gchar *listen;           /* or NULL */
+  gchar *advertise;        /* or NULL */
+  GPtrArray *sites;        /* DatcSiteConfig* in file order */
+} DatcSitesFile;
+
+DatcSitesFile *datc_sites_file_load (const char *path, GError **error);
+void datc_sites_file_free (DatcSitesFile *f);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSitesFile, datc_sites_file_free)
+
+/* "90", "90s", "30m", "2h", "1h30m", "1:30:00", "30:00" -> seconds. */
+gboolean datc_parse_duration (const char *text, guint *seconds);
+
+G_END_DECLS

@@ -1,0 +1,153 @@
+/* test-sitesfile.c: SITES.ini parsing, each problem with its FILE:LINE. */
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sitesfile.h"
+
+static gchar *
+write_tmp (const char *content)
+{
+  g_autoptr (GError) error = NULL;
+  gchar *path = NULL;
+  int fd = g_file_open_tmp ("sites-XXXXXX.ini", &path, &error);
+  g_assert_no_error (error);
+  close (fd);
+  g_file_set_contents (path, content, -1, &error);
+  g_assert_no_error (error);
+  return path;
+}
+
+static void
+test_valid (void)
+{
+  g_autofree gchar *path = write_tmp (
+      "# two clusters\n"
+      "[master]\n"
+      "listen = tcp://0.0.0.0:0\n"
+      "advertise = 10.1.2.3\n"
+      "\n"
+      "[site hpc1]\n"
+      "transport = local\n"
+      "scheduler = fork\n"
+      "slots_per_proxy = 16\n"
+      "max_proxies = 8\n"
+      "walltime = 1h30m\n"
+      "submit_args = --account=abc\n"
+      "\n"
+      "[site hpc2]\n"
+      "scheduler = fork\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (f->listen, ==, "tcp://0.0.0.0:0");
+  g_assert_cmpstr (f->advertise, ==, "10.1.2.3");
+  g_assert_cmpuint (f->sites->len, ==, 2);
+  DatcSiteConfig *a = f->sites->pdata[0], *b = f->sites->pdata[1];
+  g_assert_cmpstr (a->name, ==, "hpc1");
+  g_assert_cmpuint (a->slots_per_proxy, ==, 16);
+  g_assert_cmpuint (a->max_proxies, ==, 8);
+  g_assert_cmpuint (a->walltime_s, ==, 5400);
+  g_assert_cmpstr (a->submit_args, ==, "--account=abc");
+  g_assert_cmpstr (b->transport, ==, "local");
+  g_assert_cmpuint (b->slots_per_proxy, ==, 1);
+  g_assert_cmpuint (b->walltime_s, ==, 0);
+  g_assert_cmpstr (b->agent, ==, "datc-agent");
+  g_unlink (path);
+}
+
+typedef struct {
+  const char *name, *content, *expect;
+} Bad;
+
+static const Bad bad[] = {
+  { "unknown-key", "[site a]\nscheduler = fork\ncolour = red\n", ":3: unknown key \"colour\" in [site a]" },
+  { "unknown-group", "[sites]\nx = 1\n", ":1: unknown group [sites]" },
+  { "missing-scheduler", "[site a]\nqueue = q\n", ":1: [site a] needs scheduler" },
+  { "unknown-scheduler", "[site a]\nscheduler = moab\n", ":2: unknown scheduler \"moab\"" },
+  { "unknown-transport", "[site a]\ntransport = rsh\nscheduler = fork\n", ":2: unknown transport \"rsh\"" },
+  { "slots-not-a-number", "[site a]\nscheduler = fork\nslots_per_proxy = many\n", ":3: slots_per_proxy must be a whole number" },
+  { "slots-zero", "[site a]\nscheduler = fork\nslots_per_proxy = 0\n", ":3: slots_per_proxy" },
+  { "bad-walltime", "[site a]\nscheduler = fork\nwalltime = 2 days\n", ":3: walltime \"2 days\"" },
+  { "ambiguous-walltime", "[site a]\nscheduler = fork\nwalltime = 1h30\n", ":3: walltime" },
+  { "duplicate-key", "[site a]\nscheduler = fork\nscheduler = fork\n", ":3: scheduler is given twice" },
+  { "duplicate-group", "[site a]\nscheduler = fork\n[site a]\nqueue = x\n", ":3: [site a] is given twice" },
+  { "bad-site-name", "[site a/b]\nscheduler = fork\n", ":1: site name \"a/b\"" },
+  { "local-is-reserved", "[site local]\nscheduler = fork\n", ":1: \"local\" is the embedded site" },
+  { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n", ":2: listen must be tcp" },
+  { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
+  { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
+  { "no-sites", "[master]\nlisten = tcp://0.0.0.0:0\n", ":1: no [site NAME] group" },
+  { "unbalanced-quotes", "[site a]\nscheduler = fork\nsubmit_args = --name 'x\n", ":3: submit_args: unbalanced quotes" },
+};
+
+static void
+test_bad (gconstpointer data)
+{
+  const Bad *c = data;
+  g_autofree gchar *path = write_tmp (c->content);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_null (f);
+  g_assert_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID);
+  g_autofree gchar *want = g_strconcat (path, c->expect, NULL);
+  if (strstr (error->message, want) == NULL)
+    g_error ("expected \"%s\" in \"%s\"", want, error->message);
+  g_unlink (path);
+}
+
+static void
+test_all_problems_at_once (void)
+{
+  g_autofree gchar *path = write_tmp ("[site a]\ncolour = red\nslots_per_proxy = -1\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_null (f);
+  g_assert_nonnull (strstr (error->message, ":2: unknown key"));
+  g_assert_nonnull (strstr (error->message, ":3: slots_per_proxy"));
+  g_assert_nonnull (strstr (error->message, ":1: [site a] needs scheduler"));
+  g_unlink (path);
+}
+
+static void
+test_durations (void)
+{
+  struct { const char *text; guint s; gboolean ok; } cases[] = {
+    { "90", 90, TRUE }, { "90s", 90, TRUE }, { "30m", 1800, TRUE }, { "2h", 7200, TRUE },
+    { "1h30m", 5400, TRUE }, { "1:30:00", 5400, TRUE }, { "30:00", 1800, TRUE },
+    { "", 0, FALSE }, { "1h30", 0, FALSE }, { "-5", 0, FALSE }, { "1:60", 0, FALSE },
+    { "1d", 0, FALSE }, { "1:2:3:4", 0, FALSE }, { "99999999999", 0, FALSE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      guint s = 0;
+      g_assert_cmpint (datc_parse_duration (cases[i].text, &s), ==, cases[i].ok);
+      if (cases[i].ok)
+        g_assert_cmpuint (s, ==, cases[i].s);
+    }
+}
+
+static void
+test_missing_file (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load ("/nonexistent/sites.ini", &error);
+  g_assert_null (f);
+  g_assert_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/sites/parse/reads-master-and-sites", test_valid);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autofree gchar *p = g_strdup_printf ("/sites/parse/rejects-%s", bad[i].name);
+      g_test_add_data_func (p, &bad[i], test_bad);
+    }
+  g_test_add_func ("/sites/parse/reports-every-problem-at-once", test_all_problems_at_once);
+  g_test_add_func ("/sites/duration/reads-the-usual-forms", test_durations);
+  g_test_add_func ("/sites/parse/names-a-missing-file", test_missing_file);
+  return g_test_run ();
+}
