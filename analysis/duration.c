@@ -80,7 +80,8 @@ datc_duration_format (double seconds)
   if (seconds < 60.0)
     {
       char buf[G_ASCII_DTOSTR_BUF_SIZE];
-      return g_strdup_printf ("%ss", g_ascii_formatd (buf, sizeof buf, "%.1f", seconds));
+      return g_strdup_printf ("%ss", g_ascii_formatd (buf, sizeof buf, seconds < 10 ? "%.3f" : "%.1f",
+                                                      seconds));
     }
   guint64 s = (guint64) llround (seconds);
   guint64 h = s / 3600, m = (s / 60) % 60, r = s % 60;

@@ -96,6 +96,7 @@ typedef struct
   double walltime;    /* INFINITY: none */
   double fail_mean;   /* mean running time between failures; INFINITY: none */
   double outage_p, outage_len;
+  double *cond;       /* E[X | X > u t] / t at u = k / COND_STEPS, for sigma > 0 */
   guint slots;        /* per proxy */
   guint first_proxy, n_proxies, first_slot;
   const DatcWaitDist *wait;
@@ -232,6 +233,48 @@ shares_split (const DatcSimulation *sim, gboolean by_capacity, guint64 *share)
     }
 }
 
+/* The mean of a lognormal task time given that it has lasted a seconds:
+ * E[X | X > a] = t Phi(sigma - d) / Phi(-d), d = (ln a - mu) / sigma. */
+static double
+conditional_mean (const Site *s, double a)
+{
+  if (a <= 0)
+    return s->t;
+  double d = (log (a) - s->mu) / s->sigma;
+  double survive = 0.5 * erfc (d / G_SQRT2);
+  if (survive < 1e-300)
+    return a + s->t;
+  return MAX (a, s->t * (0.5 * erfc ((d - s->sigma) / G_SQRT2)) / survive);
+}
+
+/* Tabulated over a / t, because pull+rep asks for it for every running
+ * task each time a slot frees up once the bag is dry. */
+#define COND_STEPS 64
+#define COND_POINTS (8 * COND_STEPS + 1)
+
+static void
+site_tabulate (Site *s)
+{
+  s->cond = g_new (double, COND_POINTS);
+  for (guint k = 0; k < COND_POINTS; k++)
+    s->cond[k] = conditional_mean (s, s->t * k / COND_STEPS) / s->t;
+}
+
+/* When a run that began at `start` is expected to end, seen at `now`. */
+static double
+expected_end (const Site *s, double start, double now)
+{
+  double a = now - start;
+  if (s->sigma == 0 || a <= 0)
+    return start + s->t;
+  double u = a / s->t * COND_STEPS;
+  if (u >= COND_POINTS - 1)
+    return start + conditional_mean (s, a);
+  guint k = (guint) u;
+  double f = u - k;
+  return start + s->t * (s->cond[k] + f * (s->cond[k + 1] - s->cond[k]));
+}
+
 DatcSimulation *
 datc_simulation_new (const DatcScenario *sc, guint64 seed)
 {
@@ -275,6 +318,8 @@ datc_simulation_new (const DatcScenario *sc, guint64 seed)
       s->n_proxies = spec->proxies;
       s->first_slot = k;
       s->wait = spec->wait;
+      if (s->sigma > 0)
+        site_tabulate (s);
       for (guint j = 0; j < spec->proxies; j++, c++)
         {
           sim->proxies[c].site = i;
@@ -293,6 +338,8 @@ datc_simulation_free (DatcSimulation *sim)
 {
   if (sim == NULL)
     return;
+  for (guint i = 0; i < sim->n_sites; i++)
+    g_free (sim->sites[i].cond);
   g_free (sim->sites);
   g_free (sim->proxies);
   g_free (sim->slots);
@@ -383,21 +430,6 @@ run_time (const DatcSimulation *sim, const Site *s, guint64 task, guint32 draw)
     return s->t;
   guint64 key = datc_rng_key (sim->task_key, (task << 20) | MIN (draw, (1u << 20) - 1));
   return s->t * exp (s->sigma * datc_rng_normal_at (key) - s->sigma * s->sigma / 2);
-}
-
-/* When a run that began at `start` is expected to end, seen at `now`: the
- * mean of the task time given that it has lasted this long. */
-static double
-expected_end (const Site *s, double start, double now)
-{
-  double a = now - start;
-  if (s->sigma == 0 || a <= 0)
-    return start + s->t;
-  double d = (log (a) - s->mu) / s->sigma;
-  double survive = 0.5 * erfc (d / G_SQRT2);
-  if (survive < 1e-300)
-    return now + s->t;
-  return start + s->t * (0.5 * erfc ((d - s->sigma) / G_SQRT2)) / survive;
 }
 
 /* ---- closed forms ---- */
@@ -541,7 +573,8 @@ try_copy (DatcSimulation *sim, guint k, double now)
     {
       const Record *r = &sim->recs[b->active[i]];
       double end = INFINITY;
-      for (gint x = r->first_exec; x >= 0; x = sim->slots[x].next_exec)
+      /* min over its copies; stop as soon as it cannot beat the best. */
+      for (gint x = r->first_exec; x >= 0 && end > best_end; x = sim->slots[x].next_exec)
         {
           const Slot *xs = &sim->slots[x];
           const Site *s = &sim->sites[sim->proxies[xs->proxy].site];

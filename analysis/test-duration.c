@@ -56,7 +56,7 @@ test_duration_formats_for_people (void)
   {
     double s;
     const char *text;
-  } cases[] = { { 12.34, "12.3s" }, { 245, "4m05s" }, { 7380, "2h03m" }, { INFINITY, "never" } };
+  } cases[] = { { 12.34, "12.3s" }, { 0.3841, "0.384s" }, { 245, "4m05s" }, { 7380, "2h03m" }, { INFINITY, "never" } };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree gchar *s = datc_duration_format (cases[i].s);
