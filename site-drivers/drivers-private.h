@@ -13,6 +13,7 @@ G_BEGIN_DECLS
 /* ---- the drivers (one line per driver .c) --------------------------- */
 
 extern const DatcTransportClass datc_transport_local;
+extern const DatcTransportClass datc_transport_ssh;
 extern const DatcSchedulerClass datc_scheduler_fork;
 
 /* ---- registry ------------------------------------------------------- */

@@ -9,9 +9,10 @@
 
 #include <string.h>
 
-/* Transports move commands and files: local now; ssh next. */
+/* Transports move commands and files: local and ssh. */
 static const DatcTransportClass *const transports[] = {
   &datc_transport_local,
+  &datc_transport_ssh,
 };
 
 /* Schedulers turn a proxy into a job: fork now; slurm, sge, pbs, condor

@@ -241,6 +241,32 @@ site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res, GError
                                      DATC_SITE_COMMAND_TIMEOUT_MS, res, error);
 }
 
+/* Poll and cancel mean the same however often they run, so one that never
+ * reached the site (DATC_SITE_ERROR_TRANSPORT: the ssh connection dropped,
+ * say; the transport reconnects on its next run) runs once more.  Submit
+ * is never retried here: a submit whose answer was lost may have gone
+ * through, and finding out means asking the scheduler for the job by its
+ * name, which is the scheduler's lookup, not a transport retry. */
+static gboolean
+site_run_idempotent(DatcSite *site, const char *const *argv, DatcCommandResult *res,
+                    GError **error)
+{
+  g_autoptr(GError) first = NULL;
+
+  if (site_run(site, argv, res, &first))
+    return TRUE;
+  if (!g_error_matches(first, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT))
+    {
+      g_propagate_error(error, g_steal_pointer(&first));
+      return FALSE;
+    }
+  datc_command_result_clear(res);
+  if (site_run(site, argv, res, error))
+    return TRUE;
+  g_prefix_error(error, "%s; retried once: ", first->message);
+  return FALSE;
+}
+
 /* The builder refused the list: find the id it refuses on its own. */
 static void
 set_refused_ids_error(DatcSite *site, GStrv (*build)(const char *const *ids),
@@ -360,7 +386,7 @@ datc_site_poll(DatcSite *site, const char *const *ids, DatcProxyState *states,
     }
 
   g_auto(DatcCommandResult) res = { 0 };
-  if (!site_run(site, (const char *const *)argv, &res, error)
+  if (!site_run_idempotent(site, (const char *const *)argv, &res, error)
       || !site->scheduler->parse_poll(&res, ids, states, error))
     {
       g_prefix_error(error, "site %s: poll: ", site->name);
@@ -387,7 +413,7 @@ datc_site_cancel(DatcSite *site, const char *const *ids, GError **error)
     }
 
   g_auto(DatcCommandResult) res = { 0 };
-  if (!site_run(site, (const char *const *)argv, &res, error))
+  if (!site_run_idempotent(site, (const char *const *)argv, &res, error))
     {
       g_prefix_error(error, "site %s: cancel: ", site->name);
       return FALSE;
