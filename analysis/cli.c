@@ -182,18 +182,23 @@ cmd_waits (int argc, char **argv)
       g_string_free (o, TRUE);
       return EXIT_OK;
     }
+  /* printf's %g would follow LC_NUMERIC; these do not. */
+  char qs[G_ASCII_DTOSTR_BUF_SIZE], cs[G_ASCII_DTOSTR_BUF_SIZE], bs[G_ASCII_DTOSTR_BUF_SIZE],
+    as[G_ASCII_DTOSTR_BUF_SIZE];
+  g_ascii_formatd (qs, sizeof qs, "%g", q);
+  g_ascii_formatd (cs, sizeof cs, "%g", c);
   if (b.index == 0)
     {
-      printf ("%s: %" G_GSIZE_FORMAT " observed waits are too few to bound the %g-quantile at "
-              "confidence %g: %" G_GSIZE_FORMAT " are needed\n",
-              argv[1], n, q, c, b.needed);
+      printf ("%s: %" G_GSIZE_FORMAT " observed waits are too few to bound the %s-quantile at "
+              "confidence %s: %" G_GSIZE_FORMAT " are needed\n",
+              argv[1], n, qs, cs, b.needed);
       return EXIT_OK;
     }
   g_autofree gchar *bt = datc_duration_format (b.bound);
-  char bs[G_ASCII_DTOSTR_BUF_SIZE];
-  printf ("%s: with confidence %g, %g of waits end within %s s (%s): the %" G_GSIZE_FORMAT
-          "th smallest of %" G_GSIZE_FORMAT " observed waits (achieved confidence %.4f)\n",
-          argv[1], c, q, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n, b.achieved);
+  printf ("%s: with confidence %s, a fraction %s of waits end within %s s (%s): the %" G_GSIZE_FORMAT
+          "th smallest of %" G_GSIZE_FORMAT " observed waits (achieved confidence %s)\n",
+          argv[1], cs, qs, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n,
+          g_ascii_formatd (as, sizeof as, "%.4f", b.achieved));
   return EXIT_OK;
 }
 
