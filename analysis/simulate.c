@@ -685,6 +685,8 @@ proxy_start (DatcSimulation *sim, guint c, double now)
   double next = MIN (p->end, fail_at);
   if (isfinite (next))
     datc_event_heap_set (sim->heap, proxy_entity (sim, c), next);
+  else
+    datc_event_heap_remove (sim->heap, proxy_entity (sim, c));
 }
 
 /* Walltime or failure: running tasks go back to the bag unless a copy of
@@ -743,6 +745,9 @@ slot_done (DatcSimulation *sim, guint k, double now)
   if (sim->remaining == 0)
     return;
   slot_free (sim, k, now);
+  /* Its event is still at the top: a new run moved it; otherwise drop it. */
+  if (sim->slots[k].state != SL_RUNNING)
+    datc_event_heap_remove (sim->heap, k);
   exit_if_done (sim, sim->slots[k].proxy, now);
   for (guint i = 0; i < n_other; i++)
     {
@@ -808,9 +813,13 @@ run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *ou
     if (bag_empty (&sim->bags[g]))
       bag_emptied (sim, &sim->bags[g]);
 
+  /* Events are handled in place at the top of the heap: a slot that starts
+   * its next run, or a proxy that gets its next event, moves down once
+   * instead of leaving and coming back.  Every handler either reschedules
+   * its entity or removes it. */
   guint e;
   double t;
-  while (sim->remaining > 0 && datc_event_heap_pop (sim->heap, &e, &t))
+  while (sim->remaining > 0 && datc_event_heap_peek (sim->heap, &e, &t))
     {
       if (e < sim->n_slots)
         slot_done (sim, e, t);
