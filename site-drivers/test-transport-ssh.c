@@ -377,6 +377,19 @@ test_registry_finds_ssh(void)
   g_assert_nonnull(strstr(names, "ssh"));
 }
 
+/* Logins the sshd accepted so far, from its log. */
+static guint
+count_logins(Fixture *f)
+{
+  g_autofree gchar *log = NULL;
+  guint n = 0;
+
+  g_assert_true(g_file_get_contents(testbed_sshd_get(&f->sshd, "SSHD_LOG"), &log, NULL, NULL));
+  for (const char *p = log; (p = strstr(p, "Accepted publickey for ")) != NULL; p++)
+    n++;
+  return n;
+}
+
 /* The site names only an alias; ~/.ssh/config says where it leads.  This
  * child gets a home of its own (a bind mount over the real one, in a
  * mount namespace of its own), so the real ~/.ssh is neither read nor
@@ -402,8 +415,18 @@ test_host_goes_through_ssh_config(Fixture *f)
                                                  "  Port 1\n"
                                                  "  User nobody-at-all\n"
                                                  "  IdentityFile %s\n"
-                                                 "  UserKnownHostsFile %s\n",
-                                                 port, user, identity, known, identity, known);
+                                                 "  UserKnownHostsFile %s\n"
+                                                 "Host tbvia\n"
+                                                 "  ProxyJump tbalias\n"
+                                                 "  HostName 127.0.0.1\n"
+                                                 "  Port %s\n"
+                                                 "  User %s\n"
+                                                 "  IdentityFile %s\n"
+                                                 "  UserKnownHostsFile %s\n"
+                                                 "Host *\n"
+                                                 "  BatchMode yes\n",
+                                                 port, user, identity, known, identity, known,
+                                                 port, user, identity, known);
   g_autoptr(GError) error = NULL;
   struct passwd *pw = getpwuid(getuid());
 
@@ -424,13 +447,23 @@ test_host_goes_through_ssh_config(Fixture *f)
   assert_runs(t);
   t->klass->close(t);
 
-  /* ...and the site's keys win over the config's. */
+  /* ...and the site's keys win over the config's... */
   g_key_file_set_string(config, GROUP, "host", "tbwrong");
   g_key_file_set_string(config, GROUP, "port", port);
   g_key_file_set_string(config, GROUP, "user", user);
   t = open_with(config, NULL, NULL);
   assert_runs(t);
   t->klass->close(t);
+
+  /* ...and ProxyJump works (libssh 0.10 runs `ssh -W` through the jump
+   * host): two logins, the jump host's and the target's. */
+  g_autoptr(GKeyFile) via = g_key_file_new();
+  g_key_file_set_string(via, GROUP, "host", "tbvia");
+  guint before = count_logins(f);
+  t = open_with(via, NULL, NULL);
+  assert_runs(t);
+  t->klass->close(t);
+  g_assert_cmpuint(count_logins(f), ==, before + 2);
 }
 
 /* ---- run -------------------------------------------------------------- */
