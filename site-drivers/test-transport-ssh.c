@@ -76,7 +76,8 @@ fixture_set_up(Fixture *f, gconstpointer data)
     {
       if (test->netns)
         f->ready = testbed_netns_up(&f->netns, "siteA")
-                   && testbed_sshd_up(&f->sshd, testbed_netns_get(&f->netns, "NETNS_SITE_siteA"),
+                   && testbed_sshd_up(&f->sshd,
+                                      testbed_netns_get(&f->netns, "NETNS_SITE_siteA"),
                                       testbed_netns_get(&f->netns, "NETNS_ADDR_siteA"));
       else
         f->ready = testbed_sshd_up(&f->sshd, NULL, NULL);
@@ -121,7 +122,8 @@ fixture_test(Fixture *f, gconstpointer data)
   g_unsetenv("DATC_TEST_NETNS_DIR");
   if (!g_test_trap_has_passed())
     {
-      g_test_message("%s failed in its child process (its messages are above)", test->path);
+      g_test_message("%s failed in its child process (its messages are above)",
+                     test->path);
       g_test_fail();
     }
 }
@@ -216,8 +218,8 @@ test_unknown_host_key_is_refused(Fixture *f)
   g_autofree gchar *empty = g_build_filename(f->sshd.dir, "empty_known_hosts", NULL);
   g_autofree gchar *host
       = g_strdup_printf("[127.0.0.1]:%s", testbed_sshd_get(&f->sshd, "SSHD_PORT"));
-  const char *needles[] = { host, testbed_sshd_get(&f->sshd, "SSHD_HOST_FINGERPRINT"),
-                            "not known", NULL };
+  const char *needles[]
+      = { host, testbed_sshd_get(&f->sshd, "SSHD_HOST_FINGERPRINT"), "not known", NULL };
 
   g_assert_true(g_file_set_contents(empty, "", 0, NULL));
   DatcTransport *t = open_with(f->config, "known_hosts", empty);
@@ -238,8 +240,8 @@ test_changed_host_key_is_refused(Fixture *f)
   g_autofree gchar *pub = NULL;
   g_autofree gchar *host
       = g_strdup_printf("[127.0.0.1]:%s", testbed_sshd_get(&f->sshd, "SSHD_PORT"));
-  const char *needles[] = { host, testbed_sshd_get(&f->sshd, "SSHD_HOST_FINGERPRINT"),
-                            "CHANGED", NULL };
+  const char *needles[]
+      = { host, testbed_sshd_get(&f->sshd, "SSHD_HOST_FINGERPRINT"), "CHANGED", NULL };
 
   /* The same host and key type, another key: what a man in the middle
    * (or a reinstalled host) shows. */
@@ -296,16 +298,18 @@ test_authenticates_through_ssh_agent(Fixture *f)
 
   /* Until the agent's socket exists (it answers from then on). */
   gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
-  while (!g_file_test(socket_path, G_FILE_TEST_EXISTS) && g_get_monotonic_time() < deadline)
+  while (!g_file_test(socket_path, G_FILE_TEST_EXISTS)
+         && g_get_monotonic_time() < deadline)
     g_usleep(10 * 1000);
 
   g_autofree gchar *env_sock = g_strdup_printf("SSH_AUTH_SOCK=%s", socket_path);
-  const char *add_argv[] = { "env", env_sock, "ssh-add", "-q",
-                             testbed_sshd_get(&f->sshd, "SSHD_IDENTITY"), NULL };
+  const char *add_argv[]
+      = { "env", env_sock, "ssh-add", "-q", testbed_sshd_get(&f->sshd, "SSHD_IDENTITY"),
+          NULL };
   gint status = 0;
   g_autofree gchar *add_err = NULL;
-  g_assert_true(g_spawn_sync(NULL, (gchar **)add_argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
-                             NULL, &add_err, &status, &error));
+  g_assert_true(g_spawn_sync(NULL, (gchar **)add_argv, NULL, G_SPAWN_SEARCH_PATH, NULL,
+                             NULL, NULL, &add_err, &status, &error));
   g_assert_no_error(error);
   if (!g_spawn_check_wait_status(status, NULL))
     g_error("ssh-add failed: %s", add_err);
@@ -384,7 +388,8 @@ count_logins(Fixture *f)
   g_autofree gchar *log = NULL;
   guint n = 0;
 
-  g_assert_true(g_file_get_contents(testbed_sshd_get(&f->sshd, "SSHD_LOG"), &log, NULL, NULL));
+  g_assert_true(
+      g_file_get_contents(testbed_sshd_get(&f->sshd, "SSHD_LOG"), &log, NULL, NULL));
   for (const char *p = log; (p = strstr(p, "Accepted publickey for ")) != NULL; p++)
     n++;
   return n;
@@ -425,8 +430,8 @@ test_host_goes_through_ssh_config(Fixture *f)
                                                  "  UserKnownHostsFile %s\n"
                                                  "Host *\n"
                                                  "  BatchMode yes\n",
-                                                 port, user, identity, known, identity, known,
-                                                 port, user, identity, known);
+                                                 port, user, identity, known, identity,
+                                                 known, port, user, identity, known);
   g_autoptr(GError) error = NULL;
   struct passwd *pw = getpwuid(getuid());
 
@@ -507,7 +512,8 @@ test_run_quotes_every_word(Fixture *f)
   g_assert_true(run(f->transport, argv, NULL, 20000, &res, &error));
   g_assert_no_error(error);
   g_assert_cmpint(res.exit_status, ==, 0);
-  assert_bytes_eq(res.out, "[two words]\n[it's]\n[$HOME]\n[`id`]\n[a\nb]\n[]\n[*]\n[;]\n[\\]\n");
+  assert_bytes_eq(res.out,
+                  "[two words]\n[it's]\n[$HOME]\n[`id`]\n[a\nb]\n[]\n[*]\n[;]\n[\\]\n");
 }
 
 static void
@@ -572,8 +578,8 @@ test_run_reuses_one_connection(Fixture *f)
 
       g_assert_true(run(f->transport, argv, NULL, 20000, &res, &error));
       g_assert_no_error(error);
-      g_autofree gchar *seen = g_strndup(g_bytes_get_data(res.out, NULL),
-                                         g_bytes_get_size(res.out));
+      g_autofree gchar *seen
+          = g_strndup(g_bytes_get_data(res.out, NULL), g_bytes_get_size(res.out));
       g_assert_cmpuint(strlen(seen), >, 8);
       if (first == NULL)
         first = g_steal_pointer(&seen);
@@ -585,8 +591,8 @@ test_run_reuses_one_connection(Fixture *f)
 static void
 test_run_times_out_then_reconnects(Fixture *f)
 {
-  g_autofree gchar *pid_file = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"),
-                                                "sleeper.pid", NULL);
+  g_autofree gchar *pid_file = g_build_filename(
+      testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"), "sleeper.pid", NULL);
   g_autofree gchar *script = g_strdup_printf("echo $$ >%s; exec sleep 30", pid_file);
   const char *argv[] = { "/bin/sh", "-c", script, NULL };
   g_auto(DatcCommandResult) res = { 0 };
@@ -860,7 +866,8 @@ test_connection_cut_mid_poll_is_retried(Fixture *f)
   g_autoptr(GArray) now = testbed_sshd_sessions(sshd);
   for (guint i = 0; i < now->len; i++)
     for (guint j = 0; j < sessions->len; j++)
-      g_assert_cmpint(g_array_index(now, pid_t, i), !=, g_array_index(sessions, pid_t, j));
+      g_assert_cmpint(g_array_index(now, pid_t, i), !=,
+                      g_array_index(sessions, pid_t, j));
 
   g_assert_true(datc_site_cancel(site, ids, &error));
   g_assert_no_error(error);
@@ -888,17 +895,19 @@ test_netns_site_reached_from_master_namespace(Fixture *f)
 
   g_assert_true(run(f->transport, argv, NULL, 20000, &res, &error));
   g_assert_no_error(error);
-  g_autofree gchar *seen = g_strndup(g_bytes_get_data(res.out, NULL), g_bytes_get_size(res.out));
+  g_autofree gchar *seen
+      = g_strndup(g_bytes_get_data(res.out, NULL), g_bytes_get_size(res.out));
   g_autofree gchar *from
       = g_strdup_printf("%s ", testbed_netns_get(&f->netns, "NETNS_MASTER_ADDR"));
-  g_autofree gchar *to = g_strdup_printf(" %s %s", testbed_sshd_get(&f->sshd, "SSHD_ADDR"),
-                                         testbed_sshd_get(&f->sshd, "SSHD_PORT"));
+  g_autofree gchar *to
+      = g_strdup_printf(" %s %s", testbed_sshd_get(&f->sshd, "SSHD_ADDR"),
+                        testbed_sshd_get(&f->sshd, "SSHD_PORT"));
   g_test_message("SSH_CONNECTION: %s", seen);
   g_assert_true(g_str_has_prefix(seen, from));
   g_assert_nonnull(strstr(seen, to));
 
-  g_autofree gchar *path
-      = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"), "x", "file", NULL);
+  g_autofree gchar *path = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"),
+                                            "x", "file", NULL);
   g_autoptr(GBytes) content = g_bytes_new_static("across\n", 7);
   g_assert_true(f->transport->klass->put(f->transport, content, path, 0604, &error));
   g_assert_no_error(error);
@@ -921,16 +930,19 @@ static const SshTest tests[] = {
     test_run_reports_a_signal_as_a_shell_would },
   { "/site/ssh/run/quotes-every-word", test_run_quotes_every_word },
   { "/site/ssh/run/feeds-input-on-stdin", test_run_feeds_input_on_stdin },
-  { "/site/ssh/run/streams-large-input-and-output", test_run_streams_large_input_and_output },
+  { "/site/ssh/run/streams-large-input-and-output",
+    test_run_streams_large_input_and_output },
   { "/site/ssh/run/without-input-reads-nothing", test_run_without_input_reads_nothing },
   { "/site/ssh/run/reuses-one-connection", test_run_reuses_one_connection },
   { "/site/ssh/run/times-out-then-reconnects", test_run_times_out_then_reconnects },
   { "/site/ssh/put/creates-parents-applies-mode-and-replaces",
     test_put_creates_parents_applies_mode_and_replaces },
   { "/site/ssh/put/large-file", test_put_large_file },
-  { "/site/ssh/put/where-it-cannot-write-says-where", test_put_where_it_cannot_write_says_where },
+  { "/site/ssh/put/where-it-cannot-write-says-where",
+    test_put_where_it_cannot_write_says_where },
   { "/site/ssh/reconnect/after-sshd-restart", test_reconnects_after_sshd_restart },
-  { "/site/ssh/reconnect/backs-off-after-failed-attempts", test_backs_off_after_failed_attempts },
+  { "/site/ssh/reconnect/backs-off-after-failed-attempts",
+    test_backs_off_after_failed_attempts },
   { "/site/ssh/reconnect/connection-cut-mid-poll-is-retried",
     test_connection_cut_mid_poll_is_retried },
   { "/site/ssh/netns/site-reached-from-master-namespace",
@@ -950,7 +962,8 @@ main(int argc, char **argv)
   for (gsize i = 0; i < G_N_ELEMENTS(tests); i++)
     g_test_add(tests[i].path, Fixture, &tests[i], fixture_set_up, fixture_test,
                fixture_tear_down);
-  g_test_add_func("/site/ssh/config/open-checks-the-site-keys", test_open_checks_the_site_keys);
+  g_test_add_func("/site/ssh/config/open-checks-the-site-keys",
+                  test_open_checks_the_site_keys);
   g_test_add_func("/site/ssh/config/registry-finds-ssh", test_registry_finds_ssh);
 
   return g_test_run();

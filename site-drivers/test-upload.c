@@ -32,7 +32,7 @@ struct _Fixture
   TestbedSshd sshd;
   GKeyFile *config;
   DatcSite *site;
-  gchar *cache;   /* the cache directory on the site */
+  gchar *cache; /* the cache directory on the site */
   guint puts;
   guint runs;
 };
@@ -51,7 +51,8 @@ fixture_set_up(Fixture *f, gconstpointer data)
   g_autoptr(GError) error = NULL;
   f->site = datc_site_new("tb", "ssh", "fork", f->config, GROUP, &error);
   g_assert_no_error(error);
-  f->cache = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"), "cache", NULL);
+  f->cache
+      = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"), "cache", NULL);
   f->ready = f->site != NULL;
 }
 
@@ -72,7 +73,8 @@ fixture_test(Fixture *f, gconstpointer data)
   g_unsetenv("DATC_TEST_SSHD_DIR");
   if (!g_test_trap_has_passed())
     {
-      g_test_message("%s failed in its child process (its messages are above)", test->path);
+      g_test_message("%s failed in its child process (its messages are above)",
+                     test->path);
       g_test_fail();
     }
 }
@@ -173,8 +175,8 @@ test_copies_once_then_reuses(Fixture *f)
   gsize len = 0;
 
   g_assert_true(g_file_get_contents(agent, &contents, &len, NULL));
-  g_autofree gchar *digest = g_compute_checksum_for_data(G_CHECKSUM_SHA256,
-                                                         (const guchar *)contents, len);
+  g_autofree gchar *digest
+      = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)contents, len);
   g_autofree gchar *expected = g_strdup_printf("%s/datc-agent-%.16s", f->cache, digest);
 
   /* First time: one check, one put, one check of what arrived. */
@@ -306,7 +308,8 @@ test_refuses_bad_input_before_touching_the_site(Fixture *f)
 
 /* A site answer that is not a digest is a parse error, not a reuse. */
 static gboolean
-lying_run(gpointer target, const char *const *argv, DatcCommandResult *res, GError **error)
+lying_run(gpointer target, const char *const *argv, DatcCommandResult *res,
+          GError **error)
 {
   res->exit_status = 0;
   res->out = g_bytes_new_static("deadbeef  -\n", 12);

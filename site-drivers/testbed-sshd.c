@@ -12,8 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static gboolean
-fail(const char *format, ...) G_GNUC_PRINTF(1, 2);
+static gboolean fail(const char *format, ...) G_GNUC_PRINTF(1, 2);
 
 static gboolean
 fail(const char *format, ...)
@@ -175,7 +174,8 @@ testbed_remove_tree(const char *path)
   while (dir != NULL && (name = g_dir_read_name(dir)) != NULL)
     {
       g_autofree gchar *child = g_build_filename(path, name, NULL);
-      if (g_file_test(child, G_FILE_TEST_IS_DIR) && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
+      if (g_file_test(child, G_FILE_TEST_IS_DIR)
+          && !g_file_test(child, G_FILE_TEST_IS_SYMLINK))
         testbed_remove_tree(child);
       else
         (void)g_unlink(child);
@@ -269,7 +269,8 @@ testbed_sshd_site(TestbedSshd *sshd, const char *group)
   g_key_file_set_string(config, group, "host", testbed_sshd_get(sshd, "SSHD_ADDR"));
   g_key_file_set_string(config, group, "port", testbed_sshd_get(sshd, "SSHD_PORT"));
   g_key_file_set_string(config, group, "user", testbed_sshd_get(sshd, "SSHD_USER"));
-  g_key_file_set_string(config, group, "identity", testbed_sshd_get(sshd, "SSHD_IDENTITY"));
+  g_key_file_set_string(config, group, "identity",
+                        testbed_sshd_get(sshd, "SSHD_IDENTITY"));
   g_key_file_set_string(config, group, "known_hosts",
                         testbed_sshd_get(sshd, "SSHD_KNOWN_HOSTS"));
   return config;
@@ -304,7 +305,8 @@ testbed_sshd_sessions(TestbedSshd *sshd)
       if (!g_ascii_isdigit(name[0]))
         continue;
       pid_t pid = (pid_t)g_ascii_strtoll(name, NULL, 10);
-      g_hash_table_insert(parents, GINT_TO_POINTER(pid), GINT_TO_POINTER(parent_of(name)));
+      g_hash_table_insert(parents, GINT_TO_POINTER(pid),
+                          GINT_TO_POINTER(parent_of(name)));
     }
 
   /* Breadth first from the listener. */
@@ -332,7 +334,8 @@ testbed_sshd_sessions(TestbedSshd *sshd)
 gboolean
 testbed_sshd_has_unread_input(TestbedSshd *sshd)
 {
-  g_autofree gchar *path = g_strdup_printf("/proc/%d/net/tcp", (int)testbed_sshd_pid(sshd));
+  g_autofree gchar *path
+      = g_strdup_printf("/proc/%d/net/tcp", (int)testbed_sshd_pid(sshd));
   g_autofree gchar *table = NULL;
   guint64 port = g_ascii_strtoull(testbed_sshd_get(sshd, "SSHD_PORT"), NULL, 10);
 

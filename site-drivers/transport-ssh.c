@@ -176,8 +176,8 @@ read_config(DatcTransportSsh *t, GKeyFile *config, const char *group, GError **e
                         "'.', '-', '_', ':'; a user goes in 'user')",
                         t->host);
   if (t->user != NULL && !name_is_plain(t->user, FALSE))
-    return set_error_va(error, DATC_SITE_ERROR_CONFIG, "ssh: user '%s' is not a user name",
-                        t->user);
+    return set_error_va(error, DATC_SITE_ERROR_CONFIG,
+                        "ssh: user '%s' is not a user name", t->user);
   if (port != NULL)
     {
       guint64 n = 0;
@@ -211,7 +211,8 @@ configure_session(DatcTransportSsh *t, GError **error)
   if (ssh_options_set(session, SSH_OPTIONS_HOST, t->host) != SSH_OK
       || ssh_options_parse_config(session, NULL) != SSH_OK
       || (t->port != 0 && ssh_options_set(session, SSH_OPTIONS_PORT, &t->port) != SSH_OK)
-      || (t->user != NULL && ssh_options_set(session, SSH_OPTIONS_USER, t->user) != SSH_OK)
+      || (t->user != NULL
+          && ssh_options_set(session, SSH_OPTIONS_USER, t->user) != SSH_OK)
       || (t->known_hosts != NULL
           && ssh_options_set(session, SSH_OPTIONS_KNOWNHOSTS, t->known_hosts) != SSH_OK)
       || ssh_options_set(session, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) != SSH_OK
@@ -237,8 +238,8 @@ configure_session(DatcTransportSsh *t, GError **error)
     t->name = g_strdup_printf("%s (%s%s%s:%u)", t->host, user != NULL ? user : "",
                               user != NULL ? "@" : "", hostname, port);
   else
-    t->name = g_strdup_printf("%s%s%s:%u", user != NULL ? user : "", user != NULL ? "@" : "",
-                              t->host, port);
+    t->name = g_strdup_printf("%s%s%s:%u", user != NULL ? user : "",
+                              user != NULL ? "@" : "", t->host, port);
   ssh_string_free_char(hostname);
   ssh_string_free_char(user);
   return session;
@@ -353,9 +354,8 @@ check_host_key(DatcTransportSsh *t, ssh_session session, GError **error)
   g_autofree gchar *host = known_hosts_name(session);
   char *file = NULL;
   (void)ssh_options_get(session, SSH_OPTIONS_KNOWNHOSTS, &file);
-  g_autofree gchar *where
-      = g_strdup_printf("%s%s", file != NULL ? file : "known_hosts",
-                        " (or /etc/ssh/ssh_known_hosts)");
+  g_autofree gchar *where = g_strdup_printf("%s%s", file != NULL ? file : "known_hosts",
+                                            " (or /etc/ssh/ssh_known_hosts)");
   enum ssh_known_hosts_e known = ssh_session_is_known_server(session);
   gboolean ok = TRUE;
 
@@ -364,12 +364,13 @@ check_host_key(DatcTransportSsh *t, ssh_session session, GError **error)
     case SSH_KNOWN_HOSTS_OK:
       break;
     case SSH_KNOWN_HOSTS_CHANGED:
-      ok = set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
-                        "ssh %s: the host key of %s has CHANGED: the server offers %s key "
-                        "%s, which is not the key %s holds for it. Someone may be "
-                        "intercepting the connection, or the host was reinstalled; ask "
-                        "the site's admins before replacing the entry",
-                        t->name, host, type, fp != NULL ? fp : "?", where);
+      ok = set_error_va(
+          error, DATC_SITE_ERROR_TRANSPORT,
+          "ssh %s: the host key of %s has CHANGED: the server offers %s key "
+          "%s, which is not the key %s holds for it. Someone may be "
+          "intercepting the connection, or the host was reinstalled; ask "
+          "the site's admins before replacing the entry",
+          t->name, host, type, fp != NULL ? fp : "?", where);
       break;
     case SSH_KNOWN_HOSTS_OTHER:
       ok = set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
@@ -432,12 +433,12 @@ authenticate(DatcTransportSsh *t, ssh_session session, GError **error)
           int import = ssh_pki_import_privkey_file(t->identity, NULL, NULL, NULL, &key);
 
           if (import != SSH_OK)
-            return set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
-                                "ssh %s: cannot use identity %s: %s", t->name, t->identity,
-                                import == SSH_EOF
-                                    ? "no such file or not readable"
-                                    : "not a private key, or encrypted (load an encrypted "
-                                      "key into ssh-agent)");
+            return set_error_va(
+                error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: cannot use identity %s: %s",
+                t->name, t->identity,
+                import == SSH_EOF ? "no such file or not readable"
+                                  : "not a private key, or encrypted (load an encrypted "
+                                    "key into ssh-agent)");
           rc = ssh_userauth_publickey(session, NULL, key);
           ssh_key_free(key);
           g_string_append(tried, t->identity);
@@ -457,8 +458,9 @@ authenticate(DatcTransportSsh *t, ssh_session session, GError **error)
     return FALSE;
   }
 lost:
-  return set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: authentication failed: %s",
-                      t->name, ssh_get_error(session));
+  return set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
+                      "ssh %s: authentication failed: %s", t->name,
+                      ssh_get_error(session));
 }
 
 static gboolean
@@ -482,11 +484,11 @@ ensure_connected(DatcTransportSsh *t, gint64 deadline, GError **error)
 
   gint64 now = g_get_monotonic_time();
   if (t->failures > 0 && now < t->retry_at)
-    return set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
-                        "%s (%u failed connection attempt%s; next one in %" G_GINT64_FORMAT
-                        " ms)",
-                        t->last_error, t->failures, t->failures > 1 ? "s" : "",
-                        (t->retry_at - now + 999) / 1000);
+    return set_error_va(
+        error, DATC_SITE_ERROR_TRANSPORT,
+        "%s (%u failed connection attempt%s; next one in %" G_GINT64_FORMAT " ms)",
+        t->last_error, t->failures, t->failures > 1 ? "s" : "",
+        (t->retry_at - now + 999) / 1000);
 
   g_autoptr(GError) local_error = NULL;
   ssh_session session = configure_session(t, &local_error);
@@ -651,7 +653,8 @@ drain(ssh_channel channel, int is_stderr, GByteArray *kept)
     }
 }
 
-typedef enum {
+typedef enum
+{
   RUN_DONE,
   RUN_TIMEOUT,
   RUN_LOST,
@@ -684,7 +687,8 @@ exchange(ssh_session session, ssh_channel channel, GBytes *input, gint64 deadlin
         {
           /* Never more than the peer's window: a write then never waits
            * for the peer, only for our own socket. */
-          gsize n = MIN(in_len - in_off, (gsize)MIN(ssh_channel_window_size(channel), SSH_CHUNK));
+          gsize n = MIN(in_len - in_off,
+                        (gsize)MIN(ssh_channel_window_size(channel), SSH_CHUNK));
 
           if (n > 0)
             {
@@ -882,7 +886,8 @@ set_sftp_error(DatcTransportSsh *t, GError **error, const char *doing, const cha
 static gboolean
 step(DatcTransportSsh *t)
 {
-  return t->session != NULL && bound_by(t->session, deadline_after_ms(SSH_FILE_STEP_TIMEOUT_MS));
+  return t->session != NULL
+         && bound_by(t->session, deadline_after_ms(SSH_FILE_STEP_TIMEOUT_MS));
 }
 
 static gboolean
@@ -899,8 +904,8 @@ ensure_sftp(DatcTransportSsh *t, GError **error)
   if (t->sftp == NULL || sftp_init(t->sftp) != SSH_OK)
     {
       set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
-                   "ssh %s: cannot start SFTP (is the sftp subsystem enabled?): %s", t->name,
-                   ssh_get_error(t->session));
+                   "ssh %s: cannot start SFTP (is the sftp subsystem enabled?): %s",
+                   t->name, ssh_get_error(t->session));
       g_clear_pointer(&t->sftp, sftp_free);
       if (!session_is_alive(t->session))
         drop_connection(t);
@@ -924,8 +929,8 @@ make_parents(DatcTransportSsh *t, const char *dir, GError **error)
       gboolean is_dir = attr->type == SSH_FILEXFER_TYPE_DIRECTORY;
       sftp_attributes_free(attr);
       if (!is_dir)
-        return set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: %s is not a directory",
-                            t->name, dir);
+        return set_error_va(error, DATC_SITE_ERROR_TRANSPORT,
+                            "ssh %s: %s is not a directory", t->name, dir);
       return TRUE;
     }
   if (sftp_get_error(t->sftp) != SSH_FX_NO_SUCH_FILE)
@@ -953,7 +958,8 @@ static sftp_file
 open_temporary(DatcTransportSsh *t, const char *dir, const char *base, gchar **tmp,
                GError **error)
 {
-  static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  static const char letters[]
+      = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
   for (guint attempt = 0; attempt < 5; attempt++)
     {

@@ -32,7 +32,8 @@ static const char check_script[]
       "if command -v sha256sum >/dev/null 2>&1; then sha256sum <\"$f\"\n"
       "else shasum -a 256 <\"$f\"; fi\n";
 
-typedef enum {
+typedef enum
+{
   CACHED_MISSING,
   CACHED_UNUSABLE,
   CACHED_HASHED,
@@ -47,8 +48,8 @@ read_agent(const char *local_path, GBytes **data, GError **error)
   mapped = g_mapped_file_new(local_path, FALSE, &local_error);
   if (mapped == NULL)
     {
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG, "agent %s: %s", local_path,
-                  local_error->message);
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG, "agent %s: %s",
+                  local_path, local_error->message);
       return FALSE;
     }
   gsize len = g_mapped_file_get_length(mapped);
@@ -122,9 +123,10 @@ check_cached(const DatcUploadOps *ops, gpointer target, const char *site_name,
   if (hex != 64 || (out[64] != '\0' && out[64] != ' '))
     {
       g_autofree gchar *quoted = datc_site_quote_output(res.out);
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
-                  "site %s: agent upload, checking %s: expected a SHA-256 digest, got: %s",
-                  site_name, path, quoted);
+      g_set_error(
+          error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+          "site %s: agent upload, checking %s: expected a SHA-256 digest, got: %s",
+          site_name, path, quoted);
       return FALSE;
     }
   *state = CACHED_HASHED;
@@ -166,7 +168,8 @@ datc_upload_agent_with(const DatcUploadOps *ops, gpointer target, const char *si
     }
   if (state != CACHED_MISSING)
     g_message("site %s: replacing the cached agent %s (%s)", site_name, path,
-              state == CACHED_UNUSABLE ? "not an executable file" : "its content changed");
+              state == CACHED_UNUSABLE ? "not an executable file"
+                                       : "its content changed");
 
   if (!ops->put(target, agent, path, 0755, error))
     {
@@ -180,9 +183,10 @@ datc_upload_agent_with(const DatcUploadOps *ops, gpointer target, const char *si
     return FALSE;
   if (state != CACHED_HASHED || strcmp(found, digest) != 0)
     {
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT,
-                  "site %s: agent upload: %s does not hold what was sent (%s)", site_name,
-                  path, state == CACHED_HASHED ? "its digest differs" : "not an executable file");
+      g_set_error(
+          error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT,
+          "site %s: agent upload: %s does not hold what was sent (%s)", site_name, path,
+          state == CACHED_HASHED ? "its digest differs" : "not an executable file");
       return FALSE;
     }
   *remote_path = g_steal_pointer(&path);
@@ -211,6 +215,6 @@ datc_site_upload_agent(DatcSite *site, const char *local_path, const char *cache
   };
 
   g_return_val_if_fail(site != NULL, FALSE);
-  return datc_upload_agent_with(&site_ops, site, datc_site_name(site), local_path, cache_dir,
-                                remote_path, error);
+  return datc_upload_agent_with(&site_ops, site, datc_site_name(site), local_path,
+                                cache_dir, remote_path, error);
 }
