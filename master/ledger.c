@@ -1458,6 +1458,18 @@ datc_ledger_requeue (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 
 /* ---- proxies ------------------------------------------------------- */
 
+gboolean
+datc_ledger_proxy_connected (DatcLedger *l, const char *site, const char *proxy)
+{
+  for (guint i = 0; i < l->agents->len; i++)
+    {
+      AgentInfo *a = l->agents->pdata[i];
+      if (a != NULL && g_str_equal (a->proxy, proxy) && g_str_equal (a->site, site))
+        return TRUE;
+    }
+  return FALSE;
+}
+
 void
 datc_ledger_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
                    const char *event)

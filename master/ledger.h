@@ -115,6 +115,9 @@ void datc_ledger_agent_tasks (DatcLedger *ledger, guint32 agent, GArray *keys);
  * never reached the agent, or the agent gave it back). */
 void datc_ledger_requeue (DatcLedger *ledger, guint32 agent, guint64 id, guint32 attempt);
 
+/* TRUE when an agent of (site, proxy) ever said HELLO to this campaign. */
+gboolean datc_ledger_proxy_connected (DatcLedger *ledger, const char *site, const char *proxy);
+
 /* Proxies, journaled so a restarted master still knows what it left on
  * each site: event is "submitted", "ended" or "cancelled". */
 void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,

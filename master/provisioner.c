@@ -9,6 +9,7 @@ typedef struct {
   gchar *job_id;           /* the scheduler's */
   DatcProxyState state;
   gint64 submitted_us;
+  gboolean connected;      /* its agent said HELLO at least once */
 } Proxy;
 
 typedef struct {
@@ -16,7 +17,9 @@ typedef struct {
   GPtrArray *proxies;      /* Proxy*, alive ones */
   gint64 next_poll_us;
   gint64 next_submit_us;   /* backoff after a failed submit */
-  guint failures;
+  guint failures;          /* submits that failed in a row */
+  guint early_deaths;      /* proxies that ended before their agent connected, in a row */
+  guint early_deaths_total;
   guint serial;
 } SiteState;
 
@@ -132,8 +135,10 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id)
                    agent, ep, site, proxy, s->spec->slots_per_proxy);
   if (p->server_public != NULL && s->spec->key_file != NULL)
     {
+      /* Z85 uses shell characters (& ! { ...): quote it like the rest. */
+      g_autofree gchar *server = g_shell_quote (p->server_public);
       g_autofree gchar *key = g_shell_quote (s->spec->key_file);
-      g_string_append_printf (cmd, " --server-key %s --key-file %s", p->server_public, key);
+      g_string_append_printf (cmd, " --server-key %s --key-file %s", server, key);
     }
   if (p->agent_args != NULL && p->agent_args[0])
     g_string_append_printf (cmd, " %s", p->agent_args);
@@ -162,10 +167,9 @@ submit_one (DatcProvisioner *p, SiteState *s)
   if (!datc_site_submit (s->spec->site, &req, script, &job, &error))
     {
       s->failures++;
-      guint backoff = MIN (60000u, 1000u << MIN (s->failures, 6u));
-      s->next_submit_us = g_get_monotonic_time () + (gint64) backoff * 1000;
-      g_warning ("site %s: could not submit a proxy (%u in a row, next try in %u s): %s",
-                 s->spec->name, s->failures, backoff / 1000, error->message);
+      back_off (s, s->failures);
+      g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name,
+                 s->failures, error->message);
       return FALSE;
     }
   s->failures = 0;
@@ -183,8 +187,17 @@ submit_one (DatcProvisioner *p, SiteState *s)
   return TRUE;
 }
 
+/* Backoff shared by failed submits and proxies that die before their agent
+ * connects: a site that cannot run our agent must not be hammered. */
 static void
-poll_site (DatcProvisioner *p, SiteState *s)
+back_off (SiteState *s, guint in_a_row)
+{
+  guint backoff = MIN (60000u, 1000u << MIN (in_a_row, 6u));
+  s->next_submit_us = g_get_monotonic_time () + (gint64) backoff * 1000;
+}
+
+static void
+poll_site (DatcProvisioner *p, SiteState *s, DatcDispatcher *d)
 {
   if (s->proxies->len == 0)
     return;
@@ -203,8 +216,21 @@ poll_site (DatcProvisioner *p, SiteState *s)
     {
       Proxy *x = s->proxies->pdata[i];
       x->state = states[i];
+      if (!x->connected)
+        x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
       if (states[i] == DATC_PROXY_FINISHED || states[i] == DATC_PROXY_FAILED)
         {
+          if (!x->connected && d != NULL)
+            {
+              s->early_deaths++;
+              s->early_deaths_total++;
+              back_off (s, s->early_deaths);
+              g_warning ("site %s: proxy %s (job %s) ended before its agent connected "
+                         "(%u in a row; see its log in %s)",
+                         s->spec->name, x->id, x->job_id, s->early_deaths, s->spec->workdir);
+            }
+          else if (x->connected)
+            s->early_deaths = 0;
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
           datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's',
                             x->id, "job", 's', x->job_id, NULL);
@@ -225,7 +251,7 @@ datc_provisioner_tick (DatcProvisioner *p, DatcDispatcher *d)
       SiteState *s = p->sites->pdata[i];
       if (now >= s->next_poll_us)
         {
-          poll_site (p, s);
+          poll_site (p, s, d);
           s->next_poll_us = now + (gint64) p->poll_ms * 1000;
         }
     }
@@ -277,7 +303,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
   for (;;)
     {
       for (guint i = 0; i < p->sites->len; i++)
-        poll_site (p, p->sites->pdata[i]);
+        poll_site (p, p->sites->pdata[i], NULL);
       if (datc_provisioner_alive (p) == 0)
         return TRUE;
       gint64 now = g_get_monotonic_time ();
@@ -353,6 +379,8 @@ datc_provisioner_describe (DatcProvisioner *p, DatcDispatcher *d, JsonBuilder *b
       json_builder_add_int_value (b, (gint64) datc_dispatcher_site_done (d, s->spec->name));
       json_builder_set_member_name (b, "submit_failures");
       json_builder_add_int_value (b, s->failures);
+      json_builder_set_member_name (b, "proxies_died_early");
+      json_builder_add_int_value (b, s->early_deaths_total);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
