@@ -407,7 +407,8 @@ datc_campaign_log_load (const char *dir, GError **error)
   if (log->sessions == 0)
     log->last_session = log->start;
 
-  qsort (log->results->data, log->results->len, sizeof (DatcResultPoint), cmp_result);
+  if (log->results->len > 1)
+    qsort (log->results->data, log->results->len, sizeof (DatcResultPoint), cmp_result);
   g_ptr_array_sort (log->proxies, cmp_proxy_start);
 
   /* Per site: proxies, waits in start order, held slot time. */

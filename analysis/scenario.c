@@ -277,9 +277,13 @@ line_index_build (LineIndex *ix, const char *path, const char *data, gsize len, 
   ix->groups = g_ptr_array_new_with_free_func (g_free);
   g_auto (GStrv) lines = g_strsplit (data, "\n", -1);
   const char *group = NULL;
-  if (memchr (data, '\0', len) != NULL)
+  const char *nul = memchr (data, '\0', len);
+  if (nul != NULL)
     {
-      set_at (error, DATC_ANALYSIS_ERROR_INPUT, path, 0, "contains a NUL byte");
+      guint line = 1;
+      for (const char *p = data; p < nul; p++)
+        line += *p == '\n';
+      set_at (error, DATC_ANALYSIS_ERROR_INPUT, path, line, "contains a NUL byte");
       return FALSE;
     }
   for (guint i = 0; lines[i] != NULL; i++)

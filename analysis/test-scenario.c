@@ -138,6 +138,8 @@ static const Malformed malformed[] = {
   { "outage-prob", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\noutage = 1.5 1h\n", 6,
     "probability" },
   { "bad-utf8", "[campaign]\ntasks=3\n# caf\xe9\n", 3, "UTF-8" },
+  { "empty-file", "", 1, "no [campaign]" },
+  { "only-comments", "# nothing here\n\n", 1, "no [campaign]" },
   { "too-many-slots", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100000\nproxies=11\ntask_time=1\n", 3,
     "slots" },
 };
@@ -156,6 +158,18 @@ test_scenario_malformed_names_file_and_line (Fixture *f, gconstpointer data)
                                    : g_strdup_printf ("%s: ", f->path);
   if (!g_str_has_prefix (error->message, want) || strstr (error->message, m->says) == NULL)
     g_error ("%s: got \"%s\", want prefix \"%s\" and \"%s\"", m->name, error->message, want, m->says);
+}
+
+static void
+test_scenario_nul_byte_names_its_line (Fixture *f, gconstpointer data)
+{
+  static const char text[] = "[campaign]\ntasks = 3\n[site A]\nslots\0_per_proxy = 1\n";
+  g_assert_true (g_file_set_contents (f->path, text, sizeof text - 1, NULL));
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcScenario) sc = datc_scenario_load (f->path, &error);
+  g_assert_null (sc);
+  g_autofree gchar *want = g_strdup_printf ("%s:4: ", f->path);
+  g_assert_true (g_str_has_prefix (error->message, want));
 }
 
 static void
@@ -222,6 +236,8 @@ main (int argc, char **argv)
       g_test_add (path, Fixture, &malformed[i], fixture_setup, test_scenario_malformed_names_file_and_line,
                   fixture_teardown);
     }
+  g_test_add ("/scenario/load/rejects-a-nul-byte-at-its-line", Fixture, NULL, fixture_setup,
+              test_scenario_nul_byte_names_its_line, fixture_teardown);
   g_test_add_func ("/scenario/load/reports-a-missing-file", test_scenario_missing_file_is_an_error);
   g_test_add ("/scenario/load/finds-empirical-waits-beside-the-file", Fixture, NULL, fixture_setup,
               test_scenario_empirical_path_is_relative_to_the_file, fixture_teardown);

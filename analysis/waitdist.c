@@ -136,7 +136,7 @@ datc_waits_load_file (const char *path, GError **error)
   if (ok && waits->len == 0)
     {
       g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
-                   "%s:%u: no waits in the file", path, lineno);
+                   "%s: no waits in the file (one time per line)", path);
       ok = FALSE;
     }
   return ok ? g_steal_pointer (&waits) : NULL;
