@@ -629,6 +629,56 @@ test_run_times_out_then_reconnects(Fixture *f)
   assert_runs(f->transport);
 }
 
+/* The connection dies while a command runs: the call says so at once
+ * (a transport error, not a timeout), and the next one reconnects. */
+typedef struct
+{
+  TestbedSshd *sshd;
+  const char *marker;
+  gboolean cut;
+} MidCommandCutter;
+
+static gpointer
+cut_when_command_runs(gpointer data)
+{
+  MidCommandCutter *c = data;
+  gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+
+  while (!g_file_test(c->marker, G_FILE_TEST_EXISTS) && g_get_monotonic_time() < deadline)
+    g_usleep(5 * 1000);
+  c->cut = g_file_test(c->marker, G_FILE_TEST_EXISTS);
+  g_autoptr(GArray) sessions = testbed_sshd_sessions(c->sshd);
+  for (guint i = 0; i < sessions->len; i++)
+    (void)kill(g_array_index(sessions, pid_t, i), SIGKILL);
+  return NULL;
+}
+
+static void
+test_run_connection_cut_mid_command_is_a_transport_error(Fixture *f)
+{
+  g_autofree gchar *marker
+      = g_build_filename(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"), "started", NULL);
+  g_autofree gchar *script
+      = g_strdup_printf("echo partial; : >%s; exec sleep 30", marker);
+  const char *argv[] = { "/bin/sh", "-c", script, NULL };
+  g_auto(DatcCommandResult) res = { 0 };
+  g_autoptr(GError) error = NULL;
+  MidCommandCutter cutter = { .sshd = &f->sshd, .marker = marker };
+
+  GThread *thread = g_thread_new("cutter", cut_when_command_runs, &cutter);
+  gint64 start = g_get_monotonic_time();
+  gboolean ran = run(f->transport, argv, NULL, 20000, &res, &error);
+  g_thread_join(thread);
+  g_assert_true(cutter.cut);
+  g_assert_false(ran);
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT);
+  g_assert_nonnull(strstr(error->message, "lost the connection"));
+  g_assert_null(res.out);
+  g_assert_cmpint(g_get_monotonic_time() - start, <, 10 * G_USEC_PER_SEC);
+
+  assert_runs(f->transport);
+}
+
 /* ---- put -------------------------------------------------------------- */
 
 static void
@@ -935,6 +985,8 @@ static const SshTest tests[] = {
   { "/site/ssh/run/without-input-reads-nothing", test_run_without_input_reads_nothing },
   { "/site/ssh/run/reuses-one-connection", test_run_reuses_one_connection },
   { "/site/ssh/run/times-out-then-reconnects", test_run_times_out_then_reconnects },
+  { "/site/ssh/run/connection-cut-mid-command-is-a-transport-error",
+    test_run_connection_cut_mid_command_is_a_transport_error },
   { "/site/ssh/put/creates-parents-applies-mode-and-replaces",
     test_put_creates_parents_applies_mode_and_replaces },
   { "/site/ssh/put/large-file", test_put_large_file },
