@@ -123,6 +123,15 @@ datc_provisioner_free (DatcProvisioner *p)
   g_free (p);
 }
 
+/* Backoff shared by failed submits and proxies that die before their agent
+ * connects: a site that cannot run our agent must not be hammered. */
+static void
+back_off (SiteState *s, guint in_a_row)
+{
+  guint backoff = MIN (60000u, 1000u << MIN (in_a_row, 6u));
+  s->next_submit_us = g_get_monotonic_time () + (gint64) backoff * 1000;
+}
+
 static gchar *
 agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id)
 {
@@ -185,15 +194,6 @@ submit_one (DatcProvisioner *p, SiteState *s)
                     "walltime", 'i', (gint64) s->spec->walltime_s, NULL);
   g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
   return TRUE;
-}
-
-/* Backoff shared by failed submits and proxies that die before their agent
- * connects: a site that cannot run our agent must not be hammered. */
-static void
-back_off (SiteState *s, guint in_a_row)
-{
-  guint backoff = MIN (60000u, 1000u << MIN (in_a_row, 6u));
-  s->next_submit_us = g_get_monotonic_time () + (gint64) backoff * 1000;
 }
 
 static void
