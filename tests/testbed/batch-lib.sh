@@ -101,3 +101,51 @@ tb_free_port() {
   done
   return 1
 }
+
+# ---- recording answers (capture-*.sh) ----------------------------------
+#
+# tb_quote ARG...: the arguments as one shell-quoted line, quotes only
+# where needed.
+tb_quote() {
+  local a s="" q="'"
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./=:,+@%-]+$ ]]; then s+="$a "; else s+="'${a//$q/$q\\$q$q}' "; fi
+  done
+  echo "${s% }"
+}
+
+# tb_record FILE 'KEY: VALUE'... -- COMMAND...: runs COMMAND and writes
+# FILE in the format site-drivers/tests/recorded.h reads: header lines
+# "# source:" ($TB_SOURCE), "# command:", "# exit:", then the given ones
+# (kind, ids, name, expect, message), then "--- stdout", the bytes, "---
+# stderr", the bytes.  A section that did not end in a newline gets one,
+# and a "# no-final-newline:" line says which.
+tb_record() {
+  local file=$1 out err st nofinal=""
+  shift
+  local headers=()
+  while [ "$1" != "--" ]; do headers+=("$1"); shift; done
+  shift
+  out=$(mktemp) err=$(mktemp)
+  set +e
+  "$@" >"$out" 2>"$err"
+  st=$?
+  set -e
+  [ ! -s "$out" ] || [ -z "$(tail -c1 "$out")" ] || nofinal="stdout"
+  [ ! -s "$err" ] || [ -z "$(tail -c1 "$err")" ] || nofinal="${nofinal:+$nofinal }stderr"
+  {
+    echo "# source: $TB_SOURCE"
+    echo "# command: $(tb_quote "$@")"
+    echo "# exit: $st"
+    [ ${#headers[@]} -eq 0 ] || printf '# %s\n' "${headers[@]}"
+    [ -z "$nofinal" ] || echo "# no-final-newline: $nofinal"
+    echo "--- stdout"
+    cat "$out"
+    [ ! -s "$out" ] || [ -z "$(tail -c1 "$out")" ] || echo
+    echo "--- stderr"
+    cat "$err"
+    [ ! -s "$err" ] || [ -z "$(tail -c1 "$err")" ] || echo
+  } >"$file"
+  rm -f "$out" "$err"
+  tb_log "recorded $(basename "$file") (exit $st)"
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# capture-slurm.sh [OUTDIR]: records what the real Slurm of slurm-up.sh
+# answers to the commands scheduler-slurm.c runs, one file per answer, in
+# OUTDIR (default site-drivers/tests/data/slurm).  test-scheduler-slurm.c
+# parses every file there and checks the "# expect:" line this script
+# wrote from the situation it set up (a job it saw running is expected
+# running, ...).
+#
+# The commands here must stay the ones the driver builds: sbatch --parsable
+# --chdir=W [args] SCRIPT; squeue -h -t all -j IDS -o '%i %T'; scancel IDS;
+# squeue -h -t all --name=NAME -o %i.
+#
+# Takes about two minutes: one job is left to run into its time limit,
+# which slurmctld enforces up to 30 s late.  Needs root and the packages of
+# install-batch.sh; brings its own clusters up and down.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/batch-lib.sh"
+
+out=$(realpath -m "${1:-$here/../../site-drivers/tests/data/slurm}")
+work=/tmp/datc-capture-slurm
+version=$(dpkg-query -W -f='${Version}' slurmctld 2>/dev/null || echo unknown)
+TB_SOURCE="Slurm $version (Debian 12), test bed tests/testbed/slurm-up.sh, recorded by tests/testbed/capture-slurm.sh"
+
+cleanup() {
+  "$here/slurm-down.sh" "$work/tb" >/dev/null 2>&1 || true
+  "$here/slurm-down.sh" "$work/full" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+cleanup
+rm -rf "$work"
+mkdir -p "$work/w" "$out"
+chmod 755 "$work" "$work/w"
+rm -f "$out"/*.txt
+
+eval "$("$here/slurm-up.sh" --cluster capture \
+  --conf EnforcePartLimits=ALL \
+  --conf 'PartitionName=short Nodes=capture-n1 MaxTime=5 State=UP' "$work/tb")"
+export SLURM_CONF
+W=$work/w
+
+# proxy NAME BODY: a script shaped like the driver's, in W.
+proxy() {
+  printf '#!/bin/sh\n#SBATCH --job-name=%s\n#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n#SBATCH --output=%s.%%j.log\n%s\n' \
+    "$1" "$1" "$2" >"$W/$1.sh"
+  chmod 755 "$W/$1.sh"
+}
+submit() { sbatch --parsable --chdir="$W" "$@"; }
+state_of() { squeue -h -t all -j "$1" -o %T 2>/dev/null || true; }
+is_state() { [ "$(state_of "$1")" = "$2" ]; }
+await_state() {
+  tb_await "${3:-30}" is_state "$1" "$2" || tb_die "job $1 never became $2 (is $(state_of "$1"))"
+}
+
+# ---- sbatch --parsable --chdir="$W" -------------------------------------------------------------
+proxy datc-cap-p1 'exit 0'
+tb_record "$out/submit-ok.txt" "kind: submit" "expect: 1" -- sbatch --parsable --chdir="$W" "$W/datc-cap-p1.sh"
+proxy datc-cap-p2 'exit 3'
+j2=$(submit "$W/datc-cap-p2.sh")
+await_state 1 COMPLETED
+await_state "$j2" FAILED
+proxy datc-cap-bad 'exit 0'
+tb_record "$out/submit-invalid-option.txt" "kind: submit" "expect: error command" "message: unrecognized option" \
+  -- sbatch --parsable --chdir="$W" --bogus-option "$W/datc-cap-bad.sh"
+tb_record "$out/submit-invalid-partition.txt" "kind: submit" "expect: error command" "message: Invalid partition" \
+  -- sbatch --parsable --chdir="$W" --partition=nosuch "$W/datc-cap-bad.sh"
+tb_record "$out/submit-too-many-cpus.txt" "kind: submit" "expect: error command" "message: More processors requested than permitted" \
+  -- sbatch --parsable --chdir="$W" --cpus-per-task=9 "$W/datc-cap-bad.sh"
+tb_record "$out/submit-over-partition-time-limit.txt" "kind: submit" "expect: error command" "message: time limit" \
+  -- sbatch --parsable --chdir="$W" --partition=short --time=10 "$W/datc-cap-bad.sh"
+tb_record "$out/submit-missing-script.txt" "kind: submit" "expect: error command" "message: Unable to open file" \
+  -- sbatch --parsable --chdir="$W" "$W/no-such-script.sh"
+
+# ---- a full queue: the competitor holds all 8 CPUs ----------------------
+jc=$(runuser -u competitor -- env SLURM_CONF="$SLURM_CONF" sbatch --parsable -n 8 -o /dev/null --wrap 'sleep 600')
+await_state "$jc" RUNNING
+proxy datc-cap-p5 'sleep 600'
+j5=$(submit "$W/datc-cap-p5.sh")
+proxy datc-cap-p6 'sleep 600'
+j6=$(submit "$W/datc-cap-p6.sh")
+proxy datc-cap-twin 'sleep 600'
+jt1=$(submit "$W/datc-cap-twin.sh")
+jt2=$(submit "$W/datc-cap-twin.sh")
+await_state "$j6" PENDING
+tb_record "$out/cancel-pending.txt" "kind: cancel" "ids: $j6" "expect: ok" -- scancel "$j6"
+await_state "$j6" CANCELLED
+tb_record "$out/poll-mixed.txt" "kind: poll" "ids: 1 $j2 $jc $j5 $j6 999" \
+  "expect: finished failed running pending finished finished" \
+  -- squeue -h -t all -j "1,$j2,$jc,$j5,$j6,999" -o '%i %T'
+tb_record "$out/poll-one-forgotten-id.txt" "kind: poll" "ids: 999" "expect: finished" \
+  -- squeue -h -t all -j 999 -o '%i %T'
+tb_record "$out/poll-only-forgotten-ids.txt" "kind: poll" "ids: 998 999" "expect: finished finished" \
+  -- squeue -h -t all -j 998,999 -o '%i %T'
+tb_record "$out/lookup-found.txt" "kind: lookup" "name: datc-cap-p5" "expect: $j5" \
+  -- squeue -h -t all --name=datc-cap-p5 -o %i
+tb_record "$out/lookup-none.txt" "kind: lookup" "name: datc-cap-nobody" "expect: none" \
+  -- squeue -h -t all --name=datc-cap-nobody -o %i
+tb_record "$out/lookup-two-of-a-name.txt" "kind: lookup" "name: datc-cap-twin" "expect: error parse" \
+  "message: several jobs" -- squeue -h -t all --name=datc-cap-twin -o %i
+tb_record "$out/cancel-unknown.txt" "kind: cancel" "ids: 999" "expect: ok" -- scancel 999
+tb_record "$out/cancel-not-allowed.txt" "kind: cancel" "ids: $j5" "expect: error" "message: Access/permission denied" \
+  -- runuser -u competitor -- env SLURM_CONF="$SLURM_CONF" scancel "$j5"
+tb_record "$out/cancel-several.txt" "kind: cancel" "ids: $j5 $jt1 $jt2 998" "expect: ok" \
+  -- scancel "$j5" "$jt1" "$jt2" 998
+tb_record "$out/cancel-competitor.txt" "kind: cancel" "ids: $jc" "expect: ok" -- scancel "$jc"
+await_state "$jc" CANCELLED
+
+# ---- the time limit: TIMEOUT, after the USR1 warning --------------------
+proxy datc-cap-limit 'trap "echo USR1 \$(date +%s)" USR1; trap "echo TERM \$(date +%s)" TERM; date +%s; while :; do sleep 1 & wait $!; done'
+jl=$(submit --time=1 --signal=B:USR1@35 "$W/datc-cap-limit.sh")
+await_state "$jl" RUNNING
+tb_record "$out/poll-running.txt" "kind: poll" "ids: $jl" "expect: running" \
+  -- squeue -h -t all -j "$jl" -o '%i %T'
+await_state "$jl" TIMEOUT 150
+tb_record "$out/poll-timeout.txt" "kind: poll" "ids: $jl 1" "expect: finished finished" \
+  -- squeue -h -t all -j "$jl,1" -o '%i %T'
+
+# ---- MaxJobCount reached: sbatch sleeps and retries (cut here at 8 s) ---
+eval "$("$here/slurm-up.sh" --cluster full --conf MaxJobCount=2 "$work/full")"
+export SLURM_CONF
+proxy datc-cap-full 'sleep 600'
+submit "$W/datc-cap-full.sh" >/dev/null
+tb_record "$out/submit-queue-full.txt" "kind: submit" "expect: error command" \
+  "message: temporarily unable to accept job" "note: cut by timeout(1) after 8 s; sbatch keeps retrying for about 2 minutes" \
+  -- timeout 8 sbatch --parsable --chdir="$W" "$W/datc-cap-full.sh"
+
+# ---- slurmctld down -----------------------------------------------------
+tb_stop "$(cat "$work/full/run/slurmctld.pid")" slurmctld 30
+tb_record "$out/submit-controller-down.txt" "kind: submit" "expect: error command" \
+  "message: Unable to contact slurm controller" -- sbatch --parsable --chdir="$W" "$W/datc-cap-full.sh"
+tb_record "$out/poll-controller-down.txt" "kind: poll" "ids: 1" "expect: error command" \
+  "message: Unable to contact slurm controller" -- squeue -h -t all -j 1 -o '%i %T'
+tb_record "$out/cancel-controller-down.txt" "kind: cancel" "ids: 1" "expect: error" \
+  "message: Unable to contact slurm controller" -- scancel 1
+tb_record "$out/lookup-controller-down.txt" "kind: lookup" "name: datc-cap-full" "expect: error command" \
+  "message: Unable to contact slurm controller" -- squeue -h -t all --name=datc-cap-full -o %i
+
+tb_log "recorded $(ls "$out"/*.txt | wc -l) answers in $out"
