@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "sitescheck.h"
 #include "results.h"
 #include "run.h"
 
@@ -24,6 +25,7 @@ usage (FILE *out)
          "  datc submit [DIR] (--file FILE | -- COMMAND ARGS...)\n"
          "  datc cancel [DIR] [ID ...]     datc close [DIR]     datc shell [DIR]\n"
          "  datc output DIR ID [--stderr]\n"
+         "  datc sites check SITES.ini [--probe]\n"
          "  datc results DIR [--failed] [--json]\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--json]\n"
          "  datc analyze waits FILE [--quantile q] [--confidence c]\n"
@@ -190,6 +192,8 @@ main (int argc, char **argv)
     return datc_cmd_close (argc - 1, argv + 1);
   if (g_str_equal (cmd, "shell"))
     return datc_cmd_shell (argc - 1, argv + 1);
+  if (g_str_equal (cmd, "sites"))
+    return datc_cmd_sites (argc - 1, argv + 1);
   if (g_str_equal (cmd, "analyze"))
     return datc_analyze_main (argc - 1, argv + 1);
   if (g_str_equal (cmd, "report"))

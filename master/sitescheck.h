@@ -1,0 +1,14 @@
+/* sitescheck.h: `datc sites check SITES.ini [--probe]`: for each site,
+ * whether it is reachable (host key accepted, a command runs), whether the
+ * scheduler's commands exist there, whether the agent can run there, and
+ * with --probe a one-task campaign on that site alone.  Exit 0 when every
+ * check of every site passed, 1 when one failed, 2 for a bad file. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+int datc_cmd_sites (int argc, char **argv);
+
+G_END_DECLS
