@@ -118,6 +118,30 @@ test_bad_sites_file (void)
   g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
 }
 
+static void
+test_sites_check (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *good = tb_write (d, "good.ini",
+                                     "[master]\nlisten = tcp://127.0.0.1:0\n"
+                                     "[site alpha]\nscheduler = fork\n");
+  g_autofree gchar *bad = tb_write (d, "bad.ini",
+                                    "[master]\nlisten = tcp://127.0.0.1:0\n"
+                                    "[site beta]\nscheduler = fork\nagent = /nonexistent/agent\n");
+  const char *a1[] = { tb_datc (), "sites", "check", good, "--probe", NULL };
+  g_autoptr (TbProc) p1 = tb_spawn (d, "check", a1);
+  g_assert_cmpint (tb_wait (p1, 120), ==, 0);
+  g_autofree gchar *out1 = tb_proc_stdout (p1);
+  g_assert_nonnull (strstr (out1, "a proxy ran one task and ended"));
+  g_assert_nonnull (strstr (out1, "0 checks failed"));
+
+  const char *a2[] = { tb_datc (), "sites", "check", bad, NULL };
+  g_autoptr (TbProc) p2 = tb_spawn (d, "check", a2);
+  g_assert_cmpint (tb_wait (p2, 60), ==, 1);
+  g_autofree gchar *out2 = tb_proc_stdout (p2);
+  g_assert_nonnull (strstr (out2, "agent deployable       FAIL"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -125,5 +149,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/two-sites-share-the-bag-over-tcp", test_two_sites);
   g_test_add_func ("/sites/a-broken-site-is-backed-off-not-hammered", test_broken_site_backs_off);
   g_test_add_func ("/sites/a-bad-sites-file-starts-nothing", test_bad_sites_file);
+  g_test_add_func ("/sites/check-reports-each-site-and-probes-it", test_sites_check);
   return g_test_run ();
 }
