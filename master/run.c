@@ -25,6 +25,7 @@
 #include "control.h"
 #include "provisioner.h"
 #include "sitesfile.h"
+#include "upload.h"
 #include "status.h"
 #include "trace.h"
 
@@ -207,13 +208,18 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
         spec->workdir = g_strdup_printf ("/tmp/datc-%.16s/%s", tag, c->name);
       if (g_str_equal (c->agent, "upload"))
         {
-          g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID,
-                       "site %s: agent = upload is not available yet; give the agent's path "
-                       "on the site", c->name);
-          return NULL;
+          /* The statically linked agent when it was built, so it runs on
+           * sites whose libraries differ; copied once per content. */
+          g_autofree gchar *dir = g_path_get_dirname (local_agent);
+          g_autofree gchar *static_agent = g_build_filename (dir, "datc-agent-static", NULL);
+          const char *send = g_file_test (static_agent, G_FILE_TEST_IS_EXECUTABLE) ? static_agent
+                                                                                 : local_agent;
+          if (!datc_site_upload_agent (spec->site, send, spec->workdir, &spec->agent_path, error))
+            return NULL;
         }
-      spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
-                                                                                 : c->agent);
+      else
+        spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
+                                                                                   : c->agent);
       if (local)
         spec->key_file = g_strdup (datc_campaign_agent_key (campaign));
       else

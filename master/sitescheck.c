@@ -159,7 +159,12 @@ datc_cmd_sites (int argc, char **argv)
       g_clear_error (&e);
       const char *agent = g_str_equal (c->agent, "upload") ? NULL : c->agent;
       if (agent == NULL)
-        line (&r, c->name, "agent deployable", FALSE, "agent = upload is not available yet");
+        {
+          /* Deployable when sha256sum runs there and the cache dir is writable. */
+          gboolean has = site_has (site, "sha256sum", &e);
+          line (&r, c->name, "agent deployable", has,
+                has ? "upload (sha256sum found)" : "upload needs sha256sum on the site");
+        }
       else if (g_str_equal (c->transport, "local") && g_str_equal (agent, "datc-agent"))
         line (&r, c->name, "agent deployable", TRUE, "this machine's datc-agent");
       else
