@@ -16,7 +16,7 @@ struct DatcPrediction
   const DatcScenario *sc;
   guint64 trials, seed;
   gboolean deterministic;
-  guint mask;
+  guint mask, skipped;
   double *turnaround[DATC_N_POLICIES]; /* per trial */
   DatcPolicyStats stats[DATC_N_POLICIES];
   guint *pay_off;                       /* per site */
@@ -121,6 +121,19 @@ datc_prediction_run (const DatcScenario *sc, guint64 trials, guint64 seed, guint
   p->sc = sc;
   p->seed = seed;
   p->mask = policy_mask & DATC_POLICY_ALL;
+  guint direct = (1u << DATC_POLICY_DIRECT_COMMON) | (1u << DATC_POLICY_DIRECT_CAP);
+  if (datc_scenario_tasks (sc) > DATC_PREDICT_MAX_DIRECT_TASKS && (p->mask & direct))
+    {
+      p->skipped = p->mask & direct;
+      p->mask &= ~direct;
+      if (p->mask == 0)
+        {
+          g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_LIMIT,
+                       "direct submission is simulated for at most %u tasks",
+                       DATC_PREDICT_MAX_DIRECT_TASKS);
+          return NULL;
+        }
+    }
   p->deterministic = datc_scenario_is_deterministic (sc);
   p->trials = p->deterministic ? 1 : trials;
   for (DatcPolicy k = 0; k < DATC_N_POLICIES; k++)
@@ -196,6 +209,12 @@ guint64
 datc_prediction_trials (const DatcPrediction *p)
 {
   return p->trials;
+}
+
+guint
+datc_prediction_skipped (const DatcPrediction *p)
+{
+  return p->skipped;
 }
 
 gboolean
@@ -344,6 +363,21 @@ datc_prediction_to_json (const DatcPrediction *p)
       datc_json_key (o, &first, "pull_at_wait_bounds");
       datc_json_number (o, p->pull_at_bounds, 3);
     }
+  if (p->skipped)
+    {
+      datc_json_key (o, &first, "skipped");
+      g_string_append_c (o, '[');
+      gboolean kf = TRUE;
+      for (DatcPolicy k = 0; k < DATC_N_POLICIES; k++)
+        if (p->skipped & (1u << k))
+          {
+            if (!kf)
+              g_string_append_c (o, ',');
+            kf = FALSE;
+            datc_json_string (o, datc_policy_name (k));
+          }
+      g_string_append_c (o, ']');
+    }
   g_string_append (o, "}\n");
   return g_string_free (o, FALSE);
 }
@@ -386,6 +420,10 @@ datc_prediction_to_text (const DatcPrediction *p)
       g_string_append_printf (o, " %12s %12s\n", g_ascii_formatd (a, sizeof a, "%.1f", st->slot_hours),
                               g_ascii_formatd (b, sizeof b, "%.1f", st->wasted_slot_hours));
     }
+  for (DatcPolicy k = 0; k < DATC_N_POLICIES; k++)
+    if (p->skipped & (1u << k))
+      g_string_append_printf (o, "%-14s left out: it keeps every job in memory, at most %u tasks\n",
+                              datc_policy_name (k), DATC_PREDICT_MAX_DIRECT_TASKS);
   DatcPolicy ref = datc_prediction_reference (p);
   g_autofree gchar *reft = datc_duration_format (p->stats[ref].mean);
   g_string_append_printf (o, "proxies worth submitting (mean start + one task before the %s mean of %s):\n",

@@ -21,6 +21,9 @@ G_BEGIN_DECLS
 /* The wait bound reported for empirical waits. */
 #define DATC_PREDICT_BOUND_QUANTILE 0.95
 #define DATC_PREDICT_BOUND_CONFIDENCE 0.95
+/* direct-* keep every waiting job in memory (16 bytes each): above this
+ * many tasks they are left out, and the output says so. */
+#define DATC_PREDICT_MAX_DIRECT_TASKS 20000000u
 
 /* One policy over all trials: a plain value record, times in seconds. */
 typedef struct
@@ -40,6 +43,8 @@ void datc_prediction_free (DatcPrediction *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcPrediction, datc_prediction_free)
 
 guint64 datc_prediction_trials (const DatcPrediction *p);
+/* Policies asked for but left out (DATC_PREDICT_MAX_DIRECT_TASKS), as a mask. */
+guint datc_prediction_skipped (const DatcPrediction *p);
 gboolean datc_prediction_deterministic (const DatcPrediction *p);
 gboolean datc_prediction_has (const DatcPrediction *p, DatcPolicy policy);
 /* NULL for a policy that was not asked for. */
@@ -60,7 +65,8 @@ double datc_prediction_pull_at_bounds (const DatcPrediction *p);
 
 /* {"tasks": N, "trials": M, "seed": S, "deterministic": b,
  *  "policies": {"pull": {"mean": s, "median": s, "p95": s, "slot_hours": h, ...}, ...},
- *  "sites": {"A": {"proxies": n, "pay_off": k, "wait_bound": {...}}, ...}} */
+ *  "sites": {"A": {"proxies": n, "pay_off": k, "wait_bound": {...}}, ...},
+ *  "skipped": ["direct-cap", ...] only when some were left out} */
 gchar *datc_prediction_to_json (const DatcPrediction *p);
 gchar *datc_prediction_to_text (const DatcPrediction *p);
 

@@ -110,8 +110,6 @@ test_campaignlog_skips_unreadable_lines_with_file_and_line (void)
   g_assert_cmpuint (site_named (log, "A")->started, ==, 2);
   /* ...and one warning per bad line, each naming its place; the unknown
    * event and the torn last line are not errors. */
-  g_autofree gchar *trace = g_build_filename (dir, "trace.jsonl", NULL);
-  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
   const char *want[] = { "trace.jsonl:5: ", "trace.jsonl:6: ", "trace.jsonl:7: ", "results.jsonl:7: ",
                          "results.jsonl:8: " };
   g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, G_N_ELEMENTS (want));
