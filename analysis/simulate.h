@@ -13,7 +13,8 @@
  *   direct-common/-cap one batch job per task, a capped queue per site
  *
  * A simulation owns its workspace (slots, proxies, heap, bags), sized once
- * from the scenario: a trial allocates nothing, and pull costs O(N log P). */
+ * from the scenario: the event loop allocates nothing, and pull costs
+ * O(N log P) per trial. */
 #pragma once
 
 #include <glib.h>
