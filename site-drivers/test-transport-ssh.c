@@ -846,12 +846,15 @@ test_backs_off_after_failed_attempts(Fixture *f)
 
 /* The poll command is on its way when the connection is cut: the server
  * side of it is frozen (SIGSTOP), a thread waits until the request sits
- * unread in its socket, then kills it.  The transport reports the loss;
- * datc_site_poll runs the poll once more, on a new connection. */
+ * unread in its socket (more unread bytes than when it froze: what the
+ * client sent just before may still be there), then kills it.  The
+ * transport reports the loss; datc_site_poll runs the poll once more, on
+ * a new connection. */
 typedef struct
 {
   TestbedSshd *sshd;
   GArray *sessions;
+  guint64 unread_when_frozen;
   gboolean cut;
 } Cutter;
 
@@ -861,12 +864,36 @@ cut_when_poll_is_in_flight(gpointer data)
   Cutter *c = data;
   gint64 deadline = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
 
-  while (!testbed_sshd_has_unread_input(c->sshd) && g_get_monotonic_time() < deadline)
+  while (testbed_sshd_unread_input(c->sshd) <= c->unread_when_frozen
+         && g_get_monotonic_time() < deadline)
     g_usleep(5 * 1000);
-  c->cut = testbed_sshd_has_unread_input(c->sshd);
+  c->cut = testbed_sshd_unread_input(c->sshd) > c->unread_when_frozen;
   for (guint i = 0; i < c->sessions->len; i++)
     (void)kill(g_array_index(c->sessions, pid_t, i), SIGKILL);
   return NULL;
+}
+
+/* Until `pid` is stopped (T) or gone: only then is what its socket holds
+ * sure to stay unread. */
+static void
+await_stopped(pid_t pid)
+{
+  g_autofree gchar *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+  gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+  for (;;)
+    {
+      g_autofree gchar *stat = NULL;
+      if (!g_file_get_contents(path, &stat, NULL, NULL))
+        return;
+      const char *state = strrchr(stat, ')');
+      if (state != NULL
+          && (strncmp(state, ") T", 3) == 0 || strncmp(state, ") Z", 3) == 0))
+        return;
+      if (g_get_monotonic_time() > deadline)
+        g_error("process %d did not stop: %s", (int)pid, stat);
+      g_usleep(1000);
+    }
 }
 
 static void
@@ -900,8 +927,13 @@ test_connection_cut_mid_poll_is_retried(Fixture *f)
   g_assert_cmpuint(sessions->len, >, 0);
   for (guint i = 0; i < sessions->len; i++)
     (void)kill(g_array_index(sessions, pid_t, i), SIGSTOP);
-  g_assert_false(testbed_sshd_has_unread_input(sshd));
-  Cutter cutter = { .sshd = sshd, .sessions = sessions };
+  for (guint i = 0; i < sessions->len; i++)
+    await_stopped(g_array_index(sessions, pid_t, i));
+  Cutter cutter = {
+    .sshd = sshd,
+    .sessions = sessions,
+    .unread_when_frozen = testbed_sshd_unread_input(sshd),
+  };
   GThread *thread = g_thread_new("cutter", cut_when_poll_is_in_flight, &cutter);
 
   states[0] = DATC_PROXY_UNKNOWN;

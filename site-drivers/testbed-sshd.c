@@ -331,16 +331,17 @@ testbed_sshd_sessions(TestbedSshd *sshd)
   return found;
 }
 
-gboolean
-testbed_sshd_has_unread_input(TestbedSshd *sshd)
+guint64
+testbed_sshd_unread_input(TestbedSshd *sshd)
 {
   g_autofree gchar *path
       = g_strdup_printf("/proc/%d/net/tcp", (int)testbed_sshd_pid(sshd));
   g_autofree gchar *table = NULL;
   guint64 port = g_ascii_strtoull(testbed_sshd_get(sshd, "SSHD_PORT"), NULL, 10);
+  guint64 unread = 0;
 
   if (!g_file_get_contents(path, &table, NULL, NULL))
-    return FALSE;
+    return 0;
 
   /* "sl local rem st tx_queue:rx_queue ..."; addresses as HEXIP:HEXPORT. */
   g_auto(GStrv) lines = g_strsplit(table, "\n", -1);
@@ -353,10 +354,10 @@ testbed_sshd_has_unread_input(TestbedSshd *sshd)
       const char *colon = strrchr(local, ':');
       const char *rx = strchr(queues, ':');
       if (colon != NULL && rx != NULL && g_ascii_strtoull(colon + 1, NULL, 16) == port
-          && strcmp(state, "01") == 0 && g_ascii_strtoull(rx + 1, NULL, 16) > 0)
-        return TRUE;
+          && strcmp(state, "01") == 0)
+        unread += g_ascii_strtoull(rx + 1, NULL, 16);
     }
-  return FALSE;
+  return unread;
 }
 
 gboolean

@@ -65,9 +65,9 @@ GKeyFile *testbed_sshd_site(TestbedSshd *sshd, const char *group);
  * what they run), read from /proc (transfer full). */
 GArray *testbed_sshd_sessions(TestbedSshd *sshd);
 
-/* TRUE when a connection to the sshd has bytes the server side has not
+/* Bytes that connections to the sshd hold and the server side has not
  * read yet (from the listener's namespace's /proc/PID/net/tcp). */
-gboolean testbed_sshd_has_unread_input(TestbedSshd *sshd);
+guint64 testbed_sshd_unread_input(TestbedSshd *sshd);
 
 gboolean testbed_netns_up(TestbedNetns *netns, const char *site);
 gboolean testbed_netns_attach(TestbedNetns *netns, const char *dir);
