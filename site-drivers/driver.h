@@ -98,6 +98,20 @@ typedef struct {
   gboolean (*parse_poll) (const DatcCommandResult *res, const char *const *ids,
                           DatcProxyState *states, GError **error);
   GStrv (*cancel_argv) (const char *const *ids);
+  /* Optional (NULL in fork): did a submit whose answer was lost go
+   * through?  argv that finds the job named `job_name` (the request's
+   * name, which the site manager makes unique per campaign and proxy), or
+   * NULL when the name cannot go into a command. */
+  GStrv (*lookup_argv) (const char *job_name);
+  /* From its result: TRUE with *job_id set (transfer full) when exactly
+   * one job of that name is known, TRUE with *job_id NULL when none is,
+   * FALSE with an error when the answer makes no sense, the command
+   * failed, or several jobs carry the name.  "None" is as reliable as
+   * the scheduler's memory: a job that already finished and was purged
+   * (Slurm after MinJobAge, Grid Engine at once, LSF after CLEAN_PERIOD,
+   * PBS without job history) reads as never submitted. */
+  gboolean (*parse_lookup) (const DatcCommandResult *res, gchar **job_id,
+                            GError **error);
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */

@@ -15,6 +15,8 @@ G_BEGIN_DECLS
 extern const DatcTransportClass datc_transport_local;
 extern const DatcTransportClass datc_transport_ssh;
 extern const DatcSchedulerClass datc_scheduler_fork;
+extern const DatcSchedulerClass datc_scheduler_slurm;
+extern const DatcSchedulerClass datc_scheduler_sge;
 
 /* ---- registry ------------------------------------------------------- */
 

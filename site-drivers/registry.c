@@ -19,6 +19,8 @@ static const DatcTransportClass *const transports[] = {
  * and lsf go after it, in that order, as they arrive. */
 static const DatcSchedulerClass *const schedulers[] = {
   &datc_scheduler_fork,
+  &datc_scheduler_slurm,
+  &datc_scheduler_sge,
 };
 
 const DatcTransportClass *

@@ -1,0 +1,288 @@
+/* scheduler-sge.c: a proxy is one (Son of) Grid Engine job, with its
+ * slots from a parallel environment.  Tested on recorded answers and
+ * against the real Son of Grid Engine 8.1.9 of tests/testbed/sge-up.sh
+ * (test-sge-real.c).
+ *
+ * Shapes that matter (../shared/TESTBED-NOTES.md section 2):
+ *
+ *  - `-S /bin/sh`: the queue's shell is csh otherwise.  `-pe smp N` for
+ *    N > 1 (one slot needs no PE); the PE's name is the site's choice, so
+ *    submit_args can name another (`-pe threads 16`): the command line
+ *    overrides the script's directives.
+ *  - Submit is `qsub -terse -wd WORKDIR [submit_args] SCRIPT`, no shell;
+ *    -terse prints the id alone.  The log NAME.$JOB_ID.log (-j y) is
+ *    relative to -wd.
+ *  - DATC_SLOTS is NSLOTS, what the PE granted.  No end-time variable, so
+ *    the script computes DATC_WALLTIME_END from its own start.
+ *  - The warning is `-notify` with `-l h_rt=T` (the recipe the notes
+ *    recommend: s_rt together with h_rt is broken in 8.1.9, h_rt is then
+ *    never enforced).  At T the job gets SIGUSR2 (the agent drains) and
+ *    SIGKILL after the queue's `notify` time (60 s by default, 5 s on the
+ *    test bed).  -notify is always on, so qdel, which otherwise sends
+ *    SIGKILL alone, also gives the agent its SIGUSR2 first.  The agent
+ *    should keep its own deadline (DATC_WALLTIME_END) too.
+ *  - Poll is `qstat -u $(id -un)`, every job of the submitting user in one
+ *    table; finished jobs leave qstat at once, so an id it does not list
+ *    is FINISHED (qacct would know more, but lags ~15 s and may be off).
+ *    State letters: E (error, e.g. Eqw: never runs until cleared) is
+ *    FAILED; r t R s S T hold slots: RUNNING; q w h: PENDING.
+ *  - qdel says 'denied: job "N" does not exist' (exit 1) for jobs already
+ *    gone: the cancel wrapper lets that pass.
+ *  - Lookup is `qstat -j NAME`: one "job_number:" line per job of that
+ *    name; "Following jobs do not exist" (exit 1) when none. */
+
+#include "scheduler-batch.h"
+
+#include <string.h>
+
+#define SGE "sge"
+
+static gboolean
+sge_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id);
+}
+
+/* ---- script and submit ------------------------------------------------ */
+
+static gchar *
+sge_script(const DatcProxyRequest *req)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+
+  if (!datc_batch_request_is_valid(req))
+    return NULL;
+
+  g_autoptr(GString) d = g_string_new("#$ -S /bin/sh\n");
+  g_string_append_printf(d, "#$ -N %s\n", req->name);
+  g_string_append(d, "#$ -j y\n");
+  g_string_append_printf(d, "#$ -o %s.$JOB_ID.log\n", req->name);
+  g_string_append(d, "#$ -notify\n");
+  if (req->slots > 1)
+    g_string_append_printf(d, "#$ -pe smp %u\n", req->slots);
+  if (req->walltime_s > 0)
+    g_string_append_printf(d, "#$ -l h_rt=%u\n", req->walltime_s);
+  if (req->queue != NULL)
+    g_string_append_printf(d, "#$ -q %s\n", req->queue);
+
+  return datc_batch_script(req, SGE, d->str, "DATC_SLOTS=${NSLOTS:-}\n", NULL);
+}
+
+static GStrv
+sge_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+  g_return_val_if_fail(script_path != NULL, NULL);
+
+  g_auto(GStrv) extra = datc_batch_split_submit_args(req->submit_args);
+  if (extra == NULL || req->workdir == NULL || req->workdir[0] != '/'
+      || script_path[0] != '/')
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "qsub");
+  datc_batch_argv_add(argv, "-terse");
+  datc_batch_argv_add(argv, "-wd");
+  datc_batch_argv_add(argv, req->workdir);
+  datc_batch_argv_add_all(argv, (const char *const *)extra);
+  datc_batch_argv_add(argv, script_path);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+sge_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SGE, "qsub", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SGE, "qsub's stdout", &lines, error))
+    return FALSE;
+  if (g_strv_length(lines) != 1 || !sge_id_is_valid(lines[0]))
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      datc_batch_set_parse_error(error, SGE, "expected one job id from qsub -terse", all);
+      return FALSE;
+    }
+  *job_id = g_strdup(lines[0]);
+  return TRUE;
+}
+
+/* ---- poll ------------------------------------------------------------- */
+
+static GStrv
+sge_poll_argv(const char *const *ids)
+{
+  /* The ids do not go into the command, but one that could not be an id
+   * is the caller's mistake all the same. */
+  if (!datc_batch_ids_are_valid(ids, sge_id_is_valid))
+    return NULL;
+
+  const char *const no_args[] = { NULL };
+  return datc_batch_sh_argv("exec qstat -u \"$(id -un)\"", "datc-sge-poll", no_args);
+}
+
+/* The state column is a few letters (qw, hqw, r, t, Rr, dr, Eqw, s, ...). */
+static DatcProxyState
+sge_state(const char *letters)
+{
+  if (letters[0] == '\0' || strspn(letters, "qwhrtRsSTdE") != strlen(letters))
+    return DATC_PROXY_UNKNOWN;
+  if (strchr(letters, 'E') != NULL)
+    return DATC_PROXY_FAILED;
+  if (strpbrk(letters, "rtsST") != NULL)
+    return DATC_PROXY_RUNNING;
+  if (strpbrk(letters, "qwh") != NULL)
+    return DATC_PROXY_PENDING;
+  return DATC_PROXY_UNKNOWN;
+}
+
+static gboolean
+is_dashes(const char *line)
+{
+  return line[0] == '-' && strspn(line, "-") == strlen(line);
+}
+
+static gboolean
+sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SGE, "qstat", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SGE, "qstat's stdout", &lines, error))
+    return FALSE;
+
+  /* Nothing at all when the user has no job; otherwise the header, a
+   * line of dashes, and one line per job (per task for arrays):
+   * job-ID prior name user state submit/start-at [queue] [slots] [ja-task-ID] */
+  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      if (i == 0 && g_str_has_prefix(lines[i], "job-ID "))
+        continue;
+      if (i == 1 && is_dashes(lines[i]))
+        continue;
+
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+      DatcProxyState state = DATC_PROXY_UNKNOWN;
+      if (g_strv_length(words) >= 7 && sge_id_is_valid(words[0]))
+        state = sge_state(words[4]);
+      if (state == DATC_PROXY_UNKNOWN)
+        {
+          datc_batch_set_parse_error(error, SGE,
+                                     "expected 'job-ID prior name user state ...' from qstat",
+                                     lines[i]);
+          return FALSE;
+        }
+      datc_batch_answers_set(answers, words[0], state);
+    }
+  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  return TRUE;
+}
+
+/* ---- cancel and lookup ------------------------------------------------- */
+
+static GStrv
+sge_cancel_argv(const char *const *ids)
+{
+  /* Deleted now, registered for deletion, or already gone. */
+  return datc_batch_cancel_argv("qdel",
+                                "has (registered the job [0-9]+ for deletion|deleted job [0-9]+)"
+                                "|^denied: job \"[0-9]+\" does not exist"
+                                "|job [0-9]+ is already in deletion",
+                                "datc-sge-cancel", ids, sge_id_is_valid);
+}
+
+static GStrv
+sge_lookup_argv(const char *job_name)
+{
+  if (!datc_batch_name_is_valid(job_name))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "qstat");
+  datc_batch_argv_add(argv, "-j");
+  datc_batch_argv_add(argv, job_name);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+sge_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  *job_id = NULL;
+  if (res->exit_status != 0)
+    {
+      g_autofree gchar *err = NULL;
+      static const char *const none[]
+          = { "^Following jobs do not exist( or permissions are not sufficient)?:",
+              "^[A-Za-z][A-Za-z0-9_.-]*$", NULL };
+
+      /* "Following jobs do not exist: \nNAME": nobody of that name. */
+      if (datc_site_answer_text(res->err, "stderr", &err, NULL)
+          && strstr(err, "Following jobs do not exist") != NULL
+          && datc_batch_lines_all_match(err, none))
+        return TRUE;
+      datc_batch_set_command_error(error, SGE, "qstat -j", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SGE, "qstat -j's stdout", &lines, error))
+    return FALSE;
+
+  g_autoptr(GPtrArray) found = datc_batch_argv_new();
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      if (!g_str_has_prefix(lines[i], "job_number:"))
+        continue;
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+      if (g_strv_length(words) != 2 || !sge_id_is_valid(words[1]))
+        {
+          datc_batch_set_parse_error(error, SGE, "expected 'job_number: ID' from qstat -j",
+                                     lines[i]);
+          return FALSE;
+        }
+      datc_batch_argv_add(found, words[1]);
+    }
+  if (found->len == 0)
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      datc_batch_set_parse_error(error, SGE, "no job_number in qstat -j's answer", all);
+      return FALSE;
+    }
+  if (found->len > 1)
+    {
+      g_ptr_array_add(found, NULL);
+      g_autofree gchar *all = g_strjoinv(", ", (gchar **)found->pdata);
+      datc_batch_set_parse_error(error, SGE, "several jobs carry the name", all);
+      return FALSE;
+    }
+  *job_id = g_strdup(g_ptr_array_index(found, 0));
+  return TRUE;
+}
+
+const DatcSchedulerClass datc_scheduler_sge = {
+  .name = "sge",
+  .script = sge_script,
+  .submit_argv = sge_submit_argv,
+  .parse_submit = sge_parse_submit,
+  .poll_argv = sge_poll_argv,
+  .parse_poll = sge_parse_poll,
+  .cancel_argv = sge_cancel_argv,
+  .lookup_argv = sge_lookup_argv,
+  .parse_lookup = sge_parse_lookup,
+};

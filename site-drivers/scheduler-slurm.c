@@ -1,0 +1,323 @@
+/* scheduler-slurm.c: a proxy is one Slurm batch job: one node, one task
+ * with `slots` CPUs.  Tested on recorded answers and against the real
+ * Slurm 22.05 of tests/testbed/slurm-up.sh (test-slurm-real.c).
+ *
+ * Shapes that matter (../shared/TESTBED-NOTES.md section 1):
+ *
+ *  - Submit is `sbatch --parsable --chdir=WORKDIR [submit_args] SCRIPT`:
+ *    no shell, the workdir is an argument, and the log NAME.%j.log is
+ *    relative to it.  --parsable prints "ID" or "ID;CLUSTER".
+ *  - DATC_SLOTS is SLURM_CPUS_ON_NODE, what the node gave the job (it can
+ *    be more than asked on whole-node allocations).
+ *  - Slurm 22.05 exports no end time, so the script computes
+ *    DATC_WALLTIME_END from its own start and the walltime asked; --time
+ *    is in whole minutes (rounded up), so the real limit is never sooner.
+ *  - The warning is `--signal=B:USR1@W`: USR1 to the batch shell, which
+ *    is the agent (the script `exec`s it).  slurmctld checks time limits
+ *    only every 30 s, so a warning shorter than that can fall between two
+ *    checks; W is a quarter of the limit, kept within 35..60 s.  The kill
+ *    itself comes up to ~30 s after the limit: TERM, then KILL after
+ *    KillWait.
+ *  - Poll is `squeue -h -t all -j ID,ID -o '%i %T'`, which works without
+ *    slurmdbd and knows finished jobs for MinJobAge.  An id it no longer
+ *    knows is left out of the answer (several ids) or makes it exit 1
+ *    with "Invalid job id specified" (one id): either way FINISHED.
+ *  - scancel exits 0 for ids it does not know (checked on 22.05), so the
+ *    cancel command needs no wrapper.
+ *  - Lookup is `squeue -h -t all --name=NAME -o %i`, empty when none. */
+
+#include "scheduler-batch.h"
+
+#include <string.h>
+
+#define SLURM "slurm"
+
+/* The advance warning, in seconds, for a limit of `limit_s` (see above). */
+#define SLURM_WARNING_MIN_S 35u
+#define SLURM_WARNING_MAX_S 60u
+
+static gboolean
+slurm_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id);
+}
+
+/* ---- script and submit ------------------------------------------------ */
+
+static gchar *
+slurm_script(const DatcProxyRequest *req)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+
+  if (!datc_batch_request_is_valid(req))
+    return NULL;
+
+  g_autoptr(GString) d = g_string_new(NULL);
+  g_string_append_printf(d, "#SBATCH --job-name=%s\n", req->name);
+  g_string_append(d, "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n");
+  g_string_append_printf(d, "#SBATCH --cpus-per-task=%u\n", req->slots);
+  g_string_append_printf(d, "#SBATCH --output=%s.%%j.log\n", req->name);
+  if (req->walltime_s > 0)
+    {
+      guint minutes = (req->walltime_s + 59) / 60;
+      guint warning = CLAMP(minutes * 60 / 4, SLURM_WARNING_MIN_S, SLURM_WARNING_MAX_S);
+
+      g_string_append_printf(d, "#SBATCH --time=%u\n", minutes);
+      g_string_append_printf(d, "#SBATCH --signal=B:USR1@%u\n", warning);
+    }
+  if (req->queue != NULL)
+    g_string_append_printf(d, "#SBATCH --partition=%s\n", req->queue);
+
+  return datc_batch_script(req, SLURM, d->str, "DATC_SLOTS=${SLURM_CPUS_ON_NODE:-}\n",
+                           NULL);
+}
+
+static GStrv
+slurm_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+  g_return_val_if_fail(script_path != NULL, NULL);
+
+  g_auto(GStrv) extra = datc_batch_split_submit_args(req->submit_args);
+  if (extra == NULL || req->workdir == NULL || req->workdir[0] != '/'
+      || script_path[0] != '/')
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "sbatch");
+  datc_batch_argv_add(argv, "--parsable");
+  g_ptr_array_add(argv, g_strconcat("--chdir=", req->workdir, NULL));
+  datc_batch_argv_add_all(argv, (const char *const *)extra);
+  datc_batch_argv_add(argv, script_path);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+slurm_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SLURM, "sbatch", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SLURM, "sbatch's stdout", &lines, error))
+    return FALSE;
+  if (g_strv_length(lines) != 1)
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      datc_batch_set_parse_error(error, SLURM, "expected one job id from sbatch --parsable",
+                                 all);
+      return FALSE;
+    }
+
+  /* "ID" or, on a multi-cluster setup, "ID;CLUSTER". */
+  g_autofree gchar *id = g_strdup(lines[0]);
+  gchar *semicolon = strchr(id, ';');
+  if (semicolon != NULL)
+    *semicolon = '\0';
+  if (!slurm_id_is_valid(id))
+    {
+      datc_batch_set_parse_error(error, SLURM, "expected a job id from sbatch --parsable",
+                                 lines[0]);
+      return FALSE;
+    }
+  *job_id = g_steal_pointer(&id);
+  return TRUE;
+}
+
+/* ---- poll ------------------------------------------------------------- */
+
+static GStrv
+slurm_poll_argv(const char *const *ids)
+{
+  if (!datc_batch_ids_are_valid(ids, slurm_id_is_valid))
+    return NULL;
+
+  g_autofree gchar *list = g_strjoinv(",", (gchar **)ids);
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "squeue", "-h", "-t", "all", "-j", NULL };
+
+  datc_batch_argv_add_all(argv, fixed);
+  datc_batch_argv_add(argv, list);
+  datc_batch_argv_add(argv, "-o");
+  datc_batch_argv_add(argv, "%i %T");
+  return datc_batch_argv_end(argv);
+}
+
+/* Every state squeue's %T prints (22.05 and later), and what it means for
+ * a proxy.  COMPLETING still holds the allocation: RUNNING until the end
+ * is final.  A proxy that ran into its walltime, was cancelled or was
+ * preempted ended the way proxies end; FAILED is for what says the proxy
+ * or its node went wrong. */
+static const DatcBatchStateWord slurm_states[] = {
+  { "PENDING", DATC_PROXY_PENDING },
+  { "CONFIGURING", DATC_PROXY_PENDING },
+  { "REQUEUED", DATC_PROXY_PENDING },
+  { "REQUEUE_HOLD", DATC_PROXY_PENDING },
+  { "REQUEUE_FED", DATC_PROXY_PENDING },
+  { "RESV_DEL_HOLD", DATC_PROXY_PENDING },
+  { "RUNNING", DATC_PROXY_RUNNING },
+  { "COMPLETING", DATC_PROXY_RUNNING },
+  { "SUSPENDED", DATC_PROXY_RUNNING },
+  { "STOPPED", DATC_PROXY_RUNNING },
+  { "SIGNALING", DATC_PROXY_RUNNING },
+  { "RESIZING", DATC_PROXY_RUNNING },
+  { "STAGE_OUT", DATC_PROXY_RUNNING },
+  { "COMPLETED", DATC_PROXY_FINISHED },
+  { "CANCELLED", DATC_PROXY_FINISHED },
+  { "TIMEOUT", DATC_PROXY_FINISHED },
+  { "PREEMPTED", DATC_PROXY_FINISHED },
+  { "DEADLINE", DATC_PROXY_FINISHED },
+  { "REVOKED", DATC_PROXY_FINISHED },
+  { "FAILED", DATC_PROXY_FAILED },
+  { "NODE_FAIL", DATC_PROXY_FAILED },
+  { "BOOT_FAIL", DATC_PROXY_FAILED },
+  { "OUT_OF_MEMORY", DATC_PROXY_FAILED },
+  { "SPECIAL_EXIT", DATC_PROXY_FAILED },
+};
+
+/* A state word we do not know yet (a newer Slurm): upper case letters and
+ * underscores.  UNKNOWN, not a parse error, so one new state does not
+ * blind the whole poll. */
+static gboolean
+is_state_word(const char *word)
+{
+  if (word[0] == '\0')
+    return FALSE;
+  for (const char *p = word; *p != '\0'; p++)
+    if (!g_ascii_isupper(*p) && *p != '_')
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+stderr_is_only_invalid_id(const DatcCommandResult *res)
+{
+  g_autofree gchar *err = NULL;
+  static const char *const patterns[]
+      = { "^slurm_load_jobs error: Invalid job id specified$", NULL };
+
+  return datc_site_answer_text(res->err, "stderr", &err, NULL) && err[0] != '\0'
+         && datc_batch_lines_all_match(err, patterns);
+}
+
+static gboolean
+slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
+                 DatcProxyState *states, GError **error)
+{
+  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SLURM, "squeue's stdout", &lines, error))
+    return FALSE;
+
+  /* One id squeue has forgotten: exit 1 and nothing else to say. */
+  if (res->exit_status != 0)
+    {
+      if (lines[0] == NULL && stderr_is_only_invalid_id(res))
+        {
+          for (gsize i = 0; ids[i] != NULL; i++)
+            states[i] = DATC_PROXY_FINISHED;
+          return TRUE;
+        }
+      datc_batch_set_command_error(error, SLURM, "squeue", res);
+      return FALSE;
+    }
+
+  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+
+      if (g_strv_length(words) != 2 || !slurm_id_is_valid(words[0])
+          || !is_state_word(words[1]))
+        {
+          datc_batch_set_parse_error(error, SLURM, "expected 'JOBID STATE' from squeue",
+                                     lines[i]);
+          return FALSE;
+        }
+      datc_batch_answers_set(answers, words[0],
+                             datc_batch_state_lookup(slurm_states,
+                                                     G_N_ELEMENTS(slurm_states), words[1]));
+    }
+  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  return TRUE;
+}
+
+/* ---- cancel and lookup ------------------------------------------------- */
+
+static GStrv
+slurm_cancel_argv(const char *const *ids)
+{
+  if (!datc_batch_ids_are_valid(ids, slurm_id_is_valid))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "scancel");
+  datc_batch_argv_add_all(argv, ids);
+  return datc_batch_argv_end(argv);
+}
+
+static GStrv
+slurm_lookup_argv(const char *job_name)
+{
+  if (!datc_batch_name_is_valid(job_name))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "squeue", "-h", "-t", "all", NULL };
+
+  datc_batch_argv_add_all(argv, fixed);
+  g_ptr_array_add(argv, g_strconcat("--name=", job_name, NULL));
+  datc_batch_argv_add(argv, "-o");
+  datc_batch_argv_add(argv, "%i");
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+slurm_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  *job_id = NULL;
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SLURM, "squeue", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SLURM, "squeue's stdout", &lines, error))
+    return FALSE;
+  for (gsize i = 0; lines[i] != NULL; i++)
+    if (!slurm_id_is_valid(lines[i]))
+      {
+        datc_batch_set_parse_error(error, SLURM, "expected a job id per line from squeue",
+                                   lines[i]);
+        return FALSE;
+      }
+  if (g_strv_length(lines) > 1)
+    {
+      g_autofree gchar *all = g_strjoinv(", ", lines);
+      datc_batch_set_parse_error(error, SLURM, "several jobs carry the name", all);
+      return FALSE;
+    }
+  *job_id = g_strdup(lines[0]);
+  return TRUE;
+}
+
+const DatcSchedulerClass datc_scheduler_slurm = {
+  .name = "slurm",
+  .script = slurm_script,
+  .submit_argv = slurm_submit_argv,
+  .parse_submit = slurm_parse_submit,
+  .poll_argv = slurm_poll_argv,
+  .parse_poll = slurm_parse_poll,
+  .cancel_argv = slurm_cancel_argv,
+  .lookup_argv = slurm_lookup_argv,
+  .parse_lookup = slurm_parse_lookup,
+};
