@@ -78,7 +78,7 @@ datc_campaign_model_run (const DatcCampaignLog *log)
   if (proxies == 0)
     return NULL;
   /* Enough trials for a steady mean, fewer for very large campaigns. */
-  guint64 trials = random ? CLAMP (20000000 / tasks, 20, 200) : 1;
+  guint64 trials = random ? CLAMP (5000000 / tasks, 5, 200) : 1;
   g_autoptr (DatcPrediction) p = datc_prediction_run (sc, trials, 1, DATC_CAMPAIGN_MODEL_POLICIES, NULL);
   if (p == NULL)
     return NULL;
