@@ -27,7 +27,7 @@ names+=("tb-master-$suffix" "tb-switch-$suffix")
 
 alive() {
   local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
   stat=${stat##*) }
   [ "${stat%% *}" != Z ]
 }

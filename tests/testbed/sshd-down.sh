@@ -15,7 +15,7 @@ dir=${1:-/var/lib/datc-testbed/sshd}
 
 alive() {
   local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
   stat=${stat##*) }
   [ "${stat%% *}" != Z ]
 }
@@ -29,10 +29,11 @@ descendants() {
   local -A children=()
   local f stat pid ppid
   for f in /proc/[0-9]*/stat; do
-    stat=$(cat "$f" 2>/dev/null) || continue
+    { read -r stat <"$f"; } 2>/dev/null || continue
     pid=${stat%% *}
-    stat=${stat##*) }
-    ppid=$(echo "$stat" | cut -d' ' -f2)
+    stat=${stat##*) } # "S PPID ..."
+    stat=${stat#* }
+    ppid=${stat%% *}
     children[$ppid]+="$pid "
   done
   local queue=("$1") p c

@@ -50,7 +50,7 @@ in_ns() {
 # Alive and not a zombie (PID 1 here reaps only now and then).
 alive() {
   local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
   stat=${stat##*) }
   [ "${stat%% *}" != Z ]
 }
