@@ -783,6 +783,30 @@ test_put_where_it_cannot_write_says_where(Fixture *f)
   assert_runs(f->transport);
 }
 
+/* The SFTP session died with its connection: that put fails, the next
+ * one connects again and leaves no temporary file behind either time. */
+static void
+test_put_after_a_dropped_connection_reconnects(Fixture *f)
+{
+  /* A copy: restarting reloads the env table the pointer points into. */
+  g_autofree gchar *remote = g_strdup(testbed_sshd_get(&f->sshd, "SSHD_REMOTE_DIR"));
+  g_autofree gchar *path = g_build_filename(remote, "again", NULL);
+  g_autoptr(GBytes) content = g_bytes_new_static("x\n", 2);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(f->transport->klass->put(f->transport, content, path, 0600, &error));
+  g_assert_no_error(error);
+  g_assert_true(testbed_sshd_stop(&f->sshd) && testbed_sshd_restart(&f->sshd));
+
+  g_assert_false(f->transport->klass->put(f->transport, content, path, 0600, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT);
+  g_clear_error(&error);
+  g_assert_true(f->transport->klass->put(f->transport, content, path, 0644, &error));
+  g_assert_no_error(error);
+  assert_mode(path, 0644);
+  g_assert_cmpuint(count_entries(remote), ==, 1);
+}
+
 /* ---- reconnection ----------------------------------------------------- */
 
 static void
@@ -1024,6 +1048,8 @@ static const SshTest tests[] = {
   { "/site/ssh/put/large-file", test_put_large_file },
   { "/site/ssh/put/where-it-cannot-write-says-where",
     test_put_where_it_cannot_write_says_where },
+  { "/site/ssh/put/after-a-dropped-connection-reconnects",
+    test_put_after_a_dropped_connection_reconnects },
   { "/site/ssh/reconnect/after-sshd-restart", test_reconnects_after_sshd_restart },
   { "/site/ssh/reconnect/backs-off-after-failed-attempts",
     test_backs_off_after_failed_attempts },

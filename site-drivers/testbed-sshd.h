@@ -50,6 +50,7 @@ gboolean testbed_sshd_stop(TestbedSshd *sshd);
  * forgets. */
 void testbed_sshd_clear(TestbedSshd *sshd);
 
+/* A value from sshd.env (transfer none: valid until the next restart). */
 const char *testbed_sshd_get(TestbedSshd *sshd, const char *key);
 pid_t testbed_sshd_pid(TestbedSshd *sshd);
 

@@ -866,21 +866,23 @@ sftp_error_text(int code)
     }
 }
 
-/* Fails put() with what SFTP and the session said; also notices a
- * connection that died under it. */
+/* Fails put() with what SFTP said, and what the session said when SFTP
+ * only knows "failure". */
 static gboolean
 set_sftp_error(DatcTransportSsh *t, GError **error, const char *doing, const char *path)
 {
   int code = t->sftp != NULL ? sftp_get_error(t->sftp) : SSH_FX_OK;
   const char *session_error = t->session != NULL ? ssh_get_error(t->session) : "";
+  g_autoptr(GString) why = g_string_new(NULL);
 
-  set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: %s %s: %s%s%s", t->name, doing,
-               path, code != SSH_FX_OK ? sftp_error_text(code) : "",
-               code != SSH_FX_OK && *session_error != '\0' ? "; " : "",
-               code == SSH_FX_OK || code == SSH_FX_FAILURE ? session_error : "");
-  if (!session_is_alive(t->session))
-    drop_connection(t);
-  return FALSE;
+  if (code != SSH_FX_OK)
+    g_string_append(why, sftp_error_text(code));
+  if ((code == SSH_FX_OK || code == SSH_FX_FAILURE) && *session_error != '\0')
+    g_string_append_printf(why, "%s%s", why->len > 0 ? "; " : "", session_error);
+  if (why->len == 0)
+    g_string_append(why, "no time left or no connection");
+  return set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: %s %s: %s", t->name,
+                      doing, path, why->str);
 }
 
 static gboolean
@@ -1026,6 +1028,22 @@ replace(DatcTransportSsh *t, const char *tmp, const char *path, GError **error)
   return TRUE;
 }
 
+/* After a failed put: the temporary file goes if the link still works;
+ * a dead link is dropped so the next call reconnects. */
+static void
+put_failed(DatcTransportSsh *t, const char *tmp)
+{
+  if (t->session == NULL)
+    return;
+  if (!session_is_alive(t->session))
+    {
+      drop_connection(t);
+      return;
+    }
+  if (tmp != NULL && t->sftp != NULL && step(t))
+    (void)sftp_unlink(t->sftp, tmp);
+}
+
 static gboolean
 ssh_put(DatcTransport *base, GBytes *data, const char *path, int mode, GError **error)
 {
@@ -1041,32 +1059,37 @@ ssh_put(DatcTransport *base, GBytes *data, const char *path, int mode, GError **
   g_autofree gchar *name = g_path_get_basename(path);
   g_autofree gchar *tmp = NULL;
 
-  if (!ensure_sftp(t, error) || !make_parents(t, dir, error))
+  if (!ensure_sftp(t, error))
     return FALSE;
-
+  if (!make_parents(t, dir, error))
+    {
+      put_failed(t, NULL);
+      return FALSE;
+    }
   sftp_file file = open_temporary(t, dir, name, &tmp, error);
   if (file == NULL)
-    return FALSE;
+    {
+      put_failed(t, NULL);
+      return FALSE;
+    }
 
   gboolean ok = write_file(t, file, data, tmp, error);
-  if (ok && t->sftp != NULL && sftp_extension_supported(t->sftp, "fsync@openssh.com", "1")
+  if (ok && sftp_extension_supported(t->sftp, "fsync@openssh.com", "1")
       && (!step(t) || sftp_fsync(file) != 0))
     ok = set_sftp_error(t, error, "syncing", tmp);
-  if (t->sftp != NULL)
-    {
-      /* Closing flushes nothing more (writes are acknowledged), but a
-       * failed close still means the server could not finish the file. */
-      if (!step(t) || (sftp_close(file) != SSH_NO_ERROR && ok))
-        ok = set_sftp_error(t, error, "closing", tmp);
-    }
+  /* Always closed (that frees it), bounded even on a dead link.  A failed
+   * close after good writes still means the file may be incomplete. */
+  (void)bound_by(t->session, deadline_after_ms(ok ? SSH_FILE_STEP_TIMEOUT_MS : 1000));
+  if (sftp_close(file) != SSH_NO_ERROR && ok)
+    ok = set_sftp_error(t, error, "closing", tmp);
   /* Explicitly: the mode given at open went through the server's umask. */
   if (ok && (!step(t) || sftp_chmod(t->sftp, tmp, (mode_t)mode) != 0))
     ok = set_sftp_error(t, error, "setting the mode of", tmp);
   if (ok)
     ok = replace(t, tmp, path, error);
 
-  if (!ok && t->sftp != NULL && step(t))
-    (void)sftp_unlink(t->sftp, tmp);
+  if (!ok)
+    put_failed(t, tmp);
   return ok;
 }
 
