@@ -1,0 +1,207 @@
+/* test-slurm-real.c: the slurm scheduler against the real Slurm 22.05 of
+ * tests/testbed/slurm-up.sh (one cluster of 8 CPUs for the whole
+ * program), through the local transport.  Needs root; fails, never
+ * skips, when the cluster cannot come up.
+ *
+ * The proxies' agents are small sh commands that write down what they
+ * saw (DATC_SLOTS, DATC_WALLTIME_END, signals with their times) and wait.
+ * Runtime is dominated by the walltime case: Slurm's limits are whole
+ * minutes and slurmctld enforces them every 30 s, so a one-minute proxy
+ * dies 60-90 s after it starts. */
+
+#include "tests/real-batch.h"
+
+#define SLURM "slurm"
+
+/* squeue as root, straight: to see the competitor's job. */
+static gchar *
+competitor_submit(const char *what)
+{
+  const char *argv[] = { "runuser", "-u", "competitor", "--", "sbatch", "--parsable", "-n", "8",
+                         "-o", "/dev/null", "--wrap", what, NULL };
+  g_autofree gchar *out = run_command(argv, NULL);
+
+  return g_strdup(g_strstrip(out));
+}
+
+static void
+scancel_as_root(const char *id)
+{
+  const char *argv[] = { "scancel", id, NULL };
+  g_free(run_command(argv, NULL));
+}
+
+/* A proxy waits behind a competitor holding every CPU, runs once the
+ * competitor is cancelled, and its agent sees the slots and walltime end. */
+static void
+test_pending_behind_a_competitor_then_running(void)
+{
+  g_autofree gchar *competitor = competitor_submit("sleep 600");
+  await_state(SLURM, competitor, DATC_PROXY_RUNNING, 30);
+
+  g_autofree gchar *env_file = work_file("env-p1");
+  g_autofree gchar *release = work_file("release-p1");
+  g_autofree gchar *qenv = g_shell_quote(env_file);
+  g_autofree gchar *qrelease = g_shell_quote(release);
+  g_autofree gchar *script = g_strdup_printf(
+      "echo \"$DATC_SLOTS $DATC_WALLTIME_END $SLURM_JOB_ID $SLURM_CPUS_ON_NODE\" >%s.tmp && "
+      "mv %s.tmp %s; while [ ! -e %s ]; do sleep 0.2; done",
+      qenv, qenv, qenv, qrelease);
+  g_autofree gchar *agent = agent_sh(script);
+  gint64 submitted = (gint64)time(NULL);
+  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p1", 3, 3600, agent);
+
+  g_assert_cmpint(poll_one(SLURM, id), ==, DATC_PROXY_PENDING);
+  assert_stays(SLURM, id, DATC_PROXY_PENDING, 2);
+
+  /* One poll for several ids, one of them long forgotten. */
+  const char *ids[] = { id, competitor, "999999", NULL };
+  DatcProxyState states[3];
+  g_autoptr(GError) error = NULL;
+  g_assert_true(datc_site_poll(bed_site(SLURM), ids, states, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(states[0], ==, DATC_PROXY_PENDING);
+  g_assert_cmpint(states[1], ==, DATC_PROXY_RUNNING);
+  g_assert_cmpint(states[2], ==, DATC_PROXY_FINISHED);
+
+  scancel_as_root(competitor);
+  await_state(SLURM, id, DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *env = await_file(env_file, 30);
+  gint64 now = (gint64)time(NULL);
+  g_auto(GStrv) words = g_strsplit(g_strstrip(env), " ", -1);
+
+  g_assert_cmpuint(g_strv_length(words), ==, 4);
+  g_assert_cmpstr(words[0], ==, "3");
+  g_assert_cmpstr(words[3], ==, "3");
+  g_assert_cmpstr(words[2], ==, id);
+  gint64 end = g_ascii_strtoll(words[1], NULL, 10);
+  g_assert_cmpint(end, >=, submitted + 3600);
+  g_assert_cmpint(end, <=, now + 3600);
+
+  touch(release);
+  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
+  await_state(SLURM, competitor, DATC_PROXY_FINISHED, 30);
+
+  g_autofree gchar *log_name = g_strdup_printf("datc-test-p1.%s.log", id);
+  g_autofree gchar *log = work_file(log_name);
+  g_assert_true(g_file_test(log, G_FILE_TEST_EXISTS));
+}
+
+/* Cancel takes a running proxy away, its processes with it. */
+static void
+test_cancel_a_running_proxy(void)
+{
+  g_autofree gchar *sig_log = work_file("signals-p2");
+  g_autofree gchar *agent = signal_recording_agent(sig_log);
+  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p2", 1, 0, agent);
+  const char *ids[] = { id, NULL };
+  g_autoptr(GError) error = NULL;
+
+  await_state(SLURM, id, DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *started = await_file(sig_log, 30);
+  pid_t pid = 0;
+  g_assert_cmpint(sscanf(started, "start %*d %*u %*d %d", &pid), ==, 1);
+  g_assert_cmpint(pid, >, 1);
+
+  g_assert_true(datc_site_cancel(bed_site(SLURM), ids, &error));
+  g_assert_no_error(error);
+  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
+  await_pid_gone(pid, 30);
+
+  /* Already gone: cancelling again is fine. */
+  g_assert_true(datc_site_cancel(bed_site(SLURM), ids, &error));
+  g_assert_no_error(error);
+
+  g_autofree gchar *log = await_file(sig_log, 1);
+  g_test_message("agent's log:\n%s", log);
+  g_assert_cmpint(signal_time(log, "TERM"), >, 0);
+}
+
+/* A submit whose answer was lost can be found by the proxy's name. */
+static void
+test_lookup_finds_a_proxy_by_name(void)
+{
+  g_autofree gchar *release = work_file("release-p3");
+  g_autofree gchar *qrelease = g_shell_quote(release);
+  g_autofree gchar *script = g_strdup_printf("while [ ! -e %s ]; do sleep 0.2; done", qrelease);
+  g_autofree gchar *agent = agent_sh(script);
+  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p3", 1, 0, agent);
+  const DatcSchedulerClass *klass = datc_scheduler_lookup(SLURM);
+  const DatcTransportClass *local = datc_transport_lookup("local");
+  g_autoptr(GError) error = NULL;
+  DatcTransport *t = local->open(NULL, NULL, &error);
+  g_assert_no_error(error);
+
+  const char *names[] = { "datc-test-p3", "datc-test-nobody" };
+  for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
+    {
+      g_auto(GStrv) argv = klass->lookup_argv(names[i]);
+      g_auto(DatcCommandResult) res = { 0 };
+      g_autofree gchar *found = NULL;
+
+      g_assert_true(local->run(t, (const char *const *)argv, NULL, DATC_SITE_COMMAND_TIMEOUT_MS,
+                               &res, &error));
+      g_assert_no_error(error);
+      g_assert_true(klass->parse_lookup(&res, &found, &error));
+      g_assert_no_error(error);
+      g_assert_cmpstr(found, ==, i == 0 ? id : NULL);
+    }
+  local->close(t);
+  touch(release);
+  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
+}
+
+/* A proxy that runs into its walltime gets USR1 first, then the kill. */
+static void
+test_walltime_warning_comes_before_the_kill(void)
+{
+  g_autofree gchar *sig_log = work_file("signals-p4");
+  g_autofree gchar *agent = signal_recording_agent(sig_log);
+  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p4", 2, 60, agent);
+
+  await_state(SLURM, id, DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *started = await_file(sig_log, 30);
+  /* Slurm enforces the one-minute limit up to ~30 s late. */
+  await_state(SLURM, id, DATC_PROXY_FINISHED, 150);
+
+  g_autofree gchar *log = await_file(sig_log, 1);
+  gint64 start = signal_time(log, "start");
+  gint64 usr1 = signal_time(log, "USR1");
+  gint64 term = signal_time(log, "TERM");
+  guint slots = 0;
+  gint64 end = 0;
+  g_assert_cmpint(sscanf(log, "start %*d %u %" G_GINT64_FORMAT, &slots, &end), ==, 2);
+  g_test_message("agent's log (start %" G_GINT64_FORMAT "):\n%s", start, log);
+
+  g_assert_cmpuint(slots, ==, 2);
+  g_assert_cmpint(end, >=, start + 59);
+  g_assert_cmpint(end, <=, start + 60);
+  /* The warning came, before the kill's TERM, and before the walltime
+   * end the agent was told. */
+  g_assert_cmpint(usr1, >, 0);
+  g_assert_cmpint(usr1, <=, end);
+  if (term > 0)
+    g_assert_cmpint(usr1, <, term);
+  g_assert_cmpint(term, >=, end);
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+
+  /* Up before any test (and before any thread: it sets SLURM_CONF). */
+  bed_up("slurm", NULL);
+
+  g_test_add_func("/site/slurm-real/pending-behind-a-competitor-then-running",
+                  test_pending_behind_a_competitor_then_running);
+  g_test_add_func("/site/slurm-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
+  g_test_add_func("/site/slurm-real/lookup-finds-a-proxy-by-name",
+                  test_lookup_finds_a_proxy_by_name);
+  g_test_add_func("/site/slurm-real/walltime-warning-comes-before-the-kill",
+                  test_walltime_warning_comes_before_the_kill);
+
+  int status = g_test_run();
+  bed_down(status != 0);
+  return status;
+}

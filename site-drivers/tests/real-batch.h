@@ -1,0 +1,357 @@
+/* real-batch.h: what test-slurm-real.c and test-sge-real.c share.
+ * Included by one test program each.
+ *
+ *  - The test bed: brought up once per program by tests/testbed/NAME-up.sh
+ *    (path from DATC_TESTBED, set by meson) in a directory of its own,
+ *    and down by NAME-down.sh at the end, also when an assertion aborts
+ *    (a SIGABRT/SIGSEGV handler forks the down script, which is what a
+ *    handler may do).  Not root, no DATC_TESTBED, or a bed that does not
+ *    come up: the program fails, loudly, and never skips.
+ *  - The program is the subreaper of what the up script starts (the
+ *    daemons daemonize, and nothing here reaps orphans), so it reaps them
+ *    after the down script has stopped them, between tests, never while a
+ *    GSubprocess may be waiting for its own child.
+ *  - Waiting is polling a condition with a deadline. */
+#pragma once
+
+#include "drivers-private.h"
+
+#include <glib/gstdio.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct
+{
+  gchar *testbed; /* tests/testbed */
+  gchar *dir;     /* the bed's own state directory */
+  gchar *work;    /* proxies' workdir */
+  gchar *down;    /* NAME-down.sh */
+  DatcSite *site;
+} RealBed;
+
+static RealBed bed;
+
+/* For the crash handler: argv of the down script, built before. */
+static char *crash_down_argv[4];
+
+static void
+bring_down_on_crash(int sig)
+{
+  pid_t pid = fork();
+
+  if (pid == 0)
+    {
+      execv(crash_down_argv[0], crash_down_argv);
+      _exit(127);
+    }
+  if (pid > 0)
+    (void)waitpid(pid, NULL, 0);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Reaps every child that has ended (daemons and job steps reparented to
+ * us); only called when no GSubprocess is running. */
+static void
+reap_orphans(void)
+{
+  while (waitpid(-1, NULL, WNOHANG) > 0)
+    ;
+}
+
+/* Runs argv (no shell) with the test's environment; returns its stdout,
+ * fails the test if it cannot run or exits non-zero (unless `status` is
+ * given, then it gets the exit status). */
+static gchar *
+run_command(const char *const *argv, gint *status)
+{
+  g_autoptr(GError) error = NULL;
+  gchar *out = NULL;
+  g_autofree gchar *err = NULL;
+  gint wait_status = 0;
+
+  if (!g_spawn_sync(NULL, (gchar **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                    &wait_status, &error))
+    g_error("cannot run %s: %s", argv[0], error->message);
+  if (status != NULL)
+    {
+      *status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+      return out;
+    }
+  if (!g_spawn_check_wait_status(wait_status, &error))
+    {
+      g_autofree gchar *line = g_strjoinv(" ", (gchar **)argv);
+      g_error("%s failed (%s): %s%s", line, error->message, out, err);
+    }
+  return out;
+}
+
+/* Brings the bed up: NAME-up.sh [extra...] DIR; each "KEY=VALUE" line it
+ * prints goes into the environment (before any thread exists). */
+static void
+bed_up(const char *name, const char *const *extra)
+{
+  const char *testbed = g_getenv("DATC_TESTBED");
+
+  if (getuid() != 0)
+    g_error("the %s test bed needs root (daemons, munge/sgeadmin users, runuser)", name);
+  if (testbed == NULL)
+    g_error("DATC_TESTBED is not set: run through meson test, or set it to tests/testbed");
+
+  bed.testbed = g_strdup(testbed);
+  bed.dir = g_strdup_printf("/tmp/datc-test-%s-%d", name, (int)getpid());
+  bed.work = g_build_filename(bed.dir, "work", NULL);
+  bed.down = g_strdup_printf("%s/%s-down.sh", testbed, name);
+  crash_down_argv[0] = (char *)"/bin/bash";
+  crash_down_argv[1] = bed.down;
+  crash_down_argv[2] = bed.dir;
+  crash_down_argv[3] = NULL;
+
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGABRT, bring_down_on_crash);
+  signal(SIGSEGV, bring_down_on_crash);
+
+  g_autofree gchar *up = g_strdup_printf("%s/%s-up.sh", testbed, name);
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer) "/bin/bash");
+  g_ptr_array_add(argv, up);
+  for (gsize i = 0; extra != NULL && extra[i] != NULL; i++)
+    g_ptr_array_add(argv, (gpointer)extra[i]);
+  g_ptr_array_add(argv, bed.dir);
+  g_ptr_array_add(argv, NULL);
+
+  gint64 start = g_get_monotonic_time();
+  gint status = 0;
+  g_autofree gchar *out = run_command((const char *const *)argv->pdata, &status);
+  if (status != 0)
+    g_error("%s did not bring the %s test bed up (exit %d); see above and %s", up, name, status,
+            bed.dir);
+  g_test_message("%s test bed up in %.1f s", name,
+                 (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC);
+
+  g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      gchar *eq = strchr(lines[i], '=');
+      if (eq == NULL)
+        continue;
+      *eq = '\0';
+      g_setenv(lines[i], eq + 1, TRUE);
+    }
+
+  g_assert_cmpint(g_mkdir_with_parents(bed.work, 0755), ==, 0);
+  g_assert_cmpint(chmod(bed.work, 0755), ==, 0);
+}
+
+/* Stops the bed; removes its directory too unless `keep` (a failed run,
+ * or DATC_TEST_KEEP=1, as the other tests do). */
+static void
+bed_down(gboolean keep)
+{
+  const char *argv[] = { "/bin/bash", bed.down, bed.dir, NULL };
+  gint64 start = g_get_monotonic_time();
+  gint status = 0;
+  g_autofree gchar *out = NULL;
+
+  datc_site_free(g_steal_pointer(&bed.site));
+  out = run_command(argv, &status);
+  reap_orphans();
+  g_test_message("test bed down in %.1f s (exit %d)",
+                 (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC, status);
+  signal(SIGABRT, SIG_DFL);
+  signal(SIGSEGV, SIG_DFL);
+  if (status != 0)
+    g_printerr("%s %s failed with status %d\n", bed.down, bed.dir, status);
+  if (keep || status != 0 || g_getenv("DATC_TEST_KEEP") != NULL)
+    g_printerr("test bed state and logs kept in %s\n", bed.dir);
+  else
+    {
+      const char *rm[] = { "rm", "-rf", "--", bed.dir, NULL };
+      g_free(run_command(rm, NULL));
+    }
+}
+
+static DatcSite *
+bed_site(const char *scheduler)
+{
+  if (bed.site == NULL)
+    {
+      g_autoptr(GError) error = NULL;
+      bed.site = datc_site_new("testbed", "local", scheduler, NULL, NULL, &error);
+      g_assert_no_error(error);
+    }
+  return bed.site;
+}
+
+static gchar *
+work_file(const char *name)
+{
+  return g_build_filename(bed.work, name, NULL);
+}
+
+/* ---- proxies ------------------------------------------------------------ */
+
+/* An agent command: `sh -c SCRIPT`, quoted for the script's exec line. */
+static gchar *
+agent_sh(const char *script)
+{
+  g_autofree gchar *quoted = g_shell_quote(script);
+  return g_strdup_printf("/bin/sh -c %s", quoted);
+}
+
+static gchar *
+submit_proxy(const char *scheduler, const char *name, guint slots, guint walltime_s,
+             const char *agent_command)
+{
+  DatcProxyRequest req = {
+    .name = name,
+    .slots = slots,
+    .walltime_s = walltime_s,
+    .workdir = bed.work,
+    .agent_command = agent_command,
+  };
+  g_autofree gchar *script = g_strconcat(name, ".sh", NULL);
+  g_autoptr(GError) error = NULL;
+  gchar *id = NULL;
+
+  g_assert_true(datc_site_submit(bed_site(scheduler), &req, script, &id, &error));
+  g_assert_no_error(error);
+  g_test_message("submitted %s as job %s", name, id);
+  return id;
+}
+
+static DatcProxyState
+poll_one(const char *scheduler, const char *id)
+{
+  const char *ids[] = { id, NULL };
+  DatcProxyState state = DATC_PROXY_UNKNOWN;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(datc_site_poll(bed_site(scheduler), ids, &state, &error));
+  g_assert_no_error(error);
+  return state;
+}
+
+/* Polls through the site until `id` is `want`; fails after timeout_s. */
+static void
+await_state(const char *scheduler, const char *id, DatcProxyState want, guint timeout_s)
+{
+  gint64 start = g_get_monotonic_time();
+  gint64 deadline = start + (gint64)timeout_s * G_USEC_PER_SEC;
+  DatcProxyState state;
+
+  while ((state = poll_one(scheduler, id)) != want)
+    {
+      reap_orphans();
+      if (g_get_monotonic_time() > deadline)
+        g_error("job %s is still %s after %u s, not %s", id, datc_proxy_state_name(state),
+                timeout_s, datc_proxy_state_name(want));
+      g_usleep(200 * 1000);
+    }
+  g_test_message("job %s %s after %.1f s", id, datc_proxy_state_name(want),
+                 (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC);
+}
+
+/* Polls for `seconds` and asserts the state never leaves `want`. */
+static void
+assert_stays(const char *scheduler, const char *id, DatcProxyState want, guint seconds)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)seconds * G_USEC_PER_SEC;
+
+  do
+    {
+      g_assert_cmpstr(datc_proxy_state_name(poll_one(scheduler, id)), ==,
+                      datc_proxy_state_name(want));
+      g_usleep(250 * 1000);
+    }
+  while (g_get_monotonic_time() < end);
+}
+
+/* The contents of `path` once it exists (agents write files by rename). */
+static gchar *
+await_file(const char *path, guint timeout_s)
+{
+  gint64 deadline = g_get_monotonic_time() + (gint64)timeout_s * G_USEC_PER_SEC;
+  gchar *text = NULL;
+
+  while (!g_file_get_contents(path, &text, NULL, NULL))
+    {
+      if (g_get_monotonic_time() > deadline)
+        g_error("%s did not appear within %u s", path, timeout_s);
+      g_usleep(100 * 1000);
+    }
+  return text;
+}
+
+static void
+touch(const char *path)
+{
+  g_assert_true(g_file_set_contents(path, "", 0, NULL));
+}
+
+/* Whether `pid` is gone (or a zombie nobody reaped yet). */
+static gboolean
+pid_gone(pid_t pid)
+{
+  g_autofree gchar *path = g_strdup_printf("/proc/%d/stat", (int)pid);
+  g_autofree gchar *stat = NULL;
+
+  if (kill(pid, 0) != 0 && errno == ESRCH)
+    return TRUE;
+  if (!g_file_get_contents(path, &stat, NULL, NULL))
+    return TRUE;
+  const char *paren = strrchr(stat, ')');
+  return paren != NULL && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static void
+await_pid_gone(pid_t pid, guint timeout_s)
+{
+  gint64 deadline = g_get_monotonic_time() + (gint64)timeout_s * G_USEC_PER_SEC;
+
+  while (!pid_gone(pid))
+    {
+      reap_orphans();
+      if (g_get_monotonic_time() > deadline)
+        g_error("process %d still there after %u s", (int)pid, timeout_s);
+      g_usleep(100 * 1000);
+    }
+}
+
+/* The signals the signal-recording agent saw: lines "WORD SECONDS". */
+static gint64
+signal_time(const char *log, const char *word)
+{
+  g_auto(GStrv) lines = g_strsplit(log, "\n", -1);
+
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) words = g_strsplit(lines[i], " ", -1);
+      if (words[0] != NULL && strcmp(words[0], word) == 0 && words[1] != NULL)
+        return g_ascii_strtoll(words[1], NULL, 10);
+    }
+  return -1;
+}
+
+/* An agent that writes "start NOW DATC_SLOTS DATC_WALLTIME_END PID" to
+ * `log`, then one line "SIG NOW" per USR1, USR2 or TERM it gets, and
+ * waits for ever (until KILL).  The batch shell is this sh itself (the
+ * script execs it), so signals meant for the batch shell reach it. */
+static gchar *
+signal_recording_agent(const char *log)
+{
+  g_autofree gchar *q = g_shell_quote(log);
+  g_autofree gchar *script = g_strdup_printf(
+      "for s in USR1 USR2 TERM; do trap \"echo $s \\$(date +%%s) >>%s\" $s; done; "
+      "echo \"start $(date +%%s) $DATC_SLOTS ${DATC_WALLTIME_END:-0} $$\" >>%s; "
+      "while :; do sleep 1 & wait $!; done",
+      q, q);
+  return agent_sh(script);
+}
