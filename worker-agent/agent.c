@@ -53,6 +53,7 @@ typedef struct {
   GQueue queue;             /* DatcTask* received, not started */
   GHashTable *unacked;      /* "id/attempt" -> Unacked* */
   GPtrArray *outbox;        /* DatcResult* (owned by unacked) to send */
+  gint64 outbox_since_us;   /* when the oldest of them joined (0: empty) */
 
   gint64 last_master_us;    /* last frame from the master */
   gint64 next_hello_us;
@@ -125,6 +126,16 @@ send_hello (Agent *a)
   send_msg (a, m);
 }
 
+/* How many tasks one CREDIT asks for, at least. */
+static guint64
+credit_batch (Agent *a)
+{
+  return MAX (1u, a->o->prefetch / 2);
+}
+
+/* Results wait to go out with the next credit, at most this long. */
+#define RESULT_LINGER_US (20 * 1000)
+
 static void
 send_credit (Agent *a)
 {
@@ -135,6 +146,13 @@ send_credit (Agent *a)
   guint64 want = capacity > busy ? capacity - busy : 0;
   guint64 limit = a->received + want;
   if (limit <= a->limit_sent)
+    return;
+  /* Ask in batches, at a low-water mark: one CREDIT (and one TASKS back)
+   * per half a prefetch, not per finished task.  Ask at once when a slot
+   * would otherwise idle. */
+  guint64 unspent = a->limit_sent > a->received ? a->limit_sent - a->received : 0;
+  gboolean starving = a->queue.length == 0 && unspent == 0;
+  if (!starving && limit - a->limit_sent < credit_batch (a))
     return;
   DatcMsg m = { .type = DATC_MSG_CREDIT };
   m.u.credit.session = a->session;
@@ -201,8 +219,19 @@ send_results (Agent *a)
 {
   if (!a->welcomed)
     return;
-  guint i = 0;
   gint64 now = g_get_monotonic_time ();
+  if (a->outbox->len == 0)
+    return;
+  /* Grouped like credit: a batch, or when they have waited long enough,
+   * or when nothing else is running (no reason to wait), or when leaving. */
+  if (a->outbox_since_us == 0)
+    a->outbox_since_us = now;
+  gboolean busy = datc_runner_running (a->runner) > 0 || a->queue.length > 0;
+  if (!a->leaving && busy && a->outbox->len < credit_batch (a)
+      && now - a->outbox_since_us < RESULT_LINGER_US)
+    return;
+  a->outbox_since_us = 0;
+  guint i = 0;
   while (i < a->outbox->len)
     {
       g_autoptr (DatcMsg) m = datc_msg_new (DATC_MSG_RESULT);
@@ -567,6 +596,8 @@ datc_agent_run (const DatcAgentOptions *o)
         wake = MIN (wake, a.last_heartbeat_us + (gint64) a.heartbeat_ms * 1000);
       if (a.leaving)
         wake = MIN (wake, a.leave_deadline_us);
+      if (a.outbox->len > 0)
+        wake = MIN (wake, (a.outbox_since_us ? a.outbox_since_us : now) + RESULT_LINGER_US);
       if (o->walltime_end_us > 0 && !a.draining)
         wake = MIN (wake, now + 1000 * 1000);
       int rt = datc_runner_next_timeout_ms (a.runner);
