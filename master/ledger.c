@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "jsonline.h"
 
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
 
@@ -95,6 +96,18 @@ gba_write (void *data, const char *buf, size_t len)
 {
   g_byte_array_append ((GByteArray *) data, (const guint8 *) buf, len);
   return 0;
+}
+
+/* Starts a journal record: a msgpack array of `length` elements whose
+ * first is the record type; the caller packs the rest and calls
+ * datc_journal_end(). */
+static void
+record_begin (DatcLedger *l, msgpack_packer *pk, enum RecordType type, guint length)
+{
+  GByteArray *buf = datc_journal_begin (l->journal);
+  msgpack_packer_init (pk, buf, gba_write);
+  msgpack_pack_array (pk, length);
+  msgpack_pack_uint8 (pk, (guint8) type);
 }
 
 static void
@@ -201,30 +214,6 @@ is_final (const TaskSlot *t)
 
 /* ---- results.jsonl ------------------------------------------------- */
 
-static void
-json_string (GString *s, const char *v)
-{
-  g_string_append_c (s, '"');
-  for (const char *p = v; *p; p++)
-    {
-      unsigned char c = (unsigned char) *p;
-      switch (c)
-        {
-        case '"': g_string_append (s, "\\\""); break;
-        case '\\': g_string_append (s, "\\\\"); break;
-        case '\n': g_string_append (s, "\\n"); break;
-        case '\r': g_string_append (s, "\\r"); break;
-        case '\t': g_string_append (s, "\\t"); break;
-        default:
-          if (c < 0x20)
-            g_string_append_printf (s, "\\u%04x", c);
-          else
-            g_string_append_c (s, (char) c);
-        }
-    }
-  g_string_append_c (s, '"');
-}
-
 static const char *
 status_name (guint status)
 {
@@ -261,19 +250,19 @@ write_result_line (DatcLedger *l, const ResultRec *r)
                           r->id, bt->line, r->attempt, status_name (r->status),
                           r->exit_code, r->signal);
   g_string_append (s, "\"site\":");
-  json_string (s, a ? a->site : "");
+  datc_json_append_string (s, a ? a->site : "");
   g_string_append (s, ",\"proxy\":");
-  json_string (s, a ? a->proxy : "");
+  datc_json_append_string (s, a ? a->proxy : "");
   g_string_append (s, ",\"host\":");
-  json_string (s, a ? a->host : "");
+  datc_json_append_string (s, a ? a->host : "");
   g_string_append (s, ",\"agent\":");
-  json_string (s, a ? a->agent_id : "");
+  datc_json_append_string (s, a ? a->agent_id : "");
   g_string_append_printf (s,
                           ",\"submitted\":%" G_GINT64_FORMAT ",\"started\":%" G_GINT64_FORMAT
                           ",\"finished\":%" G_GINT64_FORMAT ",",
                           src ? src->submitted_us : 0, r->started, r->finished);
   g_string_append (s, "\"output\":");
-  json_string (s, a ? a->output_name : "");
+  datc_json_append_string (s, a ? a->output_name : "");
   g_string_append_printf (s,
                           ",\"stdout_offset\":%" G_GUINT64_FORMAT
                           ",\"stdout_bytes\":%" G_GUINT64_FORMAT
@@ -286,7 +275,7 @@ write_result_line (DatcLedger *l, const ResultRec *r)
   if (r->message != NULL)
     {
       g_string_append (s, ",\"message\":");
-      json_string (s, r->message);
+      datc_json_append_string (s, r->message);
     }
   g_string_append (s, "}\n");
   if (l->options.read_only)
@@ -734,10 +723,7 @@ journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
                 const char *data, gsize len)
 {
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 9);
-  msgpack_pack_uint8 (&pk, REC_SOURCE);
+  record_begin (l, &pk, REC_SOURCE, 9);
   msgpack_pack_uint32 (&pk, idx);
   pack_str (&pk, path);
   pack_str (&pk, sha);
@@ -919,10 +905,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   /* Start record: marks each master incarnation in the journal. */
   {
     msgpack_packer pk;
-    GByteArray *buf = datc_journal_begin (l->journal);
-    msgpack_packer_init (&pk, buf, gba_write);
-    msgpack_pack_array (&pk, 3);
-    msgpack_pack_uint8 (&pk, REC_START);
+    record_begin (l, &pk, REC_START, 3);
     msgpack_pack_uint64 (&pk, g_random_int ());
     msgpack_pack_int64 (&pk, g_get_real_time ());
     datc_journal_end (l->journal);
@@ -931,10 +914,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (l->options.retry_cancelled && l->counts.cancelled > 0)
     {
       msgpack_packer pk;
-      GByteArray *buf = datc_journal_begin (l->journal);
-      msgpack_packer_init (&pk, buf, gba_write);
-      msgpack_pack_array (&pk, 2);
-      msgpack_pack_uint8 (&pk, REC_RETRY);
+      record_begin (l, &pk, REC_RETRY, 2);
       msgpack_pack_int64 (&pk, g_get_real_time ());
       datc_journal_end (l->journal);
       apply_retry (l);
@@ -997,10 +977,7 @@ datc_ledger_cancel (DatcLedger *l, const guint64 *ids, guint n, GArray *running)
     return 0;
 
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 3);
-  msgpack_pack_uint8 (&pk, REC_CANCEL);
+  record_begin (l, &pk, REC_CANCEL, 3);
   msgpack_pack_int64 (&pk, when);
   if (ids == NULL)
     msgpack_pack_nil (&pk);
@@ -1094,10 +1071,7 @@ datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const 
 
   guint32 idx = l->agents->len;
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 6);
-  msgpack_pack_uint8 (&pk, REC_AGENT);
+  record_begin (l, &pk, REC_AGENT, 6);
   msgpack_pack_uint32 (&pk, idx);
   pack_str (&pk, agent_id);
   pack_str (&pk, site);
@@ -1159,10 +1133,7 @@ datc_ledger_dispatch (DatcLedger *l, guint32 agent, guint max, guint64 budget_ms
     return 0;
 
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 4);
-  msgpack_pack_uint8 (&pk, REC_DISPATCH);
+  record_begin (l, &pk, REC_DISPATCH, 4);
   msgpack_pack_uint32 (&pk, agent);
   msgpack_pack_int64 (&pk, g_get_real_time ());
   msgpack_pack_array (&pk, n * 2);
@@ -1192,10 +1163,7 @@ static void
 journal_dispatch_one (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 4);
-  msgpack_pack_uint8 (&pk, REC_DISPATCH);
+  record_begin (l, &pk, REC_DISPATCH, 4);
   msgpack_pack_uint32 (&pk, agent);
   msgpack_pack_int64 (&pk, g_get_real_time ());
   msgpack_pack_array (&pk, 2);
@@ -1293,10 +1261,7 @@ static void
 journal_result (DatcLedger *l, const ResultRec *rr)
 {
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, RESULT_FIELDS + 1);
-  msgpack_pack_uint8 (&pk, REC_RESULT);
+  record_begin (l, &pk, REC_RESULT, RESULT_FIELDS + 1);
   msgpack_pack_uint64 (&pk, rr->id);
   msgpack_pack_uint32 (&pk, rr->attempt);
   msgpack_pack_uint32 (&pk, rr->agent);
@@ -1323,10 +1288,7 @@ static void
 journal_requeue (DatcLedger *l, guint64 id, gboolean lost)
 {
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 3);
-  msgpack_pack_uint8 (&pk, REC_REQUEUE);
+  record_begin (l, &pk, REC_REQUEUE, 3);
   msgpack_pack_uint64 (&pk, id);
   if (lost)
     msgpack_pack_true (&pk);
@@ -1475,10 +1437,7 @@ datc_ledger_proxy (DatcLedger *l, const char *site, const char *proxy, const cha
                    const char *event)
 {
   msgpack_packer pk;
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (&pk, buf, gba_write);
-  msgpack_pack_array (&pk, 6);
-  msgpack_pack_uint8 (&pk, REC_PROXY);
+  record_begin (l, &pk, REC_PROXY, 6);
   pack_str (&pk, site);
   pack_str (&pk, proxy);
   pack_str (&pk, job_id);

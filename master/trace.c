@@ -1,6 +1,8 @@
 /* trace.c: see trace.h. */
 #include "trace.h"
 
+#include "jsonline.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -37,23 +39,6 @@ datc_trace_free (DatcTrace *t)
   g_free (t);
 }
 
-static void
-append_json_string (GString *s, const char *v)
-{
-  g_string_append_c (s, '"');
-  for (const char *p = v ? v : ""; *p; p++)
-    {
-      unsigned char c = (unsigned char) *p;
-      if (c == '"' || c == '\\')
-        g_string_append_printf (s, "\\%c", c);
-      else if (c < 0x20)
-        g_string_append_printf (s, "\\u%04x", c);
-      else
-        g_string_append_c (s, (char) c);
-    }
-  g_string_append_c (s, '"');
-}
-
 void
 datc_trace_event (DatcTrace *t, const char *event, ...)
 {
@@ -62,17 +47,17 @@ datc_trace_event (DatcTrace *t, const char *event, ...)
   va_list ap;
   GString *s = t->line;
   g_string_printf (s, "{\"time\":%" G_GINT64_FORMAT ",\"event\":", g_get_real_time ());
-  append_json_string (s, event);
+  datc_json_append_string (s, event);
   va_start (ap, event);
   const char *key;
   while ((key = va_arg (ap, const char *)) != NULL)
     {
       int kind = va_arg (ap, int);
       g_string_append_c (s, ',');
-      append_json_string (s, key);
+      datc_json_append_string (s, key);
       g_string_append_c (s, ':');
       if (kind == 's')
-        append_json_string (s, va_arg (ap, const char *));
+        datc_json_append_string (s, va_arg (ap, const char *));
       else if (kind == 'i')
         g_string_append_printf (s, "%" G_GINT64_FORMAT, va_arg (ap, gint64));
       else
