@@ -17,6 +17,9 @@ extern const DatcTransportClass datc_transport_ssh;
 extern const DatcSchedulerClass datc_scheduler_fork;
 extern const DatcSchedulerClass datc_scheduler_slurm;
 extern const DatcSchedulerClass datc_scheduler_sge;
+extern const DatcSchedulerClass datc_scheduler_pbs;
+extern const DatcSchedulerClass datc_scheduler_condor;
+extern const DatcSchedulerClass datc_scheduler_lsf;
 
 /* ---- registry ------------------------------------------------------- */
 

@@ -15,12 +15,14 @@ static const DatcTransportClass *const transports[] = {
   &datc_transport_ssh,
 };
 
-/* Schedulers turn a proxy into a job: fork now; slurm, sge, pbs, condor
- * and lsf go after it, in that order, as they arrive. */
+/* Schedulers turn a proxy into a job: fork, then the batch systems. */
 static const DatcSchedulerClass *const schedulers[] = {
   &datc_scheduler_fork,
   &datc_scheduler_slurm,
   &datc_scheduler_sge,
+  &datc_scheduler_pbs,
+  &datc_scheduler_condor,
+  &datc_scheduler_lsf,
 };
 
 const DatcTransportClass *

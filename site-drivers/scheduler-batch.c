@@ -199,13 +199,18 @@ datc_batch_cancel_argv(const char *command, const char *ok_regex, const char *na
   if (!datc_batch_ids_are_valid(ids, valid))
     return NULL;
 
-  /* Success lines go too: a mix of "deleted" and "already gone" is a
-   * success; anything else is printed and fails with the status. */
+  /* A non-zero exit passes only when some line says "deleted" or "already
+   * gone" and every other non-blank line does too (condor_rm, for one,
+   * prints an empty line before "Job 12.0 not found"); a failure that
+   * said nothing stays a failure.  What does not match goes to stderr. */
   g_autofree gchar *script
       = g_strdup_printf("out=$(%s \"$@\" 2>&1)\n"
                         "st=$?\n"
                         "[ \"$st\" -eq 0 ] && exit 0\n"
-                        "if printf '%%s\\n' \"$out\" | grep -v -E -e '%s' >&2; then\n"
+                        "ok='%s'\n"
+                        "rest=$(printf '%%s\\n' \"$out\" | grep -v -E -e '^[[:space:]]*$' -e \"$ok\")\n"
+                        "if [ -n \"$rest\" ] || ! printf '%%s\\n' \"$out\" | grep -q -E -e \"$ok\"; then\n"
+                        "  printf '%%s\\n' \"${rest:-$out}\" >&2\n"
                         "  exit \"$st\"\n"
                         "fi\n"
                         "exit 0\n",

@@ -1,0 +1,295 @@
+/* scheduler-lsf.c: a proxy is one IBM Spectrum LSF job with `slots`
+ * slots on one host.
+ *
+ * LSF (and OpenLava) has no package in Debian 12, so this driver is tested
+ * on answers transcribed from the IBM Spectrum LSF 10.1 documentation
+ * (tests/data/lsf, each file naming its source), never against a daemon.
+ *
+ * Shapes that matter:
+ *
+ *  - bsub reads #BSUB directives only from a script on its standard
+ *    input (`bsub script` would run the file as a command and ignore
+ *    them), so submit is `cd WORKDIR && bsub [submit_args] < SCRIPT`.  The
+ *    job runs in the directory bsub ran in; the log NAME.%J.log is there.
+ *  - `-n N -R "span[hosts=1]"`; DATC_SLOTS is LSB_DJOB_NUMPROC, the slots
+ *    LSF allocated.  The script computes DATC_WALLTIME_END itself.
+ *  - Walltime is `-W` in whole minutes (rounded up).  At the run limit LSF
+ *    sends SIGUSR2 and kills the job if it has not ended ten minutes later
+ *    (bsub -W).  The advance warning is `-wa USR1 -wt 1`: SIGUSR1 one
+ *    minute before the limit (-wt is minutes, so a one-minute walltime gets
+ *    none beyond the SIGUSR2 at the limit).  The agent drains on both.
+ *  - bsub prints "Job <ID> is submitted to [default ]queue <QUEUE>.".
+ *  - Poll is `bjobs -a -w IDS` (-a keeps jobs that ended within
+ *    CLEAN_PERIOD, -w keeps columns whole): JOBID USER STAT ...  An id it
+ *    does not know ("Job <ID> is not found" on stderr, exit non-zero) is
+ *    FINISHED.  STAT: PEND PSUSP WAIT pending; RUN USUSP SSUSP PROV
+ *    running; DONE finished; EXIT failed (non-zero exit: also a proxy
+ *    bkill'ed or killed at its run limit); ZOMBI finished; UNKWN unknown.
+ *  - bkill: "Job <ID> is being terminated"; for a job already gone "Job
+ *    <ID>: Job has already finished" or "...: No matching job found",
+ *    which the cancel wrapper passes.
+ *  - Lookup is `bjobs -a -w -J NAME`. */
+
+#include "scheduler-batch.h"
+
+#include <string.h>
+
+#define LSF "lsf"
+
+static gboolean
+lsf_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id);
+}
+
+/* ---- script and submit ------------------------------------------------ */
+
+static gchar *
+lsf_script(const DatcProxyRequest *req)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+
+  if (!datc_batch_request_is_valid(req))
+    return NULL;
+
+  g_autoptr(GString) d = g_string_new(NULL);
+  g_string_append_printf(d, "#BSUB -J %s\n", req->name);
+  g_string_append_printf(d, "#BSUB -n %u\n", req->slots);
+  g_string_append(d, "#BSUB -R \"span[hosts=1]\"\n");
+  g_string_append_printf(d, "#BSUB -o %s.%%J.log\n", req->name);
+  if (req->walltime_s > 0)
+    {
+      guint minutes = (req->walltime_s + 59) / 60;
+
+      g_string_append_printf(d, "#BSUB -W %u\n", minutes);
+      if (minutes >= 2)
+        g_string_append(d, "#BSUB -wa USR1\n#BSUB -wt 1\n");
+    }
+  if (req->queue != NULL)
+    g_string_append_printf(d, "#BSUB -q %s\n", req->queue);
+
+  return datc_batch_script(req, LSF, d->str, "DATC_SLOTS=${LSB_DJOB_NUMPROC:-}\n", NULL);
+}
+
+static GStrv
+lsf_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+  g_return_val_if_fail(script_path != NULL, NULL);
+
+  g_auto(GStrv) extra = datc_batch_split_submit_args(req->submit_args);
+  if (extra == NULL || req->workdir == NULL || req->workdir[0] != '/'
+      || script_path[0] != '/')
+    return NULL;
+
+  g_autoptr(GPtrArray) args = datc_batch_argv_new();
+  datc_batch_argv_add(args, req->workdir);
+  datc_batch_argv_add(args, script_path);
+  datc_batch_argv_add_all(args, (const char *const *)extra);
+  g_ptr_array_add(args, NULL);
+  return datc_batch_sh_argv("cd \"$1\" || exit 1\n"
+                            "s=$2\n"
+                            "shift 2\n"
+                            "exec bsub \"$@\" <\"$s\"\n",
+                            "datc-lsf-submit", (const char *const *)args->pdata);
+}
+
+static gboolean
+lsf_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, LSF, "bsub", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, LSF, "bsub's stdout", &lines, error))
+    return FALSE;
+
+  g_autoptr(GRegex) submitted = g_regex_new(
+      "^Job <([0-9]+)> is submitted to (?:default )?queue <[^<>]+>\\.$", 0, 0, NULL);
+  g_autofree gchar *found = NULL;
+  guint matches = 0;
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      g_autoptr(GMatchInfo) match = NULL;
+      if (g_regex_match(submitted, lines[i], 0, &match))
+        {
+          g_free(found);
+          found = g_match_info_fetch(match, 1);
+          matches++;
+        }
+    }
+  if (matches != 1 || !lsf_id_is_valid(found))
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      datc_batch_set_parse_error(error, LSF,
+                                 "expected one 'Job <ID> is submitted to queue <Q>.' from bsub",
+                                 all);
+      return FALSE;
+    }
+  *job_id = g_steal_pointer(&found);
+  return TRUE;
+}
+
+/* ---- poll ------------------------------------------------------------- */
+
+static GStrv
+lsf_poll_argv(const char *const *ids)
+{
+  if (!datc_batch_ids_are_valid(ids, lsf_id_is_valid))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "bjobs", "-a", "-w", NULL };
+  datc_batch_argv_add_all(argv, fixed);
+  datc_batch_argv_add_all(argv, ids);
+  return datc_batch_argv_end(argv);
+}
+
+static const DatcBatchStateWord lsf_states[] = {
+  { "PEND", DATC_PROXY_PENDING },  { "PSUSP", DATC_PROXY_PENDING },
+  { "WAIT", DATC_PROXY_PENDING },  { "RUN", DATC_PROXY_RUNNING },
+  { "USUSP", DATC_PROXY_RUNNING }, { "SSUSP", DATC_PROXY_RUNNING },
+  { "PROV", DATC_PROXY_RUNNING },  { "DONE", DATC_PROXY_FINISHED },
+  { "ZOMBI", DATC_PROXY_FINISHED }, { "EXIT", DATC_PROXY_FAILED },
+  { "UNKWN", DATC_PROXY_UNKNOWN },
+};
+
+static gboolean
+is_known_state(const char *word)
+{
+  for (gsize i = 0; i < G_N_ELEMENTS(lsf_states); i++)
+    if (strcmp(lsf_states[i].word, word) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job.
+ * Ids a "Job <X> is not found" on stderr names are `gone`. */
+static gboolean
+lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *order,
+                GError **error)
+{
+  g_auto(GStrv) lines = NULL;
+  g_auto(GStrv) err_lines = NULL;
+  if (!datc_batch_answer_lines(res->out, LSF, "bjobs's stdout", &lines, error)
+      || !datc_batch_answer_lines(res->err, LSF, "bjobs's stderr", &err_lines, error))
+    return FALSE;
+
+  g_autoptr(GRegex) not_found = g_regex_new("^Job <([^<>]+)> is not found$", 0, 0, NULL);
+  for (gsize i = 0; err_lines[i] != NULL; i++)
+    {
+      g_autoptr(GMatchInfo) match = NULL;
+
+      if (g_regex_match(not_found, err_lines[i], 0, &match))
+        {
+          g_autofree gchar *id = g_match_info_fetch(match, 1);
+          if (!g_hash_table_contains(answers, id))
+            datc_batch_answers_set(answers, id, DATC_PROXY_FINISHED);
+        }
+      else if (res->exit_status != 0)
+        {
+          datc_batch_set_command_error(error, LSF, "bjobs", res);
+          return FALSE;
+        }
+    }
+  if (res->exit_status != 0 && err_lines[0] == NULL)
+    {
+      datc_batch_set_command_error(error, LSF, "bjobs", res);
+      return FALSE;
+    }
+
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      if (i == 0 && g_str_has_prefix(lines[i], "JOBID "))
+        continue;
+
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+      if (g_strv_length(words) < 4 || !lsf_id_is_valid(words[0]) || !is_known_state(words[2]))
+        {
+          datc_batch_set_parse_error(error, LSF, "expected 'JOBID USER STAT QUEUE ...' from bjobs",
+                                     lines[i]);
+          return FALSE;
+        }
+      datc_batch_answers_set(answers, words[0],
+                             datc_batch_state_lookup(lsf_states, G_N_ELEMENTS(lsf_states),
+                                                     words[2]));
+      if (order != NULL)
+        datc_batch_argv_add(order, words[0]);
+    }
+  return TRUE;
+}
+
+static gboolean
+lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+
+  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  if (!lsf_parse_table(res, answers, NULL, error))
+    return FALSE;
+  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  return TRUE;
+}
+
+/* ---- cancel and lookup ------------------------------------------------- */
+
+static GStrv
+lsf_cancel_argv(const char *const *ids)
+{
+  return datc_batch_cancel_argv("bkill",
+                                "^Job <[0-9]+>( is being terminated|: Job has already finished|"
+                                ": No matching job found| is not found)",
+                                "datc-lsf-cancel", ids, lsf_id_is_valid);
+}
+
+static GStrv
+lsf_lookup_argv(const char *job_name)
+{
+  if (!datc_batch_name_is_valid(job_name))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "bjobs", "-a", "-w", "-J", job_name, NULL };
+  datc_batch_argv_add_all(argv, fixed);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+lsf_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  *job_id = NULL;
+  g_autoptr(GHashTable) gone = datc_batch_answers_new();
+  g_autoptr(GPtrArray) found = datc_batch_argv_new();
+  if (!lsf_parse_table(res, gone, found, error))
+    return FALSE;
+  if (found->len > 1)
+    {
+      g_ptr_array_add(found, NULL);
+      g_autofree gchar *all = g_strjoinv(", ", (gchar **)found->pdata);
+      datc_batch_set_parse_error(error, LSF, "several jobs carry the name", all);
+      return FALSE;
+    }
+  if (found->len == 1)
+    *job_id = g_strdup(g_ptr_array_index(found, 0));
+  return TRUE;
+}
+
+const DatcSchedulerClass datc_scheduler_lsf = {
+  .name = "lsf",
+  .script = lsf_script,
+  .submit_argv = lsf_submit_argv,
+  .parse_submit = lsf_parse_submit,
+  .poll_argv = lsf_poll_argv,
+  .parse_poll = lsf_parse_poll,
+  .cancel_argv = lsf_cancel_argv,
+  .lookup_argv = lsf_lookup_argv,
+  .parse_lookup = lsf_parse_lookup,
+};

@@ -1,0 +1,372 @@
+/* scheduler-pbs.c: a proxy is one PBS Professional / OpenPBS job with one
+ * chunk of `slots` CPUs.
+ *
+ * No PBS server exists in Debian 12 (torque-server, openpbs and pbspro
+ * have no candidate; slurm-wlm-torque only wraps Slurm and conflicts with
+ * Grid Engine), so this driver is tested on answers transcribed from the
+ * OpenPBS documentation and sources (tests/data/pbs, each file naming
+ * its source), never against a daemon.  Torque is not targeted: its
+ * `qstat -x` means XML and it has no `select`.
+ *
+ * Shapes that matter:
+ *
+ *  - `-l select=1:ncpus=N`, `-l walltime=HH:MM:SS`, `-j oe`; the log is
+ *    PBS's default NAME.oSEQ in the directory qsub ran in, which the
+ *    submit command `cd`s to.  A PBS job starts in $HOME (sandbox=HOME),
+ *    so the script `cd`s to the workdir before it execs the agent.
+ *  - DATC_SLOTS is NCPUS (PBS Pro) or PBS_NP / PBS_NUM_PPN (Torque-style
+ *    sites); the script computes DATC_WALLTIME_END from its own start.
+ *  - No advance warning exists: PBS documents none.  At the walltime the
+ *    MoM kills the job (SIGTERM, then SIGKILL), and so does qdel; the
+ *    agent drains on SIGTERM and should keep its own deadline.
+ *  - Submit prints the job id ("SEQ.SERVER") alone.
+ *  - Poll is `qstat -x -f -F dsv IDS`: one line per job, "Job Id: ID|
+ *    attr = value|..." with '|' inside values escaped by a backslash; -x
+ *    keeps finished jobs (state F, with Exit_status) while job history is
+ *    on.  An id it does not know ("qstat: Unknown Job Id ID", or the
+ *    "Job has finished" answer without -x) is FINISHED; qstat then exits
+ *    non-zero, which is not an error when those are the only complaints.
+ *  - Exit_status 0, -29 (JOB_EXEC_KILL_WALLTIME) or >= 256 (killed by a
+ *    signal: the walltime or qdel) is how proxies end: FINISHED; 1..255
+ *    and PBS's other negative codes (could not start it): FAILED.
+ *  - qdel says "qdel: Unknown Job Id ID" / "qdel: Job has finished ID"
+ *    for jobs already gone: the cancel wrapper lets that pass.
+ *  - Lookup is `qselect -x -N NAME`: job ids, whitespace-separated. */
+
+#include "scheduler-batch.h"
+
+#include <string.h>
+
+#define PBS "pbs"
+
+/* SEQ[.SERVER][@SERVER], SERVER a host name. */
+static gboolean
+pbs_id_is_valid(const char *id)
+{
+  return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
+         && g_regex_match_simple("^[1-9][0-9]{0,17}(\\.[A-Za-z0-9][A-Za-z0-9.-]*)?"
+                                 "(@[A-Za-z0-9][A-Za-z0-9.-]*)?$",
+                                 id, 0, 0);
+}
+
+/* ---- script and submit ------------------------------------------------ */
+
+static gchar *
+pbs_script(const DatcProxyRequest *req)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+
+  if (!datc_batch_request_is_valid(req))
+    return NULL;
+
+  g_autoptr(GString) d = g_string_new(NULL);
+  g_string_append_printf(d, "#PBS -N %s\n", req->name);
+  g_string_append_printf(d, "#PBS -l select=1:ncpus=%u\n", req->slots);
+  if (req->walltime_s > 0)
+    g_string_append_printf(d, "#PBS -l walltime=%u:%02u:%02u\n", req->walltime_s / 3600,
+                           req->walltime_s / 60 % 60, req->walltime_s % 60);
+  if (req->queue != NULL)
+    g_string_append_printf(d, "#PBS -q %s\n", req->queue);
+  g_string_append(d, "#PBS -j oe\n");
+
+  g_autofree gchar *workdir = g_shell_quote(req->workdir);
+  g_autofree gchar *cd = g_strdup_printf("cd %s || exit 1\n", workdir);
+  return datc_batch_script(req, PBS, d->str,
+                           "DATC_SLOTS=${NCPUS:-${PBS_NUM_PPN:-${PBS_NP:-}}}\n", cd);
+}
+
+static GStrv
+pbs_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  g_return_val_if_fail(req != NULL, NULL);
+  g_return_val_if_fail(script_path != NULL, NULL);
+
+  g_auto(GStrv) extra = datc_batch_split_submit_args(req->submit_args);
+  if (extra == NULL || req->workdir == NULL || req->workdir[0] != '/'
+      || script_path[0] != '/')
+    return NULL;
+
+  g_autoptr(GPtrArray) args = datc_batch_argv_new();
+  datc_batch_argv_add(args, req->workdir);
+  datc_batch_argv_add_all(args, (const char *const *)extra);
+  datc_batch_argv_add(args, script_path);
+  g_ptr_array_add(args, NULL);
+  /* PBS_O_WORKDIR, and with it the default log's place, is where qsub
+   * runs. */
+  return datc_batch_sh_argv("cd \"$1\" || exit 1\nshift\nexec qsub \"$@\"\n",
+                            "datc-pbs-submit", (const char *const *)args->pdata);
+}
+
+static gboolean
+pbs_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, PBS, "qsub", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, PBS, "qsub's stdout", &lines, error))
+    return FALSE;
+  if (g_strv_length(lines) != 1 || !pbs_id_is_valid(lines[0]))
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      datc_batch_set_parse_error(error, PBS, "expected one job id from qsub", all);
+      return FALSE;
+    }
+  *job_id = g_strdup(lines[0]);
+  return TRUE;
+}
+
+/* ---- poll ------------------------------------------------------------- */
+
+static GStrv
+pbs_poll_argv(const char *const *ids)
+{
+  if (!datc_batch_ids_are_valid(ids, pbs_id_is_valid))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "qstat", "-x", "-f", "-F", "dsv", NULL };
+  datc_batch_argv_add_all(argv, fixed);
+  datc_batch_argv_add_all(argv, ids);
+  return datc_batch_argv_end(argv);
+}
+
+/* The fields of one DSV line, split at '|' that are not escaped, with the
+ * escapes removed. */
+static GStrv
+dsv_fields(const char *line)
+{
+  GPtrArray *fields = datc_batch_argv_new();
+  GString *field = g_string_new(NULL);
+
+  for (const char *p = line; *p != '\0'; p++)
+    {
+      if (*p == '\\' && p[1] != '\0')
+        g_string_append_c(field, *++p);
+      else if (*p == '|')
+        {
+          g_ptr_array_add(fields, g_string_free(field, FALSE));
+          field = g_string_new(NULL);
+        }
+      else
+        g_string_append_c(field, *p);
+    }
+  g_ptr_array_add(fields, g_string_free(field, FALSE));
+  return datc_batch_argv_end(fields);
+}
+
+/* "name = value" -> value, when the field is that attribute. */
+static const char *
+dsv_value(const char *field, const char *name)
+{
+  gsize len = strlen(name);
+
+  if (strncmp(field, name, len) != 0 || strncmp(field + len, " = ", 3) != 0)
+    return NULL;
+  return field + len + 3;
+}
+
+static DatcProxyState
+pbs_state(const char *state, const char *exit_status)
+{
+  if (strlen(state) != 1)
+    return DATC_PROXY_UNKNOWN;
+  switch (state[0])
+    {
+    case 'Q':
+    case 'H':
+    case 'W':
+    case 'T':
+      return DATC_PROXY_PENDING;
+    case 'R':
+    case 'E':
+    case 'S':
+    case 'U':
+    case 'B':
+      return DATC_PROXY_RUNNING;
+    case 'X':
+      return DATC_PROXY_FINISHED;
+    case 'F':
+      {
+        if (exit_status == NULL)
+          return DATC_PROXY_FINISHED;
+        gchar *end = NULL;
+        gint64 code = g_ascii_strtoll(exit_status, &end, 10);
+        if (end == exit_status || *end != '\0')
+          return DATC_PROXY_UNKNOWN;
+        return code == 0 || code == -29 || code >= 256 ? DATC_PROXY_FINISHED
+                                                        : DATC_PROXY_FAILED;
+      }
+    default:
+      return DATC_PROXY_UNKNOWN;
+    }
+}
+
+/* The sequence number: what a job id means whatever server suffix the
+ * answer prints (short or fully qualified). */
+static gchar *
+pbs_sequence(const char *id)
+{
+  return g_strndup(id, strspn(id, "0123456789"));
+}
+
+static gboolean
+pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+
+  g_auto(GStrv) lines = NULL;
+  g_auto(GStrv) err_lines = NULL;
+  if (!datc_batch_answer_lines(res->out, PBS, "qstat's stdout", &lines, error)
+      || !datc_batch_answer_lines(res->err, PBS, "qstat's stderr", &err_lines, error))
+    return FALSE;
+
+  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr(GHashTable) by_sequence = datc_batch_answers_new();
+
+  /* Complaints about ids: gone.  Anything else on stderr with a failed
+   * exit: the command failed. */
+  g_autoptr(GRegex) gone = g_regex_new("^qstat: (?:Unknown Job Id (\\S+)|(\\S+) Job has "
+                                       "finished, use -x or -H to obtain historical job "
+                                       "information)$",
+                                       0, 0, NULL);
+  for (gsize i = 0; err_lines[i] != NULL; i++)
+    {
+      g_autoptr(GMatchInfo) match = NULL;
+
+      if (g_regex_match(gone, err_lines[i], 0, &match))
+        {
+          g_autofree gchar *a = g_match_info_fetch(match, 1);
+          g_autofree gchar *b = g_match_info_fetch(match, 2);
+          const char *id = a != NULL && a[0] != '\0' ? a : b;
+          g_autofree gchar *seq = pbs_sequence(id);
+          datc_batch_answers_set(answers, id, DATC_PROXY_FINISHED);
+          datc_batch_answers_set(by_sequence, seq, DATC_PROXY_FINISHED);
+        }
+      else if (res->exit_status != 0)
+        {
+          datc_batch_set_command_error(error, PBS, "qstat", res);
+          return FALSE;
+        }
+    }
+  if (res->exit_status != 0 && err_lines[0] == NULL)
+    {
+      datc_batch_set_command_error(error, PBS, "qstat", res);
+      return FALSE;
+    }
+
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) fields = dsv_fields(lines[i]);
+      const char *id = g_str_has_prefix(fields[0], "Job Id: ") ? fields[0] + 8 : NULL;
+      const char *state = NULL, *exit_status = NULL;
+
+      for (gsize j = 1; fields[j] != NULL; j++)
+        {
+          state = state != NULL ? state : dsv_value(fields[j], "job_state");
+          exit_status = exit_status != NULL ? exit_status : dsv_value(fields[j], "Exit_status");
+        }
+      if (id == NULL || !pbs_id_is_valid(id) || state == NULL
+          || pbs_state(state, exit_status) == DATC_PROXY_UNKNOWN)
+        {
+          datc_batch_set_parse_error(error, PBS,
+                                     "expected 'Job Id: ID|...|job_state = S|...' from qstat",
+                                     lines[i]);
+          return FALSE;
+        }
+      DatcProxyState s = pbs_state(state, exit_status);
+      g_autofree gchar *seq = pbs_sequence(id);
+      datc_batch_answers_set(answers, id, s);
+      datc_batch_answers_set(by_sequence, seq, s);
+    }
+
+  for (gsize i = 0; ids[i] != NULL; i++)
+    {
+      const char *one[] = { ids[i], NULL };
+      g_autofree gchar *seq = pbs_sequence(ids[i]);
+      const char *by_seq[] = { seq, NULL };
+
+      if (g_hash_table_contains(answers, ids[i]))
+        datc_batch_answers_fill(answers, one, &states[i], DATC_PROXY_FINISHED);
+      else
+        datc_batch_answers_fill(by_sequence, by_seq, &states[i], DATC_PROXY_FINISHED);
+    }
+  return TRUE;
+}
+
+/* ---- cancel and lookup ------------------------------------------------- */
+
+static GStrv
+pbs_cancel_argv(const char *const *ids)
+{
+  /* qdel prints nothing for a job it deletes, "qdel: TEXT ID" otherwise. */
+  return datc_batch_cancel_argv("qdel",
+                                "^qdel: (Unknown Job Id|Job has finished|Request invalid for "
+                                "state of job|Delete already in progress) ",
+                                "datc-pbs-cancel", ids, pbs_id_is_valid);
+}
+
+static GStrv
+pbs_lookup_argv(const char *job_name)
+{
+  if (!datc_batch_name_is_valid(job_name))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "qselect", "-x", "-N", job_name, NULL };
+  datc_batch_argv_add_all(argv, fixed);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+
+  *job_id = NULL;
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, PBS, "qselect", res);
+      return FALSE;
+    }
+
+  g_autofree gchar *out = NULL;
+  if (!datc_site_answer_text(res->out, "qselect's stdout", &out, error))
+    {
+      g_prefix_error(error, PBS ": ");
+      return FALSE;
+    }
+  g_auto(GStrv) ids = datc_batch_words(out);
+  for (gsize i = 0; ids[i] != NULL; i++)
+    if (!pbs_id_is_valid(ids[i]))
+      {
+        datc_batch_set_parse_error(error, PBS, "expected job ids from qselect", ids[i]);
+        return FALSE;
+      }
+  if (g_strv_length(ids) > 1)
+    {
+      g_autofree gchar *all = g_strjoinv(", ", ids);
+      datc_batch_set_parse_error(error, PBS, "several jobs carry the name", all);
+      return FALSE;
+    }
+  *job_id = g_strdup(ids[0]);
+  return TRUE;
+}
+
+const DatcSchedulerClass datc_scheduler_pbs = {
+  .name = "pbs",
+  .script = pbs_script,
+  .submit_argv = pbs_submit_argv,
+  .parse_submit = pbs_parse_submit,
+  .poll_argv = pbs_poll_argv,
+  .parse_poll = pbs_parse_poll,
+  .cancel_argv = pbs_cancel_argv,
+  .lookup_argv = pbs_lookup_argv,
+  .parse_lookup = pbs_parse_lookup,
+};

@@ -1,0 +1,150 @@
+/* test-scheduler-lsf.c: the lsf scheduler, without a cluster.
+ *
+ * LSF is not packaged for Debian 12, so this is all there is: builders,
+ * the script run with sh, and the parsers on every answer transcribed
+ * from the IBM Spectrum LSF documentation (tests/data/lsf, each file
+ * naming its source), directly and through a local site with stubs. */
+
+#include "scheduler-batch.h"
+#include "tests/recorded.h"
+
+#include <string.h>
+
+static const DatcSchedulerClass *
+lsf(void)
+{
+  const DatcSchedulerClass *klass = datc_scheduler_lookup("lsf");
+
+  g_assert_nonnull(klass);
+  return klass;
+}
+
+static const DatcProxyRequest base_request = {
+  .name = "datc-c42-p7",
+  .slots = 16,
+  .walltime_s = 7201,
+  .queue = "normal",
+  .workdir = "/scratch/datc",
+  .agent_command = "/opt/datc/bin/datc-agent --connect tcp://10.1.2.3:5555",
+};
+
+static void
+test_script_directives(void)
+{
+  g_autofree gchar *script = lsf()->script(&base_request);
+
+  g_assert_true(g_str_has_prefix(script, "#!/bin/sh\n#BSUB -J datc-c42-p7\n"));
+  g_assert_nonnull(strstr(script, "#BSUB -n 16\n#BSUB -R \"span[hosts=1]\"\n"));
+  g_assert_nonnull(strstr(script, "#BSUB -o datc-c42-p7.%J.log\n"));
+  g_assert_nonnull(strstr(script, "#BSUB -W 121\n#BSUB -wa USR1\n#BSUB -wt 1\n"));
+  g_assert_nonnull(strstr(script, "#BSUB -q normal\n"));
+  g_assert_nonnull(strstr(script, "DATC_SLOTS=${LSB_DJOB_NUMPROC:-}\n"));
+  g_assert_true(g_strrstr(script, "#BSUB") < strstr(script, "\nDATC_SLOTS="));
+
+  DatcProxyRequest req = base_request;
+  req.walltime_s = 60;
+  g_autofree gchar *short_one = lsf()->script(&req);
+  g_assert_nonnull(strstr(short_one, "#BSUB -W 1\n"));
+  g_assert_null(strstr(short_one, "-wa"));
+}
+
+static void
+test_script_gives_the_agent_what_lsf_granted(void)
+{
+  DatcProxyRequest req = base_request;
+  req.agent_command = SHOW_AGENT_ENV;
+  g_autofree gchar *script = lsf()->script(&req);
+  const char *granted[] = { "LSB_DJOB_NUMPROC=8", NULL };
+
+  check_script_env(script, granted, 8, 7201);
+  check_script_env(script, NULL, 16, 7201);
+}
+
+static void
+test_argv(void)
+{
+  DatcProxyRequest req = base_request;
+  req.submit_args = "-P proj -app 'long jobs'";
+  g_auto(GStrv) submit = lsf()->submit_argv(&req, "/scratch/datc/p.sh");
+  const char *ids[] = { "1234", "1235", NULL };
+  g_auto(GStrv) poll = lsf()->poll_argv(ids);
+  g_auto(GStrv) cancel = lsf()->cancel_argv(ids);
+  g_auto(GStrv) lookup = lsf()->lookup_argv("datc-c42-p7");
+  const char *want_poll[] = { "bjobs", "-a", "-w", "1234", "1235", NULL };
+  const char *want_lookup[] = { "bjobs", "-a", "-w", "-J", "datc-c42-p7", NULL };
+
+  g_assert_nonnull(strstr(submit[2], "exec bsub \"$@\" <\"$s\""));
+  g_assert_cmpstr(submit[4], ==, "/scratch/datc");
+  g_assert_cmpstr(submit[5], ==, "/scratch/datc/p.sh");
+  g_assert_cmpstr(submit[8], ==, "-app");
+  g_assert_cmpstr(submit[9], ==, "long jobs");
+  g_assert_cmpstrv(poll, want_poll);
+  g_assert_nonnull(strstr(cancel[2], "bkill \"$@\""));
+  g_assert_cmpstrv(lookup, want_lookup);
+
+  static const char *const bad[] = { "", "0", "1234[1]", "12.3", "-1", "1 2", "1;x" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      const char *one[] = { "5", bad[i], NULL };
+      g_auto(GStrv) p = lsf()->poll_argv(one);
+      g_auto(GStrv) c = lsf()->cancel_argv(one);
+      g_assert_null(p);
+      g_assert_null(c);
+    }
+}
+
+static void
+test_malformed_answers_are_parse_errors_naming_lsf(void)
+{
+  static const char *const polls[] = {
+    "JOBID USER STAT QUEUE\n1234 alice SLEEPING normal\n",
+    "JOBID USER STAT QUEUE\nx alice RUN normal\n",
+    "1234 alice\n",
+  };
+  static const char *const submits[] = {
+    "Job <1234> is submitted to queue <normal>.\nJob <1235> is submitted to queue <normal>.\n",
+    "Job <abc> is submitted to queue <normal>.\n",
+    "",
+  };
+  const char *ids[] = { "1234", NULL };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(polls); i++)
+    {
+      g_auto(DatcCommandResult) res = { .out = g_bytes_new_static(polls[i], strlen(polls[i])) };
+      DatcProxyState states[1];
+      g_autoptr(GError) error = NULL;
+
+      g_assert_false(lsf()->parse_poll(&res, ids, states, &error));
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(error->message, "lsf: "));
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS(submits); i++)
+    {
+      g_auto(DatcCommandResult) res = { .out = g_bytes_new_static(submits[i], strlen(submits[i])) };
+      g_autofree gchar *id = NULL;
+      g_autoptr(GError) error = NULL;
+
+      g_assert_false(lsf()->parse_submit(&res, &id, &error));
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(error->message, "lsf: "));
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+
+  g_test_add_func("/site/lsf/script/directives", test_script_directives);
+  g_test_add_func("/site/lsf/script/gives-the-agent-what-lsf-granted",
+                  test_script_gives_the_agent_what_lsf_granted);
+  g_test_add_func("/site/lsf/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
+  g_test_add_func("/site/lsf/parse/malformed-answers-are-parse-errors-naming-lsf",
+                  test_malformed_answers_are_parse_errors_naming_lsf);
+  recorded_add_tests(lsf(), (RecordedCommands){ .submit = "bsub", .poll = "bjobs",
+                                                .cancel = "bkill" });
+
+  int status = g_test_run();
+  recorded_cleanup();
+  return status;
+}

@@ -1,0 +1,162 @@
+/* test-scheduler-pbs.c: the pbs scheduler, without a server.
+ *
+ * No PBS server can run here (none is packaged for Debian 12), so this is
+ * all there is: the builders are checked for what they put where and what
+ * they refuse, the script is run with sh to check DATC_SLOTS and
+ * DATC_WALLTIME_END, and the parsers run on every answer transcribed from
+ * the OpenPBS documentation and sources (tests/data/pbs, each file naming
+ * its source), directly and through a local site with stub commands. */
+
+#include "scheduler-batch.h"
+#include "tests/recorded.h"
+
+#include <string.h>
+
+static const DatcSchedulerClass *
+pbs(void)
+{
+  const DatcSchedulerClass *klass = datc_scheduler_lookup("pbs");
+
+  g_assert_nonnull(klass);
+  return klass;
+}
+
+static const DatcProxyRequest base_request = {
+  .name = "datc-c42-p7",
+  .slots = 16,
+  .walltime_s = 7265,
+  .queue = "workq",
+  .workdir = "/scratch/it's datc",
+  .agent_command = "/opt/datc/bin/datc-agent --connect tcp://10.1.2.3:5555",
+};
+
+static void
+test_script_directives(void)
+{
+  g_autofree gchar *script = pbs()->script(&base_request);
+  g_autofree gchar *cd = g_strdup_printf("\ncd %s || exit 1\nexec ", "'/scratch/it'\\''s datc'");
+
+  g_assert_true(g_str_has_prefix(script, "#!/bin/sh\n#PBS -N datc-c42-p7\n"));
+  g_assert_nonnull(strstr(script, "#PBS -l select=1:ncpus=16\n"));
+  g_assert_nonnull(strstr(script, "#PBS -l walltime=2:01:05\n"));
+  g_assert_nonnull(strstr(script, "#PBS -q workq\n"));
+  g_assert_nonnull(strstr(script, "#PBS -j oe\n"));
+  g_assert_nonnull(strstr(script, "DATC_SLOTS=${NCPUS:-${PBS_NUM_PPN:-${PBS_NP:-}}}\n"));
+  /* PBS starts jobs in $HOME: the script goes to the workdir first. */
+  g_assert_nonnull(strstr(script, cd));
+  g_assert_true(g_strrstr(script, "#PBS") < strstr(script, "\nDATC_SLOTS="));
+
+  DatcProxyRequest req = base_request;
+  req.walltime_s = 0;
+  req.queue = NULL;
+  g_autofree gchar *bare = pbs()->script(&req);
+  g_assert_null(strstr(bare, "-l walltime"));
+  g_assert_null(strstr(bare, "#PBS -q"));
+}
+
+static void
+test_script_gives_the_agent_what_pbs_granted(void)
+{
+  g_autofree gchar *dir = g_dir_make_tmp("datc-pbs-XXXXXX", NULL);
+  DatcProxyRequest req = base_request;
+  req.workdir = dir;
+  req.agent_command = SHOW_AGENT_ENV;
+  g_autofree gchar *script = pbs()->script(&req);
+  const char *pbs_pro[] = { "NCPUS=12", NULL };
+  const char *torque[] = { "PBS_NUM_PPN=6", "PBS_NP=6", NULL };
+
+  check_script_env(script, pbs_pro, 12, 7265);
+  check_script_env(script, torque, 6, 7265);
+  check_script_env(script, NULL, 16, 7265);
+  g_rmdir(dir);
+}
+
+static void
+test_argv(void)
+{
+  DatcProxyRequest req = base_request;
+  req.submit_args = "-A proj -l place=excl";
+  g_auto(GStrv) submit = pbs()->submit_argv(&req, "/scratch/it's datc/p 1.sh");
+  const char *ids[] = { "1234.pbsserver", "1235.pbsserver.example.org", "77", NULL };
+  g_auto(GStrv) poll = pbs()->poll_argv(ids);
+  g_auto(GStrv) cancel = pbs()->cancel_argv(ids);
+  g_auto(GStrv) lookup = pbs()->lookup_argv("datc-c42-p7");
+  const char *want_poll[] = { "qstat", "-x", "-f", "-F", "dsv", "1234.pbsserver",
+                              "1235.pbsserver.example.org", "77", NULL };
+  const char *want_lookup[] = { "qselect", "-x", "-N", "datc-c42-p7", NULL };
+
+  g_assert_cmpstr(submit[0], ==, "/bin/sh");
+  g_assert_nonnull(strstr(submit[2], "exec qsub \"$@\""));
+  g_assert_cmpstr(submit[4], ==, "/scratch/it's datc");
+  g_assert_cmpstr(submit[5], ==, "-A");
+  g_assert_cmpstr(submit[8], ==, "place=excl");
+  g_assert_cmpstr(submit[9], ==, "/scratch/it's datc/p 1.sh");
+  g_assert_null(submit[10]);
+  g_assert_cmpstrv(poll, want_poll);
+  g_assert_nonnull(strstr(cancel[2], "qdel \"$@\""));
+  g_assert_cmpstr(cancel[4], ==, "1234.pbsserver");
+  g_assert_cmpstrv(lookup, want_lookup);
+
+  static const char *const bad[] = { "", "0", "x.pbs", "12.", "12..x", "12.-x", "12 13",
+                                     "12;rm", "12[].pbs", "$(x)", "12.pbs@", "-12" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      const char *one[] = { "5.pbs", bad[i], NULL };
+      g_auto(GStrv) p = pbs()->poll_argv(one);
+      g_auto(GStrv) c = pbs()->cancel_argv(one);
+      g_test_message("bad id '%s'", bad[i]);
+      g_assert_null(p);
+      g_assert_null(c);
+    }
+}
+
+static void
+test_malformed_answers_are_parse_errors_naming_pbs(void)
+{
+  static const char *const polls[] = {
+    "Job Id: 1234.pbsserver|Job_Name = x\n",
+    "Job Id: 1234.pbsserver|job_state = Z\n",
+    "Job Id: 1234.pbsserver|job_state = F|Exit_status = x\n",
+    "1234.pbsserver|job_state = R\n",
+    "Job Id: $(x)|job_state = R\n",
+  };
+  const char *ids[] = { "1234.pbsserver", NULL };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(polls); i++)
+    {
+      g_auto(DatcCommandResult) res = { .out = g_bytes_new_static(polls[i], strlen(polls[i])) };
+      DatcProxyState states[1];
+      g_autoptr(GError) error = NULL;
+
+      g_test_message("poll %s", polls[i]);
+      g_assert_false(pbs()->parse_poll(&res, ids, states, &error));
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(error->message, "pbs: "));
+    }
+
+  g_auto(DatcCommandResult) res = { .out = g_bytes_new_static("1234.pbsserver x\n", 17) };
+  g_autofree gchar *id = NULL;
+  g_autoptr(GError) error = NULL;
+  g_assert_false(pbs()->parse_submit(&res, &id, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+  g_assert_true(g_str_has_prefix(error->message, "pbs: "));
+}
+
+int
+main(int argc, char **argv)
+{
+  g_test_init(&argc, &argv, NULL);
+
+  g_test_add_func("/site/pbs/script/directives", test_script_directives);
+  g_test_add_func("/site/pbs/script/gives-the-agent-what-pbs-granted",
+                  test_script_gives_the_agent_what_pbs_granted);
+  g_test_add_func("/site/pbs/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
+  g_test_add_func("/site/pbs/parse/malformed-answers-are-parse-errors-naming-pbs",
+                  test_malformed_answers_are_parse_errors_naming_pbs);
+  recorded_add_tests(pbs(), (RecordedCommands){ .submit = "qsub", .poll = "qstat",
+                                                .cancel = "qdel" });
+
+  int status = g_test_run();
+  recorded_cleanup();
+  return status;
+}
