@@ -1,0 +1,186 @@
+/* test-batch.c: one campaign across a real Slurm cluster, a real Grid
+ * Engine and a fork site (tests/testbed/ brings the daemons up): proxies
+ * are real batch jobs whose agents connect back over TCP with CURVE and
+ * pull tasks; afterwards squeue and qstat show nothing of the campaign.
+ *
+ * The test bodies run in a subprocess (g_test_trap_subprocess) while this
+ * process brings the test beds up before and down after, so a failed
+ * assertion still stops every daemon by PID.  A test bed that cannot come
+ * up fails the test loudly. */
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static gchar *slurm_dir, *sge_dir;
+
+static const char *
+testbed (void)
+{
+  const char *p = g_getenv ("DATC_TESTBED");
+  g_assert_nonnull (p);
+  return p;
+}
+
+static gboolean
+script (const char *name, const char *const *args, gchar **out)
+{
+  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (argv, g_strdup ("bash"));
+  g_ptr_array_add (argv, g_build_filename (testbed (), name, NULL));
+  for (guint i = 0; args && args[i]; i++)
+    g_ptr_array_add (argv, g_strdup (args[i]));
+  g_ptr_array_add (argv, NULL);
+  gint status = -1;
+  g_autofree gchar *err = NULL;
+  g_autoptr (GError) error = NULL;
+  if (!g_spawn_sync (NULL, (gchar **) argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, out,
+                     &err, &status, &error)
+      || !g_spawn_check_wait_status (status, NULL))
+    {
+      g_printerr ("# %s failed: %s\n%s\n", name, error ? error->message : "", err ? err : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* DIR/env (KEY=VALUE lines) into our environment, for the master and the
+ * scheduler commands it runs. */
+static void
+load_env (const char *dir)
+{
+  g_autofree gchar *path = g_build_filename (dir, "env", NULL);
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      char *eq = strchr (lines[i], '=');
+      if (eq == NULL)
+        continue;
+      *eq = '\0';
+      g_setenv (g_strstrip (lines[i]), eq + 1, TRUE);
+    }
+}
+
+static gchar *
+run_capture (const char *cmd)
+{
+  gchar *out = NULL;
+  g_autoptr (GError) error = NULL;
+  gint status;
+  const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+  g_spawn_sync (NULL, (gchar **) argv, NULL, 0, NULL, NULL, &out, NULL, &status, &error);
+  g_assert_no_error (error);
+  return out ? out : g_strdup ("");
+}
+
+static void
+campaign_across_clusters (void)
+{
+  load_env (slurm_dir);
+  load_env (sge_dir);
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  for (guint i = 1; i <= 120; i++)
+    g_string_append_printf (tasks, "sh -c 'sleep 0.2; echo $SLURM_JOB_ID$JOB_ID'\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", tasks->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site slurm]\nscheduler = slurm\nslots_per_proxy = 2\n"
+                                      "max_proxies = 2\nwalltime = 10m\n\n"
+                                      "[site sge]\nscheduler = sge\nslots_per_proxy = 2\n"
+                                      "max_proxies = 2\nwalltime = 10m\n\n"
+                                      "[site here]\nscheduler = fork\nslots_per_proxy = 1\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autofree gchar *err = NULL;
+  int status = tb_run (d, argv, 240, &err);
+  if (status != 0)
+    g_printerr ("%s", err);
+  g_assert_cmpint (status, ==, 0);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 120);
+  g_autoptr (GHashTable) per_site = g_hash_table_new (g_str_hash, g_str_equal);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      const char *site = json_object_get_string_member (v, "site");
+      g_assert_cmpint (json_object_get_int_member (v, "exit_code"), ==, 0);
+      g_hash_table_replace (per_site, (gpointer) site,
+                            GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, site)) + 1));
+    }
+  /* Every cluster contributed. */
+  g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, "slurm")), >, 0);
+  g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, "sge")), >, 0);
+  g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, "here")), >, 0);
+
+  /* A task on the Slurm site ran inside a Slurm job: it printed its job id. */
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    if (g_str_equal (json_object_get_string_member (v, "site"), "slurm"))
+      {
+        g_autofree gchar *id = g_strdup_printf ("%" G_GINT64_FORMAT,
+                                                json_object_get_int_member (v, "id"));
+        const char *out_argv[] = { tb_datc (), "output", dir, id, NULL };
+        g_autoptr (TbProc) p = tb_spawn (d, "output", out_argv);
+        g_assert_cmpint (tb_wait (p, 30), ==, 0);
+        g_autofree gchar *out = tb_proc_stdout (p);
+        g_assert_cmpuint (strlen (g_strstrip (out)), >, 0);
+        g_assert_true (g_ascii_isdigit (out[0]));
+        break;
+      }
+
+  /* Nothing of the campaign is left queued or running anywhere. */
+  g_autofree gchar *sq = run_capture ("squeue -h -o '%j %T'");
+  g_assert_null (strstr (sq, "datc-"));
+  g_autofree gchar *qs = run_capture ("qstat -u '*'");
+  g_assert_cmpstr (g_strstrip (qs), ==, "");
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+}
+
+static void
+test_across_clusters (void)
+{
+  if (g_test_subprocess ())
+    {
+      campaign_across_clusters ();
+      return;
+    }
+  g_test_trap_subprocess (NULL, 300 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed ();
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  gboolean parent = !g_test_subprocess ();
+  slurm_dir = g_strdup_printf ("/var/lib/datc-testbed/batch-test-slurm");
+  sge_dir = g_strdup_printf ("/var/lib/datc-testbed/batch-test-sge");
+  if (parent)
+    {
+      const char *s_args[] = { "--cluster", "datcbatch", slurm_dir, NULL };
+      const char *g_args[] = { "--wait", "120", sge_dir, NULL };
+      if (!script ("slurm-up.sh", s_args, NULL) || !script ("sge-up.sh", g_args, NULL))
+        {
+          const char *down_s[] = { slurm_dir, NULL }, *down_g[] = { sge_dir, NULL };
+          script ("slurm-down.sh", down_s, NULL);
+          script ("sge-down.sh", down_g, NULL);
+          g_error ("the Slurm or Grid Engine test bed did not come up");
+        }
+    }
+  g_test_add_func ("/batch/one-campaign-across-slurm-grid-engine-and-fork", test_across_clusters);
+  int rc = g_test_run ();
+  if (parent)
+    {
+      const char *down_s[] = { slurm_dir, NULL }, *down_g[] = { sge_dir, NULL };
+      if (!script ("slurm-down.sh", down_s, NULL) || !script ("sge-down.sh", down_g, NULL))
+        rc = 1;
+    }
+  return rc;
+}
