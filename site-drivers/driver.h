@@ -148,6 +148,14 @@ gboolean datc_site_put (DatcSite *site, GBytes *data, const char *path, int mode
 /* Runs one command on the site (its exit status is in res, not an error). */
 gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResult *res,
                         GError **error);
+/* Finds the job named `job_name` (the proxy request's name): *job_id is its
+ * id, or NULL when the scheduler has no such job.  A submit that failed in
+ * transit (transport error, timeout) is checked this way before it is
+ * reported as failed, so a proxy is never submitted twice on a guess. */
+gboolean datc_site_lookup (DatcSite *site, const char *job_name, gchar **job_id,
+                           GError **error);
+/* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
+void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 const char *datc_site_scheduler_name (DatcSite *site);
 const char *datc_site_transport_name (DatcSite *site);
 

@@ -22,6 +22,7 @@ struct DatcSite
   gchar *name;
   DatcTransport *transport;
   const DatcSchedulerClass *scheduler;
+  guint timeout_ms;          /* per command */
 };
 
 void
@@ -213,6 +214,7 @@ datc_site_new(const char *name, const char *transport, const char *scheduler,
   site->name = g_strdup(name);
   site->transport = t;
   site->scheduler = sclass;
+  site->timeout_ms = DATC_SITE_COMMAND_TIMEOUT_MS;
   return site;
 }
 
@@ -238,7 +240,7 @@ static gboolean
 site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res, GError **error)
 {
   return site->transport->klass->run(site->transport, argv, NULL,
-                                     DATC_SITE_COMMAND_TIMEOUT_MS, res, error);
+                                     site->timeout_ms, res, error);
 }
 
 /* Poll and cancel mean the same however often they run, so one that never
@@ -356,14 +358,72 @@ datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script
 
   g_auto(DatcCommandResult) res = { 0 };
   g_autofree gchar *id = NULL;
-  if (!site_run(site, (const char *const *)argv, &res, error)
-      || !sched->parse_submit(&res, &id, error))
+  g_autoptr(GError) run_error = NULL;
+  if (!site_run(site, (const char *const *)argv, &res, &run_error))
+    {
+      /* The submit may have reached the scheduler before the connection
+       * broke or the clock ran out: never submit twice on a guess.  Look
+       * the job up by its name (unique per campaign and proxy). */
+      gboolean in_transit = g_error_matches(run_error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT)
+                            || g_error_matches(run_error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT);
+      g_autoptr(GError) lookup_error = NULL;
+      if (in_transit && req->name != NULL && sched->lookup_argv != NULL
+          && datc_site_lookup(site, req->name, &id, &lookup_error) && id != NULL)
+        {
+          g_message("site %s: submitting %s failed in transit (%s), but job %s went through",
+                    site->name, script_path, run_error->message, id);
+          *job_id = g_steal_pointer(&id);
+          return TRUE;
+        }
+      g_propagate_prefixed_error(error, g_steal_pointer(&run_error), "site %s: submitting %s: ",
+                                 site->name, script_path);
+      return FALSE;
+    }
+  if (!sched->parse_submit(&res, &id, error))
     {
       g_prefix_error(error, "site %s: submitting %s: ", site->name, script_path);
       return FALSE;
     }
   *job_id = g_steal_pointer(&id);
   return TRUE;
+}
+
+gboolean
+datc_site_lookup(DatcSite *site, const char *job_name, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(site != NULL && job_name != NULL && job_id != NULL, FALSE);
+  const DatcSchedulerClass *sched = site->scheduler;
+  *job_id = NULL;
+  if (sched->lookup_argv == NULL || sched->parse_lookup == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s cannot find a job by its name", site->name,
+                  sched->name);
+      return FALSE;
+    }
+  g_auto(GStrv) argv = sched->lookup_argv(job_name);
+  if (argv == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: '%s' is not a job name %s accepts", site->name, job_name,
+                  sched->name);
+      return FALSE;
+    }
+  g_auto(DatcCommandResult) res = { 0 };
+  if (!site_run(site, (const char *const *)argv, &res, error)
+      || !sched->parse_lookup(&res, job_id, error))
+    {
+      g_prefix_error(error, "site %s: looking up %s: ", site->name, job_name);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+datc_site_set_command_timeout(DatcSite *site, guint timeout_ms)
+{
+  g_return_if_fail(site != NULL && timeout_ms > 0);
+  site->timeout_ms = timeout_ms;
 }
 
 gboolean

@@ -1,0 +1,118 @@
+/* test-submit-recovery.c: a submit that fails in transit is looked up by
+ * its job name before it is reported as failed, so a proxy that did reach
+ * the scheduler is kept (and never submitted twice), and one that did not
+ * is reported.  The scheduler is slurm; sbatch and squeue are stubs at the
+ * front of PATH; the transport is the real local one with a short command
+ * timeout standing for a connection that broke mid-command. */
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "driver.h"
+
+static gchar *stubs, *work;
+
+static void
+write_stub (const char *name, const char *body)
+{
+  g_autofree gchar *path = g_build_filename (stubs, name, NULL);
+  g_autofree gchar *text = g_strdup_printf ("#!/bin/sh\n%s\n", body);
+  g_assert_true (g_file_set_contents (path, text, -1, NULL));
+  g_assert_cmpint (g_chmod (path, 0755), ==, 0);
+}
+
+static DatcSite *
+slurm_site (void)
+{
+  g_autoptr (GError) error = NULL;
+  DatcSite *site = datc_site_new ("rec", "local", "slurm", NULL, NULL, &error);
+  g_assert_no_error (error);
+  datc_site_set_command_timeout (site, 400);
+  return site;
+}
+
+static DatcProxyRequest
+request (void)
+{
+  DatcProxyRequest req = { .name = "datc-rec-1", .slots = 1, .walltime_s = 0,
+                           .workdir = work, .agent_command = "true" };
+  return req;
+}
+
+static void
+test_went_through (void)
+{
+  g_autofree gchar *marker = g_build_filename (work, "submitted", NULL);
+  g_unlink (marker);
+  /* sbatch queues the job, then hangs: the answer never arrives. */
+  g_autofree gchar *sbatch = g_strdup_printf ("touch %s; exec sleep 30", marker);
+  g_autofree gchar *squeue = g_strdup_printf ("[ -e %s ] && echo 4242; exit 0", marker);
+  write_stub ("sbatch", sbatch);
+  write_stub ("squeue", squeue);
+  g_autoptr (DatcSite) site = slurm_site ();
+  DatcProxyRequest req = request ();
+  g_autofree gchar *id = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_site_submit (site, &req, "p1.sh", &id, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (id, ==, "4242");
+}
+
+static void
+test_did_not_go_through (void)
+{
+  write_stub ("sbatch", "exec sleep 30");
+  write_stub ("squeue", "exit 0");
+  g_autoptr (DatcSite) site = slurm_site ();
+  DatcProxyRequest req = request ();
+  g_autofree gchar *id = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_false (datc_site_submit (site, &req, "p2.sh", &id, &error));
+  g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT);
+  g_assert_nonnull (strstr (error->message, "site rec: submitting"));
+  g_assert_null (id);
+}
+
+static void
+test_plain_submit_needs_no_lookup (void)
+{
+  write_stub ("sbatch", "echo 77");
+  write_stub ("squeue", "echo lookup-must-not-run >&2; exit 3");
+  g_autoptr (DatcSite) site = slurm_site ();
+  DatcProxyRequest req = request ();
+  g_autofree gchar *id = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_site_submit (site, &req, "p3.sh", &id, &error));
+  g_assert_cmpstr (id, ==, "77");
+}
+
+static void
+test_lookup (void)
+{
+  write_stub ("squeue", "echo 9; exit 0");
+  g_autoptr (DatcSite) site = slurm_site ();
+  g_autofree gchar *id = NULL;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_site_lookup (site, "datc-x", &id, &error));
+  g_assert_cmpstr (id, ==, "9");
+  g_clear_pointer (&id, g_free);
+  g_assert_false (datc_site_lookup (site, "bad name;rm", &id, &error));
+  g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  stubs = g_dir_make_tmp ("datc-stubs-XXXXXX", NULL);
+  work = g_dir_make_tmp ("datc-work-XXXXXX", NULL);
+  g_autofree gchar *path = g_strconcat (stubs, ":", g_getenv ("PATH"), NULL);
+  g_setenv ("PATH", path, TRUE);
+  g_test_add_func ("/site/submit/in-transit-but-queued-is-kept", test_went_through);
+  g_test_add_func ("/site/submit/in-transit-and-not-queued-is-an-error", test_did_not_go_through);
+  g_test_add_func ("/site/submit/answered-needs-no-lookup", test_plain_submit_needs_no_lookup);
+  g_test_add_func ("/site/lookup/finds-a-job-by-name", test_lookup);
+  int rc = g_test_run ();
+  const char *rm[] = { "/bin/rm", "-rf", stubs, work, NULL };
+  g_spawn_sync (NULL, (gchar **) rm, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+  return rc;
+}
