@@ -256,6 +256,51 @@ datc_batch_set_parse_error(GError **error, const char *scheduler, const char *wh
               quoted);
 }
 
+gboolean
+datc_batch_one_id(const char *const *lines, gboolean (*valid)(const char *id),
+                  const char *scheduler, const char *expected, gchar **job_id, GError **error)
+{
+  if (g_strv_length((GStrv)lines) != 1 || !valid(lines[0]))
+    {
+      g_autofree gchar *all = g_strjoinv("\n", (GStrv)lines);
+      datc_batch_set_parse_error(error, scheduler, expected, all);
+      return FALSE;
+    }
+  *job_id = g_strdup(lines[0]);
+  return TRUE;
+}
+
+gboolean
+datc_batch_lookup_result(const char *const *found, const char *scheduler, gchar **job_id,
+                         GError **error)
+{
+  *job_id = NULL;
+  if (g_strv_length((GStrv)found) > 1)
+    {
+      g_autofree gchar *all = g_strjoinv(", ", (GStrv)found);
+      datc_batch_set_parse_error(error, scheduler, "several jobs carry the name", all);
+      return FALSE;
+    }
+  if (found[0] != NULL)
+    *job_id = g_strdup(found[0]);
+  return TRUE;
+}
+
+gboolean
+datc_batch_lookup_ids(const char *const *items, gboolean (*valid)(const char *id),
+                      const char *scheduler, const char *expected, gchar **job_id,
+                      GError **error)
+{
+  *job_id = NULL;
+  for (gsize i = 0; items[i] != NULL; i++)
+    if (!valid(items[i]))
+      {
+        datc_batch_set_parse_error(error, scheduler, expected, items[i]);
+        return FALSE;
+      }
+  return datc_batch_lookup_result(items, scheduler, job_id, error);
+}
+
 void
 datc_batch_set_command_error(GError **error, const char *scheduler, const char *command,
                              const DatcCommandResult *res)

@@ -112,6 +112,24 @@ void datc_batch_set_command_error(GError **error, const char *scheduler,
                                   const char *command,
                                   const DatcCommandResult *res);
 
+/* A submit's answer: exactly one line, a `valid` id (copied to *job_id);
+ * otherwise DATC_SITE_ERROR_PARSE "SCHEDULER: EXPECTED: <the lines>". */
+gboolean datc_batch_one_id(const char *const *lines, gboolean (*valid)(const char *id),
+                           const char *scheduler, const char *expected, gchar **job_id,
+                           GError **error);
+
+/* The end of every lookup: `found` (NULL-terminated) holds no id (*job_id
+ * NULL), one (*job_id its copy), or several: an error naming them, since a
+ * job name is unique per campaign and proxy. */
+gboolean datc_batch_lookup_result(const char *const *found, const char *scheduler,
+                                  gchar **job_id, GError **error);
+
+/* A lookup whose answer is nothing but ids: each must be `valid`
+ * (else "SCHEDULER: EXPECTED: <item>"), then as datc_batch_lookup_result. */
+gboolean datc_batch_lookup_ids(const char *const *items, gboolean (*valid)(const char *id),
+                               const char *scheduler, const char *expected, gchar **job_id,
+                               GError **error);
+
 /* Whitespace-separated words of a line (transfer full). */
 GStrv datc_batch_words(const char *line);
 

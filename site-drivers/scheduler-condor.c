@@ -340,23 +340,8 @@ condor_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error
         return FALSE;
     }
 
-  guint n = g_hash_table_size(answers);
-  if (n > 1)
-    {
-      g_autofree const char **keys = (const char **)g_hash_table_get_keys_as_array(answers, NULL);
-      g_autofree gchar *all = g_strjoinv(", ", (gchar **)keys);
-      datc_batch_set_parse_error(error, CONDOR, "several jobs carry the name", all);
-      return FALSE;
-    }
-  if (n == 1)
-    {
-      GHashTableIter it;
-      gpointer key;
-      g_hash_table_iter_init(&it, answers);
-      g_hash_table_iter_next(&it, &key, NULL);
-      *job_id = g_strdup(key);
-    }
-  return TRUE;
+  g_autofree const char **keys = (const char **)g_hash_table_get_keys_as_array(answers, NULL);
+  return datc_batch_lookup_result(keys, CONDOR, job_id, error);
 }
 
 const DatcSchedulerClass datc_scheduler_condor = {

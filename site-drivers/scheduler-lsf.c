@@ -270,16 +270,8 @@ lsf_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_autoptr(GPtrArray) found = datc_batch_argv_new();
   if (!lsf_parse_table(res, gone, found, error))
     return FALSE;
-  if (found->len > 1)
-    {
-      g_ptr_array_add(found, NULL);
-      g_autofree gchar *all = g_strjoinv(", ", (gchar **)found->pdata);
-      datc_batch_set_parse_error(error, LSF, "several jobs carry the name", all);
-      return FALSE;
-    }
-  if (found->len == 1)
-    *job_id = g_strdup(g_ptr_array_index(found, 0));
-  return TRUE;
+  g_ptr_array_add(found, NULL);
+  return datc_batch_lookup_result((const char *const *)found->pdata, LSF, job_id, error);
 }
 
 const DatcSchedulerClass datc_scheduler_lsf = {

@@ -111,14 +111,8 @@ pbs_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, PBS, "qsub's stdout", &lines, error))
     return FALSE;
-  if (g_strv_length(lines) != 1 || !pbs_id_is_valid(lines[0]))
-    {
-      g_autofree gchar *all = g_strjoinv("\n", lines);
-      datc_batch_set_parse_error(error, PBS, "expected one job id from qsub", all);
-      return FALSE;
-    }
-  *job_id = g_strdup(lines[0]);
-  return TRUE;
+  return datc_batch_one_id((const char *const *)lines, pbs_id_is_valid, PBS,
+                           "expected one job id from qsub", job_id, error);
 }
 
 /* ---- poll ------------------------------------------------------------- */
@@ -343,20 +337,8 @@ pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
       return FALSE;
     }
   g_auto(GStrv) ids = datc_batch_words(out);
-  for (gsize i = 0; ids[i] != NULL; i++)
-    if (!pbs_id_is_valid(ids[i]))
-      {
-        datc_batch_set_parse_error(error, PBS, "expected job ids from qselect", ids[i]);
-        return FALSE;
-      }
-  if (g_strv_length(ids) > 1)
-    {
-      g_autofree gchar *all = g_strjoinv(", ", ids);
-      datc_batch_set_parse_error(error, PBS, "several jobs carry the name", all);
-      return FALSE;
-    }
-  *job_id = g_strdup(ids[0]);
-  return TRUE;
+  return datc_batch_lookup_ids((const char *const *)ids, pbs_id_is_valid, PBS,
+                               "expected job ids from qselect", job_id, error);
 }
 
 const DatcSchedulerClass datc_scheduler_pbs = {

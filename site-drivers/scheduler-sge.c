@@ -103,14 +103,8 @@ sge_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, SGE, "qsub's stdout", &lines, error))
     return FALSE;
-  if (g_strv_length(lines) != 1 || !sge_id_is_valid(lines[0]))
-    {
-      g_autofree gchar *all = g_strjoinv("\n", lines);
-      datc_batch_set_parse_error(error, SGE, "expected one job id from qsub -terse", all);
-      return FALSE;
-    }
-  *job_id = g_strdup(lines[0]);
-  return TRUE;
+  return datc_batch_one_id((const char *const *)lines, sge_id_is_valid, SGE,
+                           "expected one job id from qsub -terse", job_id, error);
 }
 
 /* ---- poll ------------------------------------------------------------- */
@@ -264,15 +258,8 @@ sge_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
       datc_batch_set_parse_error(error, SGE, "no job_number in qstat -j's answer", all);
       return FALSE;
     }
-  if (found->len > 1)
-    {
-      g_ptr_array_add(found, NULL);
-      g_autofree gchar *all = g_strjoinv(", ", (gchar **)found->pdata);
-      datc_batch_set_parse_error(error, SGE, "several jobs carry the name", all);
-      return FALSE;
-    }
-  *job_id = g_strdup(g_ptr_array_index(found, 0));
-  return TRUE;
+  g_ptr_array_add(found, NULL);
+  return datc_batch_lookup_result((const char *const *)found->pdata, SGE, job_id, error);
 }
 
 const DatcSchedulerClass datc_scheduler_sge = {

@@ -293,21 +293,8 @@ slurm_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, SLURM, "squeue's stdout", &lines, error))
     return FALSE;
-  for (gsize i = 0; lines[i] != NULL; i++)
-    if (!slurm_id_is_valid(lines[i]))
-      {
-        datc_batch_set_parse_error(error, SLURM, "expected a job id per line from squeue",
-                                   lines[i]);
-        return FALSE;
-      }
-  if (g_strv_length(lines) > 1)
-    {
-      g_autofree gchar *all = g_strjoinv(", ", lines);
-      datc_batch_set_parse_error(error, SLURM, "several jobs carry the name", all);
-      return FALSE;
-    }
-  *job_id = g_strdup(lines[0]);
-  return TRUE;
+  return datc_batch_lookup_ids((const char *const *)lines, slurm_id_is_valid, SLURM,
+                               "expected a job id per line from squeue", job_id, error);
 }
 
 const DatcSchedulerClass datc_scheduler_slurm = {
