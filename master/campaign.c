@@ -116,15 +116,63 @@ read_json (const char *path, JsonParser *parser, GError **error)
   return json_node_get_object (root);
 }
 
-gchar *
-datc_campaign_read_task_file (const char *dir, GError **error)
+/* The task file and the format it was run with, from campaign.json. */
+static gboolean
+read_task_file (const char *dir, gchar **task_file, DatcTaskFileFormat *format, GError **error)
 {
   g_autofree gchar *path = g_build_filename (dir, "campaign.json", NULL);
   g_autoptr (JsonParser) parser = json_parser_new ();
   JsonObject *o = read_json (path, parser, error);
   if (o == NULL)
+    return FALSE;
+  const char *fmt = json_object_get_string_member_with_default (o, "format", "auto");
+  if (format != NULL && !datc_task_file_format_parse (fmt, format))
+    {
+      g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_INVALID,
+                   "%s: unknown task file format \"%s\"", path, fmt);
+      return FALSE;
+    }
+  *task_file = g_strdup (json_object_get_string_member_with_default (o, "task_file", ""));
+  return TRUE;
+}
+
+gchar *
+datc_campaign_read_task_file (const char *dir, GError **error)
+{
+  gchar *task_file = NULL;
+  return read_task_file (dir, &task_file, NULL, error) ? task_file : NULL;
+}
+
+DatcLedger *
+datc_campaign_open_ledger (const char *dir, DatcBag *bag, const DatcLedgerOptions *options,
+                           GError **error)
+{
+  g_autofree gchar *task_file = NULL;
+  g_autofree gchar *sha = NULL;
+  DatcTaskFileFormat format;
+  if (!read_task_file (dir, &task_file, &format, error))
     return NULL;
-  return g_strdup (json_object_get_string_member_with_default (o, "task_file", ""));
+  if (!datc_bag_load_file (bag, task_file, format, &sha, error))
+    {
+      g_prefix_error (error, "%s: reading its task file: ", dir);
+      return NULL;
+    }
+  return datc_ledger_open (dir, bag, task_file, sha, options, error);
+}
+
+gchar *
+datc_campaign_socket_path (const char *dir, const char *name)
+{
+  g_autofree gchar *canon = g_canonicalize_filename (dir, NULL);
+  gchar *path = g_build_filename (canon, name, NULL);
+  struct sockaddr_un sun;
+  if (strlen (path) < sizeof sun.sun_path)
+    return path;
+  g_free (path);
+  g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, canon, -1);
+  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
+  g_mkdir_with_parents (priv, 0700);
+  return g_strdup_printf ("%s/%.24s.%s", priv, hash, name);
 }
 
 DatcCampaign *
@@ -242,13 +290,6 @@ datc_campaign_agent_publics (DatcCampaign *c, GError **error)
 gchar *
 datc_campaign_ipc_endpoint (DatcCampaign *c)
 {
-  g_autofree gchar *path = g_build_filename (c->dir, "agents.sock", NULL);
-  struct sockaddr_un sun;
-  if (strlen (path) < sizeof sun.sun_path)
-    return g_strconcat ("ipc://", path, NULL);
-  /* Too long for a unix socket: a private directory under /tmp instead. */
-  g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, c->dir, -1);
-  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
-  g_mkdir_with_parents (priv, 0700);
-  return g_strdup_printf ("ipc://%s/%.24s.sock", priv, hash);
+  g_autofree gchar *path = datc_campaign_socket_path (c->dir, "agents.sock");
+  return g_strconcat ("ipc://", path, NULL);
 }

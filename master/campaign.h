@@ -7,6 +7,9 @@
 
 #include <glib.h>
 
+#include "bag.h"
+#include "ledger.h"
+
 G_BEGIN_DECLS
 
 #define DATC_CAMPAIGN_ERROR (datc_campaign_error_quark ())
@@ -43,5 +46,16 @@ gchar *datc_campaign_ipc_endpoint (DatcCampaign *c);
 
 /* Reads campaign.json of an existing DIR: the task file path (transfer full). */
 gchar *datc_campaign_read_task_file (const char *dir, GError **error);
+
+/* For commands that work with no master running: loads the campaign's task
+ * file into `bag` in the format it was run with, and opens its ledger with
+ * `options` (read_only for a look, or holding DIR/lock to change it). */
+DatcLedger *datc_campaign_open_ledger (const char *dir, DatcBag *bag,
+                                       const DatcLedgerOptions *options, GError **error);
+
+/* Where a campaign's unix socket `name` lives: inside DIR, or, when that
+ * path is too long for a socket, in a private /tmp/datc-UID directory under
+ * a name derived from DIR (transfer full). */
+gchar *datc_campaign_socket_path (const char *dir, const char *name);
 
 G_END_DECLS

@@ -65,12 +65,8 @@ lock_offline (const char *dir)
 static DatcLedger *
 open_offline (const char *dir, DatcBag *bag, GError **error)
 {
-  g_autofree gchar *task_file = datc_campaign_read_task_file (dir, error);
-  g_autofree gchar *sha = NULL;
-  if (task_file == NULL || !datc_bag_load_file (bag, task_file, DATC_TASKFILE_AUTO, &sha, error))
-    return NULL;
   DatcLedgerOptions o = { .crash_limit = 5 };
-  return datc_ledger_open (dir, bag, task_file, sha, &o, error);
+  return datc_campaign_open_ledger (dir, bag, &o, error);
 }
 
 /* ---- status -------------------------------------------------------- */

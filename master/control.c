@@ -4,12 +4,13 @@
  * socket file, which a crashed master leaves behind. */
 #include "control.h"
 
+#include "campaign.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -32,16 +33,7 @@ struct DatcControl {
 static gchar *
 control_path (const char *dir)
 {
-  g_autofree gchar *canon = g_canonicalize_filename (dir, NULL);
-  gchar *path = g_build_filename (canon, "control", NULL);
-  struct sockaddr_un sun;
-  if (strlen (path) < sizeof sun.sun_path)
-    return path;
-  g_free (path);
-  g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, canon, -1);
-  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
-  g_mkdir_with_parents (priv, 0700);
-  return g_strdup_printf ("%s/%.24s.control", priv, hash);
+  return datc_campaign_socket_path (dir, "control");
 }
 
 static void

@@ -131,18 +131,9 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
 JsonNode *
 datc_status_offline (const char *dir, GError **error)
 {
-  g_autofree gchar *task_file = datc_campaign_read_task_file (dir, error);
-  if (task_file == NULL)
-    return NULL;
   g_autoptr (DatcBag) bag = datc_bag_new ();
-  g_autofree gchar *sha = NULL;
-  if (!datc_bag_load_file (bag, task_file, DATC_TASKFILE_AUTO, &sha, error))
-    {
-      g_prefix_error (error, "%s: reading its task file: ", dir);
-      return NULL;
-    }
   DatcLedgerOptions o = { .read_only = TRUE };
-  g_autoptr (DatcLedger) l = datc_ledger_open (dir, bag, task_file, sha, &o, error);
+  g_autoptr (DatcLedger) l = datc_campaign_open_ledger (dir, bag, &o, error);
   if (l == NULL)
     return NULL;
   return datc_status_build (dir, l, NULL, NULL, NULL, FALSE, FALSE);

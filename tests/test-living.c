@@ -361,6 +361,25 @@ test_control_permissions (void)
   g_assert_false (g_file_test (sock, G_FILE_TEST_EXISTS));
 }
 
+/* Offline commands read the task file in the format the campaign ran with,
+ * not the one its name suggests. */
+static void
+test_offline_uses_the_recorded_format (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "plain.jsonl", "true\nsh -c 'exit 0'\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--format", "lines", file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
+  g_autoptr (JsonObject) st = status_json (d, dir);
+  g_assert_cmpint (tasks (st, "total"), ==, 2);
+  g_assert_cmpint (tasks (st, "done"), ==, 2);
+  const char *sub[] = { tb_datc (), "submit", dir, "--", "true", NULL };
+  g_assert_cmpint (tb_run (d, sub, 60, NULL), ==, 0);
+  g_autoptr (JsonObject) st2 = status_json (d, dir);
+  g_assert_cmpint (tasks (st2, "total"), ==, 3);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -369,5 +388,7 @@ main (int argc, char **argv)
   g_test_add_func ("/living/cancel-stops-everything-and-resumes-only-when-asked", test_cancel);
   g_test_add_func ("/living/progress-line-updates-in-place-on-a-terminal-only", test_progress_line);
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
+  g_test_add_func ("/living/offline-commands-use-the-recorded-format",
+                   test_offline_uses_the_recorded_format);
   return g_test_run ();
 }
