@@ -99,13 +99,20 @@ rid_describe (GBytes *rid)
 
 /* ---- sending (queued until flush) ---------------------------------- */
 
+/* Encodes `msg` for `rid` onto `queue` (d->out, or d->after_sync). */
 static void
-queue_msg (DatcDispatcher *d, GBytes *rid, const DatcMsg *msg)
+queue_msg_on (DatcDispatcher *d, GArray *queue, GBytes *rid, const DatcMsg *msg)
 {
   g_byte_array_set_size (d->scratch, 0);
   datc_msg_encode (msg, d->scratch);
   Outgoing o = { g_bytes_ref (rid), g_bytes_new (d->scratch->data, d->scratch->len) };
-  g_array_append_val (d->out, o);
+  g_array_append_val (queue, o);
+}
+
+static void
+queue_msg (DatcDispatcher *d, GBytes *rid, const DatcMsg *msg)
+{
+  queue_msg_on (d, d->out, rid, msg);
 }
 
 static void
@@ -696,14 +703,8 @@ send_keys (DatcDispatcher *d, Agent *a, DatcMsgType type, GArray *keys)
       DatcMsg m = { .type = type };
       m.u.keys = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), n);
       g_array_append_vals (m.u.keys, keys->data, n);
-      queue_msg (d, a->rid, &m);
-      if (type == DATC_MSG_ACK)
-        {
-          /* Acknowledge only what the sync made durable. */
-          Outgoing o = g_array_index (d->out, Outgoing, d->out->len - 1);
-          g_array_set_size (d->out, d->out->len - 1);
-          g_array_append_val (d->after_sync, o);
-        }
+      /* Acknowledge only what the sync made durable. */
+      queue_msg_on (d, type == DATC_MSG_ACK ? d->after_sync : d->out, a->rid, &m);
       g_array_unref (m.u.keys);
       g_array_remove_range (keys, 0, n);
     }
