@@ -31,6 +31,9 @@ typedef struct {
   guint64 assigned;       /* tasks the ledger has running here */
   guint64 done;           /* results recorded from it */
   gint64 walltime_end_us;
+  gint64 connected_us;    /* first HELLO (real time) */
+  guint partition;        /* its site's share of a split bag (G_MAXUINT: none) */
+  guint64 handed;         /* tasks handed to it, over its life (direct mode caps it) */
   gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
   GArray *acks;           /* DatcTaskKey to acknowledge after commit */
   GArray *cancels;        /* DatcTaskKey to cancel after commit */
@@ -65,6 +68,9 @@ struct DatcDispatcher {
   gchar *bye_reason;
   DatcTrace *trace;
   GHashTable *site_done;  /* site -> tasks finished there (guint64 in a pointer) */
+  GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
+  gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
+  GHashTable *bound;      /* direct mode: "site\tproxy" -> task id (guint64 in a pointer) */
 };
 
 static void
@@ -241,6 +247,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->scratch = g_byte_array_new ();
   d->finished = g_ptr_array_new ();
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  d->bound = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->curve = g_str_has_prefix (o->endpoint, "tcp://");
 
   d->router = zmq_socket (ctx, ZMQ_ROUTER);
@@ -323,6 +330,8 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_byte_array_unref (d->scratch);
   g_ptr_array_unref (d->finished);
   g_hash_table_unref (d->site_done);
+  g_hash_table_unref (d->bound);
+  g_strfreev (d->split_sites);
   if (d->router)
     zmq_close (d->router);
   if (d->zap)
@@ -415,6 +424,18 @@ agent_id_ok (const char *id)
   return TRUE;
 }
 
+/* Which part of the bag an agent of `site` may take from. */
+static guint
+agent_partition (DatcDispatcher *d, const char *site)
+{
+  if (d->split_sites == NULL)
+    return 0;
+  for (guint k = 0; d->split_sites[k] != NULL; k++)
+    if (g_strcmp0 (d->split_sites[k], site) == 0)
+      return k;
+  return G_MAXUINT;
+}
+
 static void
 on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
 {
@@ -449,6 +470,9 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   g_free (a->host), a->host = g_strdup (h->host);
   a->slots = h->slots;
   a->walltime_end_us = h->walltime_end_us;
+  if (a->connected_us == 0)
+    a->connected_us = g_get_real_time ();
+  a->partition = agent_partition (d, h->site);
   a->session = h->session;
   a->limit = a->sent = 0;
   a->welcome = TRUE;
@@ -733,6 +757,71 @@ send_queue (DatcDispatcher *d, GArray *queue)
   g_array_set_size (queue, 0);
 }
 
+/* Time the agent has left before its walltime, in ms. */
+static guint64
+budget_ms (const Agent *a, gint64 now_real)
+{
+  if (a->walltime_end_us <= 0)
+    return G_MAXUINT64;
+  return a->walltime_end_us > now_real ? (guint64) (a->walltime_end_us - now_real) / 1000u : 0;
+}
+
+/* Direct mode: the one task bound to the agent's proxy.  A proxy with no
+ * binding (submitted by an earlier master) takes the next queued task. */
+static guint
+hand_out_bound (DatcDispatcher *d, Agent *a)
+{
+  g_autofree gchar *key = g_strdup_printf ("%s\t%s", a->site, a->proxy);
+  gpointer v = g_hash_table_lookup (d->bound, key);
+  if (v == NULL)
+    {
+      DatcDispatchRequest req = { a->idx, 0, 1, G_MAXUINT64, a->session, 0 };
+      return datc_ledger_dispatch (d->ledger, &req, d->scratch);
+    }
+  g_hash_table_remove (d->bound, key);
+  return datc_ledger_dispatch_held (d->ledger, a->idx, GPOINTER_TO_SIZE (v), a->session,
+                                    d->scratch);
+}
+
+/* Turns the agent's credit into TASKS frames. */
+static void
+hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
+{
+  while (a->limit > a->sent)
+    {
+      guint want = (guint) MIN (a->limit - a->sent, 4096u);
+      guint n;
+      g_byte_array_set_size (d->scratch, 0);
+      if (d->one_task)
+        {
+          if (a->handed > 0)
+            break;
+          n = hand_out_bound (d, a);
+          if (n == 0)
+            queue_bye (d, a, "the task of this job is no longer queued");
+        }
+      else
+        {
+          DatcDispatchRequest req = {
+            .agent = a->idx, .partition = a->partition, .max = want,
+            .budget_ms = budget_ms (a, now_real), .session = a->session,
+          };
+          n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
+          /* Nothing left that fits in its remaining walltime: the
+           * allocation is better given back than held idle. */
+          if (n == 0 && req.deferred > 0 && a->assigned == 0)
+            queue_bye (d, a, "no remaining task fits in this agent's walltime");
+        }
+      if (n == 0)
+        break;
+      queue_frame (d, a->rid, d->scratch);
+      a->sent += n;
+      a->assigned += n;
+      a->handed += n;
+      a->last_tasks_us = now;
+    }
+}
+
 gboolean
 datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GError **error)
 {
@@ -753,24 +842,7 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
         send_keys (d, a, DATC_MSG_CANCEL, a->cancels);
       if (a->bye || a->rehello)
         continue;
-      while (a->limit > a->sent)
-        {
-          guint want = (guint) MIN (a->limit - a->sent, 4096u);
-          guint64 budget = G_MAXUINT64;
-          if (a->walltime_end_us > 0)
-            budget = a->walltime_end_us > now_real
-                         ? (guint64) (a->walltime_end_us - now_real) / 1000u
-                         : 0;
-          g_byte_array_set_size (d->scratch, 0);
-          guint n = datc_ledger_dispatch (d->ledger, a->idx, want, budget, a->session,
-                                          d->scratch);
-          if (n == 0)
-            break;
-          queue_frame (d, a->rid, d->scratch);
-          a->sent += n;
-          a->assigned += n;
-          a->last_tasks_us = now;
-        }
+      hand_out (d, a, now_real, now);
     }
 
   /* Work goes out at once; its journal records follow with the next sync. */
@@ -869,12 +941,20 @@ datc_dispatcher_release_all (DatcDispatcher *d, const char *reason)
       queue_bye (d, v, reason);
 }
 
+static void release_finished_one_task (DatcDispatcher *d);
+
 void
 datc_dispatcher_release_idle (DatcDispatcher *d)
 {
+  if (d->one_task)
+    {
+      release_finished_one_task (d);
+      return;
+    }
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
-  if (c.queued > 0)
+  /* In a split bag an agent is idle for good once its own share is empty. */
+  if (c.queued > 0 && d->split_sites == NULL)
     return;
   GHashTableIter it;
   gpointer v;
@@ -882,8 +962,74 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (!a->bye && a->assigned == 0 && a->welcome)
+      if (a->bye || a->assigned > 0 || !a->welcome)
+        continue;
+      if (c.queued == 0 || datc_ledger_queued_in (d->ledger, a->partition) == 0)
         queue_bye (d, a, "no work left");
+    }
+}
+
+/* Direct mode: an agent whose one task has its result is done. */
+static void
+release_finished_one_task (DatcDispatcher *d)
+{
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && a->handed > 0 && a->assigned == 0)
+        queue_bye (d, a, "its one task is done (direct mode)");
+    }
+}
+
+void
+datc_dispatcher_split (DatcDispatcher *d, const char *const *sites)
+{
+  g_strfreev (d->split_sites);
+  d->split_sites = g_strdupv ((gchar **) sites);
+}
+
+void
+datc_dispatcher_one_task (DatcDispatcher *d)
+{
+  d->one_task = TRUE;
+}
+
+void
+datc_dispatcher_bind (DatcDispatcher *d, const char *site, const char *proxy, guint64 id)
+{
+  g_hash_table_replace (d->bound, g_strdup_printf ("%s\t%s", site, proxy),
+                        GSIZE_TO_POINTER ((gsize) id));
+}
+
+guint64
+datc_dispatcher_unbind (DatcDispatcher *d, const char *site, const char *proxy)
+{
+  g_autofree gchar *key = g_strdup_printf ("%s\t%s", site, proxy);
+  gpointer v = NULL;
+  if (!g_hash_table_steal_extended (d->bound, key, NULL, &v))
+    return 0;
+  return GPOINTER_TO_SIZE (v);
+}
+
+void
+datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
+{
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (a->bye || g_strcmp0 (a->site, site) != 0)
+        continue;
+      DatcAgentLoad l = {
+        .proxy = a->proxy, .slots = a->slots, .running = a->assigned,
+        .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
+      };
+      g_array_append_val (out, l);
     }
 }
 

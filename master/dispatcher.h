@@ -80,7 +80,33 @@ void datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running);
 /* Tells every agent to exit (BYE) and forgets them; each answers with its
  * own BYE.  Sent on the next flush. */
 void datc_dispatcher_release_all (DatcDispatcher *d, const char *reason);
-/* Agents that have nothing to do while nothing is queued get BYE. */
+/* Agents that have nothing to do while nothing is queued for them get
+ * BYE; in direct mode, agents whose one task is done. */
 void datc_dispatcher_release_idle (DatcDispatcher *d);
+
+/* Static mode: the bag is split (datc_ledger_split) and an agent of
+ * sites[k] only gets tasks of partition k; agents of other sites get
+ * none. */
+void datc_dispatcher_split (DatcDispatcher *d, const char *const *sites);
+
+/* Direct mode: every agent runs one task and is then told to leave.  The
+ * site manager binds each proxy to its task when it submits it
+ * (datc_ledger_hold); an agent of a proxy without a binding (submitted by
+ * an earlier master) takes the next queued task.  unbind returns the task
+ * a proxy was bound to and never took (0: none). */
+void datc_dispatcher_one_task (DatcDispatcher *d);
+void datc_dispatcher_bind (DatcDispatcher *d, const char *site, const char *proxy, guint64 id);
+guint64 datc_dispatcher_unbind (DatcDispatcher *d, const char *site, const char *proxy);
+
+/* One connected agent, as the site manager sees it. */
+typedef struct {
+  const char *proxy;       /* transfer none: valid until the next receive/flush */
+  guint32 slots;
+  guint64 running;
+  gint64 connected_us;     /* real time of its first HELLO */
+  gint64 walltime_end_us;  /* 0: none */
+} DatcAgentLoad;
+/* Appends a DatcAgentLoad for each agent of `site` not told to leave. */
+void datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out);
 
 G_END_DECLS

@@ -7,9 +7,9 @@
  * shape-checked on replay, because a checksum only proves the bytes are the
  * ones we wrote, not that an older datc wrote the same shapes.
  *
- * The queue costs no memory per task: tasks never dispatched are found by a
- * cursor walking ids upward (skipping those that are not queued), and tasks
- * that come back (lost agent, drained, retry) go to a ring served first. */
+ * Which queued task goes next is taskqueue.c's business (per partition in
+ * static mode); the ledger tells it about every change to the queued
+ * state. */
 #include "ledger.h"
 
 #include <errno.h>
@@ -23,6 +23,7 @@
 
 #include "journal.h"
 #include "jsonline.h"
+#include "taskqueue.h"
 
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
 
@@ -49,6 +50,7 @@ typedef struct {
   guint8 state;       /* DatcTaskState */
   guint8 crashes;
   guint8 failures;
+  guint8 held;        /* queued, but bound to a proxy (direct mode): not in the queue */
 } TaskSlot;
 
 typedef struct {
@@ -73,9 +75,11 @@ struct DatcLedger {
   TaskSlot *tasks;          /* index id - 1 */
   guint64 n_tasks;
   DatcLedgerCounts counts;
-  guint64 cursor;           /* next id the fresh scan looks at */
-  guint32 *ring;            /* requeued ids */
-  gsize ring_head, ring_len, ring_cap;
+  DatcTaskQueue *queue;     /* which queued task goes next */
+  guint64 held;             /* queued tasks bound to a proxy */
+  guint32 *runtimes;        /* histogram of observed run times (see runtime_bucket) */
+  guint64 runtimes_n;
+  guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
   GPtrArray *agents;        /* AgentInfo* by index */
   GHashTable *agent_index;  /* agent_id -> index + 1 */
   GPtrArray *sources;       /* SourceInfo* */
@@ -146,41 +150,66 @@ source_info_free (gpointer p)
   g_free (s);
 }
 
-static void
-ring_push (DatcLedger *l, guint32 id)
-{
-  if (l->ring_len == l->ring_cap)
-    {
-      gsize cap = MAX (64, l->ring_cap * 2);
-      guint32 *n = g_new (guint32, cap);
-      for (gsize i = 0; i < l->ring_len; i++)
-        n[i] = l->ring[(l->ring_head + i) % l->ring_cap];
-      g_free (l->ring);
-      l->ring = n;
-      l->ring_cap = cap;
-      l->ring_head = 0;
-    }
-  l->ring[(l->ring_head + l->ring_len) % l->ring_cap] = id;
-  l->ring_len++;
-}
-
-static gboolean
-ring_pop (DatcLedger *l, guint32 *id)
-{
-  if (l->ring_len == 0)
-    return FALSE;
-  *id = l->ring[l->ring_head];
-  l->ring_head = (l->ring_head + 1) % l->ring_cap;
-  l->ring_len--;
-  return TRUE;
-}
-
 static TaskSlot *
 slot (DatcLedger *l, guint64 id)
 {
   if (id == 0 || id > l->n_tasks)
     return NULL;
   return &l->tasks[id - 1];
+}
+
+/* The queue's question: may `id` be handed out now? */
+static gboolean
+is_dispatchable (gpointer data, guint64 id)
+{
+  const TaskSlot *t = &((DatcLedger *) data)->tasks[id - 1];
+  return t->state == DATC_TASK_QUEUED && !t->held;
+}
+
+/* Observed run times, for tasks without est_runtime: a histogram with four
+ * buckets per power of two of milliseconds (a quantile is then known to
+ * within 19 %), from which the 90th percentile is the estimate once
+ * RUNTIME_MIN_SAMPLES tasks have run. */
+#define RUNTIME_BUCKETS (4 * 42)
+#define RUNTIME_MIN_SAMPLES 20
+
+static guint
+runtime_bucket (guint64 ms)
+{
+  if (ms < 1)
+    return 0;
+  guint e = (guint) g_bit_storage (ms) - 1;          /* 2^e <= ms < 2^(e+1) */
+  guint sub = e >= 2 ? (guint) ((ms >> (e - 2)) & 3) : (guint) ((ms << (2 - e)) & 3);
+  return MIN (RUNTIME_BUCKETS - 1, 4 * e + sub);
+}
+
+/* The largest duration of bucket b (so an estimate errs long, not short). */
+static guint64
+runtime_bucket_top (guint b)
+{
+  guint e = b / 4, sub = b % 4;
+  if (e >= 2)
+    return ((4ull + sub + 1) << (e - 2)) - 1;
+  return MAX (1u, ((4u + sub + 1) >> (2 - e)));
+}
+
+static void
+note_runtime (DatcLedger *l, gint64 started_us, gint64 finished_us)
+{
+  if (started_us <= 0 || finished_us < started_us)
+    return;
+  l->runtimes[runtime_bucket ((guint64) (finished_us - started_us) / 1000u)]++;
+  l->runtimes_n++;
+  /* Recomputed on every 16th sample: cheap, and fresh enough. */
+  if (l->runtimes_n < RUNTIME_MIN_SAMPLES || l->runtimes_n % 16 != 4)
+    return;
+  guint64 want = (l->runtimes_n * 9 + 9) / 10, seen = 0;
+  for (guint b = 0; b < RUNTIME_BUCKETS; b++)
+    if ((seen += l->runtimes[b]) >= want)
+      {
+        l->runtime_est_ms = runtime_bucket_top (b);
+        break;
+      }
 }
 
 static guint64 *
@@ -200,9 +229,19 @@ count_for (DatcLedger *l, guint8 state)
 static void
 set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
 {
+  guint64 id = (guint64) (t - l->tasks) + 1;
+  if (t->state == DATC_TASK_QUEUED)
+    datc_task_queue_count (l->queue, id, -1);
   (*count_for (l, t->state))--;
+  if (t->held && state != DATC_TASK_QUEUED)
+    {
+      t->held = FALSE;   /* its proxy's binding is void: the task moved on */
+      l->held--;
+    }
   t->state = state;
   (*count_for (l, t->state))++;
+  if (state == DATC_TASK_QUEUED)
+    datc_task_queue_count (l->queue, id, +1);
 }
 
 static gboolean
@@ -347,9 +386,7 @@ requeue_slot (DatcLedger *l, guint64 id, TaskSlot *t)
 {
   if (t->state != DATC_TASK_QUEUED)
     set_state (l, t, DATC_TASK_QUEUED);
-  /* Ids at or past the cursor will be found by the fresh scan. */
-  if (id < l->cursor)
-    ring_push (l, (guint32) id);
+  datc_task_queue_push (l->queue, id);
 }
 
 static void
@@ -369,6 +406,8 @@ apply_result (DatcLedger *l, const ResultRec *r)
   TaskSlot *t = slot (l, r->id);
   if (t == NULL || is_final (t))
     return;
+  if (r->status == DATC_STATUS_EXITED)
+    note_runtime (l, r->started, r->finished);
   if (r->final)
     {
       gboolean ok = r->status == DATC_STATUS_EXITED && r->exit_code == 0;
@@ -404,6 +443,8 @@ grow_tasks (DatcLedger *l, guint64 n)
   memset (l->tasks + l->n_tasks, 0, (n - l->n_tasks) * sizeof (TaskSlot));
   l->counts.total += n - l->n_tasks;
   l->counts.queued += n - l->n_tasks;
+  for (guint64 id = l->n_tasks + 1; id <= n; id++)
+    datc_task_queue_count (l->queue, id, +1);
   l->n_tasks = n;
 }
 
@@ -818,7 +859,10 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->tasks = g_new0 (TaskSlot, l->n_tasks);
   l->counts.total = l->n_tasks;
   l->counts.queued = l->n_tasks;
-  l->cursor = 1;
+  l->queue = datc_task_queue_new (is_dispatchable, l);
+  for (guint64 id = 1; id <= l->n_tasks; id++)
+    datc_task_queue_count (l->queue, id, +1);
+  l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
   l->agents = g_ptr_array_new ();
   l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
@@ -899,8 +943,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   for (guint64 id = 1; id <= l->n_tasks; id++)
     if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
       set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
-  l->ring_len = 0;
-  l->ring_head = 0;
+  datc_task_queue_rewind (l->queue);
 
   /* Start record: marks each master incarnation in the journal. */
   {
@@ -1014,7 +1057,8 @@ datc_ledger_free (DatcLedger *l)
   g_string_free (l->line, TRUE);
   g_array_unref (l->pick);
   g_array_unref (l->deferred);
-  g_free (l->ring);
+  datc_task_queue_free (l->queue);
+  g_free (l->runtimes);
   g_free (l->tasks);
   g_free (l->dir);
   g_free (l);
@@ -1084,50 +1128,20 @@ datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const 
 
 /* ---- dispatch ------------------------------------------------------ */
 
-static gboolean
-next_queued (DatcLedger *l, guint32 *id)
+/* What a task is expected to take: its own est_runtime, else what tasks
+ * of this campaign took so far (once there are enough of them), else
+ * nothing known (0). */
+static guint64
+expected_ms (DatcLedger *l, const DatcBagTask *bt)
 {
-  guint32 cand;
-  while (ring_pop (l, &cand))
-    if (l->tasks[cand - 1].state == DATC_TASK_QUEUED)
-      {
-        *id = cand;
-        return TRUE;
-      }
-  while (l->cursor <= l->n_tasks)
-    {
-      guint64 c = l->cursor++;
-      if (l->tasks[c - 1].state == DATC_TASK_QUEUED)
-        {
-          *id = (guint32) c;
-          return TRUE;
-        }
-    }
-  return FALSE;
+  return bt->est_runtime_ms ? bt->est_runtime_ms : l->runtime_est_ms;
 }
 
-guint
-datc_ledger_dispatch (DatcLedger *l, guint32 agent, guint max, guint64 budget_ms,
-                      guint32 session, GByteArray *frame)
+/* Encodes the picked tasks (l->pick) into `frame` and journals one
+ * dispatch record for all of them. */
+static guint
+dispatch_picked (DatcLedger *l, guint32 agent, guint32 session, GByteArray *frame)
 {
-  guint32 id;
-  guint looked = 0;
-
-  g_array_set_size (l->pick, 0);
-  g_array_set_size (l->deferred, 0);
-  while (l->pick->len < max && looked < max + 256 && next_queued (l, &id))
-    {
-      looked++;
-      const DatcBagTask *bt = datc_bag_get (l->bag, id);
-      if (bt->est_runtime_ms > budget_ms)
-        g_array_append_val (l->deferred, id);
-      else
-        g_array_append_val (l->pick, id);
-    }
-  /* Tasks that did not fit wait, in order, for an agent with more time. */
-  for (guint i = 0; i < l->deferred->len; i++)
-    ring_push (l, g_array_index (l->deferred, guint32, i));
-
   guint n = l->pick->len;
   if (n == 0)
     return 0;
@@ -1157,6 +1171,100 @@ datc_ledger_dispatch (DatcLedger *l, guint32 agent, guint max, guint64 budget_ms
     }
   datc_journal_end (l->journal);
   return n;
+}
+
+guint
+datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GByteArray *frame)
+{
+  guint64 id;
+  guint looked = 0;
+
+  g_array_set_size (l->pick, 0);
+  g_array_set_size (l->deferred, 0);
+  while (l->pick->len < req->max && looked < req->max + 256
+         && datc_task_queue_next (l->queue, req->partition, l->n_tasks, &id))
+    {
+      looked++;
+      guint32 id32 = (guint32) id;
+      if (expected_ms (l, datc_bag_get (l->bag, id)) > req->budget_ms)
+        g_array_append_val (l->deferred, id32);
+      else
+        g_array_append_val (l->pick, id32);
+    }
+  /* Tasks that did not fit wait, in order, for an agent with more time. */
+  for (guint i = 0; i < l->deferred->len; i++)
+    datc_task_queue_push (l->queue, g_array_index (l->deferred, guint32, i));
+  req->deferred = l->deferred->len;
+  return dispatch_picked (l, req->agent, req->session, frame);
+}
+
+void
+datc_ledger_split (DatcLedger *l, guint n, const guint *weights)
+{
+  datc_task_queue_split (l->queue, n, weights, l->n_tasks);
+}
+
+guint64
+datc_ledger_queued_in (DatcLedger *l, guint partition)
+{
+  return datc_task_queue_queued (l->queue, partition);
+}
+
+gboolean
+datc_ledger_hold (DatcLedger *l, guint64 *id)
+{
+  if (!datc_task_queue_next (l->queue, 0, l->n_tasks, id))
+    return FALSE;
+  l->tasks[*id - 1].held = TRUE;
+  l->held++;
+  return TRUE;
+}
+
+static void
+unhold (DatcLedger *l, TaskSlot *t)
+{
+  if (t->held)
+    {
+      t->held = FALSE;
+      l->held--;
+    }
+}
+
+void
+datc_ledger_release (DatcLedger *l, guint64 id)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || !t->held)
+    return;
+  unhold (l, t);
+  if (t->state == DATC_TASK_QUEUED)
+    datc_task_queue_push (l->queue, id);
+}
+
+guint
+datc_ledger_dispatch_held (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
+                           GByteArray *frame)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || !t->held || t->state != DATC_TASK_QUEUED)
+    return 0;
+  unhold (l, t);
+  guint32 id32 = (guint32) id;
+  g_array_set_size (l->pick, 0);
+  g_array_append_val (l->pick, id32);
+  return dispatch_picked (l, agent, session, frame);
+}
+
+guint64
+datc_ledger_unheld_queued (DatcLedger *l)
+{
+  return l->counts.queued - MIN (l->held, l->counts.queued);
+}
+
+guint64
+datc_ledger_runtime_estimate_ms (DatcLedger *l)
+{
+  return l->runtime_est_ms;
 }
 
 static void

@@ -75,12 +75,50 @@ guint32 datc_ledger_task_agent (DatcLedger *ledger, guint64 id);
 guint32 datc_ledger_agent (DatcLedger *ledger, const char *agent_id,
                            const char *site, const char *proxy, const char *host);
 
-/* Picks up to `max` queued tasks for `agent` whose est_runtime fits in
- * `budget_ms` (G_MAXUINT64: no limit), marks them running with the next
- * attempt, journals one record for all, and encodes them as the task list
- * of a TASKS frame into `frame` (header included).  Returns how many. */
-guint datc_ledger_dispatch (DatcLedger *ledger, guint32 agent, guint max,
-                            guint64 budget_ms, guint32 session, GByteArray *frame);
+/* A request for work from one agent.  `partition` is the agent's share
+ * of a split bag (0 when the bag is not split; see datc_ledger_split). */
+typedef struct {
+  guint32 agent;
+  guint partition;
+  guint max;
+  guint64 budget_ms;       /* time the agent has left; G_MAXUINT64: no limit */
+  guint32 session;
+  guint deferred;          /* out: tasks looked at that were expected not to fit */
+} DatcDispatchRequest;
+
+/* Picks up to `max` queued tasks of the partition that are expected to fit
+ * in `budget_ms` (their est_runtime, else the campaign's observed run time
+ * once known: datc_ledger_runtime_estimate_ms), marks them running on
+ * `agent` with the next attempt, journals one record for all, and encodes
+ * them as the task list of a TASKS frame into `frame` (header included).
+ * Returns how many. */
+guint datc_ledger_dispatch (DatcLedger *ledger, DatcDispatchRequest *request,
+                            GByteArray *frame);
+
+/* The 90th percentile of the run times observed so far (rounded up to
+ * within 19 %), or 0 until 20 tasks have run. */
+guint64 datc_ledger_runtime_estimate_ms (DatcLedger *ledger);
+
+/* Static mode: splits the queue into `n` partitions in proportion to
+ * `weights` (see taskqueue.h for how ids are dealt).  Not journaled: a
+ * resumed campaign splits what is left by the sites it runs with. */
+void datc_ledger_split (DatcLedger *ledger, guint n, const guint *weights);
+/* Queued tasks of one partition. */
+guint64 datc_ledger_queued_in (DatcLedger *ledger, guint partition);
+
+/* Direct mode binds a task to a proxy when the proxy is submitted.
+ * datc_ledger_hold takes the next queued task out of the queue (it stays
+ * queued, counted, and is not journaled: a restarted master binds
+ * afresh); datc_ledger_dispatch_held hands exactly that task to the
+ * proxy's agent; datc_ledger_release puts it back in the queue when its
+ * proxy ends without running it.  A held task that becomes final (the
+ * user cancelled it) is no longer held. */
+gboolean datc_ledger_hold (DatcLedger *ledger, guint64 *id);
+guint datc_ledger_dispatch_held (DatcLedger *ledger, guint32 agent, guint64 id,
+                                 guint32 session, GByteArray *frame);
+void datc_ledger_release (DatcLedger *ledger, guint64 id);
+/* Queued tasks not bound to a proxy. */
+guint64 datc_ledger_unheld_queued (DatcLedger *ledger);
 
 /* An agent said HELLO holding (id, attempt): if that attempt is still the
  * task's open attempt (or the next one, whose dispatch record a crash took

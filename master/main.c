@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "sitescheck.h"
 #include "results.h"
+#include "provisioner.h"
 #include "run.h"
 
 #define EXIT_INPUT 2
@@ -53,7 +54,7 @@ cmd_run (int argc, char **argv)
     { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
     { "no-local", 0, 0, G_OPTION_ARG_NONE, &no_local, "No local agents: only agents that connect to --listen", NULL },
     { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
-    { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (the only mode of the core)", "MODE" },
+    { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (default), static or direct", "MODE" },
     { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000)", "MS" },
     { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms, "Silence before an agent is lost (default 30000)", "MS" },
     { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit, "Agent losses before a task fails as lost (default 5)", "N" },
@@ -82,9 +83,9 @@ cmd_run (int argc, char **argv)
       g_printerr ("datc run: a numeric option is out of range\n");
       return EXIT_INPUT;
     }
-  if (mode != NULL && !g_str_equal (mode, "pull"))
+  if (mode != NULL && !datc_mode_parse (mode, &o.mode))
     {
-      g_printerr ("datc run: --mode %s is not available yet; pull is\n", mode);
+      g_printerr ("datc run: --mode %s: expected pull, static or direct\n", mode);
       return EXIT_INPUT;
     }
   if (local_exec != NULL && !g_str_equal (local_exec, "none"))

@@ -1,36 +1,99 @@
-/* provisioner.c: proxies per site, submitted, polled and cancelled through
- * the site drivers. */
+/* provisioner.c: the site manager.  Proxies per site, submitted, polled
+ * and cancelled through the site drivers; what to submit where is decided
+ * by one plan function per mode (plan_pull, plan_static, plan_direct). */
 #include "provisioner.h"
 
 #include <string.h>
+
+#include "upload.h"
+
+/* A site is shown degraded after this many failures in a row (submits,
+ * polls, or proxies that died before their agent connected). */
+#define DEGRADED_AFTER 3
+#define MAX_BACKOFF_MS 60000u
 
 typedef struct {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's */
   DatcProxyState state;
-  gint64 submitted_us;
-  gboolean connected;      /* its agent said HELLO at least once */
+  guint slots;
+  gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
+  gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
+  gint64 walltime_end_us;  /* when the batch system will end it; 0: unknown or never */
+  guint64 task;            /* direct mode: the task bound to it; 0: none */
+  gboolean connected;      /* its agent said HELLO at least once, to any master */
+  gboolean online;         /* its agent is connected now */
+  gboolean expiring;       /* near its walltime: its replacement may be submitted */
+  gboolean cancelling;     /* cancelled by us, waiting to see it end */
+  guint32 free, running;   /* its agent's load, when online */
 } Proxy;
+
+typedef enum {
+  HEALTH_OK = 0,
+  HEALTH_SUBMIT,           /* submits (or preparing the site) keep failing */
+  HEALTH_EARLY_DEATH,      /* proxies keep ending before their agent connects */
+  HEALTH_POLL,             /* the scheduler cannot be asked */
+} Health;
 
 typedef struct {
   DatcSiteSpec *spec;
-  GPtrArray *proxies;      /* Proxy*, alive ones */
-  gint64 next_poll_us;
-  gint64 next_submit_us;   /* backoff after a failed submit */
+  guint index;             /* its place in the sites file: the partition in static mode */
+  GPtrArray *proxies;      /* Proxy*, not seen ended */
+  gboolean prepared;       /* agent and key are on the site */
+  gint64 poll_us;
+  gint64 next_poll_us, next_submit_us;
   guint failures;          /* submits that failed in a row */
+  guint poll_failures;     /* polls that failed in a row */
   guint early_deaths;      /* proxies that ended before their agent connected, in a row */
-  guint early_deaths_total;
+  guint early_deaths_total, submitted_total, cancelled_total;
+  Health health;
+  gchar *last_error;
+  gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
+  guint n_waits;
   guint serial;
+  /* Filled by observe() for the plan. */
+  guint64 free_running;    /* free slots of agents not near their walltime */
+  guint64 running_expiring;/* tasks running on agents near their walltime */
+  guint64 coming;          /* slots of proxies whose agent has not connected yet */
+  guint alive;             /* proxies counted against max_proxies */
 } SiteState;
 
 struct DatcProvisioner {
   DatcLedger *ledger;
+  DatcDispatcher *disp;
   GPtrArray *sites;        /* SiteState* */
   gchar *endpoint, *server_public, *agent_args;
   guint poll_ms;
+  DatcMode mode;
   guint32 tag;             /* distinguishes proxy ids across master restarts */
   DatcTrace *trace;
+  gint64 next_plan_us;
+  GArray *loads;           /* scratch: DatcAgentLoad */
 };
+
+/* ---- modes ---------------------------------------------------------- */
+
+static const char *const mode_names[] = { "pull", "static", "direct" };
+
+gboolean
+datc_mode_parse (const char *text, DatcMode *mode)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (mode_names); i++)
+    if (g_strcmp0 (text, mode_names[i]) == 0)
+      {
+        *mode = (DatcMode) i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+const char *
+datc_mode_name (DatcMode mode)
+{
+  return (guint) mode < G_N_ELEMENTS (mode_names) ? mode_names[mode] : "?";
+}
+
+/* ---- lifetime ------------------------------------------------------- */
 
 void
 datc_site_spec_free (DatcSiteSpec *s)
@@ -43,7 +106,9 @@ datc_site_spec_free (DatcSiteSpec *s)
   g_free (s->submit_args);
   g_free (s->workdir);
   g_free (s->agent_path);
+  g_free (s->upload_from);
   g_free (s->key_file);
+  g_clear_pointer (&s->key_data, g_bytes_unref);
   g_free (s);
 }
 
@@ -62,34 +127,15 @@ site_state_free (gpointer p)
   SiteState *s = p;
   g_ptr_array_unref (s->proxies);
   datc_site_spec_free (s->spec);
+  g_free (s->last_error);
   g_free (s);
 }
 
-DatcProvisioner *
-datc_provisioner_new (DatcLedger *ledger, GPtrArray *specs, const DatcProvisionerOptions *o)
+/* Proxies an earlier master submitted and never saw end are still ours. */
+static void
+adopt_open_proxies (DatcProvisioner *p)
 {
-  DatcProvisioner *p = g_new0 (DatcProvisioner, 1);
-  p->ledger = ledger;
-  p->sites = g_ptr_array_new_with_free_func (site_state_free);
-  p->endpoint = g_strdup (o->endpoint);
-  p->server_public = g_strdup (o->server_public);
-  p->agent_args = g_strdup (o->agent_args);
-  p->poll_ms = o->poll_ms ? o->poll_ms : 1000;
-  p->trace = o->trace;
-  p->tag = g_random_int_range (0x1000, 0xffff);
-
-  for (guint i = 0; i < specs->len; i++)
-    {
-      SiteState *s = g_new0 (SiteState, 1);
-      s->spec = specs->pdata[i];
-      s->proxies = g_ptr_array_new_with_free_func (proxy_free);
-      g_ptr_array_add (p->sites, s);
-    }
-  g_ptr_array_set_free_func (specs, NULL);
-  g_ptr_array_unref (specs);
-
-  /* Proxies an earlier master submitted and never saw end are still ours. */
-  g_autoptr (GPtrArray) open = datc_ledger_open_proxies (ledger);
+  g_autoptr (GPtrArray) open = datc_ledger_open_proxies (p->ledger);
   for (guint i = 0; i < open->len; i++)
     {
       g_auto (GStrv) f = g_strsplit (open->pdata[i], "\t", 3);
@@ -98,16 +144,88 @@ datc_provisioner_new (DatcLedger *ledger, GPtrArray *specs, const DatcProvisione
       for (guint j = 0; j < p->sites->len; j++)
         {
           SiteState *s = p->sites->pdata[j];
-          if (g_str_equal (s->spec->name, f[0]))
-            {
-              Proxy *x = g_new0 (Proxy, 1);
-              x->id = g_strdup (f[1]);
-              x->job_id = g_strdup (f[2]);
-              x->state = DATC_PROXY_UNKNOWN;
-              g_ptr_array_add (s->proxies, x);
-            }
+          if (!g_str_equal (s->spec->name, f[0]))
+            continue;
+          Proxy *x = g_new0 (Proxy, 1);
+          x->id = g_strdup (f[1]);
+          x->job_id = g_strdup (f[2]);
+          x->state = DATC_PROXY_UNKNOWN;
+          x->slots = s->spec->slots_per_proxy;
+          x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+          g_ptr_array_add (s->proxies, x);
         }
     }
+}
+
+/* Static mode: each site's share is proportional to its capacity. */
+static void
+split_bag (DatcProvisioner *p)
+{
+  guint n = p->sites->len;
+  g_autofree guint *weights = g_new (guint, n);
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  for (guint i = 0; i < n; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      guint64 cap = (guint64) s->spec->max_proxies * s->spec->slots_per_proxy;
+      weights[i] = (guint) MIN (cap, (guint64) G_MAXUINT);
+      g_ptr_array_add (names, s->spec->name);
+    }
+  g_ptr_array_add (names, NULL);
+  datc_ledger_split (p->ledger, n, weights);
+  datc_dispatcher_split (p->disp, (const char *const *) names->pdata);
+  for (guint i = 0; i < n; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      datc_trace_event (p->trace, "split", "site", 's', s->spec->name, "tasks", 'i',
+                        (gint64) datc_ledger_queued_in (p->ledger, i), "weight", 'i',
+                        (gint64) weights[i], NULL);
+    }
+}
+
+/* Asking a batch system is a command on its login node, and sites ask
+ * users not to poll in a tight loop; asking for a few local processes is
+ * cheap, so fork sites are polled every second. */
+static guint
+default_poll_ms (DatcProvisioner *p, const DatcSiteSpec *spec)
+{
+  return g_str_equal (datc_site_scheduler_name (spec->site), "fork") ? 1000u : p->poll_ms;
+}
+
+DatcProvisioner *
+datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs,
+                      const DatcProvisionerOptions *o)
+{
+  DatcProvisioner *p = g_new0 (DatcProvisioner, 1);
+  p->ledger = ledger;
+  p->disp = disp;
+  p->sites = g_ptr_array_new_with_free_func (site_state_free);
+  p->endpoint = g_strdup (o->endpoint);
+  p->server_public = g_strdup (o->server_public);
+  p->agent_args = g_strdup (o->agent_args);
+  p->poll_ms = o->poll_ms ? o->poll_ms : 5000;
+  p->mode = o->mode;
+  p->trace = o->trace;
+  p->tag = g_random_int_range (0x1000, 0xffff);
+  p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
+
+  for (guint i = 0; i < specs->len; i++)
+    {
+      SiteState *s = g_new0 (SiteState, 1);
+      s->spec = specs->pdata[i];
+      s->index = i;
+      s->proxies = g_ptr_array_new_with_free_func (proxy_free);
+      s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
+      g_ptr_array_add (p->sites, s);
+    }
+  g_ptr_array_set_free_func (specs, NULL);
+  g_ptr_array_unref (specs);
+
+  adopt_open_proxies (p);
+  if (p->mode == DATC_MODE_STATIC && p->sites->len > 0)
+    split_bag (p);
+  else if (p->mode == DATC_MODE_DIRECT)
+    datc_dispatcher_one_task (p->disp);
   return p;
 }
 
@@ -117,23 +235,53 @@ datc_provisioner_free (DatcProvisioner *p)
   if (p == NULL)
     return;
   g_ptr_array_unref (p->sites);
+  g_array_unref (p->loads);
   g_free (p->endpoint);
   g_free (p->server_public);
   g_free (p->agent_args);
   g_free (p);
 }
 
-/* Backoff shared by failed submits and proxies that die before their agent
- * connects: a site that cannot run our agent must not be hammered. */
-static void
-back_off (SiteState *s, guint in_a_row)
+/* ---- health --------------------------------------------------------- */
+
+/* Backoff shared by everything that fails on a site: a site that cannot
+ * take or run our proxies must not be hammered. */
+static gint64
+backoff_us (guint in_a_row)
 {
-  guint backoff = MIN (60000u, 1000u << MIN (in_a_row, 6u));
-  s->next_submit_us = g_get_monotonic_time () + (gint64) backoff * 1000;
+  return (gint64) MIN (MAX_BACKOFF_MS, 1000u << MIN (in_a_row, 6u)) * 1000;
 }
 
+static void
+site_failed (DatcProvisioner *p, SiteState *s, Health why, guint in_a_row, const char *error)
+{
+  g_free (s->last_error);
+  s->last_error = g_strdup (error);
+  if (in_a_row < DEGRADED_AFTER || s->health != HEALTH_OK)
+    return;
+  s->health = why;
+  g_warning ("site %s: degraded after %u failures in a row; the campaign goes on with the "
+             "other sites: %s", s->spec->name, in_a_row, error);
+  datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error", 's', error,
+                    NULL);
+}
+
+/* What made the site degraded works again (or an agent connected, which
+ * proves everything works). */
+static void
+site_recovered (DatcProvisioner *p, SiteState *s, Health what)
+{
+  if (s->health == HEALTH_OK || (what != HEALTH_OK && s->health != what))
+    return;
+  s->health = HEALTH_OK;
+  g_message ("site %s: working again", s->spec->name);
+  datc_trace_event (p->trace, "site_ok", "site", 's', s->spec->name, NULL);
+}
+
+/* ---- submit --------------------------------------------------------- */
+
 static gchar *
-agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id)
+agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, guint slots)
 {
   g_autofree gchar *agent = g_shell_quote (s->spec->agent_path);
   g_autofree gchar *ep = g_shell_quote (p->endpoint);
@@ -141,7 +289,7 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id)
   g_autofree gchar *proxy = g_shell_quote (proxy_id);
   GString *cmd = g_string_new (NULL);
   g_string_printf (cmd, "%s --connect %s --site %s --proxy %s --slots \"${DATC_SLOTS:-%u}\"",
-                   agent, ep, site, proxy, s->spec->slots_per_proxy);
+                   agent, ep, site, proxy, slots);
   if (p->server_public != NULL && s->spec->key_file != NULL)
     {
       /* Z85 uses shell characters (& ! { ...): quote it like the rest. */
@@ -154,50 +302,111 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id)
   return g_string_free (cmd, FALSE);
 }
 
+/* Puts the agent (agent = upload) and the campaign's agent key on the
+ * site, once.  Done at the first submit rather than at start, so a site
+ * that is unreachable at start only delays itself. */
 static gboolean
-submit_one (DatcProvisioner *p, SiteState *s)
+prepare_site (SiteState *s, GError **error)
+{
+  if (s->prepared)
+    return TRUE;
+  DatcSiteSpec *sp = s->spec;
+  if (sp->upload_from != NULL && sp->agent_path == NULL
+      && !datc_site_upload_agent (sp->site, sp->upload_from, sp->workdir, &sp->agent_path, error))
+    return FALSE;
+  if (sp->key_data != NULL && !datc_site_put (sp->site, sp->key_data, sp->key_file, 0600, error))
+    return FALSE;
+  s->prepared = TRUE;
+  return TRUE;
+}
+
+static gboolean
+submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, ++s->serial);
-  g_autofree gchar *cmd = agent_command (p, s, id);
+  g_autofree gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, s->serial + 1);
   g_autofree gchar *name = g_strdup_printf ("datc-%s", id);
   g_autofree gchar *script = g_strdup_printf ("%s.sh", id);
   gchar *job = NULL;
-  DatcProxyRequest req = {
-    .name = name,
-    .slots = s->spec->slots_per_proxy,
-    .walltime_s = s->spec->walltime_s,
-    .queue = s->spec->queue,
-    .submit_args = s->spec->submit_args,
-    .workdir = s->spec->workdir,
-    .agent_command = cmd,
-  };
 
-  if (!datc_site_submit (s->spec->site, &req, script, &job, &error))
+  gboolean ok = prepare_site (s, &error);
+  if (ok)
+    {
+      g_autofree gchar *cmd = agent_command (p, s, id, slots);
+      DatcProxyRequest req = {
+        .name = name,
+        .slots = slots,
+        .walltime_s = s->spec->walltime_s,
+        .queue = s->spec->queue,
+        .submit_args = s->spec->submit_args,
+        .workdir = s->spec->workdir,
+        .agent_command = cmd,
+      };
+      ok = datc_site_submit (s->spec->site, &req, script, &job, &error);
+    }
+  if (!ok)
     {
       s->failures++;
-      back_off (s, s->failures);
+      s->next_submit_us = g_get_monotonic_time () + backoff_us (s->failures);
       g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name,
                  s->failures, error->message);
+      site_failed (p, s, HEALTH_SUBMIT, s->failures, error->message);
       return FALSE;
     }
+  s->serial++;
   s->failures = 0;
+  s->submitted_total++;
+  site_recovered (p, s, HEALTH_SUBMIT);
   Proxy *x = g_new0 (Proxy, 1);
   x->id = g_steal_pointer (&id);
   x->job_id = job;
   x->state = DATC_PROXY_PENDING;
+  x->slots = slots;
   x->submitted_us = g_get_real_time ();
+  x->task = task;
   g_ptr_array_add (s->proxies, x);
   datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
   datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's', x->id,
-                    "job", 's', x->job_id, "slots", 'i', (gint64) s->spec->slots_per_proxy,
-                    "walltime", 'i', (gint64) s->spec->walltime_s, NULL);
+                    "job", 's', x->job_id, "slots", 'i', (gint64) slots, "walltime", 'i',
+                    (gint64) s->spec->walltime_s, "task", 'i', (gint64) task, NULL);
+  if (task != 0)
+    datc_dispatcher_bind (p->disp, s->spec->name, x->id, task);
   g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
   return TRUE;
 }
 
+/* ---- poll ----------------------------------------------------------- */
+
+/* A proxy is gone: its bound task (direct mode) goes back to the queue if
+ * it never ran, and a proxy that never connected (and that we did not
+ * cancel) counts against the site. */
 static void
-poll_site (DatcProvisioner *p, SiteState *s, DatcDispatcher *d)
+proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
+{
+  guint64 task = datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
+  if (task != 0)
+    datc_ledger_release (p->ledger, task);
+  if (!x->connected && !x->cancelling)
+    {
+      s->early_deaths++;
+      s->early_deaths_total++;
+      s->next_submit_us = g_get_monotonic_time () + backoff_us (s->early_deaths);
+      g_autofree gchar *why = g_strdup_printf (
+          "proxy %s (job %s) ended before its agent connected (%u in a row; its log is in %s "
+          "on the site)", x->id, x->job_id, s->early_deaths, s->spec->workdir);
+      g_warning ("site %s: %s", s->spec->name, why);
+      site_failed (p, s, HEALTH_EARLY_DEATH, s->early_deaths, why);
+    }
+  else if (x->connected)
+    s->early_deaths = 0;
+  datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
+  datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id,
+                    "job", 's', x->job_id, NULL);
+}
+
+/* One command for all the site's proxies. */
+static void
+poll_site (DatcProvisioner *p, SiteState *s)
 {
   if (s->proxies->len == 0)
     return;
@@ -209,9 +418,15 @@ poll_site (DatcProvisioner *p, SiteState *s, DatcDispatcher *d)
   g_autoptr (GError) error = NULL;
   if (!datc_site_poll (s->spec->site, (const char *const *) ids->pdata, states, &error))
     {
-      g_warning ("site %s: could not poll proxies: %s", s->spec->name, error->message);
+      s->poll_failures++;
+      s->next_poll_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (s->poll_failures));
+      g_warning ("site %s: could not poll proxies (%u in a row): %s", s->spec->name,
+                 s->poll_failures, error->message);
+      site_failed (p, s, HEALTH_POLL, s->poll_failures, error->message);
       return;
     }
+  s->poll_failures = 0;
+  site_recovered (p, s, HEALTH_POLL);
   for (guint i = s->proxies->len; i-- > 0;)
     {
       Proxy *x = s->proxies->pdata[i];
@@ -220,63 +435,257 @@ poll_site (DatcProvisioner *p, SiteState *s, DatcDispatcher *d)
         x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
       if (states[i] == DATC_PROXY_FINISHED || states[i] == DATC_PROXY_FAILED)
         {
-          if (!x->connected && d != NULL)
-            {
-              s->early_deaths++;
-              s->early_deaths_total++;
-              back_off (s, s->early_deaths);
-              g_warning ("site %s: proxy %s (job %s) ended before its agent connected "
-                         "(%u in a row; see its log in %s)",
-                         s->spec->name, x->id, x->job_id, s->early_deaths, s->spec->workdir);
-            }
-          else if (x->connected)
-            s->early_deaths = 0;
-          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
-          datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's',
-                            x->id, "job", 's', x->job_id, NULL);
+          proxy_ended (p, s, x);
           g_ptr_array_remove_index (s->proxies, i);
         }
     }
 }
 
+/* ---- cancel --------------------------------------------------------- */
+
+/* Cancels the given proxies of one site in one command. */
+static void
+cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
+{
+  if (which->len == 0)
+    return;
+  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
+  for (guint i = 0; i < which->len; i++)
+    g_ptr_array_add (ids, ((Proxy *) which->pdata[i])->job_id);
+  g_ptr_array_add (ids, NULL);
+  g_autoptr (GError) error = NULL;
+  if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
+    {
+      g_warning ("site %s: could not cancel proxies: %s", s->spec->name, error->message);
+      return;
+    }
+  for (guint i = 0; i < which->len; i++)
+    {
+      Proxy *x = which->pdata[i];
+      x->cancelling = TRUE;
+      s->cancelled_total++;
+      datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
+      datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy", 's',
+                        x->id, "job", 's', x->job_id, "reason", 's', why, NULL);
+    }
+  /* See them end soon. */
+  s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
+}
+
+/* Proxies whose agent has not connected (queued, or starting): the work
+ * left fits in the slots already running, so they would only hold a place
+ * in the queue and then an allocation with nothing to do. */
+static void
+cancel_pending (DatcProvisioner *p, SiteState *s)
+{
+  g_autoptr (GPtrArray) which = g_ptr_array_new ();
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      if (!x->connected && !x->online && !x->cancelling)
+        g_ptr_array_add (which, x);
+    }
+  cancel_proxies (p, s, which, "the work left fits in the running slots");
+}
+
+/* ---- observe -------------------------------------------------------- */
+
+static gint64
+queue_wait_us (const SiteState *s)
+{
+  gint64 w = 0;
+  for (guint i = 0; i < MIN (s->n_waits, G_N_ELEMENTS (s->waits)); i++)
+    w = MAX (w, s->waits[i]);
+  return w;
+}
+
+/* How long before a proxy's end its replacement is submitted: the time a
+ * proxy of this site recently waited in the queue (half again, at least
+ * 5 s) plus a poll interval, but never more than half the walltime. */
+static gint64
+lead_us (const SiteState *s)
+{
+  gint64 lead = MAX (5 * G_USEC_PER_SEC, queue_wait_us (s) * 3 / 2) + s->poll_us;
+  return MIN (lead, (gint64) s->spec->walltime_s * G_USEC_PER_SEC / 2);
+}
+
+static const DatcAgentLoad *
+find_load (GArray *loads, const char *proxy)
+{
+  for (guint i = 0; i < loads->len; i++)
+    {
+      const DatcAgentLoad *l = &g_array_index (loads, DatcAgentLoad, i);
+      if (g_strcmp0 (l->proxy, proxy) == 0)
+        return l;
+    }
+  return NULL;
+}
+
+/* Brings each proxy up to date with what the dispatcher knows of its
+ * agent, and sums the site's capacity for the plan. */
+static void
+observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
+{
+  g_array_set_size (p->loads, 0);
+  datc_dispatcher_proxy_agents (p->disp, s->spec->name, p->loads);
+  s->free_running = s->running_expiring = s->coming = 0;
+  s->alive = 0;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      const DatcAgentLoad *l = find_load (p->loads, x->id);
+      if (l != NULL && x->started_us == 0)
+        {
+          x->started_us = l->connected_us;
+          if (x->submitted_us > 0 && x->started_us > x->submitted_us)
+            s->waits[s->n_waits++ % G_N_ELEMENTS (s->waits)] = x->started_us - x->submitted_us;
+          x->walltime_end_us = l->walltime_end_us;
+          if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
+            x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
+          s->early_deaths = 0;
+          site_recovered (p, s, HEALTH_OK);
+        }
+      if (l == NULL && x->online)
+        /* Its agent left: the job is about to end; see it end soon. */
+        s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC / 2);
+      x->online = l != NULL;
+      x->connected = x->connected || x->online;
+      x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
+      x->running = l ? (guint32) l->running : 0;
+      x->expiring = x->walltime_end_us > 0 && now_real >= x->walltime_end_us - lead_us (s);
+
+      if (x->cancelling)
+        {
+          s->alive++;
+          continue;
+        }
+      if (!x->expiring)
+        s->alive++;
+      if (x->online && x->expiring)
+        s->running_expiring += x->running;
+      else if (x->online)
+        s->free_running += x->free;
+      else if (!x->connected && !x->expiring)
+        s->coming += x->slots;
+    }
+}
+
+/* ---- plans ---------------------------------------------------------- */
+
+static gboolean
+can_submit (const SiteState *s, gint64 now)
+{
+  return now >= s->next_submit_us && s->alive < s->spec->max_proxies;
+}
+
+/* Work that needs slots: queued tasks plus those running on agents whose
+ * walltime is near (they will be drained back to the queue, or finish). */
+static void
+plan_pull (DatcProvisioner *p, gint64 now)
+{
+  guint64 demand = datc_ledger_unheld_queued (p->ledger), supply = 0, running = 0;
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      demand += s->running_expiring;
+      running += s->free_running;
+      /* A degraded site's proxies may never start: do not wait for them. */
+      supply += s->free_running + (s->health == HEALTH_OK ? s->coming : 0);
+    }
+  if (demand == 0 || demand <= running)
+    {
+      for (guint i = 0; i < p->sites->len; i++)
+        cancel_pending (p, p->sites->pdata[i]);
+      return;
+    }
+  /* Healthy sites first, in the order of the sites file. */
+  for (guint pass = 0; pass < 2 && demand > supply; pass++)
+    for (guint i = 0; i < p->sites->len && demand > supply; i++)
+      {
+        SiteState *s = p->sites->pdata[i];
+        if ((s->health == HEALTH_OK) != (pass == 0))
+          continue;
+        while (demand > supply && can_submit (s, now)
+               && submit_one (p, s, s->spec->slots_per_proxy, 0))
+          {
+            s->alive++;
+            supply += s->spec->slots_per_proxy;
+          }
+      }
+}
+
+/* Each site on its own share only. */
+static void
+plan_static (DatcProvisioner *p, gint64 now)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      guint64 demand = datc_ledger_queued_in (p->ledger, s->index) + s->running_expiring;
+      guint64 supply = s->free_running + s->coming;
+      if (demand == 0 || demand <= s->free_running)
+        {
+          cancel_pending (p, s);
+          continue;
+        }
+      while (demand > supply && can_submit (s, now)
+             && submit_one (p, s, s->spec->slots_per_proxy, 0))
+        {
+          s->alive++;
+          supply += s->spec->slots_per_proxy;
+        }
+    }
+}
+
+/* One single-slot proxy per task, bound to it at submission, up to
+ * max_proxies queued or running per site. */
+static void
+plan_direct (DatcProvisioner *p, gint64 now)
+{
+  for (guint pass = 0; pass < 2; pass++)
+    for (guint i = 0; i < p->sites->len; i++)
+      {
+        SiteState *s = p->sites->pdata[i];
+        if ((s->health == HEALTH_OK) != (pass == 0))
+          continue;
+        guint64 task;
+        while (can_submit (s, now) && datc_ledger_hold (p->ledger, &task))
+          {
+            if (!submit_one (p, s, 1, task))
+              {
+                datc_ledger_release (p->ledger, task);
+                break;
+              }
+            s->alive++;
+          }
+      }
+}
+
 void
-datc_provisioner_tick (DatcProvisioner *p, DatcDispatcher *d)
+datc_provisioner_tick (DatcProvisioner *p)
 {
   gint64 now = g_get_monotonic_time ();
-  DatcLedgerCounts c;
-  datc_ledger_counts (p->ledger, &c);
-
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
       if (now >= s->next_poll_us)
         {
-          poll_site (p, s, d);
-          s->next_poll_us = now + (gint64) p->poll_ms * 1000;
+          s->next_poll_us = now + s->poll_us;
+          poll_site (p, s);
         }
     }
+  if (now < p->next_plan_us)
+    return;
+  p->next_plan_us = now + DATC_PROVISIONER_PERIOD_MS * 1000;
 
-  /* Capacity that is coming: proxies whose agent has not said HELLO yet. */
-  guint64 coming = 0;
+  gint64 now_real = g_get_real_time ();
   for (guint i = 0; i < p->sites->len; i++)
+    observe (p, p->sites->pdata[i], now_real);
+  switch (p->mode)
     {
-      SiteState *s = p->sites->pdata[i];
-      guint connected = datc_dispatcher_site_agents (d, s->spec->name, NULL);
-      if (s->proxies->len > connected)
-        coming += (guint64) (s->proxies->len - connected) * s->spec->slots_per_proxy;
-    }
-  guint64 free_slots = datc_dispatcher_free_slots (d) + coming;
-
-  for (guint i = 0; i < p->sites->len && c.queued > free_slots; i++)
-    {
-      SiteState *s = p->sites->pdata[i];
-      while (c.queued > free_slots && s->proxies->len < s->spec->max_proxies
-             && now >= s->next_submit_us)
-        {
-          if (!submit_one (p, s))
-            break;
-          free_slots += s->spec->slots_per_proxy;
-        }
+    case DATC_MODE_PULL: plan_pull (p, now); break;
+    case DATC_MODE_STATIC: plan_static (p, now); break;
+    case DATC_MODE_DIRECT: plan_direct (p, now); break;
     }
 }
 
@@ -303,7 +712,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
   for (;;)
     {
       for (guint i = 0; i < p->sites->len; i++)
-        poll_site (p, p->sites->pdata[i], NULL);
+        poll_site (p, p->sites->pdata[i]);
       if (datc_provisioner_alive (p) == 0)
         return TRUE;
       gint64 now = g_get_monotonic_time ();
@@ -314,25 +723,10 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
           for (guint i = 0; i < p->sites->len; i++)
             {
               SiteState *s = p->sites->pdata[i];
-              if (s->proxies->len == 0)
-                continue;
-              g_autoptr (GPtrArray) ids = g_ptr_array_new ();
+              g_autoptr (GPtrArray) which = g_ptr_array_new ();
               for (guint j = 0; j < s->proxies->len; j++)
-                g_ptr_array_add (ids, ((Proxy *) s->proxies->pdata[j])->job_id);
-              g_ptr_array_add (ids, NULL);
-              g_autoptr (GError) error = NULL;
-              if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
-                g_warning ("site %s: could not cancel proxies: %s", s->spec->name,
-                           error->message);
-              else
-                for (guint j = 0; j < s->proxies->len; j++)
-                  {
-                    Proxy *x = s->proxies->pdata[j];
-                    datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id,
-                                       "cancelled");
-                    datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name,
-                                      "proxy", 's', x->id, "job", 's', x->job_id, NULL);
-                  }
+                g_ptr_array_add (which, s->proxies->pdata[j]);
+              cancel_proxies (p, s, which, "the campaign ended");
             }
           cancelled = TRUE;
         }
@@ -349,39 +743,63 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
   return FALSE;
 }
 
-void
-datc_provisioner_describe (DatcProvisioner *p, DatcDispatcher *d, JsonBuilder *b)
+/* ---- status --------------------------------------------------------- */
+
+static void
+member_int (JsonBuilder *b, const char *name, gint64 v)
 {
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, v);
+}
+
+static void
+describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
+{
+  guint running = 0, expiring = 0;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      running += x->online;
+      expiring += x->expiring;
+    }
+  guint alive = s->proxies->len;
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, s->spec->name);
+  json_builder_set_member_name (b, "state");
+  json_builder_add_string_value (b, s->health == HEALTH_OK ? "ok" : "degraded");
+  json_builder_set_member_name (b, "last_error");
+  if (s->last_error != NULL)
+    json_builder_add_string_value (b, s->last_error);
+  else
+    json_builder_add_null_value (b);
+  member_int (b, "proxies", alive);
+  member_int (b, "proxies_pending", alive - MIN (running, alive));
+  member_int (b, "proxies_running", running);
+  member_int (b, "proxies_expiring", expiring);
+  member_int (b, "agents", datc_dispatcher_site_agents (p->disp, s->spec->name, NULL));
+  member_int (b, "slots_per_proxy", s->spec->slots_per_proxy);
+  member_int (b, "max_proxies", s->spec->max_proxies);
+  member_int (b, "done", (gint64) datc_dispatcher_site_done (p->disp, s->spec->name));
+  if (p->mode == DATC_MODE_STATIC)
+    member_int (b, "queued", (gint64) datc_ledger_queued_in (p->ledger, s->index));
+  member_int (b, "submit_failures", s->failures);
+  member_int (b, "proxies_died_early", s->early_deaths_total);
+  member_int (b, "proxies_submitted", s->submitted_total);
+  member_int (b, "proxies_cancelled", s->cancelled_total);
+  json_builder_set_member_name (b, "queue_wait_s");
+  json_builder_add_double_value (b, queue_wait_us (s) / 1e6);
+  json_builder_end_object (b);
+}
+
+void
+datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b)
+{
+  json_builder_set_member_name (b, "mode");
+  json_builder_add_string_value (b, datc_mode_name (p->mode));
   json_builder_set_member_name (b, "sites");
   json_builder_begin_array (b);
   for (guint i = 0; i < p->sites->len; i++)
-    {
-      SiteState *s = p->sites->pdata[i];
-      guint agents = datc_dispatcher_site_agents (d, s->spec->name, NULL);
-      guint alive = s->proxies->len;
-      guint running = MIN (agents, alive);
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "name");
-      json_builder_add_string_value (b, s->spec->name);
-      json_builder_set_member_name (b, "proxies");
-      json_builder_add_int_value (b, alive);
-      json_builder_set_member_name (b, "proxies_pending");
-      json_builder_add_int_value (b, alive - running);
-      json_builder_set_member_name (b, "proxies_running");
-      json_builder_add_int_value (b, running);
-      json_builder_set_member_name (b, "agents");
-      json_builder_add_int_value (b, agents);
-      json_builder_set_member_name (b, "slots_per_proxy");
-      json_builder_add_int_value (b, s->spec->slots_per_proxy);
-      json_builder_set_member_name (b, "max_proxies");
-      json_builder_add_int_value (b, s->spec->max_proxies);
-      json_builder_set_member_name (b, "done");
-      json_builder_add_int_value (b, (gint64) datc_dispatcher_site_done (d, s->spec->name));
-      json_builder_set_member_name (b, "submit_failures");
-      json_builder_add_int_value (b, s->failures);
-      json_builder_set_member_name (b, "proxies_died_early");
-      json_builder_add_int_value (b, s->early_deaths_total);
-      json_builder_end_object (b);
-    }
+    describe_site (p, p->sites->pdata[i], b);
   json_builder_end_array (b);
 }

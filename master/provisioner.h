@@ -1,11 +1,16 @@
-/* provisioner.h: keeps sites supplied with proxies while work remains and
- * makes sure none is left when the campaign ends.  Every proxy submitted is
- * journaled through the ledger, so a restarted master still knows (and at
- * the end cancels) what an earlier one left on a site.
+/* provisioner.h: the site manager.  Keeps sites supplied with proxies
+ * while work remains, and makes sure none is left when the campaign ends.
+ * Every proxy submitted is journaled through the ledger, so a restarted
+ * master still knows (and at the end cancels) what an earlier one left on
+ * a site.
  *
- * This is the core's provisioning: submit while queued work exceeds the
- * free and pending capacity, up to max_proxies per site; poll in one
- * command per site; cancel everything at the end. */
+ * Per site: up to max_proxies proxies of slots_per_proxy slots; states
+ * polled in one command per site every poll interval (sooner when one of
+ * its agents leaves; backing off while polls fail); a proxy whose
+ * walltime is near gets its replacement submitted ahead of time; pending
+ * proxies are cancelled as soon as the work left fits in the slots already
+ * running; failing sites back off and are shown degraded.  How tasks meet
+ * proxies is the mode (see DatcMode). */
 #pragma once
 
 #include <glib.h>
@@ -16,16 +21,29 @@
 
 G_BEGIN_DECLS
 
+typedef enum {
+  DATC_MODE_PULL = 0,  /* DA-TC: any agent pulls any task */
+  DATC_MODE_STATIC,    /* the bag is split across sites by capacity before anything runs */
+  DATC_MODE_DIRECT,    /* one batch job per task, bound to it when submitted */
+} DatcMode;
+
+/* "pull", "static", "direct" -> mode; FALSE for anything else. */
+gboolean datc_mode_parse (const char *text, DatcMode *mode);
+const char *datc_mode_name (DatcMode mode);
+
 typedef struct {
   gchar *name;
   DatcSite *site;          /* owned */
   guint slots_per_proxy;
   guint max_proxies;
   guint walltime_s;        /* 0: none */
+  guint poll_s;            /* 0: the provisioner's default */
   gchar *queue, *submit_args;
   gchar *workdir;          /* on the site */
-  gchar *agent_path;       /* datc-agent on the site */
+  gchar *agent_path;       /* datc-agent on the site (set after the upload when upload_from) */
+  gchar *upload_from;      /* agent = upload: the local binary copied to the site, or NULL */
   gchar *key_file;         /* agent key on the site (tcp only) */
+  GBytes *key_data;        /* put at key_file (mode 0600) before the first submit, or NULL */
 } DatcSiteSpec;
 
 void datc_site_spec_free (DatcSiteSpec *spec);
@@ -37,23 +55,31 @@ typedef struct {
   const char *endpoint;        /* where agents connect */
   const char *server_public;   /* or NULL for ipc */
   const char *agent_args;      /* extra agent arguments (--exec none, ...) or NULL */
-  guint poll_ms;               /* how often proxy states are polled */
-  DatcTrace *trace;            /* proxy events (transfer none), or NULL */
+  guint poll_ms;               /* default poll interval of a site */
+  DatcMode mode;
+  DatcTrace *trace;            /* proxy and site events (transfer none), or NULL */
 } DatcProvisionerOptions;
 
-/* Takes ownership of the specs (DatcSiteSpec*). */
-DatcProvisioner *datc_provisioner_new (DatcLedger *ledger, GPtrArray *specs,
-                                       const DatcProvisionerOptions *options);
+/* Takes ownership of the specs (DatcSiteSpec*).  Sets the mode up in the
+ * ledger and the dispatcher (static: splits the bag; direct: one task per
+ * agent), so call it before the first dispatch. */
+DatcProvisioner *datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *dispatcher,
+                                       GPtrArray *specs, const DatcProvisionerOptions *options);
 void datc_provisioner_free (DatcProvisioner *p);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcProvisioner, datc_provisioner_free)
 
-/* Submits and polls as needed.  Errors are logged per site, never fatal. */
-void datc_provisioner_tick (DatcProvisioner *p, DatcDispatcher *d);
+/* Polls, submits and cancels as needed.  Errors are logged per site, never
+ * fatal.  Cheap to call on every loop turn: it decides at most every
+ * DATC_PROVISIONER_PERIOD_MS. */
+#define DATC_PROVISIONER_PERIOD_MS 50
+void datc_provisioner_tick (DatcProvisioner *p);
 /* Proxies submitted and not seen ended. */
 guint datc_provisioner_alive (DatcProvisioner *p);
-/* Adds "sites": [{name, proxies, proxies_pending, proxies_running, agents,
- * slots, done, degraded}] to an object being built. */
-void datc_provisioner_describe (DatcProvisioner *p, DatcDispatcher *d, JsonBuilder *b);
+/* Adds "mode" and "sites": [{name, state, last_error, proxies, proxies_pending,
+ * proxies_running, proxies_expiring, agents, slots_per_proxy, max_proxies,
+ * done, submit_failures, proxies_died_early, proxies_submitted,
+ * queue_wait_s}] to an object being built. */
+void datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b);
 
 /* Cancels every proxy still alive and polls until all have ended or
  * `timeout_ms` passed.  Returns TRUE when nothing is left. */

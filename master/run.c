@@ -206,16 +206,17 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
         spec->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", c->name, NULL);
       else
         spec->workdir = g_strdup_printf ("/tmp/datc-%.16s/%s", tag, c->name);
+      spec->poll_s = c->poll_s;
+      /* The agent and the key reach the site at its first submit (see
+       * provisioner.c), so a site unreachable now only delays itself. */
       if (g_str_equal (c->agent, "upload"))
         {
           /* The statically linked agent when it was built, so it runs on
            * sites whose libraries differ; copied once per content. */
           g_autofree gchar *dir = g_path_get_dirname (local_agent);
           g_autofree gchar *static_agent = g_build_filename (dir, "datc-agent-static", NULL);
-          const char *send = g_file_test (static_agent, G_FILE_TEST_IS_EXECUTABLE) ? static_agent
-                                                                                 : local_agent;
-          if (!datc_site_upload_agent (spec->site, send, spec->workdir, &spec->agent_path, error))
-            return NULL;
+          spec->upload_from = g_strdup (g_file_test (static_agent, G_FILE_TEST_IS_EXECUTABLE)
+                                            ? static_agent : local_agent);
         }
       else
         spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
@@ -225,8 +226,7 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       else
         {
           spec->key_file = g_build_filename (spec->workdir, "agent.key", NULL);
-          if (!datc_site_put (spec->site, key, spec->key_file, 0600, error))
-            return NULL;
+          spec->key_data = g_bytes_ref (key);
         }
       g_ptr_array_add (specs, g_steal_pointer (&spec));
     }
@@ -309,7 +309,8 @@ datc_run (const DatcRunOptions *o)
   /* 2. The campaign directory and its ledger. */
   g_autofree gchar *dir = o->dir ? g_strdup (o->dir) : default_dir (o->task_file);
   g_autoptr (DatcCampaign) campaign
-      = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto", "pull", &error);
+      = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto",
+                              datc_mode_name (o->mode), &error);
   if (campaign == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
@@ -402,6 +403,7 @@ datc_run (const DatcRunOptions *o)
       return EXIT_CANNOT_RUN;
     }
   local->max_proxies = agents;
+  local->poll_s = 1;
   local->slots_per_proxy = (slots + agents - 1) / agents;
   local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
   local->agent_path = g_strdup (agent);
@@ -432,10 +434,11 @@ datc_run (const DatcRunOptions *o)
     .endpoint = agents_endpoint,
     .server_public = datc_dispatcher_server_public (disp),
     .agent_args = agent_args->str,
-    .poll_ms = 1000,
+    .poll_ms = 5000,
+    .mode = o->mode,
     .trace = trace,
   };
-  prov = datc_provisioner_new (ledger, g_steal_pointer (&specs), &popt);
+  prov = datc_provisioner_new (ledger, disp, g_steal_pointer (&specs), &popt);
   g_string_free (agent_args, TRUE);
 
   control = datc_control_new (ctx, datc_campaign_dir (campaign), &error);
@@ -466,7 +469,7 @@ datc_run (const DatcRunOptions *o)
     goto fatal;
   while (!stop && !(datc_ledger_finished (ledger) && !m.open))
     {
-      datc_provisioner_tick (prov, disp);
+      datc_provisioner_tick (prov);
       int timeout = datc_dispatcher_next_timeout_ms (disp);
       if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
           && errno != EINTR)

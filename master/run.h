@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include "provisioner.h"
 
 G_BEGIN_DECLS
 
@@ -22,6 +23,7 @@ typedef struct {
   gboolean open;               /* keep serving when the bag is empty, until `datc close` */
   gboolean retry_cancelled;    /* cancelled tasks of an earlier run go back to the queue */
   gboolean no_progress;        /* no progress line even on a terminal */
+  DatcMode mode;               /* how tasks meet proxies (default pull) */
 } DatcRunOptions;
 
 /* Returns the process exit status: 0 all tasks succeeded, 1 some failed,

@@ -15,7 +15,8 @@ G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
 static const char *const master_keys[] = { "listen", "advertise", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
-  "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir", NULL,
+  "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
+  "poll_interval", NULL,
 };
 
 typedef struct {
@@ -313,6 +314,10 @@ datc_sites_file_load (const char *path, GError **error)
       if (wt != NULL && !datc_parse_duration (g_strstrip (wt), &c->walltime_s))
         problem (&ix, line_of (&ix, g, "walltime"),
                  "walltime \"%s\": expected 90, 90s, 30m, 2h, 1h30m or H:MM:SS", wt);
+      g_autofree gchar *pi = g_key_file_get_string (f->keyfile, g, "poll_interval", NULL);
+      if (pi != NULL && (!datc_parse_duration (g_strstrip (pi), &c->poll_s) || c->poll_s == 0))
+        problem (&ix, line_of (&ix, g, "poll_interval"),
+                 "poll_interval \"%s\": expected a duration of at least 1s (5s, 1m, ...)", pi);
       c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");

@@ -98,7 +98,7 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
   json_builder_end_object (b);
 
   if (p != NULL && d != NULL)
-    datc_provisioner_describe (p, d, b);
+    datc_provisioner_describe (p, b);
   else
     {
       json_builder_set_member_name (b, "sites");
