@@ -82,12 +82,21 @@ write_all(int fd, const guint8 *data, gsize len, const char *path, GError **erro
 /* Runs in the child between fork and exec: only async-signal-safe calls.
  * It reports the new group's id through a shared page because the parent
  * cannot ask GSubprocess: a quick command may already have been reaped,
- * and its identifier cleared, by the time spawn returns. */
+ * and its identifier cleared, by the time spawn returns.
+ *
+ * A blocked mask and ignored dispositions survive exec: the master blocks
+ * TERM, INT and HUP (for its signalfd) and ignores PIPE, and a proxy
+ * started by the fork scheduler would otherwise shrug off the TERM that
+ * cancels it. */
 static void
 child_enter_own_group(gpointer user_data)
 {
   volatile pid_t *report = user_data;
+  sigset_t none;
 
+  sigemptyset(&none);
+  (void)sigprocmask(SIG_SETMASK, &none, NULL);
+  (void)signal(SIGPIPE, SIG_DFL);
   (void)setpgid(0, 0);
   *report = getpid();
 }

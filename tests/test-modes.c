@@ -1,0 +1,399 @@
+/* test-modes.c: the site manager on fork sites over TCP (real datc, real
+ * agents; the batch-system versions of these are in the testbed suite):
+ * pull, static and direct give the same results, each the way it claims;
+ * proxies near their walltime are replaced ahead of time; failing sites
+ * are shown degraded while the campaign completes elsewhere; proxies that
+ * never start are cancelled once the work left fits in running slots. */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* trace.jsonl as an array of objects (ref'd). */
+static GPtrArray *
+read_trace (const char *dir)
+{
+  g_autofree gchar *path = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autofree gchar *text = NULL;
+  GPtrArray *events = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    {
+      if (lines[i][0] == '\0')
+        continue;
+      g_autoptr (JsonParser) p = json_parser_new ();
+      g_assert_true (json_parser_load_from_data (p, lines[i], -1, NULL));
+      g_ptr_array_add (events, json_object_ref (json_node_get_object (json_parser_get_root (p))));
+    }
+  return events;
+}
+
+static const char *
+str_member (JsonObject *o, const char *name)
+{
+  return json_object_has_member (o, name) ? json_object_get_string_member (o, name) : "";
+}
+
+static guint
+count_events (GPtrArray *trace, const char *event, const char *site)
+{
+  guint n = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      n += g_str_equal (str_member (o, "event"), event)
+           && (site == NULL || g_str_equal (str_member (o, "site"), site));
+    }
+  return n;
+}
+
+static gint64
+event_time (GPtrArray *trace, const char *event)
+{
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal (str_member (trace->pdata[i], "event"), event))
+      return json_object_get_int_member (trace->pdata[i], "time");
+  return 0;
+}
+
+static gchar *
+run_campaign (TbDir *d, const char *name, const char *sites, const char *tasks,
+              const char *mode, int want_status)
+{
+  gchar *dir = g_build_filename (d->path, name, NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", mode,
+                         tasks, NULL };
+  g_autofree gchar *err = NULL;
+  int status = tb_run (d, argv, 180, &err);
+  if (status != want_status)
+    g_printerr ("%s", err);
+  g_assert_cmpint (status, ==, want_status);
+  g_autoptr (GArray) left = tb_find_agents (dir);
+  g_assert_cmpuint (left->len, ==, 0);
+  return dir;
+}
+
+static gchar *
+output_of (TbDir *d, const char *dir, gint64 id)
+{
+  g_autofree gchar *ids = g_strdup_printf ("%" G_GINT64_FORMAT, id);
+  const char *argv[] = { tb_datc (), "output", dir, ids, NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "output", argv);
+  g_assert_cmpint (tb_wait (p, 30), ==, 0);
+  return tb_proc_stdout (p);
+}
+
+/* ---- modes ---------------------------------------------------------- */
+
+#define MODE_TASKS 36
+
+static const char *const mode_sites =
+    "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+    "[site alpha]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n\n"
+    "[site beta]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 2\n";
+
+/* Per site, how many results it produced. */
+static guint
+results_at (GHashTable *res, const char *site)
+{
+  guint n = 0;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    n += g_str_equal (json_object_get_string_member (v, "site"), site);
+  return n;
+}
+
+/* The largest number of proxies of `site` alive at once, from the trace. */
+static guint
+max_alive (GPtrArray *trace, const char *site)
+{
+  guint alive = 0, most = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (!g_str_equal (str_member (o, "site"), site))
+        continue;
+      if (g_str_equal (str_member (o, "event"), "proxy_submitted"))
+        {
+          alive++;
+          most = MAX (most, alive);
+        }
+      else if (g_str_equal (str_member (o, "event"), "proxy_ended") && alive > 0)
+        alive--;
+    }
+  return most;
+}
+
+static void
+test_same_results_in_every_mode (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= MODE_TASKS; i++)
+    g_string_append_printf (t, "sh -c 'sleep 0.05; echo task %u; exit %u'\n", i, i % 7 == 0);
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", mode_sites);
+  const char *modes[] = { "pull", "static", "direct" };
+  g_autoptr (GHashTable) first = NULL;
+  g_autofree gchar *first_dir = NULL;
+
+  for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
+    {
+      /* Every 7th task exits 1: the campaign's status is 1 in all modes. */
+      g_autofree gchar *dir = run_campaign (d, modes[m], sites, tasks, modes[m], 1);
+      g_autoptr (GHashTable) res = tb_results (dir);
+      g_autoptr (GPtrArray) trace = read_trace (dir);
+      g_assert_cmpuint (g_hash_table_size (res), ==, MODE_TASKS);
+
+      if (g_str_equal (modes[m], "static"))
+        {
+          /* The split follows capacity (4 : 2) and each site ran exactly
+           * its share. */
+          guint split_alpha = 0, split_beta = 0;
+          for (guint i = 0; i < trace->len; i++)
+            if (g_str_equal (str_member (trace->pdata[i], "event"), "split"))
+              {
+                guint n = (guint) json_object_get_int_member (trace->pdata[i], "tasks");
+                if (g_str_equal (str_member (trace->pdata[i], "site"), "alpha"))
+                  split_alpha = n;
+                else
+                  split_beta = n;
+              }
+          g_assert_cmpuint (split_alpha, ==, MODE_TASKS * 2 / 3);
+          g_assert_cmpuint (split_beta, ==, MODE_TASKS / 3);
+          g_assert_cmpuint (results_at (res, "alpha"), ==, split_alpha);
+          g_assert_cmpuint (results_at (res, "beta"), ==, split_beta);
+        }
+      if (g_str_equal (modes[m], "direct"))
+        {
+          /* One single-slot job per task, never more than max_proxies of
+           * them alive per site, each agent ran exactly one task. */
+          g_assert_cmpuint (count_events (trace, "proxy_submitted", NULL), ==, MODE_TASKS);
+          g_assert_cmpuint (max_alive (trace, "alpha"), <=, 2);
+          g_assert_cmpuint (max_alive (trace, "beta"), <=, 2);
+          g_autoptr (GHashTable) per_proxy = g_hash_table_new (g_str_hash, g_str_equal);
+          GHashTableIter it;
+          gpointer v;
+          g_hash_table_iter_init (&it, res);
+          while (g_hash_table_iter_next (&it, NULL, &v))
+            {
+              const char *proxy = json_object_get_string_member (v, "proxy");
+              g_assert_false (g_hash_table_contains (per_proxy, proxy));
+              g_hash_table_add (per_proxy, (gpointer) proxy);
+            }
+          for (guint i = 0; i < trace->len; i++)
+            if (g_str_equal (str_member (trace->pdata[i], "event"), "proxy_submitted"))
+              g_assert_cmpint (json_object_get_int_member (trace->pdata[i], "slots"), ==, 1);
+        }
+      /* Nothing of the campaign is left: every proxy submitted ended. */
+      g_assert_cmpuint (count_events (trace, "proxy_ended", NULL), ==,
+                        count_events (trace, "proxy_submitted", NULL));
+
+      if (first == NULL)
+        {
+          first = g_hash_table_ref (res);
+          first_dir = g_strdup (dir);
+          continue;
+        }
+      /* Identical result sets: same ids, exit codes and outputs. */
+      GHashTableIter it;
+      gpointer k, v;
+      g_hash_table_iter_init (&it, res);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        {
+          JsonObject *a = g_hash_table_lookup (first, k);
+          g_assert_nonnull (a);
+          g_assert_cmpint (json_object_get_int_member (a, "exit_code"), ==,
+                           json_object_get_int_member (v, "exit_code"));
+          gint64 id = json_object_get_int_member (v, "id");
+          g_autofree gchar *out_a = output_of (d, first_dir, id);
+          g_autofree gchar *out_b = output_of (d, dir, id);
+          g_assert_cmpstr (out_a, ==, out_b);
+          g_autofree gchar *want = g_strdup_printf ("task %" G_GINT64_FORMAT "\n", id);
+          g_assert_cmpstr (out_b, ==, want);
+        }
+    }
+}
+
+/* ---- walltime ------------------------------------------------------- */
+
+/* Proxies of 8 s (their agents drain 3 s before the end) on a site that
+ * allows one at a time, for about 12 s of work: several generations, each
+ * replacement submitted before the proxy it replaces has ended, and no
+ * task lost or run twice. */
+static void
+test_walltime_generations (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= 120; i++)
+    g_string_append (t, "sleep 0.2\n");
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "max_proxies = 1\nwalltime = 8s\n");
+  g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "pull", 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 120);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+
+  guint generations = count_events (trace, "proxy_submitted", "short");
+  g_assert_cmpuint (generations, >=, 3);
+  /* Ahead of time: at some point two proxies were alive although the
+   * site's max_proxies is 1 (the old one expiring). */
+  g_assert_cmpuint (max_alive (trace, "short"), ==, 2);
+  /* No agent was lost: expiring agents drained and left. */
+  g_assert_cmpuint (count_events (trace, "agent_lost", NULL), ==, 0);
+}
+
+/* ---- degraded ------------------------------------------------------- */
+
+typedef struct {
+  TbDir *d;
+  const char *dir;
+  const char *site;
+  gboolean seen;
+} StatusWatch;
+
+/* `datc status DIR --json` says the site is degraded. */
+static gboolean
+site_shown_degraded (gpointer data)
+{
+  StatusWatch *w = data;
+  const char *argv[] = { tb_datc (), "status", w->dir, "--json", NULL };
+  g_autoptr (TbProc) p = tb_spawn (w->d, "status", argv);
+  if (tb_wait (p, 30) != 0)
+    return FALSE;
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, out, -1, NULL))
+    return FALSE;
+  JsonObject *st = json_node_get_object (json_parser_get_root (parser));
+  if (!json_object_has_member (st, "sites"))
+    return FALSE;
+  JsonArray *sites = json_object_get_array_member (st, "sites");
+  for (guint i = 0; i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      if (g_str_equal (str_member (s, "name"), w->site)
+          && g_str_equal (str_member (s, "state"), "degraded")
+          && !json_object_get_null_member (s, "last_error"))
+        return w->seen = TRUE;
+    }
+  return FALSE;
+}
+
+/* A site whose proxies die before connecting, one whose submits fail, and
+ * one whose login node does not answer: the campaign completes on the
+ * good site, and the bad ones are degraded (trace, and live status). */
+static void
+test_degraded_sites (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= 60; i++)
+    g_string_append (t, "sleep 0.25\n");
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *known = tb_write (d, "known_hosts", "");
+  g_autofree gchar *ini = g_strdup_printf (
+      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+      "[site good]\nscheduler = fork\nslots_per_proxy = 1\n\n"
+      "[site dies]\nscheduler = fork\nagent = /nonexistent/datc-agent\n\n"
+      "[site refuses]\nscheduler = fork\nworkdir = /proc/datc-cannot-be-here\n\n"
+      "[site down]\ntransport = ssh\nhost = 127.0.0.1\nport = 9\nknown_hosts = %s\n"
+      "scheduler = slurm\n",
+      known);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, tasks, NULL };
+  g_autoptr (TbProc) run = tb_spawn (d, "run", argv);
+
+  StatusWatch w = { d, dir, "dies", FALSE };
+  g_assert_true (tb_await (site_shown_degraded, &w, 60));
+  g_assert_cmpint (tb_wait (run, 120), ==, 0);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 60);
+  g_assert_cmpuint (results_at (res, "good"), ==, 60);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+  const char *bad[] = { "dies", "refuses", "down" };
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      if (count_events (trace, "site_degraded", bad[i]) != 1)
+        g_printerr ("%s", tb_proc_stderr (run));
+      g_assert_cmpuint (count_events (trace, "site_degraded", bad[i]), ==, 1);
+    }
+  g_assert_cmpuint (count_events (trace, "site_degraded", "good"), ==, 0);
+  /* The error names what went wrong, in the scheduler's or transport's
+   * own words. */
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (!g_str_equal (str_member (o, "event"), "site_degraded"))
+        continue;
+      const char *e = str_member (o, "error");
+      if (g_str_equal (str_member (o, "site"), "dies"))
+        g_assert_nonnull (strstr (e, "ended before its agent connected"));
+      else
+        g_assert_cmpuint (strlen (e), >, 0);
+    }
+}
+
+/* ---- cancel pending ------------------------------------------------- */
+
+/* A site whose proxies start but never connect (an agent stuck in a queue
+ * looks the same to the master): once the good site's running slots can
+ * take all the work left, its proxies are cancelled, well before the last
+ * task ends. */
+static void
+test_pending_cancelled_when_work_fits (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *stuck = tb_write (d, "stuck-agent", "#!/bin/sh\nexec sleep 600\n");
+  g_assert_cmpint (chmod (stuck, 0755), ==, 0);
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= 20; i++)
+    g_string_append (t, "sleep 0.05\n");
+  g_string_append (t, "sleep 4\n");
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *ini = g_strdup_printf (
+      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+      "[site good]\nscheduler = fork\nslots_per_proxy = 2\n\n"
+      "[site stuck]\nscheduler = fork\nmax_proxies = 2\nagent = %s\n", stuck);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "pull", 0);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+
+  g_assert_cmpuint (count_events (trace, "proxy_submitted", "stuck"), >=, 1);
+  gint64 finished = event_time (trace, "campaign_finished");
+  guint early = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (g_str_equal (str_member (o, "event"), "proxy_cancelled")
+          && g_str_equal (str_member (o, "site"), "stuck"))
+        {
+          g_assert_cmpstr (str_member (o, "reason"), ==, "the work left fits in the running slots");
+          early += json_object_get_int_member (o, "time") < finished - 2 * G_USEC_PER_SEC;
+        }
+    }
+  g_assert_cmpuint (early, ==, count_events (trace, "proxy_submitted", "stuck"));
+  /* Cancelled proxies are not failures of the site. */
+  g_assert_cmpuint (count_events (trace, "site_degraded", "stuck"), ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/modes/same-results-in-pull-static-direct", test_same_results_in_every_mode);
+  g_test_add_func ("/modes/walltime-generations", test_walltime_generations);
+  g_test_add_func ("/modes/degraded-sites", test_degraded_sites);
+  g_test_add_func ("/modes/pending-cancelled-when-work-fits", test_pending_cancelled_when_work_fits);
+  return g_test_run ();
+}
