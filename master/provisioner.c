@@ -24,6 +24,7 @@ typedef struct {
   gboolean connected;      /* its agent said HELLO at least once, to any master */
   gboolean online;         /* its agent is connected now */
   gboolean expiring;       /* near its walltime: its replacement may be submitted */
+  gboolean replaced;       /* expiring, and its replacement was submitted */
   gboolean cancelling;     /* cancelled by us, waiting to see it end */
   guint32 free, running;   /* its agent's load, when online */
 } Proxy;
@@ -501,12 +502,16 @@ queue_wait_us (const SiteState *s)
 
 /* How long before a proxy's end its replacement is submitted: the time a
  * proxy of this site recently waited in the queue (half again, at least
- * 5 s) plus a poll interval, but never more than half the walltime. */
-static gint64
-lead_us (const SiteState *s)
+ * 5 s) plus a poll interval, but never more than half of the proxy's
+ * working life, so that at most two generations overlap. */
+static gboolean
+is_expiring (const SiteState *s, const Proxy *x, gint64 now_real)
 {
+  if (x->walltime_end_us <= 0 || x->started_us <= 0)
+    return FALSE;
   gint64 lead = MAX (5 * G_USEC_PER_SEC, queue_wait_us (s) * 3 / 2) + s->poll_us;
-  return MIN (lead, (gint64) s->spec->walltime_s * G_USEC_PER_SEC / 2);
+  lead = MIN (lead, (x->walltime_end_us - x->started_us) / 2);
+  return now_real >= x->walltime_end_us - lead;
 }
 
 static const DatcAgentLoad *
@@ -552,14 +557,15 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       x->connected = x->connected || x->online;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
       x->running = l ? (guint32) l->running : 0;
-      x->expiring = x->walltime_end_us > 0 && now_real >= x->walltime_end_us - lead_us (s);
+      x->expiring = is_expiring (s, x, now_real);
 
       if (x->cancelling)
         {
           s->alive++;
           continue;
         }
-      if (!x->expiring)
+      /* An expiring proxy makes room for one replacement, once. */
+      if (!x->expiring || x->replaced)
         s->alive++;
       if (x->online && x->expiring)
         s->running_expiring += x->running;
@@ -571,6 +577,25 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 }
 
 /* ---- plans ---------------------------------------------------------- */
+
+/* A proxy was just submitted: it counts against max_proxies, and it is
+ * the replacement of the oldest expiring proxy that had none, which then
+ * counts again. */
+static void
+count_submitted (SiteState *s)
+{
+  s->alive++;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      if (x->expiring && !x->replaced && !x->cancelling)
+        {
+          x->replaced = TRUE;
+          s->alive++;
+          return;
+        }
+    }
+}
 
 static gboolean
 can_submit (const SiteState *s, gint64 now)
@@ -608,7 +633,7 @@ plan_pull (DatcProvisioner *p, gint64 now)
         while (demand > supply && can_submit (s, now)
                && submit_one (p, s, s->spec->slots_per_proxy, 0))
           {
-            s->alive++;
+            count_submitted (s);
             supply += s->spec->slots_per_proxy;
           }
       }
@@ -631,7 +656,7 @@ plan_static (DatcProvisioner *p, gint64 now)
       while (demand > supply && can_submit (s, now)
              && submit_one (p, s, s->spec->slots_per_proxy, 0))
         {
-          s->alive++;
+          count_submitted (s);
           supply += s->spec->slots_per_proxy;
         }
     }
@@ -656,7 +681,7 @@ plan_direct (DatcProvisioner *p, gint64 now)
                 datc_ledger_release (p->ledger, task);
                 break;
               }
-            s->alive++;
+            count_submitted (s);
           }
       }
 }

@@ -196,19 +196,32 @@ datc_status_print (JsonObject *st, FILE *out)
   JsonArray *sites = json_object_get_array_member (st, "sites");
   if (sites && json_array_get_length (sites) > 0)
     {
-      fprintf (out, "\n%-16s %8s %8s %8s %8s %10s\n", "SITE", "PENDING", "RUNNING", "AGENTS",
-               "DONE", "SUBMIT-ERR");
+      if (json_object_has_member (st, "mode"))
+        fprintf (out, "mode     %s\n", json_object_get_string_member (st, "mode"));
+      fprintf (out, "\n%-16s %-8s %8s %8s %8s %8s %8s\n", "SITE", "STATE", "PENDING", "RUNNING",
+               "AGENTS", "DONE", "SUBMITS");
       for (guint i = 0; i < json_array_get_length (sites); i++)
         {
           JsonObject *s = json_array_get_object_element (sites, i);
-          fprintf (out, "%-16s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
-                   " %8" G_GINT64_FORMAT " %10" G_GINT64_FORMAT "\n",
+          fprintf (out, "%-16s %-8s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
+                   " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT "\n",
                    json_object_get_string_member_with_default (s, "name", "?"),
+                   json_object_get_string_member_with_default (s, "state", "?"),
                    json_object_get_int_member_with_default (s, "proxies_pending", 0),
                    json_object_get_int_member_with_default (s, "proxies_running", 0),
                    json_object_get_int_member_with_default (s, "agents", 0),
                    json_object_get_int_member_with_default (s, "done", 0),
-                   json_object_get_int_member_with_default (s, "submit_failures", 0));
+                   json_object_get_int_member_with_default (s, "proxies_submitted", 0));
+        }
+      /* What is wrong with a degraded site, in its own words. */
+      for (guint i = 0; i < json_array_get_length (sites); i++)
+        {
+          JsonObject *s = json_array_get_object_element (sites, i);
+          const char *error = json_object_get_string_member_with_default (s, "last_error", NULL);
+          if (g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""), "degraded") == 0)
+            fprintf (out, "site %s is degraded: %s\n",
+                     json_object_get_string_member_with_default (s, "name", "?"),
+                     error ? error : "(no message)");
         }
     }
   JsonArray *agents = json_object_get_array_member (st, "agents");

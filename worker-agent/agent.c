@@ -66,6 +66,18 @@ typedef struct {
   GByteArray *buf;
 } Agent;
 
+/* When the agent stops working: its walltime end less the time draining
+ * takes (the kill grace, and a second to report), so that neither the
+ * master (told in HELLO) nor the agent starts a task it expects to be
+ * drained from. */
+static gint64
+work_end_us (const DatcAgentOptions *o)
+{
+  if (o->walltime_end_us <= 0)
+    return 0;
+  return o->walltime_end_us - (gint64) (o->kill_grace_ms + 1000) * 1000;
+}
+
 static gchar *
 key_of (guint64 id, guint32 attempt)
 {
@@ -105,7 +117,7 @@ send_hello (Agent *a)
   h->host = g_strdup (a->host);
   h->pid = (guint32) getpid ();
   h->slots = a->o->slots;
-  h->walltime_end_us = a->o->walltime_end_us;
+  h->walltime_end_us = work_end_us (a->o);
   h->session = a->session;
   datc_runner_list (a->runner, h->held);
   for (GList *l = a->queue.head; l; l = l->next)
@@ -286,7 +298,7 @@ start_tasks (Agent *a)
       g_autoptr (DatcTask) t = g_queue_pop_head (&a->queue);
       gint64 now = g_get_real_time ();
       if (a->o->walltime_end_us > 0 && t->spec.est_runtime_ms > 0
-          && now + (gint64) t->spec.est_runtime_ms * 1000 > a->o->walltime_end_us)
+          && now + (gint64) t->spec.est_runtime_ms * 1000 > work_end_us (a->o))
         {
           add_result (a, result_unrun (t, DATC_STATUS_REFUSED,
                                        "expected runtime does not fit the walltime left"));
@@ -624,8 +636,7 @@ datc_agent_run (const DatcAgentOptions *o)
       while (read (a.sfd, &si, sizeof si) == sizeof si)
         drain (&a, strsignal ((int) si.ssi_signo), FALSE);
 
-      if (o->walltime_end_us > 0 && !a.draining
-          && g_get_real_time () + (gint64) (o->kill_grace_ms + 1000) * 1000 >= o->walltime_end_us)
+      if (o->walltime_end_us > 0 && !a.draining && g_get_real_time () >= work_end_us (o))
         drain (&a, "walltime is ending", FALSE);
 
       receive (&a);
