@@ -26,6 +26,7 @@ typedef struct {
   gboolean expiring;       /* near its walltime: its replacement may be submitted */
   gboolean replaced;       /* expiring, and its replacement was submitted */
   gboolean cancelling;     /* cancelled by us, waiting to see it end */
+  gboolean start_traced;   /* proxy_started is in the trace */
   guint32 free, running;   /* its agent's load, when online */
 } Proxy;
 
@@ -378,6 +379,20 @@ submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
 
 /* ---- poll ----------------------------------------------------------- */
 
+/* The first sign that a proxy runs (the scheduler says so, or its agent
+ * connected) goes to the trace once: when, and how long it waited. */
+static void
+trace_started (DatcProvisioner *p, SiteState *s, Proxy *x, const char *seen_by, gint64 when)
+{
+  if (x->start_traced)
+    return;
+  x->start_traced = TRUE;
+  datc_trace_event (p->trace, "proxy_started", "site", 's', s->spec->name, "proxy", 's', x->id,
+                    "job", 's', x->job_id, "seen_by", 's', seen_by, "started", 'i', when,
+                    "wait_us", 'i', x->submitted_us > 0 ? when - x->submitted_us : (gint64) -1,
+                    NULL);
+}
+
 /* A proxy is gone: its bound task (direct mode) goes back to the queue if
  * it never ran, and a proxy that never connected (and that we did not
  * cancel) counts against the site. */
@@ -432,6 +447,8 @@ poll_site (DatcProvisioner *p, SiteState *s)
     {
       Proxy *x = s->proxies->pdata[i];
       x->state = states[i];
+      if (states[i] == DATC_PROXY_RUNNING)
+        trace_started (p, s, x, "scheduler", g_get_real_time ());
       if (!x->connected)
         x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
       if (states[i] == DATC_PROXY_FINISHED || states[i] == DATC_PROXY_FAILED)
@@ -526,6 +543,22 @@ find_load (GArray *loads, const char *proxy)
   return NULL;
 }
 
+/* A proxy's agent said HELLO for the first time: what it waited, when it
+ * will end, and proof that the site works. */
+static void
+proxy_connected (DatcProvisioner *p, SiteState *s, Proxy *x, const DatcAgentLoad *l)
+{
+  if (x->submitted_us > 0 && x->started_us > x->submitted_us)
+    s->waits[s->n_waits++ % G_N_ELEMENTS (s->waits)] = x->started_us - x->submitted_us;
+  x->walltime_end_us = l != NULL ? l->walltime_end_us : 0;
+  if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
+    x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
+  x->connected = TRUE;
+  s->early_deaths = 0;
+  site_recovered (p, s, HEALTH_OK);
+  trace_started (p, s, x, "agent", x->started_us);
+}
+
 /* Brings each proxy up to date with what the dispatcher knows of its
  * agent, and sums the site's capacity for the plan. */
 static void
@@ -539,16 +572,16 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
     {
       Proxy *x = s->proxies->pdata[i];
       const DatcAgentLoad *l = find_load (p->loads, x->id);
-      if (l != NULL && x->started_us == 0)
+      if (x->started_us == 0)
         {
-          x->started_us = l->connected_us;
-          if (x->submitted_us > 0 && x->started_us > x->submitted_us)
-            s->waits[s->n_waits++ % G_N_ELEMENTS (s->waits)] = x->started_us - x->submitted_us;
-          x->walltime_end_us = l->walltime_end_us;
-          if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
-            x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
-          s->early_deaths = 0;
-          site_recovered (p, s, HEALTH_OK);
+          /* Its agent connected: seen connected now, or come and gone
+           * since the last look (a quick direct-mode agent). */
+          if (l != NULL)
+            x->started_us = l->connected_us;
+          else if (datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id))
+            x->started_us = now_real;
+          if (x->started_us != 0)
+            proxy_connected (p, s, x, l);
         }
       if (l == NULL && x->online)
         /* Its agent left: the job is about to end; see it end soon. */

@@ -405,6 +405,12 @@ datc_run (const DatcRunOptions *o)
   local->max_proxies = agents;
   local->poll_s = 1;
   local->slots_per_proxy = (slots + agents - 1) / agents;
+  /* Direct mode: one job per task, as many at once as there are slots. */
+  if (o->mode == DATC_MODE_DIRECT)
+    {
+      local->max_proxies = slots;
+      local->slots_per_proxy = 1;
+    }
   local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
   local->agent_path = g_strdup (agent);
   local->key_file = g_strdup (datc_campaign_agent_key (campaign));
