@@ -5,14 +5,19 @@
  * event is about:
  *   campaign_started  tasks, resumed (bool)
  *   campaign_finished done, failed, cancelled
- *   proxy_submitted   site, proxy, job, slots, walltime (s, 0: none)
+ *   proxy_submitted   site, proxy, job, slots, walltime (s, 0: none), task (direct mode; 0: none)
+ *   proxy_started     site, proxy, job, seen_by ("scheduler" | "agent"), started (µs), wait_us
  *   proxy_ended       site, proxy, job
- *   proxy_cancelled   site, proxy, job
+ *   proxy_cancelled   site, proxy, job, reason
  *   agent_connected   site, proxy, agent, host, slots
  *   agent_exited      site, proxy, agent
  *   agent_lost        site, proxy, agent, requeued
- * A proxy "started" when its first agent connected.  Lines are appended
- * with one write each (events are per proxy and agent, never per task). */
+ *   split             site, tasks, weight (static mode: each site's share at start)
+ *   site_degraded     site, error (the scheduler's or transport's own message)
+ *   site_ok           site (working again)
+ * proxy_started is the first sign that a proxy runs: its scheduler said
+ * so, or its first agent connected.  Lines are appended with one write
+ * each (events are per proxy, agent and site, never per task). */
 #pragma once
 
 #include <glib.h>
