@@ -807,9 +807,11 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
             .budget_ms = budget_ms (a, now_real), .session = a->session,
           };
           n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
-          /* Nothing left that fits in its remaining walltime: the
-           * allocation is better given back than held idle. */
-          if (n == 0 && req.deferred > 0 && a->assigned == 0)
+          /* Nothing left fits in the walltime it has left: the allocation
+           * is better given back than held idle.  Only for an agent that
+           * has worked: one that could not fit a single task from the
+           * start would just be replaced by another such, in a loop. */
+          if (n == 0 && req.deferred > 0 && a->assigned == 0 && a->handed > 0)
             queue_bye (d, a, "no remaining task fits in this agent's walltime");
         }
       if (n == 0)
