@@ -1,0 +1,221 @@
+/* test-ledger-modes.c: what the site manager asks of the ledger, on a real
+ * journal in a temporary directory: the static split (a partition only
+ * hands out its share, and a returned task goes back to its own
+ * partition), direct-mode holds (a held task is out of the queue until
+ * dispatched to its proxy or released; a cancelled one stops being held),
+ * and the observed run time that decides what fits in an agent's
+ * walltime. */
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "datc-limits.h"
+#include "ledger.h"
+#include "message.h"
+
+typedef struct {
+  gchar *dir;
+  DatcBag *bag;
+  DatcLedger *ledger;
+  guint32 agent;
+  GByteArray *frame;
+} Fixture;
+
+static void
+setup (Fixture *f, guint n, const char *line)
+{
+  g_autoptr (GError) error = NULL;
+  f->dir = g_dir_make_tmp ("datc-ledger-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_autoptr (GString) text = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (text, "%s\n", line);
+  f->bag = datc_bag_new ();
+  g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len,
+                                     DATC_TASKFILE_LINES, &error));
+  DatcLedgerOptions o = { 0 };
+  f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
+  g_assert_no_error (error);
+  f->agent = datc_ledger_agent (f->ledger, "agent-1", "site", "proxy-1", "host");
+  f->frame = g_byte_array_new ();
+}
+
+static void
+teardown (Fixture *f)
+{
+  datc_ledger_free (f->ledger);
+  datc_bag_free (f->bag);
+  g_byte_array_unref (f->frame);
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", f->dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+  g_free (f->dir);
+}
+
+/* Dispatches from `partition` and returns the ids handed out. */
+static GArray *
+dispatch (Fixture *f, guint partition, guint max, guint64 budget_ms, guint *deferred)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_byte_array_set_size (f->frame, 0);
+  DatcDispatchRequest req = {
+    .agent = f->agent, .partition = partition, .max = max, .budget_ms = budget_ms,
+  };
+  guint n = datc_ledger_dispatch (f->ledger, &req, f->frame);
+  if (n > 0)
+    {
+      /* What the agent would receive. */
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcMsg) m = datc_msg_decode (f->frame->data, f->frame->len, DATC_FRAME_MAX,
+                                               &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (m->type, ==, DATC_MSG_TASKS);
+      for (guint i = 0; i < m->u.tasks.tasks->len; i++)
+        {
+          DatcTask *t = m->u.tasks.tasks->pdata[i];
+          g_assert_cmpint (datc_ledger_task_state (f->ledger, t->id), ==, DATC_TASK_RUNNING);
+          g_array_append_val (ids, t->id);
+        }
+    }
+  g_assert_cmpuint (ids->len, ==, n);
+  if (deferred)
+    *deferred = req.deferred;
+  return ids;
+}
+
+static void
+finish (Fixture *f, guint64 id, gint64 runtime_ms)
+{
+  gint64 now = g_get_real_time ();
+  DatcResult r = {
+    .id = id, .attempt = datc_ledger_task_attempt (f->ledger, id),
+    .status = DATC_STATUS_EXITED, .exit_code = 0,
+    .started_us = now - runtime_ms * 1000, .finished_us = now,
+    .out = g_bytes_new (NULL, 0), .err = g_bytes_new (NULL, 0),
+  };
+  guint32 ca, cat;
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpint (datc_ledger_record (f->ledger, f->agent, &r, &ca, &cat, &error), ==,
+                   DATC_RECORD_ACCEPTED);
+  g_assert_no_error (error);
+  g_bytes_unref (r.out);
+  g_bytes_unref (r.err);
+}
+
+static void
+test_split (void)
+{
+  Fixture f;
+  setup (&f, 30, "true");
+  const guint weights[] = { 2, 1 };
+  datc_ledger_split (f.ledger, 2, weights);
+  g_assert_cmpuint (datc_ledger_queued_in (f.ledger, 0), ==, 20);
+  g_assert_cmpuint (datc_ledger_queued_in (f.ledger, 1), ==, 10);
+
+  g_autoptr (GArray) b = dispatch (&f, 1, 100, G_MAXUINT64, NULL);
+  g_assert_cmpuint (b->len, ==, 10);
+  g_assert_cmpuint (datc_ledger_queued_in (f.ledger, 1), ==, 0);
+  g_assert_cmpuint (datc_ledger_queued_in (f.ledger, 0), ==, 20);
+
+  /* A task of partition 1 that comes back is partition 1's again. */
+  guint64 back = g_array_index (b, guint64, 3);
+  datc_ledger_requeue (f.ledger, f.agent, back, datc_ledger_task_attempt (f.ledger, back));
+  g_assert_cmpuint (datc_ledger_queued_in (f.ledger, 1), ==, 1);
+  g_autoptr (GArray) a = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
+  g_assert_cmpuint (a->len, ==, 20);
+  for (guint i = 0; i < a->len; i++)
+    g_assert_cmpuint (g_array_index (a, guint64, i), !=, back);
+  g_autoptr (GArray) again = dispatch (&f, 1, 100, G_MAXUINT64, NULL);
+  g_assert_cmpuint (again->len, ==, 1);
+  g_assert_cmpuint (g_array_index (again, guint64, 0), ==, back);
+  teardown (&f);
+}
+
+static void
+test_hold_release (void)
+{
+  Fixture f;
+  setup (&f, 5, "true");
+  guint64 h1, h2;
+  g_assert_true (datc_ledger_hold (f.ledger, &h1));
+  g_assert_true (datc_ledger_hold (f.ledger, &h2));
+  g_assert_cmpuint (h1, !=, h2);
+  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 3);
+
+  /* Held tasks are not handed to anyone else. */
+  g_autoptr (GArray) rest = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
+  g_assert_cmpuint (rest->len, ==, 3);
+  for (guint i = 0; i < rest->len; i++)
+    {
+      g_assert_cmpuint (g_array_index (rest, guint64, i), !=, h1);
+      g_assert_cmpuint (g_array_index (rest, guint64, i), !=, h2);
+    }
+  /* h1 goes to its proxy's agent, exactly it. */
+  g_byte_array_set_size (f.frame, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h1, 1, f.frame), ==, 1);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
+  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h1, 1, f.frame), ==, 0);
+  /* h2's proxy ended without running it: back in the queue, once. */
+  datc_ledger_release (f.ledger, h2);
+  datc_ledger_release (f.ledger, h2);
+  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 1);
+  g_autoptr (GArray) last = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
+  g_assert_cmpuint (last->len, ==, 1);
+  g_assert_cmpuint (g_array_index (last, guint64, 0), ==, h2);
+  teardown (&f);
+}
+
+static void
+test_held_then_cancelled (void)
+{
+  Fixture f;
+  setup (&f, 3, "true");
+  guint64 h;
+  g_assert_true (datc_ledger_hold (f.ledger, &h));
+  g_autoptr (GArray) running = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
+  g_assert_cmpuint (datc_ledger_cancel (f.ledger, &h, 1, running), ==, 1);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_CANCELLED);
+  /* Not held any more, not queued, and its proxy's agent gets nothing. */
+  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 2);
+  g_byte_array_set_size (f.frame, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h, 1, f.frame), ==, 0);
+  teardown (&f);
+}
+
+/* Without est_runtime nothing is known until 20 tasks have run; then the
+ * 90th percentile (to within 19 %, rounded up) decides what fits. */
+static void
+test_observed_runtime (void)
+{
+  Fixture f;
+  setup (&f, 60, "true");
+  g_autoptr (GArray) first = dispatch (&f, 0, 30, 10, NULL);
+  g_assert_cmpuint (first->len, ==, 30);   /* unknown run times fit any budget */
+  g_assert_cmpuint (datc_ledger_runtime_estimate_ms (f.ledger), ==, 0);
+  for (guint i = 0; i < 19; i++)
+    finish (&f, g_array_index (first, guint64, i), i < 17 ? 100 : 1000);
+  g_assert_cmpuint (datc_ledger_runtime_estimate_ms (f.ledger), ==, 0);
+  finish (&f, g_array_index (first, guint64, 19), 1000);
+  /* 17 of 20 at 100 ms, 3 at 1000 ms: the 90th percentile is 1000 ms. */
+  guint64 est = datc_ledger_runtime_estimate_ms (f.ledger);
+  g_assert_cmpuint (est, >=, 1000);
+  g_assert_cmpuint (est, <=, 1190);
+
+  guint deferred = 0;
+  g_autoptr (GArray) none = dispatch (&f, 0, 5, est - 1, &deferred);
+  g_assert_cmpuint (none->len, ==, 0);
+  g_assert_cmpuint (deferred, >, 0);
+  g_autoptr (GArray) some = dispatch (&f, 0, 5, est, &deferred);
+  g_assert_cmpuint (some->len, ==, 5);
+  teardown (&f);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/ledger/split", test_split);
+  g_test_add_func ("/ledger/hold-release", test_hold_release);
+  g_test_add_func ("/ledger/held-then-cancelled", test_held_then_cancelled);
+  g_test_add_func ("/ledger/observed-runtime", test_observed_runtime);
+  return g_test_run ();
+}
