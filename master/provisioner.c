@@ -637,7 +637,9 @@ can_submit (const SiteState *s, gint64 now)
 }
 
 /* Work that needs slots: queued tasks plus those running on agents whose
- * walltime is near (they will be drained back to the queue, or finish). */
+ * walltime is near (they will be drained back to the queue, or finish).
+ * Tasks an agent took ahead of a free slot (prefetch) are not counted: no
+ * other agent could get them, so a new proxy would not help them. */
 static void
 plan_pull (DatcProvisioner *p, gint64 now)
 {
