@@ -9,6 +9,7 @@
  * (g_test_trap_subprocess), so a failed assertion still leaves nothing
  * running.  Grid Engine has one cell per host: run this program under
  * `flock /tmp/datc-sge.lock`. */
+#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,6 +17,19 @@
 #include "multisite.h"
 
 static MsBed *bed;   /* in the subprocess: loaded from the parent's state */
+
+/* What a test saw (counts, errors), on stderr: a subprocess's
+ * g_test_message never reaches the log. */
+static void note (const char *fmt, ...) G_GNUC_PRINTF (1, 2);
+static void
+note (const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree gchar *text = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_printerr ("#   %s\n", text);
+}
 
 static const char *
 testbed_scripts (void)
@@ -203,7 +217,7 @@ across_sites (void)
   /* Each site contributed. */
   guint n_slurm = results_at (res, "slurm"), n_sge = results_at (res, "sge");
   guint n_here = results_at (res, "here");
-  g_test_message ("results: slurm %u, sge %u, here %u", n_slurm, n_sge, n_here);
+  note ("results: slurm %u, sge %u, here %u", n_slurm, n_sge, n_here);
   g_assert_cmpuint (n_slurm, >, 0);
   g_assert_cmpuint (n_sge, >, 0);
   g_assert_cmpuint (n_here, >, 0);
@@ -308,7 +322,7 @@ competitor_first (void)
       sge_before += g_str_equal (ms_str (v, "site"), "sge") && ms_int (v, "finished") < freed;
       slurm_after += g_str_equal (ms_str (v, "site"), "slurm") && ms_int (v, "started") > freed;
     }
-  g_test_message ("sge tasks done before Slurm was free: %u; Slurm tasks after: %u of %u",
+  note ("sge tasks done before Slurm was free: %u; Slurm tasks after: %u of %u",
                   sge_before, slurm_after, results_at (res, "slurm"));
   g_assert_cmpuint (sge_before, >=, 16);
   g_assert_cmpuint (slurm_after, >, 0);
@@ -404,8 +418,8 @@ bad_sites_degraded (void)
   g_autoptr (GHashTable) live = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   StatusWatch w = { b.d, dir, bad, live };
   g_assert_true (tb_await (sites_shown_degraded, &w, 90));
-  g_test_message ("status: badq: %s", (char *) g_hash_table_lookup (live, "badq"));
-  g_test_message ("status: down: %s", (char *) g_hash_table_lookup (live, "down"));
+  note ("status: badq: %s", (char *) g_hash_table_lookup (live, "badq"));
+  note ("status: down: %s", (char *) g_hash_table_lookup (live, "down"));
   finish_campaign (run, dir, 0);
 
   /* The campaign completed on the good sites. */
@@ -428,7 +442,7 @@ bad_sites_degraded (void)
       if (!g_str_equal (ms_str (o, "event"), "site_degraded"))
         continue;
       const char *e = ms_str (o, "error");
-      g_test_message ("site_degraded %s: %s", ms_str (o, "site"), e);
+      note ("site_degraded %s: %s", ms_str (o, "site"), e);
       if (g_str_equal (ms_str (o, "site"), "badq"))
         g_assert_nonnull (strstr (e, "Invalid partition name specified"));
       else
@@ -467,7 +481,7 @@ walltime_generations (void)
    * agents worked. */
   guint submitted = ms_count_events (trace, "proxy_submitted", "sge");
   guint connected = ms_count_events (trace, "agent_connected", "sge");
-  g_test_message ("proxies submitted %u, agents connected %u", submitted, connected);
+  note ("proxies submitted %u, agents connected %u", submitted, connected);
   g_assert_cmpuint (connected, >=, 3);
   g_autoptr (GHashTable) proxies = g_hash_table_new (g_str_hash, g_str_equal);
   GHashTableIter it;
@@ -540,7 +554,7 @@ same_results_in_every_mode (void)
       g_autofree gchar *sites = write_sites (&b, modes[m], groups);
       gint64 t0 = g_get_monotonic_time ();
       g_autofree gchar *dir = run_campaign (&b, modes[m], sites, tasks, modes[m], 1);
-      g_test_message ("%s: %.1f s", modes[m], (g_get_monotonic_time () - t0) / 1e6);
+      note ("%s: %.1f s", modes[m], (g_get_monotonic_time () - t0) / 1e6);
       g_autoptr (GHashTable) res = tb_results (dir);
       g_autoptr (GPtrArray) trace = trace_of (dir);
       g_assert_cmpuint (g_hash_table_size (res), ==, MODE_TASKS);
@@ -627,8 +641,9 @@ in_subprocess (gconstpointer body)
       ms_bed_free (bed);
       return;
     }
-  g_test_trap_subprocess (NULL, 240 * G_USEC_PER_SEC,
-                          G_TEST_SUBPROCESS_INHERIT_STDERR | G_TEST_SUBPROCESS_INHERIT_STDOUT);
+  gint64 t0 = g_get_monotonic_time ();
+  g_test_trap_subprocess (NULL, 240 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_printerr ("# %s: %.1f s\n", g_test_get_path (), (g_get_monotonic_time () - t0) / 1e6);
   g_test_trap_assert_passed ();
 }
 
