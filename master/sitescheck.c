@@ -74,8 +74,9 @@ check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
       DatcProxyRequest req = { .name = "datc-check", .slots = 1, .workdir = "/tmp",
                                .agent_command = "true", .queue = c->queue };
       g_autofree gchar *script = k->script (&req);
-      g_autofree gchar *why = g_strdup_printf ("not applicable: %s", k->no_queues);
-      line (r, c->name, "queue exists", script != NULL, script != NULL ? why : k->no_queues);
+      const char *none = k->no_queues != NULL ? k->no_queues : "the scheduler has no queues";
+      g_autofree gchar *why = g_strdup_printf ("not applicable: %s", none);
+      line (r, c->name, "queue exists", script != NULL, script != NULL ? why : none);
       return;
     }
   if (c->queue == NULL)
