@@ -48,6 +48,7 @@ typedef struct {
   guint poll_failures;     /* polls that failed in a row */
   guint early_deaths;      /* proxies that ended before their agent connected, in a row */
   guint early_deaths_total, submitted_total, cancelled_total;
+  guint64 n_submit, n_poll, n_cancel, n_put;  /* commands issued to the site */
   Health health;
   gchar *last_error;
   gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
@@ -313,11 +314,18 @@ prepare_site (SiteState *s, GError **error)
   if (s->prepared)
     return TRUE;
   DatcSiteSpec *sp = s->spec;
-  if (sp->upload_from != NULL && sp->agent_path == NULL
-      && !datc_site_upload_agent (sp->site, sp->upload_from, sp->workdir, &sp->agent_path, error))
-    return FALSE;
-  if (sp->key_data != NULL && !datc_site_put (sp->site, sp->key_data, sp->key_file, 0600, error))
-    return FALSE;
+  if (sp->upload_from != NULL && sp->agent_path == NULL)
+    {
+      s->n_put++;
+      if (!datc_site_upload_agent (sp->site, sp->upload_from, sp->workdir, &sp->agent_path, error))
+        return FALSE;
+    }
+  if (sp->key_data != NULL)
+    {
+      s->n_put++;
+      if (!datc_site_put (sp->site, sp->key_data, sp->key_file, 0600, error))
+        return FALSE;
+    }
   s->prepared = TRUE;
   return TRUE;
 }
@@ -344,6 +352,7 @@ submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
         .workdir = s->spec->workdir,
         .agent_command = cmd,
       };
+      s->n_submit++;
       ok = datc_site_submit (s->spec->site, &req, script, &job, &error);
     }
   if (!ok)
@@ -432,6 +441,7 @@ poll_site (DatcProvisioner *p, SiteState *s)
   g_ptr_array_add (ids, NULL);
   g_autofree DatcProxyState *states = g_new0 (DatcProxyState, s->proxies->len);
   g_autoptr (GError) error = NULL;
+  s->n_poll++;
   if (!datc_site_poll (s->spec->site, (const char *const *) ids->pdata, states, &error))
     {
       s->poll_failures++;
@@ -472,6 +482,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
     g_ptr_array_add (ids, ((Proxy *) which->pdata[i])->job_id);
   g_ptr_array_add (ids, NULL);
   g_autoptr (GError) error = NULL;
+  s->n_cancel++;
   if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
     {
       g_warning ("site %s: could not cancel proxies: %s", s->spec->name, error->message);
@@ -758,6 +769,19 @@ datc_provisioner_alive (DatcProvisioner *p)
   return n;
 }
 
+/* What each site was asked, for comparing modes and policies. */
+static void
+trace_commands (DatcProvisioner *p)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      datc_trace_event (p->trace, "site_commands", "site", 's', s->spec->name, "submit", 'i',
+                        (gint64) s->n_submit, "poll", 'i', (gint64) s->n_poll, "cancel", 'i',
+                        (gint64) s->n_cancel, "put", 'i', (gint64) s->n_put, NULL);
+    }
+}
+
 gboolean
 datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
 {
@@ -774,7 +798,10 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
       for (guint i = 0; i < p->sites->len; i++)
         poll_site (p, p->sites->pdata[i]);
       if (datc_provisioner_alive (p) == 0)
-        return TRUE;
+        {
+          trace_commands (p);
+          return TRUE;
+        }
       gint64 now = g_get_monotonic_time ();
       if (now >= deadline)
         break;
@@ -800,6 +827,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
         g_warning ("site %s: proxy %s (job %s) is still there", s->spec->name,
                    ((Proxy *) s->proxies->pdata[j])->id, ((Proxy *) s->proxies->pdata[j])->job_id);
     }
+  trace_commands (p);
   return FALSE;
 }
 
@@ -847,6 +875,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_died_early", s->early_deaths_total);
   member_int (b, "proxies_submitted", s->submitted_total);
   member_int (b, "proxies_cancelled", s->cancelled_total);
+  member_int (b, "commands", (gint64) (s->n_submit + s->n_poll + s->n_cancel + s->n_put));
   json_builder_set_member_name (b, "queue_wait_s");
   json_builder_add_double_value (b, queue_wait_us (s) / 1e6);
   json_builder_end_object (b);

@@ -1,5 +1,7 @@
 /* sitescheck.c: see sitescheck.h.  Every check goes through the same
- * site drivers a campaign uses, so what passes here is what will run. */
+ * site drivers a campaign uses, so what passes here is what will run:
+ * the queue is asked about with the scheduler's own queue query
+ * (driver.h: queue_argv, parse_queue). */
 #include "sitescheck.h"
 
 #include <stdio.h>
@@ -56,6 +58,43 @@ site_has (DatcSite *site, const char *program, GError **error)
   gboolean ok = datc_site_run (site, argv, &res, error) && res.exit_status == 0;
   datc_command_result_clear (&res);
   return ok;
+}
+
+/* Whether the site's queue is there, in the scheduler's own words.  A
+ * scheduler without queues (fork ignores `queue`, condor refuses it) is
+ * not asked: its table says why.  No queue set: the scheduler's default,
+ * which every batch system has. */
+static void
+check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
+{
+  const DatcSchedulerClass *k = datc_scheduler_lookup (c->scheduler);
+  if (k->queue_argv == NULL)
+    {
+      /* Would a proxy naming this queue even be written? */
+      DatcProxyRequest req = { .name = "datc-check", .slots = 1, .workdir = "/tmp",
+                               .agent_command = "true", .queue = c->queue };
+      g_autofree gchar *script = k->script (&req);
+      const char *none = k->no_queues != NULL ? k->no_queues : "the scheduler has no queues";
+      g_autofree gchar *why = g_strdup_printf ("not applicable: %s", none);
+      line (r, c->name, "queue exists", script != NULL, script != NULL ? why : none);
+      return;
+    }
+  if (c->queue == NULL)
+    {
+      line (r, c->name, "queue exists", TRUE, "none set: the scheduler's default queue");
+      return;
+    }
+  gboolean exists = FALSE;
+  g_autofree gchar *answer = NULL;
+  g_autoptr (GError) e = NULL;
+  if (!datc_site_query_queue (site, c->queue, &exists, &answer, &e))
+    {
+      line (r, c->name, "queue exists", FALSE, e->message);
+      return;
+    }
+  g_autofree gchar *missing = g_strdup_printf ("no queue %s: %s says: %s", c->queue, k->name,
+                                               answer);
+  line (r, c->name, "queue exists", exists, exists ? answer : missing);
 }
 
 static gboolean
@@ -154,8 +193,7 @@ datc_cmd_sites (int argc, char **argv)
           gboolean has = site_has (site, progs->pdata[j], &e);
           line (&r, c->name, what, has, has ? NULL : e ? e->message : "not on the PATH");
         }
-      if (c->queue != NULL)
-        line (&r, c->name, "queue", TRUE, "not checked: the scheduler drivers have no queue query yet");
+      check_queue (&r, site, c);
       g_clear_error (&e);
       const char *agent = g_str_equal (c->agent, "upload") ? NULL : c->agent;
       if (agent == NULL)

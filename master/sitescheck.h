@@ -1,6 +1,8 @@
 /* sitescheck.h: `datc sites check SITES.ini [--probe]`: for each site,
  * whether it is reachable (host key accepted, a command runs), whether the
- * scheduler's commands exist there, whether the agent can run there, and
+ * scheduler's commands exist there, whether its queue exists (a missing
+ * one fails with the scheduler's own answer), whether the agent can run
+ * there, and
  * with --probe a one-task campaign on that site alone.  Exit 0 when every
  * check of every site passed, 1 when one failed, 2 for a bad file. */
 #pragma once

@@ -15,6 +15,7 @@
  *   split             site, tasks, weight (static mode: each site's share at start)
  *   site_degraded     site, error (the scheduler's or transport's own message)
  *   site_ok           site (working again)
+ *   site_commands     site, submit, poll, cancel, put (commands issued to it; at the end)
  * proxy_started is the first sign that a proxy runs: its scheduler said
  * so, or its first agent connected.  Lines are appended with one write
  * each (events are per proxy, agent and site, never per task). */

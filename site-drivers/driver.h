@@ -112,6 +112,21 @@ typedef struct {
    * PBS without job history) reads as never submitted. */
   gboolean (*parse_lookup) (const DatcCommandResult *res, gchar **job_id,
                             GError **error);
+  /* Optional (NULL in fork and condor, which have no queues): argv that
+   * asks the scheduler about `queue` (what DatcProxyRequest.queue would
+   * be), or NULL when the name cannot go into a command. */
+  GStrv (*queue_argv) (const char *queue);
+  /* From its result: TRUE with *exists TRUE and *answer a one-line summary
+   * of the queue (state, size) when the scheduler knows it; TRUE with
+   * *exists FALSE and *answer the scheduler's own words when it says there
+   * is no such queue; FALSE with an error when the command failed
+   * otherwise (daemon down: DATC_SITE_ERROR_COMMAND) or the answer makes
+   * no sense.  *answer is transfer full. */
+  gboolean (*parse_queue) (const DatcCommandResult *res, const char *queue,
+                           gboolean *exists, gchar **answer, GError **error);
+  /* Where queue_argv is NULL: why, for a report ("HTCondor has no
+   * queues"). */
+  const char *no_queues;
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */
@@ -154,6 +169,12 @@ gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResu
  * reported as failed, so a proxy is never submitted twice on a guess. */
 gboolean datc_site_lookup (DatcSite *site, const char *job_name, gchar **job_id,
                            GError **error);
+/* Asks the scheduler whether `queue` exists: *exists and *answer (transfer
+ * full) as the scheduler's parse_queue says.  DATC_SITE_ERROR_CONFIG for a
+ * scheduler without queues (its no_queues in the message) or a name it
+ * refuses; otherwise the errors of a command and its parser. */
+gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exists,
+                                gchar **answer, GError **error);
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 const char *datc_site_scheduler_name (DatcSite *site);

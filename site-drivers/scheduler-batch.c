@@ -381,3 +381,50 @@ datc_batch_lines_all_match(const char *text, const char *const *patterns)
     }
   return TRUE;
 }
+
+/* ---- queues ------------------------------------------------------------ */
+
+gboolean
+datc_batch_queue_missing(const DatcCommandResult *res, GBytes *stream, const char *missing_regex,
+                         const char *other_regex, const char *scheduler, const char *command,
+                         gboolean *exists, gchar **answer, GError **error)
+{
+  g_autofree gchar *text = NULL;
+  g_autoptr(GPtrArray) said = g_ptr_array_new_with_free_func(g_free);
+  gboolean only_expected = TRUE;
+
+  if (res->exit_status != 0 && datc_site_answer_text(stream, "output", &text, NULL))
+    {
+      g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+      for (gsize i = 0; lines[i] != NULL; i++)
+        {
+          g_strstrip(lines[i]);
+          if (lines[i][0] == '\0')
+            continue;
+          if (g_regex_match_simple(missing_regex, lines[i], 0, 0))
+            g_ptr_array_add(said, g_strdup(lines[i]));
+          else if (other_regex == NULL || !g_regex_match_simple(other_regex, lines[i], 0, 0))
+            only_expected = FALSE;
+        }
+    }
+  if (said->len == 0 || !only_expected)
+    {
+      datc_batch_set_command_error(error, scheduler, command, res);
+      return FALSE;
+    }
+  g_ptr_array_add(said, NULL);
+  g_autofree gchar *joined = g_strjoinv("; ", (gchar **)said->pdata);
+  g_autoptr(GBytes) bytes = g_bytes_new(joined, strlen(joined));
+  *exists = FALSE;
+  *answer = datc_site_quote_output(bytes);
+  return TRUE;
+}
+
+gchar *
+datc_batch_queue_answer(const char *const *parts)
+{
+  g_autofree gchar *joined = g_strjoinv("; ", (gchar **)parts);
+  g_autoptr(GBytes) bytes = g_bytes_new(joined, strlen(joined));
+
+  return datc_site_quote_output(bytes);
+}

@@ -130,6 +130,23 @@ gboolean datc_batch_lookup_ids(const char *const *items, gboolean (*valid)(const
                                const char *scheduler, const char *expected, gchar **job_id,
                                GError **error);
 
+/* ---- queues ------------------------------------------------------------ */
+
+/* The end of a queue query whose command failed: when it exited non-zero
+ * and its `stream` (res->err, or res->out for a scheduler that reports
+ * there) has a line matching `missing_regex` (GRegex) and every other
+ * non-blank line of it matches `other_regex` (NULL: none may), the queue
+ * does not exist: *exists FALSE, *answer those lines, quoted and joined
+ * (transfer full).  Otherwise DATC_SITE_ERROR_COMMAND naming the
+ * scheduler and `command`, with its stderr. */
+gboolean datc_batch_queue_missing(const DatcCommandResult *res, GBytes *stream,
+                                  const char *missing_regex, const char *other_regex,
+                                  const char *scheduler, const char *command,
+                                  gboolean *exists, gchar **answer, GError **error);
+
+/* "A: summary; B: summary" as a queue's answer (transfer full). */
+gchar *datc_batch_queue_answer(const char *const *parts);
+
 /* Whitespace-separated words of a line (transfer full). */
 GStrv datc_batch_words(const char *line);
 

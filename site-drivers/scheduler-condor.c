@@ -354,4 +354,6 @@ const DatcSchedulerClass datc_scheduler_condor = {
   .cancel_argv = condor_cancel_argv,
   .lookup_argv = condor_lookup_argv,
   .parse_lookup = condor_parse_lookup,
+  /* A request naming a queue is refused (see the top of this file). */
+  .no_queues = "HTCondor has no queues: leave `queue` unset",
 };

@@ -301,4 +301,5 @@ const DatcSchedulerClass datc_scheduler_fork = {
   .poll_argv = fork_poll_argv,
   .parse_poll = fork_parse_poll,
   .cancel_argv = fork_cancel_argv,
+  .no_queues = "fork has no queues: `queue` is ignored",
 };

@@ -28,7 +28,10 @@
  *  - bkill: "Job <ID> is being terminated"; for a job already gone "Job
  *    <ID>: Job has already finished" or "...: No matching job found",
  *    which the cancel wrapper passes.
- *  - Lookup is `bjobs -a -w -J NAME`. */
+ *  - Lookup is `bjobs -a -w -J NAME`.
+ *  - The queue is asked about with `bqueues -w Q` (-w: the name whole):
+ *    a header QUEUE_NAME PRIO STATUS ... and the queue's row; an unknown
+ *    one gives "Q: No such queue" (exit 255). */
 
 #include "scheduler-batch.h"
 
@@ -274,6 +277,61 @@ lsf_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   return datc_batch_lookup_result((const char *const *)found->pdata, LSF, job_id, error);
 }
 
+/* ---- queue ------------------------------------------------------------ */
+
+static GStrv
+lsf_queue_argv(const char *queue)
+{
+  /* One queue name (bsub -q takes a list only separated by spaces, which
+   * the queue check refuses anyway). */
+  if (!datc_batch_queue_is_valid(queue) || strchr(queue, ',') != NULL)
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "bqueues");
+  datc_batch_argv_add(argv, "-w");
+  datc_batch_argv_add(argv, queue);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+lsf_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exists,
+                gchar **answer, GError **error)
+{
+  g_return_val_if_fail(res != NULL && queue != NULL && exists != NULL && answer != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    return datc_batch_queue_missing(res, res->err, "^\\S+: No such queue", NULL, LSF,
+                                    "bqueues", exists, answer, error);
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, LSF, "bqueues's stdout", &lines, error))
+    return FALSE;
+  if (lines[0] == NULL || !g_str_has_prefix(lines[0], "QUEUE_NAME "))
+    {
+      datc_batch_set_parse_error(error, LSF, "expected bqueues' header QUEUE_NAME PRIO STATUS",
+                                 lines[0] != NULL ? lines[0] : "");
+      return FALSE;
+    }
+  for (gsize i = 1; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+
+      if (g_strv_length(words) < 3 || strcmp(words[0], queue) != 0)
+        continue;
+      g_autofree gchar *summary = g_strdup_printf("%s: %s, priority %s", queue, words[2],
+                                                  words[1]);
+      const char *const parts[] = { summary, NULL };
+      *exists = TRUE;
+      *answer = datc_batch_queue_answer(parts);
+      return TRUE;
+    }
+  g_autofree gchar *all = g_strjoinv("\n", lines);
+  g_autofree gchar *what = g_strdup_printf("expected a row for queue %s from bqueues", queue);
+  datc_batch_set_parse_error(error, LSF, what, all);
+  return FALSE;
+}
+
 const DatcSchedulerClass datc_scheduler_lsf = {
   .name = "lsf",
   .script = lsf_script,
@@ -284,4 +342,6 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .cancel_argv = lsf_cancel_argv,
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_parse_lookup,
+  .queue_argv = lsf_queue_argv,
+  .parse_queue = lsf_parse_queue,
 };

@@ -31,7 +31,11 @@
  *    and PBS's other negative codes (could not start it): FAILED.
  *  - qdel says "qdel: Unknown Job Id ID" / "qdel: Job has finished ID"
  *    for jobs already gone: the cancel wrapper lets that pass.
- *  - Lookup is `qselect -x -N NAME`: job ids, whitespace-separated. */
+ *  - Lookup is `qselect -x -N NAME`: job ids, whitespace-separated.
+ *  - The queue is asked about with `qstat -Q -f Q` (Q or Q@SERVER):
+ *    "Queue: Q" then "    attr = value" lines (queue_type, enabled,
+ *    started, ...); an unknown one gives "qstat: Unknown queue Q" and the
+ *    error code as exit status (PBSE_UNKQUE 15018, seen as 170). */
 
 #include "scheduler-batch.h"
 
@@ -341,6 +345,72 @@ pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
                                "expected job ids from qselect", job_id, error);
 }
 
+/* ---- queue ------------------------------------------------------------ */
+
+static GStrv
+pbs_queue_argv(const char *queue)
+{
+  /* One destination: QUEUE or QUEUE@SERVER. */
+  if (!datc_batch_queue_is_valid(queue) || strchr(queue, ',') != NULL)
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "qstat", "-Q", "-f", NULL };
+
+  datc_batch_argv_add_all(argv, fixed);
+  datc_batch_argv_add(argv, queue);
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+pbs_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exists,
+                gchar **answer, GError **error)
+{
+  g_return_val_if_fail(res != NULL && queue != NULL && exists != NULL && answer != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    return datc_batch_queue_missing(res, res->err, "^qstat: Unknown queue", NULL, PBS,
+                                    "qstat -Q", exists, answer, error);
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, PBS, "qstat -Q's stdout", &lines, error))
+    return FALSE;
+
+  /* "Queue: NAME" shows the name without the server part. */
+  g_autofree gchar *name = g_strndup(queue, strcspn(queue, "@"));
+  g_autofree gchar *header = g_strconcat("Queue: ", name, NULL);
+  g_autoptr(GString) summary = NULL;
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      if (g_str_has_prefix(lines[i], "Queue: "))
+        {
+          if (summary != NULL)
+            break;
+          if (strcmp(lines[i], header) == 0)
+            summary = g_string_new(name);
+          continue;
+        }
+      if (summary == NULL)
+        continue;
+      static const char *const keys[] = { "queue_type = ", "enabled = ", "started = " };
+      for (gsize k = 0; k < G_N_ELEMENTS(keys); k++)
+        if (g_str_has_prefix(lines[i], keys[k]))
+          g_string_append_printf(summary, "%s%s", strchr(summary->str, ':') ? ", " : ": ",
+                                 lines[i]);
+    }
+  if (summary == NULL)
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      g_autofree gchar *what = g_strdup_printf("expected '%s' from qstat -Q -f", header);
+      datc_batch_set_parse_error(error, PBS, what, all);
+      return FALSE;
+    }
+  const char *const parts[] = { summary->str, NULL };
+  *exists = TRUE;
+  *answer = datc_batch_queue_answer(parts);
+  return TRUE;
+}
+
 const DatcSchedulerClass datc_scheduler_pbs = {
   .name = "pbs",
   .script = pbs_script,
@@ -351,4 +421,6 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .cancel_argv = pbs_cancel_argv,
   .lookup_argv = pbs_lookup_argv,
   .parse_lookup = pbs_parse_lookup,
+  .queue_argv = pbs_queue_argv,
+  .parse_queue = pbs_parse_queue,
 };

@@ -29,7 +29,11 @@
  *  - qdel says 'denied: job "N" does not exist' (exit 1) for jobs already
  *    gone: the cancel wrapper lets that pass.
  *  - Lookup is `qstat -j NAME`: one "job_number:" line per job of that
- *    name; "Following jobs do not exist" (exit 1) when none. */
+ *    name; "Following jobs do not exist" (exit 1) when none.
+ *  - The queue is asked about with `qconf -sq Q` (any user may; Q is a
+ *    cluster queue, an instance queue@host, or a list of them): its
+ *    configuration, "qname Q" first, or 'No cluster queue or queue
+ *    instance matches the phrase "Q"' (exit 1) for each unknown one. */
 
 #include "scheduler-batch.h"
 
@@ -262,6 +266,114 @@ sge_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   return datc_batch_lookup_result((const char *const *)found->pdata, SGE, job_id, error);
 }
 
+/* ---- queue ------------------------------------------------------------ */
+
+static GStrv
+sge_queue_argv(const char *queue)
+{
+  if (!datc_batch_queue_is_valid(queue))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  datc_batch_argv_add(argv, "qconf");
+  datc_batch_argv_add(argv, "-sq");
+  datc_batch_argv_add(argv, queue);
+  return datc_batch_argv_end(argv);
+}
+
+/* One queue's configuration, as far as the summary needs it. */
+typedef struct
+{
+  gchar *name;   /* qname, @hostname for an instance */
+  gchar *where;  /* "hostlist @allhosts", or NULL for an instance */
+  gchar *slots;
+} SgeQueue;
+
+static void
+sge_queue_free(gpointer data)
+{
+  SgeQueue *q = data;
+
+  g_free(q->name);
+  g_free(q->where);
+  g_free(q->slots);
+  g_free(q);
+}
+
+static gboolean
+sge_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exists,
+                gchar **answer, GError **error)
+{
+  g_return_val_if_fail(res != NULL && queue != NULL && exists != NULL && answer != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    return datc_batch_queue_missing(
+        res, res->err, "^No cluster queue or queue instance matches the phrase \".*\"$", NULL,
+        SGE, "qconf -sq", exists, answer, error);
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SGE, "qconf -sq's stdout", &lines, error))
+    return FALSE;
+
+  /* "key value ..." lines; each queue starts with its qname. */
+  g_autoptr(GPtrArray) queues = g_ptr_array_new_with_free_func(sge_queue_free);
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      g_auto(GStrv) words = datc_batch_words(lines[i]);
+      SgeQueue *q = queues->len > 0 ? g_ptr_array_index(queues, queues->len - 1) : NULL;
+
+      if (words[0] == NULL || words[1] == NULL
+          || !g_regex_match_simple("^[a-z_]+$", words[0], 0, 0))
+        {
+          datc_batch_set_parse_error(error, SGE, "expected 'KEY VALUE' lines from qconf -sq",
+                                     lines[i]);
+          return FALSE;
+        }
+      if (strcmp(words[0], "qname") == 0)
+        {
+          q = g_new0(SgeQueue, 1);
+          q->name = g_strdup(words[1]);
+          g_ptr_array_add(queues, q);
+        }
+      else if (q == NULL)
+        {
+          datc_batch_set_parse_error(error, SGE, "expected 'qname Q' first from qconf -sq",
+                                     lines[i]);
+          return FALSE;
+        }
+      else if (strcmp(words[0], "hostname") == 0)
+        {
+          gchar *instance = g_strconcat(q->name, "@", words[1], NULL);
+          g_free(q->name);
+          q->name = instance;
+        }
+      else if (strcmp(words[0], "hostlist") == 0 && q->where == NULL)
+        q->where = g_strjoinv(" ", words);
+      else if (strcmp(words[0], "slots") == 0 && q->slots == NULL)
+        q->slots = g_strdup(words[1]);
+    }
+  if (queues->len == 0)
+    {
+      datc_batch_set_parse_error(error, SGE, "expected a queue's configuration from qconf -sq",
+                                 "");
+      return FALSE;
+    }
+
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(g_free);
+  for (guint i = 0; i < queues->len; i++)
+    {
+      SgeQueue *q = g_ptr_array_index(queues, i);
+      g_ptr_array_add(parts, g_strdup_printf("%s: slots %s%s%s", q->name,
+                                             q->slots != NULL ? q->slots : "?",
+                                             q->where != NULL ? ", " : "",
+                                             q->where != NULL ? q->where : ""));
+    }
+  g_ptr_array_add(parts, NULL);
+  *exists = TRUE;
+  *answer = datc_batch_queue_answer((const char *const *)parts->pdata);
+  return TRUE;
+}
+
 const DatcSchedulerClass datc_scheduler_sge = {
   .name = "sge",
   .script = sge_script,
@@ -272,4 +384,6 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .cancel_argv = sge_cancel_argv,
   .lookup_argv = sge_lookup_argv,
   .parse_lookup = sge_parse_lookup,
+  .queue_argv = sge_queue_argv,
+  .parse_queue = sge_parse_queue,
 };

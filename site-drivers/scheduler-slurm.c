@@ -24,7 +24,13 @@
  *    with "Invalid job id specified" (one id): either way FINISHED.
  *  - scancel exits 0 for ids it does not know (checked on 22.05), so the
  *    cancel command needs no wrapper.
- *  - Lookup is `squeue -h -t all --name=NAME -o %i`, empty when none. */
+ *  - Lookup is `squeue -h -t all --name=NAME -o %i`, empty when none.
+ *  - The queue (a partition) is asked about with `scontrol -a -o show
+ *    partition P` (-a: hidden ones too; -o: one line, PartitionName=P ...
+ *    State=UP ...), which says "Partition P not found" (on stdout, exit
+ *    1) for an unknown one; sinfo would print nothing.  A list "a,b" (sbatch's
+ *    --partition takes one) is asked about name by name, stopping at the
+ *    first unknown. */
 
 #include "scheduler-batch.h"
 
@@ -297,6 +303,91 @@ slurm_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
                                "expected a job id per line from squeue", job_id, error);
 }
 
+/* ---- queue ------------------------------------------------------------ */
+
+static GStrv
+slurm_queue_argv(const char *queue)
+{
+  if (!datc_batch_queue_is_valid(queue))
+    return NULL;
+
+  g_auto(GStrv) names = g_strsplit(queue, ",", -1);
+  for (gsize i = 0; names[i] != NULL; i++)
+    if (names[i][0] == '\0')
+      return NULL;
+  if (names[1] != NULL)
+    return datc_batch_sh_argv("for p do scontrol -a -o show partition \"$p\" || exit; done",
+                              "datc-slurm-queue", (const char *const *)names);
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "scontrol", "-a", "-o", "show", "partition", NULL };
+
+  datc_batch_argv_add_all(argv, fixed);
+  datc_batch_argv_add(argv, queue);
+  return datc_batch_argv_end(argv);
+}
+
+/* "NAME: State=UP TotalCPUs=8 TotalNodes=1 MaxTime=..." from one
+ * `scontrol -o` line, or NULL when the line is not about partition
+ * `name`. */
+static gchar *
+partition_summary(const char *line, const char *name)
+{
+  g_auto(GStrv) words = datc_batch_words(line);
+  g_autofree gchar *first = g_strconcat("PartitionName=", name, NULL);
+
+  if (words[0] == NULL || strcmp(words[0], first) != 0)
+    return NULL;
+
+  static const char *const keys[] = { "State=", "TotalCPUs=", "TotalNodes=", "MaxTime=" };
+  g_autoptr(GString) summary = g_string_new(name);
+  g_string_append_c(summary, ':');
+  for (gsize k = 0; k < G_N_ELEMENTS(keys); k++)
+    for (gsize i = 1; words[i] != NULL; i++)
+      if (g_str_has_prefix(words[i], keys[k]))
+        g_string_append_printf(summary, " %s", words[i]);
+  return g_string_free(g_steal_pointer(&summary), FALSE);
+}
+
+static gboolean
+slurm_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exists,
+                  gchar **answer, GError **error)
+{
+  g_return_val_if_fail(res != NULL && queue != NULL && exists != NULL && answer != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    /* On stdout, after the lines of the partitions a list found. */
+    return datc_batch_queue_missing(res, res->out, "^Partition \\S+ not found$",
+                                    "^PartitionName=", SLURM, "scontrol", exists, answer, error);
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SLURM, "scontrol's stdout", &lines, error))
+    return FALSE;
+
+  g_auto(GStrv) names = g_strsplit(queue, ",", -1);
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(g_free);
+  for (gsize n = 0; names[n] != NULL; n++)
+    {
+      gchar *summary = NULL;
+
+      for (gsize i = 0; lines[i] != NULL && summary == NULL; i++)
+        summary = partition_summary(lines[i], names[n]);
+      if (summary == NULL)
+        {
+          g_autofree gchar *all = g_strjoinv("\n", lines);
+          g_autofree gchar *what
+              = g_strdup_printf("expected 'PartitionName=%s ...' from scontrol", names[n]);
+          datc_batch_set_parse_error(error, SLURM, what, all);
+          return FALSE;
+        }
+      g_ptr_array_add(parts, summary);
+    }
+  g_ptr_array_add(parts, NULL);
+  *exists = TRUE;
+  *answer = datc_batch_queue_answer((const char *const *)parts->pdata);
+  return TRUE;
+}
+
 const DatcSchedulerClass datc_scheduler_slurm = {
   .name = "slurm",
   .script = slurm_script,
@@ -307,4 +398,6 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .cancel_argv = slurm_cancel_argv,
   .lookup_argv = slurm_lookup_argv,
   .parse_lookup = slurm_parse_lookup,
+  .queue_argv = slurm_queue_argv,
+  .parse_queue = slurm_parse_queue,
 };

@@ -419,6 +419,42 @@ datc_site_lookup(DatcSite *site, const char *job_name, gchar **job_id, GError **
   return TRUE;
 }
 
+gboolean
+datc_site_query_queue(DatcSite *site, const char *queue, gboolean *exists, gchar **answer,
+                      GError **error)
+{
+  g_return_val_if_fail(site != NULL && queue != NULL && exists != NULL && answer != NULL,
+                       FALSE);
+  const DatcSchedulerClass *sched = site->scheduler;
+  *exists = FALSE;
+  *answer = NULL;
+  if (sched->queue_argv == NULL || sched->parse_queue == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s has no queue to ask about (%s)", site->name,
+                  sched->name, sched->no_queues != NULL ? sched->no_queues : "no queues");
+      return FALSE;
+    }
+  g_auto(GStrv) argv = sched->queue_argv(queue);
+  if (argv == NULL)
+    {
+      g_autofree gchar *escaped = g_strescape(queue, NULL);
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: '%s' is not a queue name %s accepts", site->name, escaped,
+                  sched->name);
+      return FALSE;
+    }
+  /* Asking is idempotent, like poll. */
+  g_auto(DatcCommandResult) res = { 0 };
+  if (!site_run_idempotent(site, (const char *const *)argv, &res, error)
+      || !sched->parse_queue(&res, queue, exists, answer, error))
+    {
+      g_prefix_error(error, "site %s: asking about queue %s: ", site->name, queue);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 void
 datc_site_set_command_timeout(DatcSite *site, guint timeout_ms)
 {

@@ -140,6 +140,26 @@ test_malformed_answers_are_parse_errors_naming_condor(void)
     }
 }
 
+static void
+test_has_no_queues(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DatcSite) site = datc_site_new("pool", "local", "condor", NULL, NULL, &error);
+  gboolean exists = TRUE;
+  g_autofree gchar *answer = NULL;
+
+  g_assert_no_error(error);
+  g_assert_null(condor()->queue_argv);
+  g_assert_null(condor()->parse_queue);
+  g_assert_nonnull(strstr(condor()->no_queues, "HTCondor has no queues"));
+  g_assert_false(datc_site_query_queue(site, "vanilla", &exists, &answer, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+  g_assert_nonnull(strstr(error->message, "site pool: "));
+  g_assert_nonnull(strstr(error->message, "HTCondor has no queues"));
+  g_assert_false(exists);
+  g_assert_null(answer);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -151,6 +171,7 @@ main(int argc, char **argv)
   g_test_add_func("/site/condor/parse/malformed-answers-are-parse-errors-naming-condor",
                   test_malformed_answers_are_parse_errors_naming_condor);
   /* Poll runs condor_q and condor_history: one stub cannot stand in. */
+  g_test_add_func("/site/condor/queue/there-are-none", test_has_no_queues);
   recorded_add_tests(condor(), (RecordedCommands){ .submit = "condor_submit",
                                                    .cancel = "condor_rm" });
 

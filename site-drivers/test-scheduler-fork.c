@@ -156,6 +156,23 @@ test_argv_refuses_ids_that_are_not_pids(void)
     }
 }
 
+static void
+test_has_no_queues(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(DatcSite) site = datc_site_new("here", "local", "fork", NULL, NULL, &error);
+  gboolean exists = TRUE;
+  g_autofree gchar *answer = NULL;
+
+  g_assert_no_error(error);
+  g_assert_null(fork_class()->queue_argv);
+  g_assert_nonnull(strstr(fork_class()->no_queues, "fork has no queues"));
+  g_assert_false(datc_site_query_queue(site, "batch", &exists, &answer, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+  g_assert_nonnull(strstr(error->message, "fork has no queues"));
+  g_assert_null(answer);
+}
+
 /* ---- parsers on recorded answers ---------------------------------------- */
 
 typedef struct
@@ -862,6 +879,7 @@ main(int argc, char **argv)
                   test_submit_argv_refuses_relative_paths);
   g_test_add_func("/site/fork/argv/refuses-ids-that-are-not-pids",
                   test_argv_refuses_ids_that_are_not_pids);
+  g_test_add_func("/site/fork/queue/there-are-none", test_has_no_queues);
   g_test_add_func("/site/fork/parse-submit/recorded-answers",
                   test_parse_submit_recorded_answers);
   g_test_add_func("/site/fork/parse-submit/refuses-a-nul-byte",

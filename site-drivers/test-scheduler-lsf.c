@@ -130,6 +130,26 @@ test_malformed_answers_are_parse_errors_naming_lsf(void)
     }
 }
 
+static void
+test_queue_argv_and_malformed_answers(void)
+{
+  g_auto(GStrv) argv = lsf()->queue_argv("normal");
+  const char *want[] = { "bqueues", "-w", "normal", NULL };
+  g_auto(GStrv) list = lsf()->queue_argv("normal,night");
+
+  g_assert_cmpstrv(argv, want);
+  g_assert_null(list);
+  /* No header, another queue's row, nothing. */
+  queue_answer_fails(lsf(), "normal", 0, "normal 30 Open:Active - - - - 0 0 0 0\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(lsf(), "normal", 0,
+                     "QUEUE_NAME PRIO STATUS MAX\nnight 40 Open:Inactive -\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(lsf(), "normal", 0, "", "", DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(lsf(), "normal", 255, "", "LSF is down; try later\n",
+                     DATC_SITE_ERROR_COMMAND);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -141,8 +161,10 @@ main(int argc, char **argv)
   g_test_add_func("/site/lsf/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
   g_test_add_func("/site/lsf/parse/malformed-answers-are-parse-errors-naming-lsf",
                   test_malformed_answers_are_parse_errors_naming_lsf);
+  g_test_add_func("/site/lsf/queue/argv-and-malformed-answers",
+                  test_queue_argv_and_malformed_answers);
   recorded_add_tests(lsf(), (RecordedCommands){ .submit = "bsub", .poll = "bjobs",
-                                                .cancel = "bkill" });
+                                                .cancel = "bkill", .queue = "bqueues" });
 
   int status = g_test_run();
   recorded_cleanup();

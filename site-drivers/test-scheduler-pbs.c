@@ -142,6 +142,23 @@ test_malformed_answers_are_parse_errors_naming_pbs(void)
   g_assert_true(g_str_has_prefix(error->message, "pbs: "));
 }
 
+static void
+test_queue_argv_and_malformed_answers(void)
+{
+  g_auto(GStrv) argv = pbs()->queue_argv("workq@pbsserver");
+  const char *want[] = { "qstat", "-Q", "-f", "workq@pbsserver", NULL };
+  g_auto(GStrv) list = pbs()->queue_argv("workq,long");
+
+  g_assert_cmpstrv(argv, want);
+  g_assert_null(list);  /* PBS takes one destination */
+  /* Another queue, no header, nothing. */
+  queue_answer_fails(pbs(), "workq", 0, "Queue: long\n    enabled = True\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(pbs(), "workq", 0, "    enabled = True\n", "", DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(pbs(), "workq", 0, "", "", DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(pbs(), "workq", 2, "", "usage: qstat ...\n", DATC_SITE_ERROR_COMMAND);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -153,8 +170,10 @@ main(int argc, char **argv)
   g_test_add_func("/site/pbs/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
   g_test_add_func("/site/pbs/parse/malformed-answers-are-parse-errors-naming-pbs",
                   test_malformed_answers_are_parse_errors_naming_pbs);
+  g_test_add_func("/site/pbs/queue/argv-and-malformed-answers",
+                  test_queue_argv_and_malformed_answers);
   recorded_add_tests(pbs(), (RecordedCommands){ .submit = "qsub", .poll = "qstat",
-                                                .cancel = "qdel" });
+                                                .cancel = "qdel", .queue = "qstat" });
 
   int status = g_test_run();
   recorded_cleanup();

@@ -239,6 +239,26 @@ test_malformed_answers_are_parse_errors_naming_sge(void)
     }
 }
 
+static void
+test_queue_argv_and_malformed_answers(void)
+{
+  g_auto(GStrv) argv = sge()->queue_argv("all.q@node1,long.q");
+  const char *want[] = { "qconf", "-sq", "all.q@node1,long.q", NULL };
+  g_auto(GStrv) bad = sge()->queue_argv("all q");
+
+  g_assert_cmpstrv(argv, want);
+  g_assert_null(bad);
+  /* No qname first, a line that is not KEY VALUE, nothing at all. */
+  queue_answer_fails(sge(), "all.q", 0, "hostlist @allhosts\nslots 8\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(sge(), "all.q", 0, "qname all.q\nGARBAGE\n", "", DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(sge(), "all.q", 0, "", "", DATC_SITE_ERROR_PARSE);
+  /* A failure that is not "no such queue". */
+  queue_answer_fails(sge(), "all.q", 1, "",
+                     "error: commlib error: got select error (Connection refused)\n",
+                     DATC_SITE_ERROR_COMMAND);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -257,8 +277,10 @@ main(int argc, char **argv)
   g_test_add_func("/site/sge/parse/poll-maps-state-letters", test_poll_maps_state_letters);
   g_test_add_func("/site/sge/parse/malformed-answers-are-parse-errors-naming-sge",
                   test_malformed_answers_are_parse_errors_naming_sge);
+  g_test_add_func("/site/sge/queue/argv-and-malformed-answers",
+                  test_queue_argv_and_malformed_answers);
   recorded_add_tests(sge(), (RecordedCommands){ .submit = "qsub", .poll = "qstat",
-                                                .cancel = "qdel" });
+                                                .cancel = "qdel", .queue = "qconf" });
 
   int status = g_test_run();
   recorded_cleanup();

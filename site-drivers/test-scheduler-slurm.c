@@ -241,6 +241,50 @@ test_argv_refuses_ids_that_are_not_slurm_ids(void)
     }
 }
 
+static void
+test_queue_argv(void)
+{
+  g_auto(GStrv) one = slurm()->queue_argv("short");
+  g_auto(GStrv) list = slurm()->queue_argv("batch,short");
+  const char *want_one[] = { "scontrol", "-a", "-o", "show", "partition", "short", NULL };
+  const char *want_list[] = { "/bin/sh", "-c",
+                              "for p do scontrol -a -o show partition \"$p\" || exit; done",
+                              "datc-slurm-queue", "batch", "short", NULL };
+  static const char *const bad[] = { "", ",", "a,,b", ",a", "a b", "$(reboot)", "a;b", "a\n" };
+
+  g_assert_cmpstrv(one, want_one);
+  g_assert_cmpstrv(list, want_list);
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      g_auto(GStrv) argv = slurm()->queue_argv(bad[i]);
+      g_test_message("bad queue '%s'", bad[i]);
+      g_assert_null(argv);
+    }
+}
+
+static void
+test_queue_malformed_answers(void)
+{
+  /* Another partition's line, nothing, a table. */
+  queue_answer_fails(slurm(), "short", 0, "PartitionName=batch State=UP\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(slurm(), "short", 0, "", "", DATC_SITE_ERROR_PARSE);
+  queue_answer_fails(slurm(), "short", 0, "PARTITION AVAIL\nshort up\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  /* A list whose second name the answer does not mention. */
+  queue_answer_fails(slurm(), "batch,short", 0, "PartitionName=batch State=UP\n", "",
+                     DATC_SITE_ERROR_PARSE);
+  /* Failures that do not say the partition is unknown. */
+  queue_answer_fails(slurm(), "short", 1, "", "scontrol: error: something else\n",
+                     DATC_SITE_ERROR_COMMAND);
+  queue_answer_fails(slurm(), "short", 1,
+                     "Partition short not found\nscontrol: error: something else\n", "",
+                     DATC_SITE_ERROR_COMMAND);
+  queue_answer_fails(slurm(), "short", 1, "", "Partition short not found\n",
+                     DATC_SITE_ERROR_COMMAND);
+  queue_answer_fails(slurm(), "short", 1, "", "", DATC_SITE_ERROR_COMMAND);
+}
+
 /* ---- malformed answers ------------------------------------------------------ */
 
 typedef struct
@@ -375,8 +419,10 @@ main(int argc, char **argv)
   g_test_add_func("/site/slurm/parse/malformed-answers-are-parse-errors-naming-slurm",
                   test_malformed_answers_are_parse_errors_naming_slurm);
   g_test_add_func("/site/slurm/parse/poll-maps-every-state", test_poll_maps_every_state);
+  g_test_add_func("/site/slurm/argv/queue", test_queue_argv);
+  g_test_add_func("/site/slurm/parse/queue-malformed-answers", test_queue_malformed_answers);
   recorded_add_tests(slurm(), (RecordedCommands){ .submit = "sbatch", .poll = "squeue",
-                                                  .cancel = "scancel" });
+                                                  .cancel = "scancel", .queue = "scontrol" });
 
   int status = g_test_run();
   recorded_cleanup();

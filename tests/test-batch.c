@@ -2,6 +2,8 @@
  * Engine and a fork site (tests/testbed/ brings the daemons up): proxies
  * are real batch jobs whose agents connect back over TCP with CURVE and
  * pull tasks; afterwards squeue and qstat show nothing of the campaign.
+ * And `datc sites check` on the same clusters: each scheduler is asked
+ * about its site's queue, and a missing one fails in the scheduler's words.
  *
  * The test bodies run in a subprocess (g_test_trap_subprocess) while this
  * process brings the test beds up before and down after, so a failed
@@ -143,6 +145,64 @@ campaign_across_clusters (void)
   g_assert_cmpuint (left->len, ==, 0);
 }
 
+/* `datc sites check` asks each scheduler about its site's queue: a queue
+ * the cluster has passes with what the scheduler says about it, one it
+ * does not have fails naming the site, the queue and the scheduler's own
+ * answer; the fork site has no queue to ask about. */
+static void
+sites_check_queues (void)
+{
+  load_env (slurm_dir);
+  load_env (sge_dir);
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site slurm-ok]\nscheduler = slurm\nqueue = batch\n\n"
+                                      "[site slurm-gone]\nscheduler = slurm\nqueue = nosuch\n\n"
+                                      "[site sge-ok]\nscheduler = sge\nqueue = all.q\n\n"
+                                      "[site sge-gone]\nscheduler = sge\nqueue = nosuch.q\n\n"
+                                      "[site here]\nscheduler = fork\n");
+  const char *argv[] = { tb_datc (), "sites", "check", sites, NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "check", argv);
+  g_assert_cmpint (tb_wait (p, 60), ==, 1);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_test_message ("%s", out);
+  g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
+  const char *want[][3] = {
+    { "slurm-ok ", " ok ", "batch: State=UP" },
+    { "slurm-gone ", " FAIL ", "no queue nosuch: slurm says: Partition nosuch not found" },
+    { "sge-ok ", " ok ", "all.q: slots 8" },
+    { "sge-gone ", " FAIL ",
+      "no queue nosuch.q: sge says: No cluster queue or queue instance matches the phrase "
+      "\"nosuch.q\"" },
+    { "here ", " ok ", "not applicable: fork has no queues" },
+  };
+  for (guint w = 0; w < G_N_ELEMENTS (want); w++)
+    {
+      gboolean seen = FALSE;
+      for (guint i = 0; lines[i] && !seen; i++)
+        seen = g_str_has_prefix (lines[i], want[w][0]) && strstr (lines[i], " queue exists ")
+               && strstr (lines[i], want[w][1]) && strstr (lines[i], want[w][2]);
+      if (!seen)
+        g_printerr ("# no line for %s with%s%s\n", want[w][0], want[w][1], want[w][2]);
+      g_assert_true (seen);
+    }
+  /* Nothing else failed: the schedulers' commands are there, the agent too. */
+  g_assert_nonnull (strstr (out, "\n2 checks failed\n"));
+}
+
+static void
+test_sites_check_queues (void)
+{
+  if (g_test_subprocess ())
+    {
+      sites_check_queues ();
+      return;
+    }
+  g_test_trap_subprocess (NULL, 120 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed ();
+}
+
 static void
 test_across_clusters (void)
 {
@@ -175,6 +235,8 @@ main (int argc, char **argv)
         }
     }
   g_test_add_func ("/batch/one-campaign-across-slurm-grid-engine-and-fork", test_across_clusters);
+  g_test_add_func ("/batch/sites-check-asks-each-scheduler-about-its-queue",
+                   test_sites_check_queues);
   int rc = g_test_run ();
   if (parent)
     {

@@ -124,22 +124,28 @@ test_sites_check (void)
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *good = tb_write (d, "good.ini",
                                      "[master]\nlisten = tcp://127.0.0.1:0\n"
-                                     "[site alpha]\nscheduler = fork\n");
+                                     "[site alpha]\nscheduler = fork\nqueue = ignored\n");
   g_autofree gchar *bad = tb_write (d, "bad.ini",
                                     "[master]\nlisten = tcp://127.0.0.1:0\n"
-                                    "[site beta]\nscheduler = fork\nagent = /nonexistent/agent\n");
+                                    "[site beta]\nscheduler = fork\nagent = /nonexistent/agent\n"
+                                    "[site pool]\nscheduler = condor\nqueue = vanilla\n");
   const char *a1[] = { tb_datc (), "sites", "check", good, "--probe", NULL };
   g_autoptr (TbProc) p1 = tb_spawn (d, "check", a1);
   g_assert_cmpint (tb_wait (p1, 120), ==, 0);
   g_autofree gchar *out1 = tb_proc_stdout (p1);
   g_assert_nonnull (strstr (out1, "a proxy ran one task and ended"));
   g_assert_nonnull (strstr (out1, "0 checks failed"));
+  /* fork ignores a queue: nothing to ask. */
+  g_assert_nonnull (strstr (out1, "alpha          queue exists           ok   not applicable: "
+                                  "fork has no queues"));
 
   const char *a2[] = { tb_datc (), "sites", "check", bad, NULL };
   g_autoptr (TbProc) p2 = tb_spawn (d, "check", a2);
   g_assert_cmpint (tb_wait (p2, 60), ==, 1);
   g_autofree gchar *out2 = tb_proc_stdout (p2);
   g_assert_nonnull (strstr (out2, "agent deployable       FAIL"));
+  /* HTCondor refuses a queue: the check says so before any proxy would. */
+  g_assert_nonnull (strstr (out2, "pool           queue exists           FAIL HTCondor has no queues"));
 }
 
 int

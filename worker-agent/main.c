@@ -1,11 +1,11 @@
 /* main.c: the `datc-agent` command: options, then the agent loop. */
-#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "datc-limits.h"
+#include "libc-setup.h"
 
 static gboolean
 env_uint (const char *name, guint64 max, guint64 *out)
@@ -41,7 +41,7 @@ main (int argc, char **argv)
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- pull and run datc tasks");
   g_autoptr (GError) error = NULL;
 
-  setlocale (LC_ALL, "");
+  datc_agent_libc_setup ();
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     {

@@ -8,9 +8,10 @@
  *   # source: where it comes from (a test bed, or a documentation page)
  *   # command: the command that was run
  *   # exit: its exit status
- *   # kind: submit | poll | cancel | lookup
+ *   # kind: submit | poll | cancel | lookup | queue
  *   # ids: ID...                      (poll, cancel)
  *   # name: JOB-NAME                  (lookup)
+ *   # queue: QUEUE                    (queue)
  *   # expect: ...                     (see below)
  *   # message: text the error must contain   (optional)
  *   # no-final-newline: stdout|stderr  (optional)
@@ -23,10 +24,12 @@
  * expect: submit: the job id, or "error command" / "error parse"; poll:
  * one state name per id (pending, running, finished, failed, unknown), or
  * an error; lookup: the job id, "none", or an error; cancel: "ok" or
- * "error".
+ * "error"; queue: "exists", "missing" (the scheduler says there is no
+ * such queue), or an error.  For a queue the message (if any) is what the
+ * answer must contain when there is no error.
  *
  * Each file is checked twice: its parser alone (parse_submit, parse_poll,
- * parse_lookup), and, where the test names the command, end to end through
+ * parse_lookup, parse_queue), and, where the test names the command, end to end through
  * a local DatcSite whose PATH starts with a stub of that command replaying
  * the recording (this is how the cancel wrappers' shell filters are
  * tested).  Parse errors must name the scheduler. */
@@ -42,7 +45,7 @@
 typedef struct
 {
   gchar *file;
-  gchar *source, *command, *kind, *name, *message;
+  gchar *source, *command, *kind, *name, *queue, *message;
   gint exit_status;
   GStrv ids;
   GStrv expect;
@@ -55,6 +58,7 @@ typedef struct
   const char *submit;
   const char *poll;
   const char *cancel;
+  const char *queue;
 } RecordedCommands;
 
 typedef struct
@@ -74,6 +78,7 @@ recorded_free(Recorded *r)
   g_free(r->command);
   g_free(r->kind);
   g_free(r->name);
+  g_free(r->queue);
   g_free(r->message);
   g_strfreev(r->ids);
   g_strfreev(r->expect);
@@ -149,6 +154,8 @@ recorded_load(const char *path)
         r->ids = g_strsplit(value, " ", -1);
       else if (strcmp(key, "name") == 0)
         r->name = g_strdup(value);
+      else if (strcmp(key, "queue") == 0)
+        r->queue = g_strdup(value);
       else if (strcmp(key, "expect") == 0)
         r->expect = g_strsplit(value, " ", -1);
       else if (strcmp(key, "message") == 0)
@@ -290,8 +297,58 @@ recorded_check_parser(const DatcSchedulerClass *klass, const Recorded *r)
             g_assert_cmpstr(id, ==, r->expect[0]);
         }
     }
+  else if (strcmp(r->kind, "queue") == 0)
+    {
+      gboolean exists = FALSE, ok;
+      g_autofree gchar *answer = NULL;
+
+      g_assert_nonnull(klass->queue_argv);
+      g_assert_nonnull(r->queue);
+      g_auto(GStrv) argv = klass->queue_argv(r->queue);
+      g_assert_nonnull(argv);
+      ok = klass->parse_queue(&res, r->queue, &exists, &answer, &error);
+      if (recorded_expects_error(r))
+        {
+          g_assert_false(ok);
+          g_assert_null(answer);
+          recorded_assert_error(r, klass, error, recorded_error_code(r));
+        }
+      else
+        {
+          g_assert_no_error(error);
+          g_assert_true(ok);
+          g_test_message("%s: answer: %s", r->file, answer);
+          g_assert_nonnull(answer);
+          g_assert_cmpint(exists, ==, strcmp(r->expect[0], "exists") == 0);
+          if (!exists)
+            g_assert_cmpstr(r->expect[0], ==, "missing");
+          if (r->message != NULL)
+            g_assert_nonnull(strstr(answer, r->message));
+        }
+    }
   else
     g_assert_cmpstr(r->kind, ==, "cancel");
+}
+
+/* A made-up queue answer (stdout `out`, stderr `err`) that parse_queue
+ * must refuse with `code`, naming the scheduler. */
+G_GNUC_UNUSED static void
+queue_answer_fails(const DatcSchedulerClass *klass, const char *queue, gint exit_status,
+                   const char *out, const char *err, gint code)
+{
+  g_auto(DatcCommandResult) res = { .exit_status = exit_status,
+                                    .out = g_bytes_new(out, strlen(out)),
+                                    .err = g_bytes_new(err, strlen(err)) };
+  gboolean exists = TRUE;
+  g_autofree gchar *answer = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *named = g_strconcat(klass->name, ": ", NULL);
+
+  g_test_message("queue %s: exit %d, stdout '%s', stderr '%s'", queue, exit_status, out, err);
+  g_assert_false(klass->parse_queue(&res, queue, &exists, &answer, &error));
+  g_assert_error(error, DATC_SITE_ERROR, code);
+  g_assert_true(g_str_has_prefix(error->message, named));
+  g_assert_null(answer);
 }
 
 /* ---- end to end, with a stub command on PATH ------------------------------ */
@@ -389,6 +446,8 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
     command = commands->poll;
   else if (strcmp(r->kind, "cancel") == 0)
     command = commands->cancel;
+  else if (strcmp(r->kind, "queue") == 0)
+    command = commands->queue;
   if (command == NULL)
     return;
 
@@ -425,6 +484,15 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
       for (guint i = 0; ok && i < n; i++)
         g_assert_cmpstr(datc_proxy_state_name(states[i]), ==,
                         datc_proxy_state_name(recorded_state(r->expect[i])));
+    }
+  else if (strcmp(r->kind, "queue") == 0)
+    {
+      gboolean exists = FALSE;
+      g_autofree gchar *answer = NULL;
+
+      ok = datc_site_query_queue(site, r->queue, &exists, &answer, &error);
+      if (ok)
+        g_assert_cmpint(exists, ==, strcmp(r->expect[0], "exists") == 0);
     }
   else
     ok = datc_site_cancel(site, (const char *const *)r->ids, &error);

@@ -7,7 +7,7 @@
 #
 # The commands here must stay the ones the driver builds: qsub -terse -wd W
 # [args] SCRIPT; /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll;
-# qdel IDS; qstat -j NAME.
+# qdel IDS; qstat -j NAME; qconf -sq QUEUE.
 #
 # Takes about a minute (sge_qmaster needs ~9 s to stop, twice).  Needs
 # root and the packages of install-batch.sh; brings Grid Engine up and
@@ -116,6 +116,22 @@ tb_wait_none() { [ -z "$(qstat -u '*')" ]; }
 tb_await 30 tb_wait_none || tb_die "jobs left: $(qstat -u '*')"
 tb_record "$out/poll-no-jobs.txt" "kind: poll" "ids: $j3 $j5" "expect: finished finished" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
 
+# ---- queues (the queue check of `datc sites check`) ----------------------
+host=$(hostname)
+tb_record "$out/queue-exists.txt" "kind: queue" "queue: all.q" "expect: exists" \
+  "message: all.q: slots 8, hostlist @allhosts" -- qconf -sq all.q
+tb_record "$out/queue-instance.txt" "kind: queue" "queue: all.q@$host" "expect: exists" \
+  "message: all.q@$host: slots 8" -- qconf -sq "all.q@$host"
+tb_record "$out/queue-as-another-user.txt" "kind: queue" "queue: all.q" "expect: exists" \
+  "note: competitor is neither manager nor operator: showing a queue needs no privilege" \
+  -- runuser -u competitor -- qconf -sq all.q
+tb_record "$out/queue-unknown.txt" "kind: queue" "queue: nosuch.q" "expect: missing" \
+  'message: No cluster queue or queue instance matches the phrase "nosuch.q"' -- qconf -sq nosuch.q
+tb_record "$out/queue-list-one-unknown.txt" "kind: queue" "queue: all.q,nosuch.q" "expect: missing" \
+  'message: matches the phrase "nosuch.q"' -- qconf -sq all.q,nosuch.q
+tb_record "$out/queue-unknown-host.txt" "kind: queue" "queue: all.q@nosuchhost" "expect: missing" \
+  -- qconf -sq all.q@nosuchhost
+
 # ---- a per-user job limit (max_u_jobs) ----------------------------------
 qconf -sconf global | sed -e 's/^max_u_jobs .*/max_u_jobs 1/' >"$work/global"
 qconf -Mconf "$work/global" >/dev/null
@@ -132,5 +148,7 @@ tb_record "$out/poll-qmaster-down.txt" "kind: poll" "ids: 1" "expect: error comm
 tb_record "$out/cancel-qmaster-down.txt" "kind: cancel" "ids: 1" "expect: error" "message: unable to" -- qdel 1
 tb_record "$out/lookup-qmaster-down.txt" "kind: lookup" "name: datc-cap-limit" "expect: error command" \
   "message: unable to" -- qstat -j datc-cap-limit
+tb_record "$out/queue-qmaster-down.txt" "kind: queue" "queue: all.q" "expect: error command" \
+  "message: unable to" -- qconf -sq all.q
 
 tb_log "recorded $(ls "$out"/*.txt | wc -l) answers in $out"

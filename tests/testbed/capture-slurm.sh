@@ -8,7 +8,8 @@
 #
 # The commands here must stay the ones the driver builds: sbatch --parsable
 # --chdir=W [args] SCRIPT; squeue -h -t all -j IDS -o '%i %T'; scancel IDS;
-# squeue -h -t all --name=NAME -o %i.
+# squeue -h -t all --name=NAME -o %i; scontrol -a -o show partition P (and
+# the sh loop over it for a list P1,P2).
 #
 # Takes about two minutes: one job is left to run into its time limit,
 # which slurmctld enforces up to 30 s late.  Needs root and the packages of
@@ -35,7 +36,9 @@ rm -f "$out"/*.txt
 
 eval "$("$here/slurm-up.sh" --cluster capture \
   --conf EnforcePartLimits=ALL \
-  --conf 'PartitionName=short Nodes=capture-n1 MaxTime=5 State=UP' "$work/tb")"
+  --conf 'PartitionName=short Nodes=capture-n1 MaxTime=5 State=UP' \
+  --conf 'PartitionName=secret Nodes=capture-n1 Hidden=YES State=UP' \
+  --conf 'PartitionName=closed Nodes=capture-n1 State=DOWN' "$work/tb")"
 export SLURM_CONF
 W=$work/w
 
@@ -115,6 +118,22 @@ await_state "$jl" TIMEOUT 150
 tb_record "$out/poll-timeout.txt" "kind: poll" "ids: $jl 1" "expect: finished finished" \
   -- squeue -h -t all -j "$jl,1" -o '%i %T'
 
+# ---- partitions (the queue check of `datc sites check`) -------------------
+queue_loop='for p do scontrol -a -o show partition "$p" || exit; done'
+tb_record "$out/queue-exists.txt" "kind: queue" "queue: short" "expect: exists" \
+  "message: short: State=UP TotalCPUs=8 TotalNodes=1 MaxTime=00:05:00" -- scontrol -a -o show partition short
+tb_record "$out/queue-hidden.txt" "kind: queue" "queue: secret" "expect: exists" "message: secret: State=UP" \
+  "note: Hidden=YES: shown only with -a" -- scontrol -a -o show partition secret
+tb_record "$out/queue-down.txt" "kind: queue" "queue: closed" "expect: exists" "message: closed: State=DOWN" \
+  -- scontrol -a -o show partition closed
+tb_record "$out/queue-unknown.txt" "kind: queue" "queue: nosuch" "expect: missing" \
+  "message: Partition nosuch not found" -- scontrol -a -o show partition nosuch
+tb_record "$out/queue-list.txt" "kind: queue" "queue: batch,short" "expect: exists" \
+  "message: batch: State=UP TotalCPUs=8 TotalNodes=1 MaxTime=UNLIMITED; short: State=UP" \
+  -- /bin/sh -c "$queue_loop" datc-slurm-queue batch short
+tb_record "$out/queue-list-one-unknown.txt" "kind: queue" "queue: batch,nosuch" "expect: missing" \
+  "message: Partition nosuch not found" -- /bin/sh -c "$queue_loop" datc-slurm-queue batch nosuch
+
 # ---- MaxJobCount reached: sbatch sleeps and retries (cut here at 8 s) ---
 eval "$("$here/slurm-up.sh" --cluster full --conf MaxJobCount=2 "$work/full")"
 export SLURM_CONF
@@ -134,5 +153,7 @@ tb_record "$out/cancel-controller-down.txt" "kind: cancel" "ids: 1" "expect: err
   "message: Unable to contact slurm controller" -- scancel 1
 tb_record "$out/lookup-controller-down.txt" "kind: lookup" "name: datc-cap-full" "expect: error command" \
   "message: Unable to contact slurm controller" -- squeue -h -t all --name=datc-cap-full -o %i
+tb_record "$out/queue-controller-down.txt" "kind: queue" "queue: batch" "expect: error command" \
+  "message: Unable to contact slurm controller" -- scontrol -a -o show partition batch
 
 tb_log "recorded $(ls "$out"/*.txt | wc -l) answers in $out"
