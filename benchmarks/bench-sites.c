@@ -3,9 +3,10 @@
  * reached over SSH, and a fork site beside the master), with user
  * `competitor` holding every CPU of the Slurm site for the first
  * COMPETITOR seconds, in `pull`, `static` and `direct` modes.  Prints, per
- * mode: turnaround, proxies submitted, scheduler commands issued (the
- * trace's site_command events), slot-seconds held idle (agents' slots
- * from connect to exit, less the tasks' run times), and tasks per site.
+ * mode: turnaround, proxies submitted, scheduler commands issued (submit,
+ * poll and cancel, from the trace's site_commands events), slot-seconds
+ * held idle (agents' slots from connect to exit, less the tasks' run
+ * times), and tasks per site.
  * Nothing here asserts.
  *
  *   flock /tmp/datc-sge.lock env DATC=... DATC_AGENT=... DATC_TESTBED=... \
@@ -28,7 +29,7 @@
 typedef struct {
   double turnaround_s;      /* campaign_started to campaign_finished */
   guint proxies;            /* proxy_submitted */
-  guint commands;           /* site_command: submit + poll + cancel + lookup */
+  guint commands;           /* site_commands: submit + poll + cancel */
   guint submits, polls, cancels;
   double held_slot_s;       /* agents: slots x (exit - connect) */
   double busy_slot_s;       /* tasks: finished - started */
@@ -97,13 +98,14 @@ read_trace (const char *dir, Outcome *o)
         end = t;
       else if (g_str_equal (ev, "proxy_submitted"))
         o->proxies++;
-      else if (g_str_equal (ev, "site_command"))
+      else if (g_str_equal (ev, "site_commands"))
         {
-          const char *what = ms_str (e, "what");
-          o->submits += g_str_equal (what, "submit");
-          o->polls += g_str_equal (what, "poll");
-          o->cancels += g_str_equal (what, "cancel");
-          o->commands += !g_str_equal (what, "run");
+          /* The site manager's count per site, at the end; files put on
+           * the site (the agent key) are not scheduler commands. */
+          o->submits += (guint) ms_int (e, "submit");
+          o->polls += (guint) ms_int (e, "poll");
+          o->cancels += (guint) ms_int (e, "cancel");
+          o->commands += (guint) (ms_int (e, "submit") + ms_int (e, "poll") + ms_int (e, "cancel"));
         }
       else if (g_str_equal (ev, "agent_connected"))
         {
