@@ -14,6 +14,7 @@
 
 /* The steps of the bring-up, in order; down undoes them in reverse. */
 enum { STEP_NETNS, STEP_SLURM, STEP_SGE, STEP_SSHD0, N_STEPS = STEP_SSHD0 + MS_N_HOSTS };
+G_STATIC_ASSERT (N_STEPS <= G_N_ELEMENTS (((MsBed *) NULL)->up));
 
 static const char *const host_names[MS_N_HOSTS] = { "slurm", "sge", "down" };
 
