@@ -775,7 +775,9 @@ hand_out_bound (DatcDispatcher *d, Agent *a)
   gpointer v = g_hash_table_lookup (d->bound, key);
   if (v == NULL)
     {
-      DatcDispatchRequest req = { a->idx, 0, 1, G_MAXUINT64, a->session, 0 };
+      DatcDispatchRequest req = {
+        .agent = a->idx, .max = 1, .budget_ms = G_MAXUINT64, .session = a->session,
+      };
       return datc_ledger_dispatch (d->ledger, &req, d->scratch);
     }
   g_hash_table_remove (d->bound, key);
@@ -804,7 +806,8 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
         {
           DatcDispatchRequest req = {
             .agent = a->idx, .partition = a->partition, .max = want,
-            .budget_ms = budget_ms (a, now_real), .session = a->session,
+            .budget_ms = budget_ms (a, now_real), .fresh = a->handed == 0,
+            .session = a->session,
           };
           n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
           /* Nothing left fits in the walltime it has left: the allocation

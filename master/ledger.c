@@ -1130,11 +1130,17 @@ datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const 
 
 /* What a task is expected to take: its own est_runtime, else what tasks
  * of this campaign took so far (once there are enough of them), else
- * nothing known (0). */
+ * nothing known (0).  For a fresh agent only the task's own counts: the
+ * observed estimate is a bucket's top over every task's run time, so it
+ * can exceed a whole working life in which such tasks ran fine, and a
+ * fresh agent refused everything on that guess would sit idle until its
+ * walltime and be replaced by another just like it, for ever. */
 static guint64
-expected_ms (DatcLedger *l, const DatcBagTask *bt)
+expected_ms (DatcLedger *l, const DatcBagTask *bt, gboolean fresh)
 {
-  return bt->est_runtime_ms ? bt->est_runtime_ms : l->runtime_est_ms;
+  if (bt->est_runtime_ms != 0 || fresh)
+    return bt->est_runtime_ms;
+  return l->runtime_est_ms;
 }
 
 /* Encodes the picked tasks (l->pick) into `frame` and journals one
@@ -1186,7 +1192,7 @@ datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GByteArray *frame
     {
       looked++;
       guint32 id32 = (guint32) id;
-      if (expected_ms (l, datc_bag_get (l->bag, id)) > req->budget_ms)
+      if (expected_ms (l, datc_bag_get (l->bag, id), req->fresh) > req->budget_ms)
         g_array_append_val (l->deferred, id32);
       else
         g_array_append_val (l->pick, id32);

@@ -82,13 +82,16 @@ typedef struct {
   guint partition;
   guint max;
   guint64 budget_ms;       /* time the agent has left; G_MAXUINT64: no limit */
+  gboolean fresh;          /* the agent has not been handed a task yet: only
+                            * a task's own est_runtime keeps a task from it */
   guint32 session;
   guint deferred;          /* out: tasks looked at that were expected not to fit */
 } DatcDispatchRequest;
 
 /* Picks up to `max` queued tasks of the partition that are expected to fit
- * in `budget_ms` (their est_runtime, else the campaign's observed run time
- * once known: datc_ledger_runtime_estimate_ms), marks them running on
+ * in `budget_ms` (their est_runtime, else, unless the agent is fresh, the
+ * campaign's observed run time once known:
+ * datc_ledger_runtime_estimate_ms), marks them running on
  * `agent` with the next attempt, journals one record for all, and encodes
  * them as the task list of a TASKS frame into `frame` (header included).
  * Returns how many. */
