@@ -34,6 +34,7 @@ typedef struct {
   gint64 connected_us;    /* first HELLO (real time) */
   guint partition;        /* its site's share of a split bag (G_MAXUINT: none) */
   guint64 handed;         /* tasks handed to it, over its life (direct mode caps it) */
+  gboolean starved;       /* at its last request nothing queued fitted its time left */
   gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
   GArray *acks;           /* DatcTaskKey to acknowledge after commit */
   GArray *cancels;        /* DatcTaskKey to cancel after commit */
@@ -810,6 +811,9 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
             .session = a->session,
           };
           n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
+          /* Its free slots are no room for the work waiting: the site
+           * manager must not count them as capacity. */
+          a->starved = n == 0 && req.deferred > 0;
           /* Nothing left fits in the walltime it has left: the allocation
            * is better given back than held idle.  Only for an agent that
            * has worked: one that could not fit a single task from the
@@ -1033,6 +1037,7 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
       DatcAgentLoad l = {
         .proxy = a->proxy, .slots = a->slots, .running = a->assigned,
         .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
+        .starved = a->starved,
       };
       g_array_append_val (out, l);
     }

@@ -105,6 +105,7 @@ typedef struct {
   guint64 running;
   gint64 connected_us;     /* real time of its first HELLO */
   gint64 walltime_end_us;  /* 0: none */
+  gboolean starved;        /* nothing queued fitted in its time left when it asked */
 } DatcAgentLoad;
 /* Appends a DatcAgentLoad for each agent of `site` not told to leave. */
 void datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out);

@@ -28,6 +28,7 @@ typedef struct {
   gboolean cancelling;     /* cancelled by us, waiting to see it end */
   gboolean start_traced;   /* proxy_started is in the trace */
   guint32 free, running;   /* its agent's load, when online */
+  gboolean starved;        /* its agent has free slots but no queued task fits its time left */
 } Proxy;
 
 typedef enum {
@@ -55,7 +56,7 @@ typedef struct {
   guint n_waits;
   guint serial;
   /* Filled by observe() for the plan. */
-  guint64 free_running;    /* free slots of agents not near their walltime */
+  guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
   guint64 running_expiring;/* tasks running on agents near their walltime */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
   guint alive;             /* proxies counted against max_proxies */
@@ -601,6 +602,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       x->connected = x->connected || x->online;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
       x->running = l ? (guint32) l->running : 0;
+      x->starved = l != NULL && l->starved;
       x->expiring = is_expiring (s, x, now_real);
 
       if (x->cancelling)
@@ -613,7 +615,10 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
         s->alive++;
       if (x->online && x->expiring)
         s->running_expiring += x->running;
-      else if (x->online)
+      else if (x->online && !x->starved)
+        /* Slots where no queued task fits are no room for the work: counting
+         * them would keep other sites from getting proxies while these
+         * idle to their walltime and are replaced by more of the same. */
         s->free_running += x->free;
       else if (!x->connected && !x->expiring)
         s->coming += x->slots;
