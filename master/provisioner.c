@@ -12,7 +12,7 @@
 #define DEGRADED_AFTER 3
 #define MAX_BACKOFF_MS 60000u
 
-typedef struct {
+typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's */
   DatcProxyState state;
@@ -24,7 +24,10 @@ typedef struct {
   gboolean connected;      /* its agent said HELLO at least once, to any master */
   gboolean online;         /* its agent is connected now */
   gboolean expiring;       /* near its walltime: its replacement may be submitted */
-  gboolean replaced;       /* expiring, and its replacement was submitted */
+  /* Replacement links, both cleared when either ends: while the proxy a
+   * replacement replaces is alive, the replacement is not replaced in
+   * turn (at most two generations overlap). */
+  struct Proxy *replaces, *replaced_by;
   gboolean cancelling;     /* cancelled by us, waiting to see it end */
   gboolean start_traced;   /* proxy_started is in the trace */
   guint32 free, running;   /* its agent's load, when online */
@@ -409,6 +412,11 @@ trace_started (DatcProvisioner *p, SiteState *s, Proxy *x, const char *seen_by, 
 static void
 proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
 {
+  if (x->replaces != NULL)
+    x->replaces->replaced_by = NULL;
+  if (x->replaced_by != NULL)
+    x->replaced_by->replaces = NULL;
+  x->replaces = x->replaced_by = NULL;
   guint64 task = datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
   if (task != 0)
     datc_ledger_release (p->ledger, task);
@@ -610,8 +618,10 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
           s->alive++;
           continue;
         }
-      /* An expiring proxy makes room for one replacement, once. */
-      if (!x->expiring || x->replaced)
+      /* An expiring proxy makes room for its replacement: it no longer
+       * counts against max_proxies, its replacement does in its place.
+       * Not a replacement whose own predecessor is still there. */
+      if (!x->expiring || x->replaces != NULL)
         s->alive++;
       if (x->online && x->expiring)
         s->running_expiring += x->running;
@@ -627,20 +637,22 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 
 /* ---- plans ---------------------------------------------------------- */
 
-/* A proxy was just submitted: it counts against max_proxies, and it is
- * the replacement of the oldest expiring proxy that had none, which then
- * counts again. */
+/* A proxy was just submitted (the last of the site's): it counts against
+ * max_proxies, and it replaces the oldest expiring proxy that made room
+ * and has no replacement yet.  Every such proxy gets its own: proxies
+ * that started together are all replaced ahead of time. */
 static void
 count_submitted (SiteState *s)
 {
   s->alive++;
-  for (guint i = 0; i < s->proxies->len; i++)
+  Proxy *fresh = s->proxies->pdata[s->proxies->len - 1];
+  for (guint i = 0; i + 1 < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      if (x->expiring && !x->replaced && !x->cancelling)
+      if (x->expiring && x->replaces == NULL && x->replaced_by == NULL && !x->cancelling)
         {
-          x->replaced = TRUE;
-          s->alive++;
+          x->replaced_by = fresh;
+          fresh->replaces = x;
           return;
         }
     }
