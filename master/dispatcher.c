@@ -502,6 +502,9 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
       else
         datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
     }
+  /* Re-attached tasks were handed to it (by an earlier master, maybe): in
+   * direct mode that was its one task. */
+  a->handed = MAX (a->handed, a->assigned);
 
   DatcMsg w = { .type = DATC_MSG_WELCOME };
   w.u.welcome.epoch = d->epoch;

@@ -428,9 +428,11 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
              const char *event)
 {
   g_autofree gchar *key = g_strdup_printf ("%s\t%s", site, proxy);
+  /* Only an end closes a proxy: one cancelled but not seen gone may still
+   * be on its site, and a restarted master must find and end it. */
   if (g_str_equal (event, "submitted"))
     g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
-  else
+  else if (g_str_equal (event, "ended"))
     g_hash_table_remove (l->proxies, key);
 }
 

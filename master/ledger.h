@@ -163,7 +163,8 @@ gboolean datc_ledger_proxy_connected (DatcLedger *ledger, const char *site, cons
  * each site: event is "submitted", "ended" or "cancelled". */
 void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
                         const char *job_id, const char *event);
-/* Proxies submitted and not ended, as site\tproxy\tjob_id strings. */
+/* Proxies submitted and not seen ended (cancelled ones included), as
+ * site\tproxy\tjob_id strings. */
 GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);
 
 /* Adds the tasks in `data` (a task file's content, `name` for messages)

@@ -50,6 +50,8 @@ typedef struct {
   gint64 next_poll_us, next_submit_us;
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
+  guint cancel_failures;   /* cancels that failed in a row */
+  gint64 next_cancel_us;   /* backoff after a failed cancel */
   guint early_deaths;      /* proxies that ended before their agent connected, in a row */
   guint early_deaths_total, submitted_total, cancelled_total;
   guint64 n_submit, n_poll, n_cancel, n_put;  /* commands issued to the site */
@@ -420,7 +422,9 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
   guint64 task = datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
   if (task != 0)
     datc_ledger_release (p->ledger, task);
-  if (!x->connected && !x->cancelling)
+  /* An adopted proxy (an earlier master's, submitted_us 0) may well die
+   * without connecting: its agent was told the old master's endpoint. */
+  if (!x->connected && !x->cancelling && x->submitted_us > 0)
     {
       s->early_deaths++;
       s->early_deaths_total++;
@@ -480,12 +484,14 @@ poll_site (DatcProvisioner *p, SiteState *s)
 
 /* ---- cancel --------------------------------------------------------- */
 
-/* Cancels the given proxies of one site in one command. */
-static void
+/* Cancels the given proxies of one site in one command.  A failed cancel
+ * backs the site's cancels off (1 s doubling to 60 s) so an unreachable
+ * login node is not asked on every tick. */
+static gboolean
 cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
 {
   if (which->len == 0)
-    return;
+    return TRUE;
   g_autoptr (GPtrArray) ids = g_ptr_array_new ();
   for (guint i = 0; i < which->len; i++)
     g_ptr_array_add (ids, ((Proxy *) which->pdata[i])->job_id);
@@ -494,12 +500,18 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
   s->n_cancel++;
   if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
     {
-      g_warning ("site %s: could not cancel proxies: %s", s->spec->name, error->message);
-      return;
+      s->cancel_failures++;
+      s->next_cancel_us = g_get_monotonic_time () + backoff_us (s->cancel_failures);
+      g_warning ("site %s: could not cancel proxies (%u in a row): %s", s->spec->name,
+                 s->cancel_failures, error->message);
+      return FALSE;
     }
+  s->cancel_failures = 0;
   for (guint i = 0; i < which->len; i++)
     {
       Proxy *x = which->pdata[i];
+      if (x->cancelling)
+        continue;          /* asked again: it did not end after the first time */
       x->cancelling = TRUE;
       s->cancelled_total++;
       datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
@@ -508,6 +520,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
     }
   /* See them end soon. */
   s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
+  return TRUE;
 }
 
 /* Proxies whose agent has not connected (queued, or starting): the work
@@ -516,6 +529,8 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
 static void
 cancel_pending (DatcProvisioner *p, SiteState *s)
 {
+  if (g_get_monotonic_time () < s->next_cancel_us)
+    return;
   g_autoptr (GPtrArray) which = g_ptr_array_new ();
   for (guint i = 0; i < s->proxies->len; i++)
     {
@@ -804,12 +819,12 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   gint64 cancel_at = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
-  gboolean cancelled = FALSE;
   gulong wait_us = 2000;
 
   /* Agents were told BYE: most proxies end on their own within
    * milliseconds.  Poll with growing waits; cancel what is still there
-   * after two seconds. */
+   * after two seconds, and again every five while anything is left (a
+   * cancel that failed, or one the scheduler did not act on). */
   for (;;)
     {
       for (guint i = 0; i < p->sites->len; i++)
@@ -822,7 +837,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
       gint64 now = g_get_monotonic_time ();
       if (now >= deadline)
         break;
-      if (!cancelled && now >= cancel_at)
+      if (now >= cancel_at)
         {
           for (guint i = 0; i < p->sites->len; i++)
             {
@@ -832,7 +847,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
                 g_ptr_array_add (which, s->proxies->pdata[j]);
               cancel_proxies (p, s, which, "the campaign ended");
             }
-          cancelled = TRUE;
+          cancel_at = now + 5 * G_USEC_PER_SEC;
         }
       g_usleep (wait_us);
       wait_us = MIN (wait_us * 2, 200000ul);
