@@ -16,7 +16,7 @@
  *
  *  1. a proxy waits behind a competing user's job that fills the cluster,
  *     runs once that job is gone, and its agent runs the tasks;
- *  2. a running proxy cancelled by the scheduler (scancel, qdel) drains
+ *  2. a running proxy cancelled with scancel or qdel drains
  *     its agent on the signal that comes first (TERM; USR2 with -notify):
  *     its tasks come back without a crash and a new proxy finishes them;
  *  3. a proxy that reaches its walltime drains before the kill (Slurm's
@@ -913,20 +913,31 @@ sweep(const char *scheduler, gboolean ssh)
     }
 }
 
+/* A bed whose up script ran, even if it failed half-way: its down script
+ * is idempotent and stops whatever the up script started. */
+static gboolean
+bed_tried(const char *bed)
+{
+  g_autofree gchar *dir = bed_path(bed);
+  return g_file_test(dir, G_FILE_TEST_IS_DIR);
+}
+
 static void
 beds_down(void)
 {
-  if (up.sshd_sge)
-    script_in("sshd-down.sh", "sshd-sge", NULL);
-  if (up.sshd_slurm)
-    script_in("sshd-down.sh", "sshd-slurm", NULL);
-  if (up.sge != SGE_DOWN)
-    script_in("sge-down.sh", "sge", NULL);
-  if (up.slurm_ns)
-    script_in("slurm-down.sh", "slurm-ns", NULL);
-  if (up.slurm_local)
-    script_in("slurm-down.sh", "slurm-local", NULL);
-  if (up.netns)
+  const struct
+  {
+    const char *script, *bed;
+  } downs[] = {
+    { "sshd-down.sh", "sshd-sge" },     { "sshd-down.sh", "sshd-slurm" },
+    { "sge-down.sh", "sge" },           { "slurm-down.sh", "slurm-ns" },
+    { "slurm-down.sh", "slurm-local" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(downs); i++)
+    if (bed_tried(downs[i].bed))
+      script_in(downs[i].script, downs[i].bed, NULL);
+  /* Last: the daemons above run inside these namespaces. */
+  if (bed_tried("netns"))
     {
       g_autofree gchar *dir = bed_path("netns");
       const char *args[] = { dir, NULL };
