@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sshd-up.sh: a private sshd for tests, on a port the kernel picks.
 #
-#   sshd-up.sh [--user USER] [--netns NAME --addr ADDR] [DIR]
+#   sshd-up.sh [--user USER] [--netns NAME --addr ADDR] [--setenv K=V]... [DIR]
 #
 # DIR (default /var/lib/datc-testbed/sshd) holds everything: config, host
 # key, client key, authorized_keys/USER, known_hosts, log, pid file and
@@ -15,16 +15,20 @@
 # first, so a known_hosts entry stays valid through sshd-down + sshd-up.
 # USER (default datc-tb) is created if missing and unlocked (usermod -p
 # '*'): with UsePAM no, sshd refuses even key logins to a locked account.
+# --setenv K=V (repeatable) becomes a SetEnv line: every session gets it,
+# e.g. SLURM_CONF=..., so this "login node" points at its own cluster.
 set -euo pipefail
 
 die() { echo "sshd-up: $*" >&2; exit 1; }
 
 user=datc-tb netns="" addr="" dir=""
+setenv=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --user) user=${2:?}; shift 2 ;;
     --netns) netns=${2:?}; shift 2 ;;
     --addr) addr=${2:?}; shift 2 ;;
+    --setenv) setenv+=("${2:?}"); shift 2 ;;
     -*) die "unknown option $1" ;;
     *) [ -z "$dir" ] || die "one DIR only"; dir=$1; shift ;;
   esac
@@ -33,6 +37,10 @@ dir=${dir:-/var/lib/datc-testbed/sshd}
 # Paths go into sshd_config and sshd.env unquoted.
 [[ $dir =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "DIR must be an absolute path of [A-Za-z0-9._/+-]: $dir"
 [[ $user =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "bad user name: $user"
+# Values go into sshd_config unquoted.
+for kv in "${setenv[@]}"; do
+  [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9._/:+,@-]*$ ]] || die "--setenv wants NAME=VALUE of [A-Za-z0-9._/:+,@-]: $kv"
+done
 [ "$(id -u)" -eq 0 ] || die "must run as root (it starts sshd and may create $user)"
 if [ -n "$netns" ]; then
   [ -e "/run/netns/$netns" ] || die "no network namespace $netns"
@@ -123,6 +131,7 @@ StrictModes no
 Subsystem sftp /usr/lib/openssh/sftp-server
 LogLevel VERBOSE
 CONF
+  [ ${#setenv[@]} -eq 0 ] || echo "SetEnv ${setenv[*]}" >>"$dir/sshd_config"
 }
 
 previous_port=""
