@@ -97,8 +97,8 @@ campaign_across_clusters (void)
 static void
 sites_check_queues (void)
 {
-  load_env (slurm_dir);
-  load_env (sge_dir);
+  g_assert_true (tb_env_load (slurm_dir));
+  g_assert_true (tb_env_load (sge_dir));
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
