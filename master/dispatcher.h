@@ -57,7 +57,7 @@ void datc_dispatcher_tick (DatcDispatcher *d);
  * then are ACKs sent, so an ACK never precedes the durable result.
  * Returns FALSE when the ledger could not commit.  *synced (may be NULL)
  * says whether it committed. */
-#define DATC_DISPATCHER_SYNC_DELAY_MS 5
+#define DATC_DISPATCHER_SYNC_DELAY_MS 20
 gboolean datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced,
                                 GError **error);
 /* Milliseconds until tick() has work. */
