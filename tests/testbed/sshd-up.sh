@@ -15,8 +15,9 @@
 # first, so a known_hosts entry stays valid through sshd-down + sshd-up.
 # USER (default datc-tb) is created if missing and unlocked (usermod -p
 # '*'): with UsePAM no, sshd refuses even key logins to a locked account.
-# --setenv K=V (repeatable) becomes a SetEnv line: every session gets it,
-# e.g. SLURM_CONF=..., so this "login node" points at its own cluster.
+# --setenv K=V (repeatable) puts K=V in every session's environment (sshd's
+# SetEnv): a "login node" points its users at its own cluster this way
+# (SLURM_CONF=..., SGE_QMASTER_PORT=...).
 set -euo pipefail
 
 die() { echo "sshd-up: $*" >&2; exit 1; }
@@ -37,9 +38,9 @@ dir=${dir:-/var/lib/datc-testbed/sshd}
 # Paths go into sshd_config and sshd.env unquoted.
 [[ $dir =~ ^/[A-Za-z0-9._/+-]+$ ]] || die "DIR must be an absolute path of [A-Za-z0-9._/+-]: $dir"
 [[ $user =~ ^[a-z_][a-z0-9_-]{0,30}$ ]] || die "bad user name: $user"
-# Values go into sshd_config unquoted.
+# Values go into sshd_config unquoted: no spaces, quotes or shell specials.
 for kv in "${setenv[@]}"; do
-  [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9._/:+,@-]*$ ]] || die "--setenv wants NAME=VALUE of [A-Za-z0-9._/:+,@-]: $kv"
+  [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9._/:,+@%-]*$ ]] || die "bad --setenv $kv (NAME=VALUE, plain characters)"
 done
 [ "$(id -u)" -eq 0 ] || die "must run as root (it starts sshd and may create $user)"
 if [ -n "$netns" ]; then
