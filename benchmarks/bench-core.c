@@ -16,6 +16,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,6 +93,52 @@ datc (void)
   return p;
 }
 
+static double
+tv_s (struct timeval tv)
+{
+  return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+/* User + system CPU of every descendant reaped so far.  The spawn benchmark
+ * makes this process a child subreaper, so the agent that the fork
+ * scheduler detaches (and, through it, every task) is reaped here too. */
+static double
+children_cpu_s (void)
+{
+  struct rusage ru;
+  getrusage (RUSAGE_CHILDREN, &ru);
+  return tv_s (ru.ru_utime) + tv_s (ru.ru_stime);
+}
+
+/* CPU seconds the whole machine spent busy (every process, all cores),
+ * from /proc/stat; minus our own children's, it tells how much other work
+ * shared the machine during a measurement. */
+static double
+machine_busy_s (void)
+{
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
+    return 0;
+  guint64 v[8] = { 0 };
+  if (sscanf (text, "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+    return 0;
+  /* user nice system [idle iowait] irq softirq steal */
+  guint64 busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return (double) busy / (double) sysconf (_SC_CLK_TCK);
+}
+
+/* Reaps orphans that were reparented here (the detached agent). */
+static void
+reap_orphans (void)
+{
+  int status;
+  while (waitpid (-1, &status, 0) > 0 || errno == EINTR)
+    ;
+}
+
 /* The reference: posix_spawn + waitpid, `conc` at a time, nothing else. */
 static double
 bare_loop (guint n, guint conc)
@@ -116,20 +163,63 @@ bare_loop (guint n, guint conc)
   return n / ((g_get_monotonic_time () - t0) / 1e6);
 }
 
+/* One measured phase: its wall time, the CPU of what it ran, and the CPU
+ * the rest of the machine spent meanwhile (other users' work). */
+typedef struct {
+  double wall_s, cpu_s, other_s;
+} Phase;
+
+static void
+phase_begin (Phase *p)
+{
+  p->wall_s = g_get_monotonic_time () / 1e6;
+  p->cpu_s = children_cpu_s ();
+  p->other_s = machine_busy_s ();
+}
+
+static void
+phase_end (Phase *p)
+{
+  p->wall_s = g_get_monotonic_time () / 1e6 - p->wall_s;
+  p->cpu_s = children_cpu_s () - p->cpu_s;
+  p->other_s = MAX (0.0, machine_busy_s () - p->other_s - p->cpu_s);
+}
+
 static void
 bench_spawn (const char *tmp, guint n)
 {
   g_autofree gchar *file = write_tasks (tmp, n, "/bin/true", FALSE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
-  double base = bare_loop (n, 2);
   const char *argv[] = { datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
+  Phase b1, d, b2;
+
+  /* The fork scheduler detaches the agent; as a subreaper we reap it, so
+   * its CPU and its tasks' count in d.cpu_s. */
+  prctl (PR_SET_CHILD_SUBREAPER, 1);
+  phase_begin (&b1);
+  double base = bare_loop (n, 2);
+  phase_end (&b1);
+  phase_begin (&d);
   RunStats st = run (argv);
+  reap_orphans ();
+  phase_end (&d);
   double rate = n / st.wall_s;
+  phase_begin (&b2);
   double base2 = bare_loop (n, 2);
+  phase_end (&b2);
+  double bare_us = (b1.cpu_s + b2.cpu_s) * 1e6 / (2.0 * n);
+  double datc_us = d.cpu_s * 1e6 / n;
+  fflush (stderr);
   printf ("spawn: %u x /bin/true, 2 slots\n", n);
   printf ("  bare posix_spawn loop  %8.0f tasks/s (before) %8.0f tasks/s (after)\n", base, base2);
   printf ("  datc run               %8.0f tasks/s  (%.2f s, exit %d)\n", rate, st.wall_s, st.status);
   printf ("  ratio                  %8.2f of the mean bare rate\n", rate / ((base + base2) / 2));
+  /* CPU per task counts every process (master, agent, tasks); other work
+   * on the machine during each phase says whether the rates can be
+   * trusted (a few percent of one core is background noise). */
+  printf ("  CPU per task           %8.1f us bare, %.1f us datc\n", bare_us, datc_us);
+  printf ("  other work meanwhile   %8.0f%% of a core (bare before), %.0f%% (datc), %.0f%% (bare after)\n",
+          100 * b1.other_s / b1.wall_s, 100 * d.other_s / d.wall_s, 100 * b2.other_s / b2.wall_s);
   rm_rf (dir);
 }
 

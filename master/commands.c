@@ -25,13 +25,21 @@
 gchar *
 datc_cmd_take_dir (int *argc, char **argv)
 {
-  if (*argc >= 2 && argv[1][0] != '-')
+  /* Anywhere before "--", as users put options first as often as last
+   * (`datc status --json DIR`); only a directory holding campaign.json
+   * counts, so option values and task ids are never taken for it. */
+  const char *first_word = NULL;
+  for (int i = 1; i < *argc && strcmp (argv[i], "--") != 0; i++)
     {
-      g_autofree gchar *json = g_build_filename (argv[1], "campaign.json", NULL);
+      if (argv[i][0] == '-')
+        continue;
+      if (first_word == NULL)
+        first_word = argv[i];
+      g_autofree gchar *json = g_build_filename (argv[i], "campaign.json", NULL);
       if (g_file_test (json, G_FILE_TEST_EXISTS))
         {
-          gchar *dir = g_strdup (argv[1]);
-          memmove (argv + 1, argv + 2, (size_t) (*argc - 1) * sizeof *argv);
+          gchar *dir = g_strdup (argv[i]);
+          memmove (argv + i, argv + i + 1, (size_t) (*argc - i) * sizeof *argv);
           (*argc)--;
           return dir;
         }
@@ -39,8 +47,8 @@ datc_cmd_take_dir (int *argc, char **argv)
   const char *env = g_getenv ("DATC_DIR");
   if (env != NULL && env[0])
     return g_strdup (env);
-  if (*argc >= 2 && argv[1][0] != '-')
-    g_printerr ("datc: %s is not a campaign directory (no campaign.json)\n", argv[1]);
+  if (first_word != NULL)
+    g_printerr ("datc: %s is not a campaign directory (no campaign.json)\n", first_word);
   else
     g_printerr ("datc: which campaign? Give DIR, or run inside `datc shell DIR`\n");
   return NULL;

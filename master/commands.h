@@ -13,7 +13,8 @@ int datc_cmd_cancel (int argc, char **argv);
 int datc_cmd_close (int argc, char **argv);
 int datc_cmd_shell (int argc, char **argv);
 
-/* DIR from the first argument when it is a campaign directory, else from
+/* DIR from the first argument before "--" that is a campaign directory
+ * (holds campaign.json), wherever it stands among the options, else from
  * $DATC_DIR (set by `datc shell`); removes it from argv.  NULL with a
  * message when there is neither (transfer full). */
 gchar *datc_cmd_take_dir (int *argc, char **argv);

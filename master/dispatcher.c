@@ -34,6 +34,7 @@ typedef struct {
   gint64 connected_us;    /* first HELLO (real time) */
   guint partition;        /* its site's share of a split bag (G_MAXUINT: none) */
   guint64 handed;         /* tasks handed to it, over its life (direct mode caps it) */
+  gboolean starved;       /* at its last request nothing queued fitted its time left */
   gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
   GArray *acks;           /* DatcTaskKey to acknowledge after commit */
   GArray *cancels;        /* DatcTaskKey to cancel after commit */
@@ -501,6 +502,9 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
       else
         datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
     }
+  /* Re-attached tasks were handed to it (by an earlier master, maybe): in
+   * direct mode that was its one task. */
+  a->handed = MAX (a->handed, a->assigned);
 
   DatcMsg w = { .type = DATC_MSG_WELCOME };
   w.u.welcome.epoch = d->epoch;
@@ -550,6 +554,11 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
                 other->assigned--;
             }
         }
+      /* A task given back drained says the agent is leaving (or cannot
+       * start more for now): the rest of its credit is stale, or requeued
+       * tasks would go straight back to it.  It asks again if it can. */
+      if (res->status == DATC_STATUS_DRAINED)
+        a->limit = a->sent;
       DatcTaskKey k = { res->id, res->attempt };
       g_array_append_val (a->acks, k);
     }
@@ -775,7 +784,9 @@ hand_out_bound (DatcDispatcher *d, Agent *a)
   gpointer v = g_hash_table_lookup (d->bound, key);
   if (v == NULL)
     {
-      DatcDispatchRequest req = { a->idx, 0, 1, G_MAXUINT64, a->session, 0 };
+      DatcDispatchRequest req = {
+        .agent = a->idx, .max = 1, .budget_ms = G_MAXUINT64, .session = a->session,
+      };
       return datc_ledger_dispatch (d->ledger, &req, d->scratch);
     }
   g_hash_table_remove (d->bound, key);
@@ -804,9 +815,13 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
         {
           DatcDispatchRequest req = {
             .agent = a->idx, .partition = a->partition, .max = want,
-            .budget_ms = budget_ms (a, now_real), .session = a->session,
+            .budget_ms = budget_ms (a, now_real), .fresh = a->handed == 0,
+            .session = a->session,
           };
           n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
+          /* Its free slots are no room for the work waiting: the site
+           * manager must not count them as capacity. */
+          a->starved = n == 0 && req.deferred > 0;
           /* Nothing left fits in the walltime it has left: the allocation
            * is better given back than held idle.  Only for an agent that
            * has worked: one that could not fit a single task from the
@@ -1030,6 +1045,7 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
       DatcAgentLoad l = {
         .proxy = a->proxy, .slots = a->slots, .running = a->assigned,
         .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
+        .starved = a->starved,
       };
       g_array_append_val (out, l);
     }

@@ -57,7 +57,7 @@ void datc_dispatcher_tick (DatcDispatcher *d);
  * then are ACKs sent, so an ACK never precedes the durable result.
  * Returns FALSE when the ledger could not commit.  *synced (may be NULL)
  * says whether it committed. */
-#define DATC_DISPATCHER_SYNC_DELAY_MS 5
+#define DATC_DISPATCHER_SYNC_DELAY_MS 20
 gboolean datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced,
                                 GError **error);
 /* Milliseconds until tick() has work. */
@@ -105,6 +105,7 @@ typedef struct {
   guint64 running;
   gint64 connected_us;     /* real time of its first HELLO */
   gint64 walltime_end_us;  /* 0: none */
+  gboolean starved;        /* nothing queued fitted in its time left when it asked */
 } DatcAgentLoad;
 /* Appends a DatcAgentLoad for each agent of `site` not told to leave. */
 void datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out);

@@ -273,6 +273,46 @@ typedef struct {
 
 static gboolean write_results (DatcLedger *l, GError **error);
 
+/* Decimal integers without printf: a results line holds ten of them and
+ * the master writes one line per finished task. */
+static void
+append_u64 (GString *s, guint64 v)
+{
+  char buf[20];
+  guint i = sizeof buf;
+  do
+    buf[--i] = (char) ('0' + v % 10);
+  while ((v /= 10) != 0);
+  g_string_append_len (s, buf + i, (gssize) (sizeof buf - i));
+}
+
+static void
+append_i64 (GString *s, gint64 v)
+{
+  if (v < 0)
+    {
+      g_string_append_c (s, '-');
+      append_u64 (s, (guint64) 0 - (guint64) v);
+    }
+  else
+    append_u64 (s, (guint64) v);
+}
+
+/* `,"name":` then the value. */
+static void
+append_member_u64 (GString *s, const char *name, guint64 v)
+{
+  g_string_append (s, name);
+  append_u64 (s, v);
+}
+
+static void
+append_member_i64 (GString *s, const char *name, gint64 v)
+{
+  g_string_append (s, name);
+  append_i64 (s, v);
+}
+
 static void
 write_result_line (DatcLedger *l, const ResultRec *r)
 {
@@ -282,13 +322,14 @@ write_result_line (DatcLedger *l, const ResultRec *r)
   GString *s = l->line;
 
   g_string_truncate (s, 0);
-  g_string_append_printf (s,
-                          "{\"id\":%" G_GUINT64_FORMAT ",\"line\":%u,\"attempt\":%u,"
-                          "\"status\":\"%s\",\"exit_code\":%" G_GINT64_FORMAT
-                          ",\"signal\":%" G_GINT64_FORMAT ",",
-                          r->id, bt->line, r->attempt, status_name (r->status),
-                          r->exit_code, r->signal);
-  g_string_append (s, "\"site\":");
+  append_member_u64 (s, "{\"id\":", r->id);
+  append_member_u64 (s, ",\"line\":", bt->line);
+  append_member_u64 (s, ",\"attempt\":", r->attempt);
+  g_string_append (s, ",\"status\":\"");
+  g_string_append (s, status_name (r->status));
+  append_member_i64 (s, "\",\"exit_code\":", r->exit_code);
+  append_member_i64 (s, ",\"signal\":", r->signal);
+  g_string_append (s, ",\"site\":");
   datc_json_append_string (s, a ? a->site : "");
   g_string_append (s, ",\"proxy\":");
   datc_json_append_string (s, a ? a->proxy : "");
@@ -296,21 +337,17 @@ write_result_line (DatcLedger *l, const ResultRec *r)
   datc_json_append_string (s, a ? a->host : "");
   g_string_append (s, ",\"agent\":");
   datc_json_append_string (s, a ? a->agent_id : "");
-  g_string_append_printf (s,
-                          ",\"submitted\":%" G_GINT64_FORMAT ",\"started\":%" G_GINT64_FORMAT
-                          ",\"finished\":%" G_GINT64_FORMAT ",",
-                          src ? src->submitted_us : 0, r->started, r->finished);
-  g_string_append (s, "\"output\":");
+  append_member_i64 (s, ",\"submitted\":", src ? src->submitted_us : 0);
+  append_member_i64 (s, ",\"started\":", r->started);
+  append_member_i64 (s, ",\"finished\":", r->finished);
+  g_string_append (s, ",\"output\":");
   datc_json_append_string (s, a ? a->output_name : "");
-  g_string_append_printf (s,
-                          ",\"stdout_offset\":%" G_GUINT64_FORMAT
-                          ",\"stdout_bytes\":%" G_GUINT64_FORMAT
-                          ",\"stderr_offset\":%" G_GUINT64_FORMAT
-                          ",\"stderr_bytes\":%" G_GUINT64_FORMAT
-                          ",\"stdout_dropped\":%" G_GUINT64_FORMAT
-                          ",\"stderr_dropped\":%" G_GUINT64_FORMAT,
-                          r->out_off, r->out_len, r->err_off, r->err_len, r->out_dropped,
-                          r->err_dropped);
+  append_member_u64 (s, ",\"stdout_offset\":", r->out_off);
+  append_member_u64 (s, ",\"stdout_bytes\":", r->out_len);
+  append_member_u64 (s, ",\"stderr_offset\":", r->err_off);
+  append_member_u64 (s, ",\"stderr_bytes\":", r->err_len);
+  append_member_u64 (s, ",\"stdout_dropped\":", r->out_dropped);
+  append_member_u64 (s, ",\"stderr_dropped\":", r->err_dropped);
   if (r->message != NULL)
     {
       g_string_append (s, ",\"message\":");
@@ -428,9 +465,11 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
              const char *event)
 {
   g_autofree gchar *key = g_strdup_printf ("%s\t%s", site, proxy);
+  /* Only an end closes a proxy: one cancelled but not seen gone may still
+   * be on its site, and a restarted master must find and end it. */
   if (g_str_equal (event, "submitted"))
     g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
-  else
+  else if (g_str_equal (event, "ended"))
     g_hash_table_remove (l->proxies, key);
 }
 
@@ -1130,11 +1169,17 @@ datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const 
 
 /* What a task is expected to take: its own est_runtime, else what tasks
  * of this campaign took so far (once there are enough of them), else
- * nothing known (0). */
+ * nothing known (0).  For a fresh agent only the task's own counts: the
+ * observed estimate is a bucket's top over every task's run time, so it
+ * can exceed a whole working life in which such tasks ran fine, and a
+ * fresh agent refused everything on that guess would sit idle until its
+ * walltime and be replaced by another just like it, for ever. */
 static guint64
-expected_ms (DatcLedger *l, const DatcBagTask *bt)
+expected_ms (DatcLedger *l, const DatcBagTask *bt, gboolean fresh)
 {
-  return bt->est_runtime_ms ? bt->est_runtime_ms : l->runtime_est_ms;
+  if (bt->est_runtime_ms != 0 || fresh)
+    return bt->est_runtime_ms;
+  return l->runtime_est_ms;
 }
 
 /* Encodes the picked tasks (l->pick) into `frame` and journals one
@@ -1186,7 +1231,7 @@ datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GByteArray *frame
     {
       looked++;
       guint32 id32 = (guint32) id;
-      if (expected_ms (l, datc_bag_get (l->bag, id)) > req->budget_ms)
+      if (expected_ms (l, datc_bag_get (l->bag, id), req->fresh) > req->budget_ms)
         g_array_append_val (l->deferred, id32);
       else
         g_array_append_val (l->pick, id32);

@@ -82,13 +82,16 @@ typedef struct {
   guint partition;
   guint max;
   guint64 budget_ms;       /* time the agent has left; G_MAXUINT64: no limit */
+  gboolean fresh;          /* the agent has not been handed a task yet: only
+                            * a task's own est_runtime keeps a task from it */
   guint32 session;
   guint deferred;          /* out: tasks looked at that were expected not to fit */
 } DatcDispatchRequest;
 
 /* Picks up to `max` queued tasks of the partition that are expected to fit
- * in `budget_ms` (their est_runtime, else the campaign's observed run time
- * once known: datc_ledger_runtime_estimate_ms), marks them running on
+ * in `budget_ms` (their est_runtime, else, unless the agent is fresh, the
+ * campaign's observed run time once known:
+ * datc_ledger_runtime_estimate_ms), marks them running on
  * `agent` with the next attempt, journals one record for all, and encodes
  * them as the task list of a TASKS frame into `frame` (header included).
  * Returns how many. */
@@ -160,7 +163,8 @@ gboolean datc_ledger_proxy_connected (DatcLedger *ledger, const char *site, cons
  * each site: event is "submitted", "ended" or "cancelled". */
 void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
                         const char *job_id, const char *event);
-/* Proxies submitted and not ended, as site\tproxy\tjob_id strings. */
+/* Proxies submitted and not seen ended (cancelled ones included), as
+ * site\tproxy\tjob_id strings. */
 GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);
 
 /* Adds the tasks in `data` (a task file's content, `name` for messages)

@@ -12,7 +12,7 @@
 #define DEGRADED_AFTER 3
 #define MAX_BACKOFF_MS 60000u
 
-typedef struct {
+typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's */
   DatcProxyState state;
@@ -24,10 +24,14 @@ typedef struct {
   gboolean connected;      /* its agent said HELLO at least once, to any master */
   gboolean online;         /* its agent is connected now */
   gboolean expiring;       /* near its walltime: its replacement may be submitted */
-  gboolean replaced;       /* expiring, and its replacement was submitted */
+  /* Replacement links, both cleared when either ends: while the proxy a
+   * replacement replaces is alive, the replacement is not replaced in
+   * turn (at most two generations overlap). */
+  struct Proxy *replaces, *replaced_by;
   gboolean cancelling;     /* cancelled by us, waiting to see it end */
   gboolean start_traced;   /* proxy_started is in the trace */
   guint32 free, running;   /* its agent's load, when online */
+  gboolean starved;        /* its agent has free slots but no queued task fits its time left */
 } Proxy;
 
 typedef enum {
@@ -46,6 +50,8 @@ typedef struct {
   gint64 next_poll_us, next_submit_us;
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
+  guint cancel_failures;   /* cancels that failed in a row */
+  gint64 next_cancel_us;   /* backoff after a failed cancel */
   guint early_deaths;      /* proxies that ended before their agent connected, in a row */
   guint early_deaths_total, submitted_total, cancelled_total;
   guint64 n_submit, n_poll, n_cancel, n_put;  /* commands issued to the site */
@@ -55,7 +61,7 @@ typedef struct {
   guint n_waits;
   guint serial;
   /* Filled by observe() for the plan. */
-  guint64 free_running;    /* free slots of agents not near their walltime */
+  guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
   guint64 running_expiring;/* tasks running on agents near their walltime */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
   guint alive;             /* proxies counted against max_proxies */
@@ -408,10 +414,17 @@ trace_started (DatcProvisioner *p, SiteState *s, Proxy *x, const char *seen_by, 
 static void
 proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
 {
+  if (x->replaces != NULL)
+    x->replaces->replaced_by = NULL;
+  if (x->replaced_by != NULL)
+    x->replaced_by->replaces = NULL;
+  x->replaces = x->replaced_by = NULL;
   guint64 task = datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
   if (task != 0)
     datc_ledger_release (p->ledger, task);
-  if (!x->connected && !x->cancelling)
+  /* An adopted proxy (an earlier master's, submitted_us 0) may well die
+   * without connecting: its agent was told the old master's endpoint. */
+  if (!x->connected && !x->cancelling && x->submitted_us > 0)
     {
       s->early_deaths++;
       s->early_deaths_total++;
@@ -471,12 +484,14 @@ poll_site (DatcProvisioner *p, SiteState *s)
 
 /* ---- cancel --------------------------------------------------------- */
 
-/* Cancels the given proxies of one site in one command. */
-static void
+/* Cancels the given proxies of one site in one command.  A failed cancel
+ * backs the site's cancels off (1 s doubling to 60 s) so an unreachable
+ * login node is not asked on every tick. */
+static gboolean
 cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
 {
   if (which->len == 0)
-    return;
+    return TRUE;
   g_autoptr (GPtrArray) ids = g_ptr_array_new ();
   for (guint i = 0; i < which->len; i++)
     g_ptr_array_add (ids, ((Proxy *) which->pdata[i])->job_id);
@@ -485,12 +500,18 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
   s->n_cancel++;
   if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
     {
-      g_warning ("site %s: could not cancel proxies: %s", s->spec->name, error->message);
-      return;
+      s->cancel_failures++;
+      s->next_cancel_us = g_get_monotonic_time () + backoff_us (s->cancel_failures);
+      g_warning ("site %s: could not cancel proxies (%u in a row): %s", s->spec->name,
+                 s->cancel_failures, error->message);
+      return FALSE;
     }
+  s->cancel_failures = 0;
   for (guint i = 0; i < which->len; i++)
     {
       Proxy *x = which->pdata[i];
+      if (x->cancelling)
+        continue;          /* asked again: it did not end after the first time */
       x->cancelling = TRUE;
       s->cancelled_total++;
       datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
@@ -499,6 +520,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
     }
   /* See them end soon. */
   s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
+  return TRUE;
 }
 
 /* Proxies whose agent has not connected (queued, or starting): the work
@@ -507,6 +529,8 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
 static void
 cancel_pending (DatcProvisioner *p, SiteState *s)
 {
+  if (g_get_monotonic_time () < s->next_cancel_us)
+    return;
   g_autoptr (GPtrArray) which = g_ptr_array_new ();
   for (guint i = 0; i < s->proxies->len; i++)
     {
@@ -601,6 +625,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       x->connected = x->connected || x->online;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
       x->running = l ? (guint32) l->running : 0;
+      x->starved = l != NULL && l->starved;
       x->expiring = is_expiring (s, x, now_real);
 
       if (x->cancelling)
@@ -608,12 +633,17 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
           s->alive++;
           continue;
         }
-      /* An expiring proxy makes room for one replacement, once. */
-      if (!x->expiring || x->replaced)
+      /* An expiring proxy makes room for its replacement: it no longer
+       * counts against max_proxies, its replacement does in its place.
+       * Not a replacement whose own predecessor is still there. */
+      if (!x->expiring || x->replaces != NULL)
         s->alive++;
       if (x->online && x->expiring)
         s->running_expiring += x->running;
-      else if (x->online)
+      else if (x->online && !x->starved)
+        /* Slots where no queued task fits are no room for the work: counting
+         * them would keep other sites from getting proxies while these
+         * idle to their walltime and are replaced by more of the same. */
         s->free_running += x->free;
       else if (!x->connected && !x->expiring)
         s->coming += x->slots;
@@ -622,20 +652,22 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 
 /* ---- plans ---------------------------------------------------------- */
 
-/* A proxy was just submitted: it counts against max_proxies, and it is
- * the replacement of the oldest expiring proxy that had none, which then
- * counts again. */
+/* A proxy was just submitted (the last of the site's): it counts against
+ * max_proxies, and it replaces the oldest expiring proxy that made room
+ * and has no replacement yet.  Every such proxy gets its own: proxies
+ * that started together are all replaced ahead of time. */
 static void
 count_submitted (SiteState *s)
 {
   s->alive++;
-  for (guint i = 0; i < s->proxies->len; i++)
+  Proxy *fresh = s->proxies->pdata[s->proxies->len - 1];
+  for (guint i = 0; i + 1 < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      if (x->expiring && !x->replaced && !x->cancelling)
+      if (x->expiring && x->replaces == NULL && x->replaced_by == NULL && !x->cancelling)
         {
-          x->replaced = TRUE;
-          s->alive++;
+          x->replaced_by = fresh;
+          fresh->replaces = x;
           return;
         }
     }
@@ -787,12 +819,12 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   gint64 cancel_at = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
-  gboolean cancelled = FALSE;
   gulong wait_us = 2000;
 
   /* Agents were told BYE: most proxies end on their own within
    * milliseconds.  Poll with growing waits; cancel what is still there
-   * after two seconds. */
+   * after two seconds, and again every five while anything is left (a
+   * cancel that failed, or one the scheduler did not act on). */
   for (;;)
     {
       for (guint i = 0; i < p->sites->len; i++)
@@ -805,7 +837,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
       gint64 now = g_get_monotonic_time ();
       if (now >= deadline)
         break;
-      if (!cancelled && now >= cancel_at)
+      if (now >= cancel_at)
         {
           for (guint i = 0; i < p->sites->len; i++)
             {
@@ -815,7 +847,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
                 g_ptr_array_add (which, s->proxies->pdata[j]);
               cancel_proxies (p, s, which, "the campaign ended");
             }
-          cancelled = TRUE;
+          cancel_at = now + 5 * G_USEC_PER_SEC;
         }
       g_usleep (wait_us);
       wait_us = MIN (wait_us * 2, 200000ul);

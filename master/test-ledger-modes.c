@@ -22,7 +22,7 @@ typedef struct {
 } Fixture;
 
 static void
-setup (Fixture *f, guint n, const char *line)
+setup_as (Fixture *f, guint n, const char *line, DatcTaskFileFormat format)
 {
   g_autoptr (GError) error = NULL;
   f->dir = g_dir_make_tmp ("datc-ledger-XXXXXX", &error);
@@ -32,12 +32,18 @@ setup (Fixture *f, guint n, const char *line)
     g_string_append_printf (text, "%s\n", line);
   f->bag = datc_bag_new ();
   g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len,
-                                     DATC_TASKFILE_LINES, &error));
+                                     format, &error));
   DatcLedgerOptions o = { 0 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
   f->agent = datc_ledger_agent (f->ledger, "agent-1", "site", "proxy-1", "host");
   f->frame = g_byte_array_new ();
+}
+
+static void
+setup (Fixture *f, guint n, const char *line)
+{
+  setup_as (f, n, line, DATC_TASKFILE_LINES);
 }
 
 static void
@@ -209,6 +215,53 @@ test_observed_runtime (void)
   teardown (&f);
 }
 
+/* The observed estimate is a bucket's top (up to 19 % above what tasks
+ * took) and the 90th percentile of every task: tasks that ran fine in a
+ * fresh agent's whole working life can be "expected" not to fit in it.
+ * Keeping them from a fresh agent would leave it idle until its walltime,
+ * then from its replacement, for ever; so for an agent that has not been
+ * handed anything yet only a task's own est_runtime counts. */
+static void
+test_observed_runtime_never_starves_fresh_agent (void)
+{
+  Fixture f;
+  setup (&f, 40, "true");
+  g_autoptr (GArray) first = dispatch (&f, 0, 20, G_MAXUINT64, NULL);
+  for (guint i = 0; i < first->len; i++)
+    finish (&f, g_array_index (first, guint64, i), 4100);
+  guint64 est = datc_ledger_runtime_estimate_ms (f.ledger);
+  g_assert_cmpuint (est, >, 4900);
+
+  /* A fresh agent with 4.9 s of working life, where each of these took 4.1 s. */
+  g_byte_array_set_size (f.frame, 0);
+  DatcDispatchRequest req = {
+    .agent = f.agent, .max = 5, .budget_ms = 4900, .fresh = TRUE,
+  };
+  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.frame), ==, 5);
+  g_assert_cmpuint (req.deferred, ==, 0);
+  /* An agent that has worked still keeps the estimate. */
+  guint deferred = 0;
+  g_autoptr (GArray) none = dispatch (&f, 0, 5, 4900, &deferred);
+  g_assert_cmpuint (none->len, ==, 0);
+  g_assert_cmpuint (deferred, >, 0);
+  teardown (&f);
+}
+
+/* A task's own est_runtime keeps it even from a fresh agent. */
+static void
+test_own_estimate_binds_fresh_agent (void)
+{
+  Fixture f;
+  setup_as (&f, 3, "{\"sh\": \"true\", \"est_runtime\": 60}", DATC_TASKFILE_JSONL);
+  g_byte_array_set_size (f.frame, 0);
+  DatcDispatchRequest req = {
+    .agent = f.agent, .max = 3, .budget_ms = 30000, .fresh = TRUE,
+  };
+  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.frame), ==, 0);
+  g_assert_cmpuint (req.deferred, ==, 3);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -217,5 +270,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/hold-release", test_hold_release);
   g_test_add_func ("/ledger/held-then-cancelled", test_held_then_cancelled);
   g_test_add_func ("/ledger/observed-runtime", test_observed_runtime);
+  g_test_add_func ("/ledger/observed-runtime-never-starves-a-fresh-agent",
+                   test_observed_runtime_never_starves_fresh_agent);
+  g_test_add_func ("/ledger/own-estimate-binds-a-fresh-agent", test_own_estimate_binds_fresh_agent);
   return g_test_run ();
 }

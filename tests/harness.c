@@ -1,5 +1,6 @@
 /* harness.c: see harness.h. */
 #include "harness.h"
+#include "testbed.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -240,6 +241,45 @@ tb_results (const char *campaign_dir)
       g_hash_table_insert (out, id, json_object_ref (o));
     }
   return out;
+}
+
+GPtrArray *
+tb_trace (const char *campaign_dir)
+{
+  g_autofree gchar *path = g_build_filename (campaign_dir, "trace.jsonl", NULL);
+  g_autofree gchar *text = NULL;
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) json_object_unref);
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return out;
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  /* The last element follows the last newline: empty, or a line being written. */
+  for (guint i = 0; lines[i] != NULL && lines[i + 1] != NULL; i++)
+    {
+      g_autoptr (GError) error = NULL;
+      json_parser_load_from_data (parser, lines[i], -1, &error);
+      g_assert_no_error (error);
+      JsonNode *root = json_parser_get_root (parser);
+      g_assert_true (JSON_NODE_HOLDS_OBJECT (root));
+      g_ptr_array_add (out, json_object_ref (json_node_get_object (root)));
+    }
+  return out;
+}
+
+JsonObject *
+tb_status (const char *campaign_dir)
+{
+  /* timeout(1): a master that stops answering must not hang the test. */
+  const char *argv[] = { "timeout", "30", tb_datc (), "status", "--json", campaign_dir, NULL };
+  int status;
+  g_autofree gchar *out = tb_capture (argv, &status);
+  if (status != 0)
+    return NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, out, -1, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return NULL;
+  return json_object_ref (json_node_get_object (json_parser_get_root (parser)));
 }
 
 guint64

@@ -53,6 +53,13 @@ gboolean tb_await (gboolean (*cond) (gpointer), gpointer data, guint timeout_s);
 /* results.jsonl as id -> JsonObject (ref'd).  Fails the test on an id seen
  * twice or an unreadable line. */
 GHashTable *tb_results (const char *campaign_dir);
+/* DIR/trace.jsonl as JsonObjects (ref'd), in file order; a torn last
+ * line (the master writing it) is left out; any other bad line fails the
+ * test (transfer full). */
+GPtrArray *tb_trace (const char *campaign_dir);
+/* `datc status --json DIR` (live through the control socket while the
+ * master runs); NULL when it fails (transfer full). */
+JsonObject *tb_status (const char *campaign_dir);
 /* Number of lines of a file (0 if it does not exist). */
 guint64 tb_count_lines (const char *path);
 

@@ -13,75 +13,15 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "testbed.h"
 
 static gchar *slurm_dir, *sge_dir;
-
-static const char *
-testbed (void)
-{
-  const char *p = g_getenv ("DATC_TESTBED");
-  g_assert_nonnull (p);
-  return p;
-}
-
-static gboolean
-script (const char *name, const char *const *args, gchar **out)
-{
-  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_ptr_array_add (argv, g_strdup ("bash"));
-  g_ptr_array_add (argv, g_build_filename (testbed (), name, NULL));
-  for (guint i = 0; args && args[i]; i++)
-    g_ptr_array_add (argv, g_strdup (args[i]));
-  g_ptr_array_add (argv, NULL);
-  gint status = -1;
-  g_autofree gchar *err = NULL;
-  g_autoptr (GError) error = NULL;
-  if (!g_spawn_sync (NULL, (gchar **) argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, out,
-                     &err, &status, &error)
-      || !g_spawn_check_wait_status (status, NULL))
-    {
-      g_printerr ("# %s failed: %s\n%s\n", name, error ? error->message : "", err ? err : "");
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* DIR/env (KEY=VALUE lines) into our environment, for the master and the
- * scheduler commands it runs. */
-static void
-load_env (const char *dir)
-{
-  g_autofree gchar *path = g_build_filename (dir, "env", NULL);
-  g_autofree gchar *text = NULL;
-  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
-  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i]; i++)
-    {
-      char *eq = strchr (lines[i], '=');
-      if (eq == NULL)
-        continue;
-      *eq = '\0';
-      g_setenv (g_strstrip (lines[i]), eq + 1, TRUE);
-    }
-}
-
-static gchar *
-run_capture (const char *cmd)
-{
-  gchar *out = NULL;
-  g_autoptr (GError) error = NULL;
-  gint status;
-  const char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-  g_spawn_sync (NULL, (gchar **) argv, NULL, 0, NULL, NULL, &out, NULL, &status, &error);
-  g_assert_no_error (error);
-  return out ? out : g_strdup ("");
-}
 
 static void
 campaign_across_clusters (void)
 {
-  load_env (slurm_dir);
-  load_env (sge_dir);
+  g_assert_true (tb_env_load (slurm_dir));
+  g_assert_true (tb_env_load (sge_dir));
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autoptr (GString) tasks = g_string_new (NULL);
   for (guint i = 1; i <= 120; i++)
@@ -137,9 +77,14 @@ campaign_across_clusters (void)
       }
 
   /* Nothing of the campaign is left queued or running anywhere. */
-  g_autofree gchar *sq = run_capture ("squeue -h -o '%j %T'");
+  int sq_status, qs_status;
+  const char *squeue[] = { "squeue", "-h", "-o", "%j %T", NULL };
+  g_autofree gchar *sq = tb_capture (squeue, &sq_status);
+  g_assert_cmpint (sq_status, ==, 0);
   g_assert_null (strstr (sq, "datc-"));
-  g_autofree gchar *qs = run_capture ("qstat -u '*'");
+  const char *qstat[] = { "qstat", "-u", "*", NULL };
+  g_autofree gchar *qs = tb_capture (qstat, &qs_status);
+  g_assert_cmpint (qs_status, ==, 0);
   g_assert_cmpstr (g_strstrip (qs), ==, "");
   g_autoptr (GArray) left = tb_find_agents (dir);
   g_assert_cmpuint (left->len, ==, 0);
@@ -152,8 +97,8 @@ campaign_across_clusters (void)
 static void
 sites_check_queues (void)
 {
-  load_env (slurm_dir);
-  load_env (sge_dir);
+  g_assert_true (tb_env_load (slurm_dir));
+  g_assert_true (tb_env_load (sge_dir));
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
@@ -226,11 +171,11 @@ main (int argc, char **argv)
     {
       const char *s_args[] = { "--cluster", "datcbatch", slurm_dir, NULL };
       const char *g_args[] = { "--wait", "120", sge_dir, NULL };
-      if (!script ("slurm-up.sh", s_args, NULL) || !script ("sge-up.sh", g_args, NULL))
+      if (!tb_script ("slurm-up.sh", s_args, NULL) || !tb_script ("sge-up.sh", g_args, NULL))
         {
           const char *down_s[] = { slurm_dir, NULL }, *down_g[] = { sge_dir, NULL };
-          script ("slurm-down.sh", down_s, NULL);
-          script ("sge-down.sh", down_g, NULL);
+          tb_script ("slurm-down.sh", down_s, NULL);
+          tb_script ("sge-down.sh", down_g, NULL);
           g_error ("the Slurm or Grid Engine test bed did not come up");
         }
     }
@@ -241,7 +186,7 @@ main (int argc, char **argv)
   if (parent)
     {
       const char *down_s[] = { slurm_dir, NULL }, *down_g[] = { sge_dir, NULL };
-      if (!script ("slurm-down.sh", down_s, NULL) || !script ("sge-down.sh", down_g, NULL))
+      if (!tb_script ("slurm-down.sh", down_s, NULL) || !tb_script ("sge-down.sh", down_g, NULL))
         rc = 1;
     }
   return rc;

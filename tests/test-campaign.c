@@ -320,6 +320,45 @@ test_agent_sigterm_drains (void)
   agent_interrupted (SIGTERM);
 }
 
+static gboolean
+file_exists (gpointer path)
+{
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+/* An agent that drains gives its tasks back once: the master sends it
+ * nothing more on what was left of its credit (it used to send the
+ * requeued tasks straight back, burning an attempt each round trip).
+ * The tasks are slow on their first attempt only. */
+static void
+test_drained_tasks_are_not_sent_back (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  for (guint i = 1; i <= 2; i++)
+    g_string_append_printf (tasks, "if [ -e %s/started.%u ]; then exit 0; fi; "
+                            "touch %s/started.%u; sleep 60\n", d->path, i, d->path, i);
+  g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "1",
+                         "--local-slots", "2", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  for (guint i = 1; i <= 2; i++)
+    {
+      g_autofree gchar *mark = g_strdup_printf ("%s/started.%u", d->path, i);
+      g_assert_true (tb_await (file_exists, mark, 30));
+    }
+  g_autoptr (GArray) agents = tb_find_agents (dir);
+  g_assert_cmpuint (agents->len, ==, 1);
+  g_assert_cmpint (g_array_index (agents, int, 0), >, 1);
+  kill (g_array_index (agents, int, 0), SIGTERM);
+
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  guint max_attempt;
+  check_complete (dir, 2, &max_attempt);
+  g_assert_cmpuint (max_attempt, ==, 2);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -337,5 +376,7 @@ main (int argc, char **argv)
   g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
   g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);
   g_test_add_func ("/campaign/agent-sigterm-drains-and-tasks-rerun", test_agent_sigterm_drains);
+  g_test_add_func ("/campaign/drained-tasks-are-not-sent-back-to-the-draining-agent",
+                   test_drained_tasks_are_not_sent_back);
   return g_test_run ();
 }

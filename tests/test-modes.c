@@ -59,20 +59,27 @@ event_time (GPtrArray *trace, const char *event)
 }
 
 static gchar *
-run_campaign (TbDir *d, const char *name, const char *sites, const char *tasks,
-              const char *mode, int want_status)
+run_campaign_within (TbDir *d, const char *name, const char *sites, const char *tasks,
+                     const char *mode, int want_status, guint timeout_s)
 {
   gchar *dir = g_build_filename (d->path, name, NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", mode,
                          tasks, NULL };
   g_autofree gchar *err = NULL;
-  int status = tb_run (d, argv, 180, &err);
+  int status = tb_run (d, argv, timeout_s, &err);
   if (status != want_status)
     g_printerr ("%s", err);
   g_assert_cmpint (status, ==, want_status);
   g_autoptr (GArray) left = tb_find_agents (dir);
   g_assert_cmpuint (left->len, ==, 0);
   return dir;
+}
+
+static gchar *
+run_campaign (TbDir *d, const char *name, const char *sites, const char *tasks,
+              const char *mode, int want_status)
+{
+  return run_campaign_within (d, name, sites, tasks, mode, want_status, 180);
 }
 
 static gchar *
@@ -251,6 +258,49 @@ test_walltime_generations (void)
   g_assert_cmpuint (count_events (trace, "agent_lost", NULL), ==, 0);
 }
 
+/* Real time of the n-th (from 1) proxy_submitted event of `site`, 0 if none. */
+static gint64
+nth_submit_time (GPtrArray *trace, const char *site, guint n)
+{
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (g_str_equal (str_member (o, "event"), "proxy_submitted")
+          && g_str_equal (str_member (o, "site"), site) && --n == 0)
+        return json_object_get_int_member (o, "time");
+    }
+  return 0;
+}
+
+/* Two proxies that start together come near their walltime together: each
+ * makes room for its own replacement, so both replacements are submitted
+ * at once (within the second their walltime ends may differ by), not one
+ * of them only once the first replacement itself nears its end (half its
+ * life, over 2 s here) while the other's slots go missing. */
+static void
+test_every_expiring_proxy_replaced (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= 140; i++)
+    g_string_append (t, "sleep 0.2\n");
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "max_proxies = 2\nwalltime = 8s\n");
+  g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "pull", 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 140);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+  gint64 third = nth_submit_time (trace, "short", 3), fourth = nth_submit_time (trace, "short", 4);
+  g_assert_cmpint (third, >, 0);
+  g_assert_cmpint (fourth, >, 0);
+  g_assert_cmpint (fourth - third, <, 3 * G_USEC_PER_SEC / 2);
+  g_assert_cmpuint (max_alive (trace, "short"), >=, 4);
+  g_assert_cmpuint (count_events (trace, "agent_lost", NULL), ==, 0);
+}
+
 /* ---- degraded ------------------------------------------------------- */
 
 typedef struct {
@@ -387,13 +437,43 @@ test_pending_cancelled_when_work_fits (void)
   g_assert_cmpuint (count_events (trace, "site_degraded", "stuck"), ==, 0);
 }
 
+/* ---- agents nothing fits ------------------------------------------ */
+
+/* The first site's agents end too soon for any task (est_runtime 120 s,
+ * walltime 40 s); their free slots are no room for the work, so the
+ * second site, without walltime, gets a proxy at once and runs it all,
+ * instead of the first site's fresh agents idling to their walltime and
+ * being replaced by more of the same. */
+static void
+test_slots_nothing_fits_are_not_capacity (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *tasks = tb_write (d, "t.jsonl",
+                                      "{\"sh\": \"echo one\", \"est_runtime\": 120}\n"
+                                      "{\"sh\": \"echo two\", \"est_runtime\": 120}\n");
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site short]\nscheduler = fork\nslots_per_proxy = 4\n"
+                                      "max_proxies = 1\nwalltime = 40s\n\n"
+                                      "[site long]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "max_proxies = 1\n");
+  /* Well before the short site's first agent would reach its walltime. */
+  g_autofree gchar *dir = run_campaign_within (d, "c", sites, tasks, "pull", 0, 25);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 2);
+  g_assert_cmpuint (results_at (res, "long"), ==, 2);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/modes/same-results-in-pull-static-direct", test_same_results_in_every_mode);
   g_test_add_func ("/modes/walltime-generations", test_walltime_generations);
+  g_test_add_func ("/modes/every-expiring-proxy-replaced", test_every_expiring_proxy_replaced);
   g_test_add_func ("/modes/degraded-sites", test_degraded_sites);
   g_test_add_func ("/modes/pending-cancelled-when-work-fits", test_pending_cancelled_when_work_fits);
+  g_test_add_func ("/modes/slots-nothing-fits-are-not-capacity",
+                   test_slots_nothing_fits_are_not_capacity);
   return g_test_run ();
 }

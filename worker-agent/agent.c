@@ -33,6 +33,7 @@ static G_DEFINE_QUARK (datc-agent-error-quark, datc_agent_error)
 #define RESULT_FRAME_BUDGET (DATC_FRAME_MAX / 2)
 
 typedef struct {
+  DatcTaskKey key;      /* the table's key points here */
   DatcResult *result;
   gint64 sent_us;       /* 0: never sent */
 } Unacked;
@@ -40,6 +41,8 @@ typedef struct {
 typedef struct {
   const DatcAgentOptions *o;
   void *ctx, *sock;
+  int zfd;                  /* the socket's ZMQ_FD: its mailbox has news */
+  gboolean zmq_used;        /* the socket was used since it was last asked */
   int sfd;
   DatcRunner *runner;
   gchar *agent_id, *host;
@@ -51,9 +54,10 @@ typedef struct {
   guint64 received, limit_sent;
 
   GQueue queue;             /* DatcTask* received, not started */
-  GHashTable *unacked;      /* "id/attempt" -> Unacked* */
+  GHashTable *unacked;      /* DatcTaskKey* -> Unacked* */
   GPtrArray *outbox;        /* DatcResult* (owned by unacked) to send */
   gint64 outbox_since_us;   /* when the oldest of them joined (0: empty) */
+  gint64 task_us;           /* recent run time of a task (moving average; 0: none yet) */
 
   gint64 last_master_us;    /* last frame from the master */
   gint64 next_hello_us;
@@ -78,10 +82,18 @@ work_end_us (const DatcAgentOptions *o)
   return o->walltime_end_us - (gint64) (o->kill_grace_ms + 1000) * 1000;
 }
 
-static gchar *
-key_of (guint64 id, guint32 attempt)
+static guint
+key_hash (gconstpointer p)
 {
-  return g_strdup_printf ("%" G_GUINT64_FORMAT "/%u", id, attempt);
+  const DatcTaskKey *k = p;
+  return g_int64_hash (&k->id) ^ (k->attempt * 2654435761u);
+}
+
+static gboolean
+key_equal (gconstpointer a, gconstpointer b)
+{
+  const DatcTaskKey *x = a, *y = b;
+  return x->id == y->id && x->attempt == y->attempt;
 }
 
 static void
@@ -97,8 +109,27 @@ send_msg (Agent *a, const DatcMsg *m)
 {
   g_byte_array_set_size (a->buf, 0);
   datc_msg_encode (m, a->buf);
+  a->zmq_used = TRUE;
   if (zmq_send (a->sock, a->buf->data, a->buf->len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN)
     g_debug ("send %s: %s", datc_msg_type_name (m->type), zmq_strerror (errno));
+}
+
+/* ZMQ_FD turns readable when the socket's mailbox has news, not when a
+ * message waits, and any call on the socket (a send) may take that news
+ * without reading the message.  So before sleeping the socket itself is
+ * asked, but only if it was used since: then one poll() over plain fds does
+ * what zmq_poll() does with two polls and two questions per turn. */
+static gboolean
+zmq_has_input (Agent *a)
+{
+  if (!a->zmq_used)
+    return FALSE;
+  a->zmq_used = FALSE;
+  int events = 0;
+  size_t len = sizeof events;
+  if (zmq_getsockopt (a->sock, ZMQ_EVENTS, &events, &len) != 0)
+    return TRUE; /* let receive() find out */
+  return (events & ZMQ_POLLIN) != 0;
 }
 
 /* ---- HELLO and credit ----------------------------------------------- */
@@ -138,11 +169,41 @@ send_hello (Agent *a)
   send_msg (a, m);
 }
 
+/* Without --prefetch: enough tasks queued to keep every slot busy for
+ * PREFETCH_COVER_US at the recent task length, so that a master that
+ * answers late (a round trip to a distant site, a journal sync) leaves no
+ * slot idle, and a short task costs a small fraction of a message each way.
+ * Never below the default floor, and never above PREFETCH_AUTO_MAX: a task
+ * queued here is one another agent cannot take. */
+#define PREFETCH_COVER_US (20 * 1000)
+#define PREFETCH_AUTO_MAX 256
+
+static guint64
+prefetch (Agent *a)
+{
+  guint64 floor = a->o->prefetch;
+  if (!a->o->prefetch_auto || a->task_us <= 0)
+    return floor;
+  guint64 cover = (guint64) a->o->slots * PREFETCH_COVER_US / (guint64) a->task_us;
+  return MAX (floor, MIN (cover, PREFETCH_AUTO_MAX));
+}
+
+/* A task that ran tells how long tasks take here now. */
+static void
+learn_task_length (Agent *a, const DatcResult *r)
+{
+  if (r->status != DATC_STATUS_EXITED && r->status != DATC_STATUS_SIGNALED
+      && r->status != DATC_STATUS_TIMEOUT)
+    return;
+  gint64 us = MAX (r->finished_us - r->started_us, 1);
+  a->task_us = a->task_us > 0 ? (7 * a->task_us + us) / 8 : us;
+}
+
 /* How many tasks one CREDIT asks for, at least. */
 static guint64
 credit_batch (Agent *a)
 {
-  return MAX (1u, a->o->prefetch / 2);
+  return MAX (1u, prefetch (a) / 2);
 }
 
 /* Results wait to go out with the next credit, at most this long. */
@@ -154,7 +215,7 @@ send_credit (Agent *a)
   if (!a->welcomed || a->draining)
     return;
   guint64 busy = datc_runner_running (a->runner) + a->queue.length;
-  guint64 capacity = (guint64) a->o->slots + a->o->prefetch;
+  guint64 capacity = (guint64) a->o->slots + prefetch (a);
   guint64 want = capacity > busy ? capacity - busy : 0;
   guint64 limit = a->received + want;
   if (limit <= a->limit_sent)
@@ -212,7 +273,9 @@ add_result (Agent *a, DatcResult *r)
   fit_message (r);
   Unacked *u = g_new0 (Unacked, 1);
   u->result = r;
-  g_hash_table_replace (a->unacked, key_of (r->id, r->attempt), u);
+  u->key.id = r->id;
+  u->key.attempt = r->attempt;
+  g_hash_table_replace (a->unacked, &u->key, u);
   g_ptr_array_add (a->outbox, r);
 }
 
@@ -259,8 +322,8 @@ send_results (Agent *a)
           bytes += sz;
           /* The message borrows the results: they stay owned by unacked. */
           g_ptr_array_add (m->u.results.results, r);
-          g_autofree gchar *k = key_of (r->id, r->attempt);
-          Unacked *u = g_hash_table_lookup (a->unacked, k);
+          DatcTaskKey k = { r->id, r->attempt };
+          Unacked *u = g_hash_table_lookup (a->unacked, &k);
           if (u != NULL)
             u->sent_us = now;
           i++;
@@ -402,8 +465,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
       for (guint i = 0; i < m->u.keys->len; i++)
         {
           DatcTaskKey *k = &g_array_index (m->u.keys, DatcTaskKey, i);
-          g_autofree gchar *key = key_of (k->id, k->attempt);
-          g_hash_table_remove (a->unacked, key);
+          g_hash_table_remove (a->unacked, k);
         }
       break;
     case DATC_MSG_CANCEL:
@@ -457,6 +519,8 @@ on_frame (Agent *a, const guint8 *data, gsize len)
     }
 }
 
+/* Reads until the socket says EAGAIN (which also empties its mailbox, so
+ * ZMQ_FD will signal the next news), or a turn's worth of frames. */
 static void
 receive (Agent *a)
 {
@@ -472,6 +536,8 @@ receive (Agent *a)
       on_frame (a, zmq_msg_data (&msg), zmq_msg_size (&msg));
       zmq_msg_close (&msg);
     }
+  /* Stopped early: more may wait behind a quiet fd. */
+  a->zmq_used = TRUE;
 }
 
 /* ---- setup ---------------------------------------------------------- */
@@ -549,7 +615,7 @@ datc_agent_run (const DatcAgentOptions *o)
   a.timeout_ms = 30000;
   a.hello_backoff_ms = 5;
   a.buf = g_byte_array_new ();
-  a.unacked = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, unacked_free);
+  a.unacked = g_hash_table_new_full (key_hash, key_equal, NULL, unacked_free);
   a.outbox = g_ptr_array_new ();
   g_queue_init (&a.queue);
   a.host = g_strdup (g_get_host_name ());
@@ -581,8 +647,12 @@ datc_agent_run (const DatcAgentOptions *o)
       return 3;
     }
   a.ctx = zmq_ctx_new ();
-  if (!open_socket (&a, &error))
+  size_t zfd_len = sizeof a.zfd;
+  if (!open_socket (&a, &error)
+      || zmq_getsockopt (a.sock, ZMQ_FD, &a.zfd, &zfd_len) != 0)
     {
+      if (error == NULL)
+        g_set_error (&error, DATC_AGENT_ERROR, 0, "ZMQ_FD: %s", zmq_strerror (errno));
       g_printerr ("datc-agent: %s\n", error->message);
       if (a.sock)
         zmq_close (a.sock);
@@ -619,30 +689,40 @@ datc_agent_run (const DatcAgentOptions *o)
       if (timeout < 0)
         timeout = 0;
 
-      zmq_pollitem_t items[3] = {
-        { a.sock, 0, ZMQ_POLLIN, 0 },
-        { NULL, datc_runner_get_fd (a.runner), ZMQ_POLLIN, 0 },
-        { NULL, a.sfd, ZMQ_POLLIN, 0 },
+      gboolean input = zmq_has_input (&a);
+      if (input)
+        timeout = 0;
+      struct pollfd fds[3] = {
+        { a.zfd, POLLIN, 0 },
+        { datc_runner_get_fd (a.runner), POLLIN, 0 },
+        { a.sfd, POLLIN, 0 },
       };
-      if (zmq_poll (items, 3, timeout) < 0 && errno != EINTR)
+      if (poll (fds, 3, (int) MIN (timeout, (long) G_MAXINT)) < 0 && errno != EINTR)
         {
-          g_printerr ("datc-agent: zmq_poll: %s\n", zmq_strerror (errno));
+          g_printerr ("datc-agent: poll: %s\n", g_strerror (errno));
           a.status = 3;
           break;
         }
       now = g_get_monotonic_time ();
 
       struct signalfd_siginfo si;
-      while (read (a.sfd, &si, sizeof si) == sizeof si)
-        drain (&a, strsignal ((int) si.ssi_signo), FALSE);
+      if (fds[2].revents != 0)
+        while (read (a.sfd, &si, sizeof si) == sizeof si)
+          drain (&a, strsignal ((int) si.ssi_signo), FALSE);
 
       if (o->walltime_end_us > 0 && !a.draining && g_get_real_time () >= work_end_us (o))
         drain (&a, "walltime is ending", FALSE);
 
-      receive (&a);
-      datc_runner_dispatch (a.runner, finished);
+      if (input || fds[0].revents != 0)
+        receive (&a);
+      /* The runner has news when its fd says so, or a deadline of its is due. */
+      if (fds[1].revents != 0 || datc_runner_next_timeout_ms (a.runner) == 0)
+        datc_runner_dispatch (a.runner, finished);
       for (guint i = 0; i < finished->len; i++)
-        add_result (&a, finished->pdata[i]);
+        {
+          learn_task_length (&a, finished->pdata[i]);
+          add_result (&a, finished->pdata[i]);
+        }
       g_ptr_array_set_size (finished, 0);
       start_tasks (&a);
 

@@ -393,14 +393,16 @@ test_spawn_child_inherits_only_stdio (Fixture *f, gconstpointer data)
 static void
 test_spawn_child_has_default_signals (Fixture *f, gconstpointer data)
 {
-  /* Like the agent: signals blocked for a signalfd, SIGPIPE ignored. */
+  /* Like the agent: signals blocked for a signalfd, SIGPIPE ignored; and
+   * an uncommon signal ignored after the runner was made. */
   sigset_t block, old;
   sigemptyset (&block);
   sigaddset (&block, SIGTERM);
   sigaddset (&block, SIGCHLD);
   sigprocmask (SIG_BLOCK, &block, &old);
-  struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
+  struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe, old_prof;
   sigaction (SIGPIPE, &ign, &old_pipe);
+  sigaction (SIGPROF, &ign, &old_prof);
 
   g_autoptr (DatcTask) task = g_new0 (DatcTask, 1);
   task->id = 1;
@@ -410,6 +412,7 @@ test_spawn_child_has_default_signals (Fixture *f, gconstpointer data)
   run_until_results (f, 1);
 
   sigaction (SIGPIPE, &old_pipe, NULL);
+  sigaction (SIGPROF, &old_prof, NULL);
   sigprocmask (SIG_SETMASK, &old, NULL);
 
   DatcResult *r = g_ptr_array_index (f->results, 0);
