@@ -236,7 +236,7 @@ main (int argc, char **argv)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *root = g_strdup_printf ("/tmp/datc-bench-sites-%d", (int) getpid ());
   gint64 t0 = g_get_monotonic_time ();
-  g_autoptr (MsBed) bed = ms_bed_up (g_getenv ("DATC_TESTBED"), root, &error);
+  g_autoptr (MsBed) bed = ms_bed_up (root, &error);
   if (bed == NULL)
     die ("test bed", error);
   g_printerr ("bench-sites: test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,

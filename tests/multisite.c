@@ -1,8 +1,11 @@
 /* multisite.c: the multi-site test bed (see multisite.h) driven through
  * the tests/testbed/ scripts, and readers for what a campaign leaves.
- * Every step is one script run with a deadline-free g_spawn_sync: the
- * scripts bound their own waits. */
+ * Every step is one script (testbed.c's tb_script, from $DATC_TESTBED)
+ * run with a deadline-free g_spawn_sync: the scripts bound their own
+ * waits. */
 #include "multisite.h"
+
+#include "testbed.h"
 
 #include <errno.h>
 #include <pwd.h>
@@ -41,18 +44,15 @@ run_argv (const char *const *argv, gchar **out, GError **error)
   return TRUE;
 }
 
-/* bash TESTBED/NAME ARGS...; the script's stdout is not needed (each
- * writes what it prints into its state directory). */
+/* bash tests/testbed/NAME ARGS... (testbed.c, which prints the script's
+ * stderr when it fails). */
 static gboolean
-script (MsBed *bed, const char *name, const char *const *args, GError **error)
+script (const char *name, const char *const *args, GError **error)
 {
-  g_autoptr (GPtrArray) argv = g_ptr_array_new_with_free_func (g_free);
-  g_ptr_array_add (argv, g_strdup ("bash"));
-  g_ptr_array_add (argv, g_build_filename (bed->testbed, name, NULL));
-  for (guint i = 0; args[i] != NULL; i++)
-    g_ptr_array_add (argv, g_strdup (args[i]));
-  g_ptr_array_add (argv, NULL);
-  return run_argv ((const char *const *) argv->pdata, NULL, error);
+  if (tb_script (name, args, NULL))
+    return TRUE;
+  g_set_error (error, MS_ERROR, 1, "%s failed (its stderr is above)", name);
+  return FALSE;
 }
 
 GStrv
@@ -67,30 +67,12 @@ ms_in_netns (const char *ns, const char *const *argv)
   return (GStrv) g_ptr_array_free (all, FALSE);
 }
 
-/* KEY=VALUE lines (values optionally in double quotes) into a table. */
 static GHashTable *
 read_env (const char *path, GError **error)
 {
-  g_autofree gchar *text = NULL;
-  if (!g_file_get_contents (path, &text, NULL, error))
-    return NULL;
-  GHashTable *env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      char *eq = strchr (lines[i], '=');
-      if (eq == NULL || lines[i][0] == '#')
-        continue;
-      *eq = '\0';
-      gchar *value = eq + 1;
-      gsize len = strlen (value);
-      if (len >= 2 && value[0] == '"' && value[len - 1] == '"')
-        {
-          value[len - 1] = '\0';
-          value++;
-        }
-      g_hash_table_replace (env, g_strdup (lines[i]), g_strdup (value));
-    }
+  GHashTable *env = tb_env_read (path);
+  if (env == NULL)
+    g_set_error (error, MS_ERROR, 1, "cannot read %s", path);
   return env;
 }
 
@@ -136,7 +118,7 @@ netns_up (MsBed *bed, GError **error)
 {
   g_autofree gchar *netdir = g_build_filename (bed->dir, "net", NULL);
   const char *args[] = { "--suffix", bed->suffix, netdir, "slurm", "sge", "down", NULL };
-  if (!script (bed, "netns-up.sh", args, error))
+  if (!script ("netns-up.sh", args, error))
     return FALSE;
   bed->up[STEP_NETNS] = TRUE;
   return TRUE;
@@ -185,13 +167,13 @@ clusters_up (MsBed *bed, GError **error)
   g_autofree gchar *sge_ns = host_ns (bed, MS_SGE);
   const char *s_args[] = { "--netns", slurm_ns, "--addr", slurm_addr, "--cluster", cluster,
                            slurm, NULL };
-  if (!script (bed, "slurm-up.sh", s_args, error))
+  if (!script ("slurm-up.sh", s_args, error))
     return FALSE;
   bed->up[STEP_SLURM] = TRUE;
   /* Another Grid Engine bed (another test program) may hold the one
    * cell: take turns. */
   const char *g_args[] = { "--netns", sge_ns, "--wait", "180", sge, NULL };
-  if (!script (bed, "sge-up.sh", g_args, error))
+  if (!script ("sge-up.sh", g_args, error))
     return FALSE;
   bed->up[STEP_SGE] = TRUE;
   return TRUE;
@@ -229,7 +211,7 @@ login_up (MsBed *bed, MsHost h, GError **error)
     }
   g_ptr_array_add (args, sshd_dir (bed, h));
   g_ptr_array_add (args, NULL);
-  if (!script (bed, "sshd-up.sh", (const char *const *) args->pdata, error))
+  if (!script ("sshd-up.sh", (const char *const *) args->pdata, error))
     return FALSE;
   bed->up[STEP_SSHD0 + h] = TRUE;
   return TRUE;
@@ -257,19 +239,18 @@ load_login (MsBed *bed, MsHost h, GError **error)
 }
 
 static MsBed *
-bed_new (const char *testbed, const char *dir)
+bed_new (const char *dir)
 {
   MsBed *bed = g_new0 (MsBed, 1);
-  bed->testbed = g_strdup (testbed);
   bed->dir = g_strdup (dir);
   return bed;
 }
 
 MsBed *
-ms_bed_load (const char *testbed, const char *dir, GError **error)
+ms_bed_load (const char *dir, GError **error)
 {
-  g_return_val_if_fail (testbed != NULL && dir != NULL, NULL);
-  g_autoptr (MsBed) bed = bed_new (testbed, dir);
+  g_return_val_if_fail (dir != NULL, NULL);
+  g_autoptr (MsBed) bed = bed_new (dir);
   if (!load_netns (bed, error))
     return NULL;
   for (guint h = 0; h < MS_N_HOSTS; h++)
@@ -279,10 +260,10 @@ ms_bed_load (const char *testbed, const char *dir, GError **error)
 }
 
 MsBed *
-ms_bed_up (const char *testbed, const char *dir, GError **error)
+ms_bed_up (const char *dir, GError **error)
 {
-  g_return_val_if_fail (testbed != NULL && dir != NULL && g_path_is_absolute (dir), NULL);
-  g_autoptr (MsBed) bed = bed_new (testbed, dir);
+  g_return_val_if_fail (dir != NULL && g_path_is_absolute (dir), NULL);
+  g_autoptr (MsBed) bed = bed_new (dir);
   bed->suffix = g_strdup_printf ("ms%d", (int) getpid ());
   if (g_mkdir_with_parents (dir, 0755) != 0 || chmod (dir, 0755) != 0)
     {
@@ -293,7 +274,7 @@ ms_bed_up (const char *testbed, const char *dir, GError **error)
   gboolean ok = netns_up (bed, error) && clusters_up (bed, error);
   for (guint h = 0; ok && h < MS_N_HOSTS; h++)
     ok = login_up (bed, (MsHost) h, error);
-  g_autoptr (MsBed) loaded = ok ? ms_bed_load (testbed, dir, error) : NULL;
+  g_autoptr (MsBed) loaded = ok ? ms_bed_load (dir, error) : NULL;
   if (loaded == NULL)
     {
       g_prefix_error (error, "the multi-site test bed did not come up: ");
@@ -314,7 +295,7 @@ ms_bed_down (MsBed *bed, GError **error)
         g_autoptr (GError) e = NULL;
         g_autofree gchar *sdir = sshd_dir (bed, (MsHost) h);
         const char *args[] = { sdir, NULL };
-        if (!script (bed, "sshd-down.sh", args, &e))
+        if (!script ("sshd-down.sh", args, &e))
           g_string_append_printf (failed, "%s; ", e->message);
         bed->up[STEP_SSHD0 + h] = FALSE;
       }
@@ -329,7 +310,7 @@ ms_bed_down (MsBed *bed, GError **error)
         g_autoptr (GError) e = NULL;
         g_autofree gchar *sub = g_build_filename (bed->dir, steps[i].sub, NULL);
         const char *args[] = { sub, NULL };
-        if (!script (bed, steps[i].script, args, &e))
+        if (!script (steps[i].script, args, &e))
           g_string_append_printf (failed, "%s; ", e->message);
         bed->up[steps[i].step] = FALSE;
       }
@@ -357,7 +338,6 @@ ms_bed_free (MsBed *bed)
       g_free (l->known_hosts);
       g_strfreev (bed->cluster_env[h]);
     }
-  g_free (bed->testbed);
   g_free (bed->dir);
   g_free (bed->suffix);
   g_free (bed->ns_master);
@@ -428,7 +408,7 @@ gboolean
 ms_login_stop (MsBed *bed, MsHost host, GError **error)
 {
   const char *args[] = { bed->login[host].sshd_dir, NULL };
-  if (!script (bed, "sshd-down.sh", args, error))
+  if (!script ("sshd-down.sh", args, error))
     return FALSE;
   bed->up[STEP_SSHD0 + host] = FALSE;
   return TRUE;

@@ -38,7 +38,6 @@ typedef struct {
 } MsLogin;
 
 typedef struct {
-  gchar *testbed;      /* tests/testbed/ */
   gchar *dir;          /* state of every script, one directory each below */
   gchar *suffix;       /* of the namespaces' names */
   gchar *ns_master, *master_addr;
@@ -47,14 +46,14 @@ typedef struct {
   gboolean up[8];      /* steps this process brought up: down undoes exactly those */
 } MsBed;
 
-/* Brings the whole bed up under `dir` (absolute, created); on failure
- * brings down what did come up and returns NULL.  `testbed` is
- * tests/testbed/.  Takes 5-10 s (Grid Engine is most of it). */
-MsBed *ms_bed_up (const char *testbed, const char *dir, GError **error);
+/* Brings the whole bed up under `dir` (absolute, created) with the scripts
+ * in $DATC_TESTBED (tests/testbed/); on failure brings down what did come
+ * up and returns NULL.  Takes 5-10 s (Grid Engine is most of it). */
+MsBed *ms_bed_up (const char *dir, GError **error);
 /* The bed another process brought up under `dir` (a test's subprocess
  * reads what the parent started); bringing it down stays with that
  * process. */
-MsBed *ms_bed_load (const char *testbed, const char *dir, GError **error);
+MsBed *ms_bed_load (const char *dir, GError **error);
 /* Stops everything by PID through the down scripts, in reverse order
  * (~12 s: sge_qmaster takes ~9 s to exit).  FALSE if a script failed;
  * every step is still tried. */

@@ -31,14 +31,6 @@ note (const char *fmt, ...)
   g_printerr ("#   %s\n", text);
 }
 
-static const char *
-testbed_scripts (void)
-{
-  const char *p = g_getenv ("DATC_TESTBED");
-  g_assert_nonnull (p);
-  return p;
-}
-
 /* ---- campaigns ------------------------------------------------------ */
 
 typedef struct {
@@ -121,15 +113,6 @@ run_campaign (Bench *b, const char *name, const char *sites, const char *tasks, 
   g_autoptr (TbProc) run = start_campaign (b, name, sites, tasks, mode, &dir);
   finish_campaign (run, dir, want_status);
   return dir;
-}
-
-static GPtrArray *
-trace_of (const char *dir)
-{
-  g_autoptr (GError) error = NULL;
-  GPtrArray *t = ms_read_trace (dir, &error);
-  g_assert_no_error (error);
-  return t;
 }
 
 /* Per site, how many results it produced. */
@@ -239,7 +222,7 @@ across_sites (void)
           }
     }
 
-  g_autoptr (GPtrArray) trace = trace_of (dir);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
   assert_every_proxy_ended (trace);
   assert_clusters_empty ();
 }
@@ -296,7 +279,7 @@ competitor_first (void)
   /* Grid Engine takes the work while Slurm is full... */
   ResultWatch w = { dir, "sge", 16 };
   g_assert_true (tb_await (site_has_results, &w, 120));
-  g_autoptr (GPtrArray) before = trace_of (dir);
+  g_autoptr (GPtrArray) before = tb_trace (dir);
   g_assert_cmpuint (ms_count_events (before, "proxy_submitted", "slurm"), >, 0);
   g_assert_cmpuint (ms_count_events (before, "agent_connected", "slurm"), ==, 0);
   g_autofree gchar *state = ms_slurm_job_state (bed, job, &error);
@@ -311,7 +294,7 @@ competitor_first (void)
 
   g_autoptr (GHashTable) res = tb_results (dir);
   g_assert_cmpuint (g_hash_table_size (res), ==, 160);
-  g_autoptr (GPtrArray) trace = trace_of (dir);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
   guint sge_before = 0, slurm_after = 0;
   GHashTableIter it;
   gpointer v;
@@ -351,29 +334,19 @@ competitor_first (void)
 /* ---- a scheduler that answers with errors, a login node that is down */
 
 typedef struct {
-  TbDir *d;
   const char *dir;
   const char *const *sites;
   GHashTable *errors;   /* site -> last_error, once every site in `sites` is degraded */
 } StatusWatch;
 
-/* `datc status DIR --json` shows every site of w->sites degraded, with its
+/* `datc status --json DIR` shows every site of w->sites degraded, with its
  * error. */
 static gboolean
 sites_shown_degraded (gpointer data)
 {
   StatusWatch *w = data;
-  const char *argv[] = { tb_datc (), "status", w->dir, "--json", NULL };
-  g_autoptr (TbProc) p = tb_spawn (w->d, "status", argv);
-  if (tb_wait (p, 30) != 0)
-    return FALSE;
-  g_autofree gchar *out = tb_proc_stdout (p);
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, out, -1, NULL)
-      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return FALSE;
-  JsonObject *st = json_node_get_object (json_parser_get_root (parser));
-  if (!json_object_has_member (st, "sites"))
+  g_autoptr (JsonObject) st = tb_status (w->dir);
+  if (st == NULL || !json_object_has_member (st, "sites"))
     return FALSE;
   JsonArray *sites = json_object_get_array_member (st, "sites");
   guint degraded = 0;
@@ -416,7 +389,7 @@ bad_sites_degraded (void)
 
   const char *const bad[] = { "badq", "down", NULL };
   g_autoptr (GHashTable) live = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  StatusWatch w = { b.d, dir, bad, live };
+  StatusWatch w = { dir, bad, live };
   g_assert_true (tb_await (sites_shown_degraded, &w, 90));
   note ("status: badq: %s", (char *) g_hash_table_lookup (live, "badq"));
   note ("status: down: %s", (char *) g_hash_table_lookup (live, "down"));
@@ -429,7 +402,7 @@ bad_sites_degraded (void)
   g_assert_cmpuint (results_at (res, "sge"), >, 0);
 
   /* Degraded once each, in the scheduler's or the connection's own words. */
-  g_autoptr (GPtrArray) trace = trace_of (dir);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
   for (guint i = 0; bad[i] != NULL; i++)
     g_assert_cmpuint (ms_count_events (trace, "site_degraded", bad[i]), ==, 1);
   g_assert_cmpuint (ms_count_events (trace, "site_degraded", "sge"), ==, 0);
@@ -479,7 +452,7 @@ walltime_generations (void)
 
   g_autoptr (GHashTable) res = tb_results (dir);
   g_assert_cmpuint (g_hash_table_size (res), ==, WALLTIME_TASKS);
-  g_autoptr (GPtrArray) trace = trace_of (dir);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
 
   /* Several generations: more proxies than max_proxies, each of whose
    * agents worked. */
@@ -573,7 +546,7 @@ same_results_in_every_mode (void)
       g_autofree gchar *dir = run_campaign (&b, modes[m], sites, tasks, modes[m], 1);
       note ("%s: %.1f s", modes[m], (g_get_monotonic_time () - t0) / 1e6);
       g_autoptr (GHashTable) res = tb_results (dir);
-      g_autoptr (GPtrArray) trace = trace_of (dir);
+      g_autoptr (GPtrArray) trace = tb_trace (dir);
       g_assert_cmpuint (g_hash_table_size (res), ==, MODE_TASKS);
       assert_every_proxy_ended (trace);
 
@@ -650,7 +623,7 @@ in_subprocess (gconstpointer body)
   if (g_test_subprocess ())
     {
       g_autoptr (GError) error = NULL;
-      bed = ms_bed_load (testbed_scripts (), g_getenv ("DATC_MS_BED"), &error);
+      bed = ms_bed_load (g_getenv ("DATC_MS_BED"), &error);
       g_assert_no_error (error);
       ((void (*) (void)) body) ();
       ms_bed_free (bed);
@@ -676,7 +649,7 @@ main (int argc, char **argv)
       g_autoptr (GError) error = NULL;
       g_autofree gchar *dir = g_strdup_printf ("/tmp/datc-multisite-%d", (int) getpid ());
       gint64 t0 = g_get_monotonic_time ();
-      up = ms_bed_up (testbed_scripts (), dir, &error);
+      up = ms_bed_up (dir, &error);
       if (up == NULL)
         g_error ("%s", error->message);
       g_printerr ("# multi-site test bed up in %.1f s (%s)\n",
