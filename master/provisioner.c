@@ -383,6 +383,13 @@ submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
   x->task = task;
   g_ptr_array_add (s->proxies, x);
   datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+  /* Durable now, not at the next group commit: a master that dies in
+   * between would not know this job, submit another in its place, and
+   * leave this one on the site.  A submit costs more than the sync. */
+  g_autoptr (GError) sync_error = NULL;
+  if (!datc_ledger_commit (p->ledger, &sync_error))
+    g_warning ("site %s: proxy %s (job %s) could not be journaled: %s", s->spec->name, x->id,
+               x->job_id, sync_error->message);
   datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's', x->id,
                     "job", 's', x->job_id, "slots", 'i', (gint64) slots, "walltime", 'i',
                     (gint64) s->spec->walltime_s, "task", 'i', (gint64) task, NULL);
