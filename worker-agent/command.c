@@ -48,6 +48,9 @@ is_blank (char c)
 static gboolean
 is_shell_word (const char *word)
 {
+  /* A path is never one of them (and most task lines start with one). */
+  if (strchr (word, '/') != NULL)
+    return FALSE;
   for (gsize i = 0; i < G_N_ELEMENTS (shell_words); i++)
     if (strcmp (word, shell_words[i]) == 0)
       return TRUE;

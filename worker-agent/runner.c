@@ -2,7 +2,8 @@
  *
  * Why it is shaped so.  An agent may run tens of thousands of tiny tasks, so
  * the per-task cost must stay close to a bare posix_spawn + waitpid:
- *   - posix_spawn (glibc: CLONE_VFORK), no shell for plain lines (command.c);
+ *   - a vfork-style clone with its own small child function (see "spawning"
+ *     below) instead of posix_spawn, and no shell for plain lines (command.c);
  *   - every fd the runner watches (each leader's pidfd, each output pipe, a
  *     wake-up eventfd) sits in one level-triggered epoll set, so the agent
  *     polls a single fd and dispatch() never blocks;
@@ -31,11 +32,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -93,14 +96,10 @@ typedef struct {
   DatcTaskStatus stop_status;
 } RunTask;
 
-#define ACTIONS_CACHED 8
-
-typedef struct {
-  gboolean valid;
-  int out_w;
-  int err_w;
-  posix_spawn_file_actions_t actions;
-} ActionsEntry;
+/* The child's stack: the parent is suspended until the child execs or
+ * exits (CLONE_VFORK), so one stack serves every spawn.  It holds the child
+ * function's frames and one path buffer for the PATH search. */
+#define CHILD_STACK_SIZE (64u * 1024u)
 
 struct DatcRunner {
   int epfd;
@@ -115,9 +114,8 @@ struct DatcRunner {
   GPtrArray *failed;      /* DatcResult*, owned: spawn failures not yet dispatched */
   guint8 *buf;            /* READ_CHUNK bytes, shared by every read */
   gboolean no_rwf_nowait; /* the kernel refused RWF_NOWAIT on a pipe */
-  posix_spawnattr_t attr;
-  ActionsEntry actions[ACTIONS_CACHED]; /* for tasks without a cwd */
-  guint actions_next;
+  sigset_t reset;         /* dispositions a child sets to SIG_DFL before exec */
+  guint8 *stack;          /* CHILD_STACK_SIZE bytes, the lowest page a guard */
 };
 
 static guint
@@ -189,23 +187,35 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
   runner->buf = g_malloc (READ_CHUNK);
 
   /* Children start with an empty signal mask (the agent blocks signals for
-   * its signalfd) and every signal at its default: an ignored signal would
-   * survive exec (the agent ignores SIGPIPE; a background shell may have
-   * ignored SIGINT and SIGQUIT).  Every signal goes in the "set to default"
-   * set, because that is also the cheapest: glibc's spawn child visits each
-   * signal anyway, setting one of that set with a single sigaction call and
-   * any other one with two (a query, then a reset), so the full set spares
-   * the child some 50 system calls on every spawn.  (sigfillset leaves out
-   * glibc's internal signals, which the child handles by itself.) */
-  sigset_t empty, all;
-  sigemptyset (&empty);
-  sigfillset (&all);
-  posix_spawnattr_init (&runner->attr);
-  posix_spawnattr_setflags (&runner->attr, POSIX_SPAWN_SETPGROUP
-                            | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup (&runner->attr, 0);
-  posix_spawnattr_setsigmask (&runner->attr, &empty);
-  posix_spawnattr_setsigdefault (&runner->attr, &all);
+   * its signalfd) and no signal ignored: an ignored signal would survive
+   * exec (the agent ignores SIGPIPE; a background shell may have ignored
+   * SIGINT and SIGQUIT).  The child resets the signals commonly ignored and
+   * any that is ignored or caught now; caught ones reset at exec anyway,
+   * and a handler cannot run in the child before that: every signal stays
+   * blocked there until the call before execve.  Each reset is one system
+   * call in every spawn, so the rest (some 50 signals) are left alone. */
+  static const int usual[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
+                               SIGUSR2, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGXFSZ };
+  sigemptyset (&runner->reset);
+  for (gsize i = 0; i < G_N_ELEMENTS (usual); i++)
+    sigaddset (&runner->reset, usual[i]);
+  for (int sig = 1; sig < NSIG; sig++)
+    {
+      struct sigaction sa;
+      if (sig != SIGKILL && sig != SIGSTOP && sigaction (sig, NULL, &sa) == 0
+          && sa.sa_handler != SIG_DFL)
+        sigaddset (&runner->reset, sig);
+    }
+
+  runner->stack = mmap (NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (runner->stack == MAP_FAILED)
+    {
+      runner->stack = NULL;
+      return (set_errno_error (error, errno, "mmap (child stack)"), NULL);
+    }
+  if (mprotect (runner->stack, (size_t) sysconf (_SC_PAGESIZE), PROT_NONE) != 0)
+    return (set_errno_error (error, errno, "mprotect (child stack guard)"), NULL);
 
   runner->epfd = epoll_create1 (EPOLL_CLOEXEC);
   if (runner->epfd < 0)
@@ -268,10 +278,8 @@ datc_runner_free (DatcRunner *runner)
   g_clear_pointer (&runner->by_serial, g_hash_table_unref);
   g_clear_pointer (&runner->by_key, g_hash_table_unref);
   g_clear_pointer (&runner->failed, g_ptr_array_unref);
-  posix_spawnattr_destroy (&runner->attr);
-  for (guint i = 0; i < ACTIONS_CACHED; i++)
-    if (runner->actions[i].valid)
-      posix_spawn_file_actions_destroy (&runner->actions[i].actions);
+  if (runner->stack != NULL)
+    munmap (runner->stack, CHILD_STACK_SIZE);
   close_fd (&runner->wakefd);
   close_fd (&runner->devnull);
   close_fd (&runner->epfd);
@@ -382,17 +390,155 @@ search_path (const char *name, const char *path)
   return NULL;
 }
 
-static int
-spawn (DatcRunner *runner, pid_t *pid, char *const *argv, char *const *envp,
-       const char *task_path, const posix_spawn_file_actions_t *actions)
-{
-  if (task_path == NULL || strchr (argv[0], '/') != NULL)
-    return posix_spawnp (pid, argv[0], actions, &runner->attr, argv, envp);
+/* --- spawning -------------------------------------------------------------
+ *
+ * glibc's posix_spawn costs the child two sigaction calls for nearly every
+ * signal (a query, then a reset), and the parent an mmap and munmap of a
+ * fresh stack; a pidfd then costs one more call.  For tasks of a few
+ * milliseconds that is a good part of the agent's work, so the runner
+ * spawns the same way glibc does (clone with CLONE_VM | CLONE_VFORK, the
+ * parent suspended until the child execs or exits, every signal blocked
+ * meanwhile) with a child that does only what a task needs, on a stack kept
+ * for all spawns, and gets the pidfd from the clone itself.
+ *
+ * The child shares our memory (and this thread's errno): it calls only
+ * system-call wrappers, writes nothing of ours but `err`, and leaves
+ * through execve or _exit. */
 
-  g_autofree gchar *file = search_path (argv[0], task_path);
+typedef struct {
+  const char *file;        /* what to exec; searched in `search` if it has no '/' */
+  const char *search;      /* PATH to search, or NULL to exec `file` as is */
+  char *const *argv;
+  char *const *envp;
+  const sigset_t *reset;
+  const char *cwd;         /* or NULL */
+  int devnull, out_w, err_w;
+  int err;                 /* set by the child when it did not exec */
+} SpawnRequest;
+
+/* execvp's search, as glibc's posix_spawnp does it: each PATH entry in
+ * turn (an empty one is the current directory); EACCES is reported if some
+ * candidate was refused and none ran.  Returns only on failure. */
+static void
+child_exec_search (const SpawnRequest *r)
+{
+  if (r->search == NULL || strchr (r->file, '/') != NULL)
+    {
+      execve (r->file, r->argv, r->envp);
+      return;
+    }
+  char path[4096];
+  size_t flen = strlen (r->file);
+  gboolean got_eacces = FALSE;
+  const char *p = r->search;
+  for (;;)
+    {
+      const char *end = strchr (p, ':');
+      size_t dlen = end != NULL ? (size_t) (end - p) : strlen (p);
+      if (dlen + 1 + flen + 1 <= sizeof path)
+        {
+          memcpy (path, p, dlen);
+          size_t at = dlen;
+          if (dlen > 0)
+            path[at++] = '/';
+          memcpy (path + at, r->file, flen + 1);
+          execve (path, r->argv, r->envp);
+          switch (errno)
+            {
+            case EACCES:
+              got_eacces = TRUE;
+              break;
+            case ENOENT:
+            case ESTALE:
+            case ENOTDIR:
+            case ENODEV:
+            case ETIMEDOUT:
+            case ENAMETOOLONG:
+              break;
+            default:
+              return;
+            }
+        }
+      if (end == NULL)
+        break;
+      p = end + 1;
+    }
+  errno = got_eacces ? EACCES : ENOENT;
+}
+
+static int
+spawn_child (void *data)
+{
+  SpawnRequest *r = data;
+  struct sigaction dfl;
+  memset (&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember (r->reset, sig) == 1)
+      sigaction (sig, &dfl, NULL);
+
+  sigset_t none;
+  sigemptyset (&none);
+  if (setpgid (0, 0) != 0 || dup2 (r->devnull, 0) < 0 || dup2 (r->out_w, 1) < 0
+      || dup2 (r->err_w, 2) < 0 || (r->cwd != NULL && chdir (r->cwd) != 0))
+    goto fail;
+  /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
+   * have opened one without it. */
+  closefrom (3);
+  sigprocmask (SIG_SETMASK, &none, NULL);
+  child_exec_search (r);
+fail:
+  r->err = errno != 0 ? errno : EINVAL;
+  _exit (127);
+}
+
+/* Returns 0 with *pid and *pidfd set, or the errno of the failure (the
+ * child, if any, already reaped). */
+static int
+spawn_request (DatcRunner *runner, SpawnRequest *r, pid_t *pid, int *pidfd)
+{
+  sigset_t all, old;
+  sigfillset (&all);
+  pthread_sigmask (SIG_SETMASK, &all, &old);
+  r->err = 0;
+  *pidfd = -1;
+  pid_t child = clone (spawn_child, runner->stack + CHILD_STACK_SIZE,
+                       CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, r, pidfd);
+  int errsv = errno;
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  if (child < 0)
+    return errsv;
+  if (r->err != 0)
+    {
+      while (waitpid (child, NULL, 0) < 0 && errno == EINTR)
+        ;
+      close_fd (pidfd);
+      return r->err;
+    }
+  /* CLONE_PIDFD is new in Linux 5.2; an older kernel ignores the flag. */
+  if (*pidfd < 0)
+    *pidfd = pidfd_open (child, 0);
+  *pid = child;
+  return 0;
+}
+
+static int
+spawn (DatcRunner *runner, SpawnRequest *r, const char *task_path, pid_t *pid, int *pidfd)
+{
+  const char *name = r->argv[0];
+  if (task_path == NULL || strchr (name, '/') != NULL)
+    {
+      const char *agent_path = g_getenv ("PATH");
+      r->file = name;
+      r->search = agent_path != NULL ? agent_path : "/bin:/usr/bin";
+      return spawn_request (runner, r, pid, pidfd);
+    }
+  g_autofree gchar *file = search_path (name, task_path);
   if (file == NULL)
     return errno;
-  return posix_spawn (pid, file, actions, &runner->attr, argv, envp);
+  r->file = file;
+  r->search = NULL;
+  return spawn_request (runner, r, pid, pidfd);
 }
 
 /* Why did the spawn fail?  Checked only after a failure, so a task with a
@@ -450,44 +596,6 @@ open_capture_pipe (int *read_fd, int *write_fd, GError **error)
       return set_errno_error (error, errsv, "pipe");
     }
   return TRUE;
-}
-
-static void
-actions_init (posix_spawn_file_actions_t *actions, int devnull, int out_w,
-              int err_w, const char *cwd)
-{
-  posix_spawn_file_actions_init (actions);
-  posix_spawn_file_actions_adddup2 (actions, devnull, 0);
-  posix_spawn_file_actions_adddup2 (actions, out_w, 1);
-  posix_spawn_file_actions_adddup2 (actions, err_w, 2);
-  if (cwd != NULL)
-    posix_spawn_file_actions_addchdir_np (actions, cwd);
-  /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
-   * have opened one without it. */
-  posix_spawn_file_actions_addclosefrom_np (actions, 3);
-}
-
-/* Building file actions costs a getrlimit() per fd named (glibc checks
- * each against RLIMIT_NOFILE); the write ends' numbers recur from task to
- * task, so the actions for the last few pairs are kept. */
-static const posix_spawn_file_actions_t *
-cached_actions (DatcRunner *runner, int out_w, int err_w)
-{
-  for (guint i = 0; i < ACTIONS_CACHED; i++)
-    {
-      ActionsEntry *e = &runner->actions[i];
-      if (e->valid && e->out_w == out_w && e->err_w == err_w)
-        return &e->actions;
-    }
-  ActionsEntry *e = &runner->actions[runner->actions_next];
-  runner->actions_next = (runner->actions_next + 1) % ACTIONS_CACHED;
-  if (e->valid)
-    posix_spawn_file_actions_destroy (&e->actions);
-  actions_init (&e->actions, runner->devnull, out_w, err_w, NULL);
-  e->out_w = out_w;
-  e->err_w = err_w;
-  e->valid = TRUE;
-  return &e->actions;
 }
 
 static gboolean
@@ -562,28 +670,28 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       return FALSE;
     }
 
-  posix_spawn_file_actions_t own_actions;
-  const posix_spawn_file_actions_t *actions;
-  if (spec->cwd == NULL)
-    actions = cached_actions (runner, out_w, err_w);
-  else
-    {
-      actions_init (&own_actions, runner->devnull, out_w, err_w, spec->cwd);
-      actions = &own_actions;
-    }
-
+  SpawnRequest req = {
+    .argv = argv,
+    .envp = envp != NULL ? envp : environ,
+    .reset = &runner->reset,
+    .cwd = spec->cwd,
+    .devnull = runner->devnull,
+    .out_w = out_w,
+    .err_w = err_w,
+  };
   pid_t pid = -1;
-  char *const *env = envp != NULL ? envp : environ;
+  int pidfd = -1;
   gint64 started_us = g_get_real_time ();
-  int rc = spawn (runner, &pid, argv, env, task_path, actions);
+  int rc = spawn (runner, &req, task_path, &pid, &pidfd);
   if (rc == ENOEXEC && direct_line)
     {
       /* A script without "#!": the shell would run it, so let it. */
       char *sh_argv[] = { (char *) "/bin/sh", (char *) "-c", spec->sh, NULL };
-      rc = posix_spawn (&pid, "/bin/sh", actions, &runner->attr, sh_argv, env);
+      req.argv = sh_argv;
+      req.file = "/bin/sh";
+      req.search = NULL;
+      rc = spawn_request (runner, &req, &pid, &pidfd);
     }
-  if (actions == &own_actions)
-    posix_spawn_file_actions_destroy (&own_actions);
   close_fd (&out_w);
   close_fd (&err_w);
 
@@ -606,7 +714,7 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   if (spec->timeout_ms > 0)
     t->deadline = g_get_monotonic_time () + (gint64) spec->timeout_ms * 1000;
 
-  t->pidfd = pidfd_open (pid, 0);
+  t->pidfd = pidfd;
   if (t->pidfd < 0)
     {
       int errsv = errno;

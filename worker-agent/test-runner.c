@@ -393,16 +393,21 @@ test_spawn_child_inherits_only_stdio (Fixture *f, gconstpointer data)
 static void
 test_spawn_child_has_default_signals (Fixture *f, gconstpointer data)
 {
-  /* Like the agent: signals blocked for a signalfd, SIGPIPE ignored; and
-   * an uncommon signal ignored after the runner was made. */
+  /* Like the agent: signals blocked for a signalfd, SIGPIPE ignored (after
+   * the runner was made: it is among the signals commonly ignored); and an
+   * uncommon signal ignored before the runner was made, which it notes. */
   sigset_t block, old;
   sigemptyset (&block);
   sigaddset (&block, SIGTERM);
   sigaddset (&block, SIGCHLD);
   sigprocmask (SIG_BLOCK, &block, &old);
   struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe, old_prof;
-  sigaction (SIGPIPE, &ign, &old_pipe);
   sigaction (SIGPROF, &ign, &old_prof);
+  g_autoptr (GError) error = NULL;
+  datc_runner_free (f->runner);
+  f->runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+  g_assert_no_error (error);
+  sigaction (SIGPIPE, &ign, &old_pipe);
 
   g_autoptr (DatcTask) task = g_new0 (DatcTask, 1);
   task->id = 1;
@@ -567,6 +572,41 @@ test_spawn_not_executable_is_126 (Fixture *f, gconstpointer data)
   DatcResult *r = run_line (f, file);
   g_assert_cmpint (r->status, ==, DATC_STATUS_SPAWN_FAILED);
   g_assert_cmpint (r->exit_code, ==, 126);
+}
+
+/* The agent's PATH, searched as execvp does: an entry whose file cannot
+ * run is passed over for a later one; only if none runs is it EACCES. */
+static void
+test_spawn_path_search_passes_over_what_cannot_run (Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *a = g_build_filename (f->tmpdir, "a", NULL);
+  g_autofree gchar *b = g_build_filename (f->tmpdir, "b", NULL);
+  g_autofree gchar *in_a = g_build_filename (a, "datc-test-prog", NULL);
+  g_autofree gchar *in_b = g_build_filename (b, "datc-test-prog", NULL);
+  g_assert_cmpint (g_mkdir (a, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir (b, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (in_a, "#!/bin/sh\necho a\n", -1, NULL));
+  g_assert_true (g_file_set_contents (in_b, "#!/bin/sh\necho b\n", -1, NULL));
+  g_chmod (in_a, 0644);
+  g_chmod (in_b, 0755);
+  g_autofree gchar *saved = g_strdup (g_getenv ("PATH"));
+  g_autofree gchar *both = g_strdup_printf ("/nonexistent:%s:%s", a, b);
+
+  g_setenv ("PATH", both, TRUE);
+  DatcResult *r = run_line (f, "datc-test-prog");
+  g_assert_cmpint (r->status, ==, DATC_STATUS_EXITED);
+  assert_bytes (r->out, "b\n");
+
+  g_setenv ("PATH", a, TRUE);
+  r = run_line (f, "datc-test-prog");
+  g_assert_cmpint (r->status, ==, DATC_STATUS_SPAWN_FAILED);
+  g_assert_cmpint (r->exit_code, ==, 126);
+
+  g_setenv ("PATH", "/nonexistent", TRUE);
+  r = run_line (f, "datc-test-prog");
+  g_assert_cmpint (r->status, ==, DATC_STATUS_SPAWN_FAILED);
+  g_assert_cmpint (r->exit_code, ==, 127);
+  g_setenv ("PATH", saved, TRUE);
 }
 
 static void
@@ -845,6 +885,8 @@ main (int argc, char **argv)
   ADD ("/runner/spawn/argv-is-passed-as-is", test_spawn_argv_is_passed_as_is);
   ADD ("/runner/spawn/missing-program-is-127", test_spawn_missing_program_is_127);
   ADD ("/runner/spawn/not-executable-is-126", test_spawn_not_executable_is_126);
+  ADD ("/runner/spawn/path-search-passes-over-what-cannot-run",
+       test_spawn_path_search_passes_over_what_cannot_run);
   ADD ("/runner/spawn/script-without-shebang-runs-in-shell",
        test_spawn_script_without_shebang_runs_in_shell);
   ADD ("/runner/spawn/failure-wakes-the-poller", test_spawn_failure_wakes_the_poller);
