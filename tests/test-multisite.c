@@ -36,18 +36,18 @@ note (const char *fmt, ...)
 typedef struct {
   TbDir *d;
   gchar *workdirs;     /* owned by the login user: the sites' workdirs go below */
-} Bench;
+} Fixture;
 
 static void
-bench_clear (Bench *b)
+fixture_clear (Fixture *b)
 {
   g_free (b->workdirs);
   tb_dir_free (b->d);
 }
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Bench, bench_clear)
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Fixture, fixture_clear)
 
 static void
-bench_init (Bench *b)
+fixture_init (Fixture *b)
 {
   g_autoptr (GError) error = NULL;
   b->d = tb_dir_new ();
@@ -58,7 +58,7 @@ bench_init (Bench *b)
 /* SITES.ini for campaign `name`: the master in its namespace, then
  * `groups` (from site_group/fork_group). */
 static gchar *
-write_sites (Bench *b, const char *name, const char *groups)
+write_sites (Fixture *b, const char *name, const char *groups)
 {
   g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://%s:0\n\n%s",
                                            bed->master_addr, groups);
@@ -68,7 +68,7 @@ write_sites (Bench *b, const char *name, const char *groups)
 
 /* A site over SSH whose workdir belongs to campaign `name`. */
 static gchar *
-site_group (Bench *b, const char *name, MsHost host, const char *site, const char *scheduler,
+site_group (Fixture *b, const char *name, MsHost host, const char *site, const char *scheduler,
             const char *extra)
 {
   g_autofree gchar *workdir = g_build_filename (b->workdirs, name, NULL);
@@ -80,7 +80,7 @@ static const char *const fork_group =
 
 /* `datc run` in the master's namespace, not waited for. */
 static TbProc *
-start_campaign (Bench *b, const char *name, const char *sites, const char *tasks,
+start_campaign (Fixture *b, const char *name, const char *sites, const char *tasks,
                 const char *mode, gchar **dir)
 {
   *dir = g_build_filename (b->d->path, name, NULL);
@@ -106,7 +106,7 @@ finish_campaign (TbProc *run, const char *dir, int want_status)
 }
 
 static gchar *
-run_campaign (Bench *b, const char *name, const char *sites, const char *tasks, const char *mode,
+run_campaign (Fixture *b, const char *name, const char *sites, const char *tasks, const char *mode,
               int want_status)
 {
   gchar *dir = NULL;
@@ -129,7 +129,7 @@ results_at (GHashTable *res, const char *site)
 }
 
 static gchar *
-output_of (Bench *b, const char *dir, gint64 id)
+output_of (Fixture *b, const char *dir, gint64 id)
 {
   g_autofree gchar *ids = g_strdup_printf ("%" G_GINT64_FORMAT, id);
   const char *argv[] = { tb_datc (), "output", dir, ids, NULL };
@@ -166,7 +166,7 @@ assert_clusters_empty (void)
 /* `n` copies of `line`, one per line (each task is told apart by its
  * id, which results and outputs carry). */
 static gchar *
-same_tasks (Bench *b, guint n, const char *line)
+same_tasks (Fixture *b, guint n, const char *line)
 {
   g_autoptr (GString) t = g_string_new (NULL);
   for (guint i = 0; i < n; i++)
@@ -179,8 +179,8 @@ same_tasks (Bench *b, guint n, const char *line)
 static void
 across_sites (void)
 {
-  g_auto (Bench) b = { 0 };
-  bench_init (&b);
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
   g_autofree gchar *tasks = same_tasks (&b, 120, "sh -c 'sleep 0.3; echo $SLURM_JOB_ID$JOB_ID'");
   g_autofree gchar *slurm = site_group (&b, "c", MS_SLURM, "slurm", "slurm",
                                         "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
@@ -259,8 +259,8 @@ site_has_results (gpointer data)
 static void
 competitor_first (void)
 {
-  g_auto (Bench) b = { 0 };
-  bench_init (&b);
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
   g_autoptr (GError) error = NULL;
   g_autofree gchar *job = NULL;
   g_assert_true (ms_competitor_fill_slurm (bed, 600, &job, &error));
@@ -367,8 +367,8 @@ sites_shown_degraded (gpointer data)
 static void
 bad_sites_degraded (void)
 {
-  g_auto (Bench) b = { 0 };
-  bench_init (&b);
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
   g_autoptr (GError) error = NULL;
   /* The "down" site's login node is stopped: its port refuses. */
   g_assert_true (ms_login_stop (bed, MS_DOWN, &error));
@@ -437,8 +437,8 @@ bad_sites_degraded (void)
 static void
 walltime_generations (void)
 {
-  g_auto (Bench) b = { 0 };
-  bench_init (&b);
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
   g_autofree gchar *log = g_build_filename (b.workdirs, "runs.log", NULL);
   g_autoptr (GString) t = g_string_new (NULL);
   for (guint i = 1; i <= WALLTIME_TASKS; i++)
@@ -524,8 +524,8 @@ walltime_generations (void)
 static void
 same_results_in_every_mode (void)
 {
-  g_auto (Bench) b = { 0 };
-  bench_init (&b);
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
   /* Every 7th task exits 1: the campaign's status is 1 in every mode. */
   g_autoptr (GString) t = g_string_new (NULL);
   for (guint i = 1; i <= MODE_TASKS; i++)
