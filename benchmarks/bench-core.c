@@ -99,15 +99,18 @@ tv_s (struct timeval tv)
   return tv.tv_sec + tv.tv_usec / 1e6;
 }
 
-/* User + system CPU of every descendant reaped so far.  The spawn benchmark
- * makes this process a child subreaper, so the agent that the fork
- * scheduler detaches (and, through it, every task) is reaped here too. */
+/* User + system CPU of this process (the bare loop runs here) and of
+ * every descendant reaped so far.  The spawn benchmark makes this process
+ * a child subreaper, so the agent that the fork scheduler detaches (and,
+ * through it, every task) is reaped here too. */
 static double
-children_cpu_s (void)
+own_cpu_s (void)
 {
-  struct rusage ru;
-  getrusage (RUSAGE_CHILDREN, &ru);
-  return tv_s (ru.ru_utime) + tv_s (ru.ru_stime);
+  struct rusage self, children;
+  getrusage (RUSAGE_SELF, &self);
+  getrusage (RUSAGE_CHILDREN, &children);
+  return tv_s (self.ru_utime) + tv_s (self.ru_stime) + tv_s (children.ru_utime)
+         + tv_s (children.ru_stime);
 }
 
 /* CPU seconds the whole machine spent busy (every process, all cores),
@@ -173,7 +176,7 @@ static void
 phase_begin (Phase *p)
 {
   p->wall_s = g_get_monotonic_time () / 1e6;
-  p->cpu_s = children_cpu_s ();
+  p->cpu_s = own_cpu_s ();
   p->other_s = machine_busy_s ();
 }
 
@@ -181,8 +184,15 @@ static void
 phase_end (Phase *p)
 {
   p->wall_s = g_get_monotonic_time () / 1e6 - p->wall_s;
-  p->cpu_s = children_cpu_s () - p->cpu_s;
+  p->cpu_s = own_cpu_s () - p->cpu_s;
   p->other_s = MAX (0.0, machine_busy_s () - p->other_s - p->cpu_s);
+}
+
+/* Of the machine's cores during the phase: the share nobody used. */
+static double
+phase_idle (const Phase *p, double cores)
+{
+  return MAX (0.0, 1.0 - (p->cpu_s + p->other_s) / (p->wall_s * cores));
 }
 
 static void
@@ -220,6 +230,9 @@ bench_spawn (const char *tmp, guint n)
   printf ("  CPU per task           %8.1f us bare, %.1f us datc\n", bare_us, datc_us);
   printf ("  other work meanwhile   %8.0f%% of a core (bare before), %.0f%% (datc), %.0f%% (bare after)\n",
           100 * b1.other_s / b1.wall_s, 100 * d.other_s / d.wall_s, 100 * b2.other_s / b2.wall_s);
+  double cores = g_get_num_processors ();
+  printf ("  cores left idle        %8.1f%% (bare before), %.1f%% (datc), %.1f%% (bare after)\n",
+          100 * phase_idle (&b1, cores), 100 * phase_idle (&d, cores), 100 * phase_idle (&b2, cores));
   rm_rf (dir);
 }
 
