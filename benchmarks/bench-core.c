@@ -1,8 +1,10 @@
 /* bench-core.c: the core's speed and memory targets, measured on the real
  * programs and printed; nothing here asserts.  Usage:
  *
- *   bench-core spawn   [N=20000]   /bin/true tasks through datc at 2 slots vs
- *                                  a bare posix_spawn loop at concurrency 2
+ *   bench-core spawn   [N=20000 [ROUNDS=5]]
+ *                                  /bin/true tasks through datc at 2 slots vs a
+ *                                  bare posix_spawn loop at concurrency 2, run
+ *                                  before and after each datc run
  *   bench-core master  [N=1000000] --local-exec none: master tasks/s and CPU/task
  *   bench-core memory  [N=1000000] peak RSS of the master for N ~40-byte commands
  *   bench-core latency [RUNS=20]   a one-task campaign, datc start to exit
@@ -195,45 +197,66 @@ phase_idle (const Phase *p, double cores)
   return MAX (0.0, 1.0 - (p->cpu_s + p->other_s) / (p->wall_s * cores));
 }
 
+static int cmp_double (const void *a, const void *b);
+
+/* One datc run between two bare loops: the machine's speed drifts by tens
+ * of percent from one phase to the next (a VM with neighbours), so each
+ * datc rate is compared with the bare loop run just before and just after
+ * it, and the rounds share their bare loops: bare datc bare datc ... bare. */
 static void
-bench_spawn (const char *tmp, guint n)
+bench_spawn (const char *tmp, guint n, guint rounds)
 {
   g_autofree gchar *file = write_tasks (tmp, n, "/bin/true", FALSE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   const char *argv[] = { datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
-  Phase b1, d, b2;
+  g_autofree double *ratios = g_new (double, rounds);
+  double cores = g_get_num_processors ();
+  double bare_cpu_s = 0, datc_cpu_s = 0;
+  int status = 0;
 
   /* The fork scheduler detaches the agent; as a subreaper we reap it, so
    * its CPU and its tasks' count in d.cpu_s. */
   prctl (PR_SET_CHILD_SUBREAPER, 1);
-  phase_begin (&b1);
-  double base = bare_loop (n, 2);
-  phase_end (&b1);
-  phase_begin (&d);
-  RunStats st = run (argv);
-  reap_orphans ();
-  phase_end (&d);
-  double rate = n / st.wall_s;
-  phase_begin (&b2);
-  double base2 = bare_loop (n, 2);
-  phase_end (&b2);
-  double bare_us = (b1.cpu_s + b2.cpu_s) * 1e6 / (2.0 * n);
-  double datc_us = d.cpu_s * 1e6 / n;
-  fflush (stderr);
-  printf ("spawn: %u x /bin/true, 2 slots\n", n);
-  printf ("  bare posix_spawn loop  %8.0f tasks/s (before) %8.0f tasks/s (after)\n", base, base2);
-  printf ("  datc run               %8.0f tasks/s  (%.2f s, exit %d)\n", rate, st.wall_s, st.status);
-  printf ("  ratio                  %8.2f of the mean bare rate\n", rate / ((base + base2) / 2));
-  /* CPU per task counts every process (master, agent, tasks); other work
-   * on the machine during each phase says whether the rates can be
-   * trusted (a few percent of one core is background noise). */
-  printf ("  CPU per task           %8.1f us bare, %.1f us datc\n", bare_us, datc_us);
-  printf ("  other work meanwhile   %8.0f%% of a core (bare before), %.0f%% (datc), %.0f%% (bare after)\n",
-          100 * b1.other_s / b1.wall_s, 100 * d.other_s / d.wall_s, 100 * b2.other_s / b2.wall_s);
-  double cores = g_get_num_processors ();
-  printf ("  cores left idle        %8.1f%% (bare before), %.1f%% (datc), %.1f%% (bare after)\n",
-          100 * phase_idle (&b1, cores), 100 * phase_idle (&d, cores), 100 * phase_idle (&b2, cores));
-  rm_rf (dir);
+  printf ("spawn: %u x /bin/true, 2 slots, %u rounds of bare loop / datc run / bare loop\n", n,
+          rounds);
+  printf ("  (other = CPU of the rest of the machine meanwhile, in cores; idle = cores nobody used)\n");
+  Phase b, d;
+  phase_begin (&b);
+  double before = bare_loop (n, 2);
+  phase_end (&b);
+  bare_cpu_s += b.cpu_s;
+  for (guint r = 0; r < rounds; r++)
+    {
+      Phase b0 = b;
+      phase_begin (&d);
+      RunStats st = run (argv);
+      reap_orphans ();
+      phase_end (&d);
+      rm_rf (dir);
+      if (st.status != 0)
+        status = st.status;
+      double rate = n / st.wall_s;
+      phase_begin (&b);
+      double after = bare_loop (n, 2);
+      phase_end (&b);
+      bare_cpu_s += b.cpu_s;
+      datc_cpu_s += d.cpu_s;
+      ratios[r] = rate / ((before + after) / 2);
+      printf ("  round %u: bare %5.0f/s, datc %5.0f/s (exit %d), bare %5.0f/s: ratio %.2f"
+              "   other %.2f %.2f %.2f  idle %.1f%% %.1f%% %.1f%%\n",
+              r + 1, before, rate, st.status, after, ratios[r], b0.other_s / b0.wall_s,
+              d.other_s / d.wall_s, b.other_s / b.wall_s, 100 * phase_idle (&b0, cores),
+              100 * phase_idle (&d, cores), 100 * phase_idle (&b, cores));
+      before = after;
+    }
+  qsort (ratios, rounds, sizeof *ratios, cmp_double);
+  double median = rounds % 2 ? ratios[rounds / 2]
+                             : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+  printf ("  ratio                  %8.2f median of %u (min %.2f, max %.2f)%s\n", median, rounds,
+          ratios[0], ratios[rounds - 1], status ? "  -- a datc run FAILED" : "");
+  /* CPU per task counts every process (master, agent, tasks). */
+  printf ("  CPU per task           %8.1f us bare, %.1f us datc\n",
+          bare_cpu_s * 1e6 / ((double) n * (rounds + 1)), datc_cpu_s * 1e6 / ((double) n * rounds));
 }
 
 static void
@@ -299,13 +322,16 @@ main (int argc, char **argv)
 {
   if (argc < 2)
     {
-      fprintf (stderr, "usage: bench-core spawn|master|memory|latency [N]\n");
+      fprintf (stderr, "usage: bench-core spawn [N [ROUNDS]] | master|memory|latency [N]\n");
       return 2;
     }
   g_autofree gchar *tmp = g_dir_make_tmp ("datc-bench-XXXXXX", NULL);
   guint n = argc > 2 ? (guint) g_ascii_strtoull (argv[2], NULL, 10) : 0;
   if (g_str_equal (argv[1], "spawn"))
-    bench_spawn (tmp, n ? n : 20000);
+    {
+      guint rounds = argc > 3 ? (guint) g_ascii_strtoull (argv[3], NULL, 10) : 0;
+      bench_spawn (tmp, n ? n : 20000, rounds ? rounds : 5);
+    }
   else if (g_str_equal (argv[1], "master"))
     bench_master (tmp, n ? n : 1000000);
   else if (g_str_equal (argv[1], "memory"))

@@ -398,6 +398,7 @@ agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
           datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
         }
     }
+  datc_ledger_agent_gone (d->ledger, a->idx);
   g_hash_table_remove (d->agents, a->rid);
 }
 

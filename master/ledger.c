@@ -58,7 +58,8 @@ typedef struct {
   gchar *output_name;  /* "outputs/<agent_id>.out", relative to the dir */
   int out_fd;          /* -1 until first written */
   guint64 out_size;
-  gboolean out_dirty;
+  gboolean out_dirty;  /* written since the last commit: in dirty_outputs */
+  gboolean out_close;  /* gone: close out_fd once committed */
 } AgentInfo;
 
 typedef struct {
@@ -89,6 +90,7 @@ struct DatcLedger {
   GString *results_out;     /* lines waiting for their journal commit */
   GArray *pick;             /* scratch: ids picked by dispatch */
   GArray *deferred;         /* scratch: ids that did not fit */
+  GArray *dirty_outputs;    /* guint32 agents whose output file needs a sync */
   gboolean replaying;
   gboolean filter_results;  /* a retry record was seen: drop superseded lines */
 };
@@ -911,6 +913,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->results_fd = -1;
   l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
+  l->dirty_outputs = g_array_new (FALSE, FALSE, sizeof (guint32));
 
   if (l->options.read_only)
     {
@@ -1096,6 +1099,7 @@ datc_ledger_free (DatcLedger *l)
   g_string_free (l->line, TRUE);
   g_array_unref (l->pick);
   g_array_unref (l->deferred);
+  g_array_unref (l->dirty_outputs);
   datc_task_queue_free (l->queue);
   g_free (l->runtimes);
   g_free (l->tasks);
@@ -1351,6 +1355,26 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 
 /* ---- results ------------------------------------------------------- */
 
+static void
+output_close (AgentInfo *a)
+{
+  if (a->out_fd >= 0)
+    close (a->out_fd);
+  a->out_fd = -1;
+  a->out_close = FALSE;
+}
+
+void
+datc_ledger_agent_gone (DatcLedger *l, guint32 agent)
+{
+  AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+  g_return_if_fail (a != NULL);
+  if (a->out_dirty)
+    a->out_close = TRUE;
+  else
+    output_close (a);
+}
+
 static gboolean
 write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr,
               GError **error)
@@ -1360,6 +1384,7 @@ write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr
   gsize err_len = res->err ? g_bytes_get_size (res->err) : 0;
 
   g_return_val_if_fail (a != NULL, FALSE);
+  a->out_close = FALSE; /* writing again: it is back */
   if (a->out_fd < 0)
     {
       g_autofree gchar *path = g_build_filename (l->dir, a->output_name, NULL);
@@ -1406,7 +1431,11 @@ write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr
       done += (gsize) w;
     }
   a->out_size += total;
-  a->out_dirty = TRUE;
+  if (!a->out_dirty)
+    {
+      a->out_dirty = TRUE;
+      g_array_append_val (l->dirty_outputs, agent);
+    }
   return TRUE;
 }
 
@@ -1623,19 +1652,20 @@ datc_ledger_pending (DatcLedger *l)
 gboolean
 datc_ledger_commit (DatcLedger *l, GError **error)
 {
-  for (guint i = 0; i < l->agents->len; i++)
+  while (l->dirty_outputs->len > 0)
     {
-      AgentInfo *a = l->agents->pdata[i];
-      if (a != NULL && a->out_dirty)
+      guint32 idx = g_array_index (l->dirty_outputs, guint32, l->dirty_outputs->len - 1);
+      AgentInfo *a = l->agents->pdata[idx];
+      if (fdatasync (a->out_fd) != 0)
         {
-          if (fdatasync (a->out_fd) != 0)
-            {
-              g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s",
-                           l->dir, a->output_name, g_strerror (errno));
-              return FALSE;
-            }
-          a->out_dirty = FALSE;
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s",
+                       l->dir, a->output_name, g_strerror (errno));
+          return FALSE;
         }
+      a->out_dirty = FALSE;
+      if (a->out_close)
+        output_close (a);
+      g_array_set_size (l->dirty_outputs, l->dirty_outputs->len - 1);
     }
   if (!datc_journal_commit (l->journal, error))
     return FALSE;

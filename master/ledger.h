@@ -150,6 +150,11 @@ DatcRecordOutcome datc_ledger_record (DatcLedger *ledger, guint32 agent,
  * one more crash, or fails as lost at the crash limit.  Returns how many
  * were affected. */
 guint datc_ledger_agent_lost (DatcLedger *ledger, guint32 agent);
+/* `agent` is gone (lost or left): its output file is closed once what it
+ * wrote is committed, so a campaign that sees thousands of agents come and
+ * go (direct mode, walltime generations) holds open only the files of the
+ * agents still connected.  A returning agent's file is opened again. */
+void datc_ledger_agent_gone (DatcLedger *ledger, guint32 agent);
 /* The tasks `agent` runs, per the ledger (DatcTaskKey appended). */
 void datc_ledger_agent_tasks (DatcLedger *ledger, guint32 agent, GArray *keys);
 /* Puts one running task of `agent` back in the queue without penalty (it

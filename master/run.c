@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -267,9 +268,27 @@ summary (DatcLedger *ledger, const char *dir, gint64 started_us, gboolean json)
     }
 }
 
+/* Every agent is a connection and, while it writes output, an open file:
+ * a campaign with hundreds of agents would run out under the usual soft
+ * limit of 1024.  The master takes what the hard limit allows; what it
+ * starts (the local transport's commands, local agents) gets the user's
+ * limit back. */
+static void
+raise_fd_limit (void)
+{
+  struct rlimit lim;
+  if (getrlimit (RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == lim.rlim_max)
+    return;
+  rlim_t user = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? MAX (user, (rlim_t) 1 << 20) : lim.rlim_max;
+  if (setrlimit (RLIMIT_NOFILE, &lim) == 0)
+    datc_transport_local_set_child_fd_limit ((guint64) user);
+}
+
 int
 datc_run (const DatcRunOptions *o)
 {
+  raise_fd_limit ();
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;

@@ -3,8 +3,8 @@
  * hands out its share, and a returned task goes back to its own
  * partition), direct-mode holds (a held task is out of the queue until
  * dispatched to its proxy or released; a cancelled one stops being held),
- * and the observed run time that decides what fits in an agent's
- * walltime. */
+ * the observed run time that decides what fits in an agent's walltime,
+ * and the output files of agents that come and go. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -262,6 +262,81 @@ test_own_estimate_binds_fresh_agent (void)
   teardown (&f);
 }
 
+/* Open files of this process. */
+static guint
+open_fds (void)
+{
+  g_autoptr (GDir) d = g_dir_open ("/proc/self/fd", 0, NULL);
+  g_assert_nonnull (d);
+  guint n = 0;
+  while (g_dir_read_name (d) != NULL)
+    n++;
+  return n;
+}
+
+/* Agents that come and go (direct mode runs one per task) leave no output
+ * file open behind them, and one that comes back appends to its file. */
+static void
+test_gone_agents_close_their_output (void)
+{
+  Fixture f;
+  const guint agents = 300;
+  setup (&f, agents + 1, "true");
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_ledger_commit (f.ledger, &error));
+  guint before = open_fds ();
+  guint32 first = 0;
+  for (guint i = 0; i < agents; i++)
+    {
+      g_autofree gchar *id = g_strdup_printf ("agent-gone-%u", i);
+      f.agent = datc_ledger_agent (f.ledger, id, "site", id, "host");
+      if (i == 0)
+        first = f.agent;
+      g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
+      g_assert_cmpuint (ids->len, ==, 1);
+      gint64 now = g_get_real_time ();
+      DatcResult r = {
+        .id = g_array_index (ids, guint64, 0), .attempt = 1,
+        .status = DATC_STATUS_EXITED, .started_us = now, .finished_us = now,
+        .out = g_bytes_new_static ("o", 1), .err = g_bytes_new (NULL, 0),
+      };
+      guint32 ca, cat;
+      g_assert_cmpint (datc_ledger_record (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
+                       DATC_RECORD_ACCEPTED);
+      g_assert_no_error (error);
+      g_bytes_unref (r.out);
+      g_bytes_unref (r.err);
+      datc_ledger_agent_gone (f.ledger, f.agent);
+      if (i % 7 == 0)
+        g_assert_true (datc_ledger_commit (f.ledger, &error));
+    }
+  g_assert_true (datc_ledger_commit (f.ledger, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (open_fds (), <=, before);
+
+  /* The first one comes back for the last task. */
+  f.agent = first;
+  g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
+  g_assert_cmpuint (ids->len, ==, 1);
+  gint64 now = g_get_real_time ();
+  DatcResult r = {
+    .id = g_array_index (ids, guint64, 0), .attempt = 1, .status = DATC_STATUS_EXITED,
+    .started_us = now, .finished_us = now,
+    .out = g_bytes_new_static ("p", 1), .err = g_bytes_new (NULL, 0),
+  };
+  guint32 ca, cat;
+  g_assert_cmpint (datc_ledger_record (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
+                   DATC_RECORD_ACCEPTED);
+  g_bytes_unref (r.out);
+  g_bytes_unref (r.err);
+  g_assert_true (datc_ledger_commit (f.ledger, &error));
+  g_autofree gchar *path = g_build_filename (f.dir, "outputs", "agent-gone-0.out", NULL);
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, &error));
+  g_assert_cmpstr (text, ==, "op");
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -273,5 +348,6 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/observed-runtime-never-starves-a-fresh-agent",
                    test_observed_runtime_never_starves_fresh_agent);
   g_test_add_func ("/ledger/own-estimate-binds-a-fresh-agent", test_own_estimate_binds_fresh_agent);
+  g_test_add_func ("/ledger/gone-agents-close-their-output", test_gone_agents_close_their_output);
   return g_test_run ();
 }

@@ -131,6 +131,11 @@ typedef struct {
 
 /* ---- registry ------------------------------------------------------ */
 
+/* Commands the local transport runs start with this soft RLIMIT_NOFILE
+ * (never above their hard limit), for a caller that raised its own to
+ * hold many connections: what it starts keeps the user's limit.  0 (the
+ * default) leaves it as inherited. */
+void datc_transport_local_set_child_fd_limit (guint64 soft);
 const DatcTransportClass *datc_transport_lookup (const char *name);
 const DatcSchedulerClass *datc_scheduler_lookup (const char *name);
 

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,16 +85,35 @@ write_all(int fd, const guint8 *data, gsize len, const char *path, GError **erro
  * cannot ask GSubprocess: a quick command may already have been reaped,
  * and its identifier cleared, by the time spawn returns.
  *
+ * The child also gets back the soft RLIMIT_NOFILE the master started with
+ * (datc_transport_local_set_child_fd_limit).
+ *
  * A blocked mask and ignored dispositions survive exec: the master blocks
  * TERM, INT and HUP (for its signalfd) and ignores PIPE, and a proxy
  * started by the fork scheduler would otherwise shrug off the TERM that
  * cancels it. */
+static guint64 child_fd_limit; /* 0: as inherited */
+
+void
+datc_transport_local_set_child_fd_limit(guint64 soft)
+{
+  child_fd_limit = soft;
+}
+
 static void
 child_enter_own_group(gpointer user_data)
 {
   volatile pid_t *report = user_data;
   sigset_t none;
+  struct rlimit lim;
 
+  if (child_fd_limit != 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0)
+    {
+      lim.rlim_cur = lim.rlim_max != RLIM_INFINITY && lim.rlim_max < child_fd_limit
+                         ? lim.rlim_max
+                         : (rlim_t)child_fd_limit;
+      (void)setrlimit(RLIMIT_NOFILE, &lim);
+    }
   sigemptyset(&none);
   (void)sigprocmask(SIG_SETMASK, &none, NULL);
   (void)signal(SIGPIPE, SIG_DFL);

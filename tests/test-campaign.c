@@ -1,8 +1,13 @@
 /* test-campaign.c: whole campaigns through the real programs on the
  * embedded local site: completion, outputs, exit statuses, bad input,
- * agents killed or drained, timeouts that leave nothing behind. */
+ * agents killed or drained, timeouts that leave nothing behind, an agent
+ * wider than the usual open-file limit. */
+#include <fcntl.h>
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -359,6 +364,94 @@ test_drained_tasks_are_not_sent_back (void)
   g_assert_cmpuint (max_attempt, ==, 2);
 }
 
+/* ---- hundreds of slots under the usual 1024-file soft limit ----------- */
+
+#define WIDE_SLOTS 400
+
+typedef struct {
+  const char *dir;
+  guint want;
+} Arrivals;
+
+static gboolean
+all_arrived (gpointer data)
+{
+  Arrivals *a = data;
+  g_autoptr (GDir) d = g_dir_open (a->dir, 0, NULL);
+  guint n = 0;
+  while (d != NULL && g_dir_read_name (d) != NULL)
+    n++;
+  return n >= a->want;
+}
+
+/* Each running task holds five of the agent's fds and each agent one of the
+ * master's: under a soft limit of 1024 an agent of 400 slots still runs all
+ * 400 at once (they meet at a barrier: each holds a FIFO open, says it is
+ * there, and waits for EOF, which comes when the test lets go of its end),
+ * and every task still sees the user's limit of 1024. */
+static void
+test_wide_agent_under_file_limit (void)
+{
+  struct rlimit user, lim;
+  g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &user), ==, 0);
+  if (user.rlim_max != RLIM_INFINITY && user.rlim_max < 4096)
+    g_error ("the hard RLIMIT_NOFILE (%lu) is below what this test needs (4096)",
+             (unsigned long) user.rlim_max);
+
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *fifo = g_build_filename (d->path, "barrier", NULL);
+  g_autofree gchar *here = g_build_filename (d->path, "here", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (g_mkdir (here, 0700), ==, 0);
+  /* Our end stays open (O_RDWR never blocks on a FIFO) until all arrived;
+   * CLOEXEC, or the tasks would inherit a writer and never see EOF. */
+  int hold = open (fifo, O_RDWR | O_CLOEXEC);
+  g_assert_cmpint (hold, >=, 0);
+
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  for (guint i = 0; i < WIDE_SLOTS; i++)
+    g_string_append_printf (tasks, "sh -c '{ : > %s/$$; read x || :; } < %s; ulimit -Sn'\n",
+                            here, fifo);
+  g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  g_autofree gchar *slots = g_strdup_printf ("%u", WIDE_SLOTS);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", slots, file, NULL };
+
+  lim = user;
+  lim.rlim_cur = 1024;
+  g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+  g_autoptr (TbProc) p = tb_spawn (d, "run", argv);
+  g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &user), ==, 0);
+
+  Arrivals a = { here, WIDE_SLOTS };
+  gboolean met = tb_await (all_arrived, &a, 120);
+  close (hold);
+  g_assert_true (met);
+  int status = tb_wait (p, 120);
+  if (status != 0)
+    g_printerr ("%s", tb_proc_stderr (p));
+  g_assert_cmpint (status, ==, 0);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, WIDE_SLOTS);
+  for (gint64 id = 1; id <= WIDE_SLOTS; id++)
+    {
+      JsonObject *o = g_hash_table_lookup (res, &id);
+      g_assert_nonnull (o);
+      g_assert_cmpstr (json_object_get_string_member (o, "status"), ==, "exited");
+      g_assert_cmpint (json_object_get_int_member (o, "attempt"), ==, 1);
+    }
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autofree gchar *ids = g_strdup_printf ("%u", 1 + g_test_rand_int_range (0, WIDE_SLOTS));
+      const char *out_argv[] = { tb_datc (), "output", dir, ids, NULL };
+      g_autoptr (TbProc) o = tb_spawn (d, "output", out_argv);
+      g_assert_cmpint (tb_wait (o, 30), ==, 0);
+      g_autofree gchar *out = tb_proc_stdout (o);
+      g_assert_cmpstr (out, ==, "1024\n");
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -374,6 +467,7 @@ main (int argc, char **argv)
   g_test_add_func ("/campaign/bad-input/line-over-1-MiB", test_long_line);
   g_test_add_func ("/campaign/refuses-another-task-file", test_other_taskfile_refused);
   g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
+  g_test_add_func ("/campaign/400-slots-under-a-1024-file-limit", test_wide_agent_under_file_limit);
   g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);
   g_test_add_func ("/campaign/agent-sigterm-drains-and-tasks-rerun", test_agent_sigterm_drains);
   g_test_add_func ("/campaign/drained-tasks-are-not-sent-back-to-the-draining-agent",

@@ -602,14 +602,19 @@ open_socket (Agent *a, GError **error)
   return TRUE;
 }
 
+/* Files the agent keeps open beside its tasks': ZeroMQ's sockets and
+ * mailboxes, epoll, signalfd, /dev/null, the key files while reading. */
+#define AGENT_OWN_FDS 64
+
 int
 datc_agent_run (const DatcAgentOptions *o)
 {
   g_autoptr (GError) error = NULL;
   Agent a = { 0 };
   sigset_t mask;
+  DatcAgentOptions opts = *o; /* slots may shrink to the fds we can have */
 
-  a.o = o;
+  a.o = &opts;
   a.status = 0;
   a.heartbeat_ms = 1000;
   a.timeout_ms = 30000;
@@ -645,6 +650,20 @@ datc_agent_run (const DatcAgentOptions *o)
     {
       g_printerr ("datc-agent: %s\n", error->message);
       return 3;
+    }
+  if (!opts.exec_none)
+    {
+      /* A many-core node under a 1024-file soft limit would otherwise
+       * fail spawns with EMFILE once ~200 tasks run. */
+      guint fit = datc_runner_reserve_fds (a.runner, opts.slots, AGENT_OWN_FDS);
+      if (fit < opts.slots)
+        {
+          g_printerr ("datc-agent: %u slots need %u open files, but the hard limit "
+                      "(ulimit -Hn) allows %u tasks at once: using %u slots\n",
+                      opts.slots, opts.slots * DATC_RUNNER_FDS_PER_TASK + AGENT_OWN_FDS,
+                      fit, MAX (fit, 1u));
+          opts.slots = MAX (fit, 1u);
+        }
     }
   a.ctx = zmq_ctx_new ();
   size_t zfd_len = sizeof a.zfd;

@@ -22,7 +22,9 @@
  * behind), then reap.  Output is then drained only as far as it is already
  * in the pipes: a grandchild that left the group (setsid) may keep a write
  * end open forever, so waiting for EOF could hang the task; what such an
- * escapee writes afterwards is lost, by design.
+ * escapee writes afterwards is lost, by design.  Until the leader exits the runner
+ * holds a copy of each pipe's write end: the child's exit then makes no
+ * hang-up on the pipes, and the pidfd alone wakes the agent, once.
  *
  * Timeouts and cancels send SIGTERM to the group (and to the leader through
  * its pidfd, in case it moved to another group), then SIGKILL after
@@ -40,6 +42,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -75,6 +78,7 @@ typedef enum {
 
 typedef struct {
   int fd;            /* read end of the pipe, -1 once closed */
+  int hold;          /* our copy of the write end while the leader lives */
   GByteArray *kept;  /* NULL until the first byte is kept */
   guint64 dropped;
   gboolean nonblocking; /* O_NONBLOCK set: only without RWF_NOWAIT */
@@ -116,6 +120,8 @@ struct DatcRunner {
   gboolean no_rwf_nowait; /* the kernel refused RWF_NOWAIT on a pipe */
   sigset_t reset;         /* dispositions a child sets to SIG_DFL before exec */
   guint8 *stack;          /* CHILD_STACK_SIZE bytes, the lowest page a guard */
+  struct rlimit nofile;   /* a child's RLIMIT_NOFILE, when we raised ours */
+  gboolean restore_nofile;
 };
 
 static guint
@@ -237,6 +243,7 @@ static void
 capture_clear (Capture *cap)
 {
   close_fd (&cap->fd);
+  close_fd (&cap->hold);
   g_clear_pointer (&cap->kept, g_byte_array_unref);
 }
 
@@ -412,6 +419,7 @@ typedef struct {
   char *const *envp;
   const sigset_t *reset;
   const char *cwd;         /* or NULL */
+  const struct rlimit *nofile; /* or NULL: the agent's own */
   int devnull, out_w, err_w;
   int err;                 /* set by the child when it did not exec */
 } SpawnRequest;
@@ -480,7 +488,8 @@ spawn_child (void *data)
   sigset_t none;
   sigemptyset (&none);
   if (setpgid (0, 0) != 0 || dup2 (r->devnull, 0) < 0 || dup2 (r->out_w, 1) < 0
-      || dup2 (r->err_w, 2) < 0 || (r->cwd != NULL && chdir (r->cwd) != 0))
+      || dup2 (r->err_w, 2) < 0 || (r->cwd != NULL && chdir (r->cwd) != 0)
+      || (r->nofile != NULL && setrlimit (RLIMIT_NOFILE, r->nofile) != 0))
     goto fail;
   /* Belt and braces: the agent's own fds are O_CLOEXEC, but a library may
    * have opened one without it. */
@@ -675,6 +684,7 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
     .envp = envp != NULL ? envp : environ,
     .reset = &runner->reset,
     .cwd = spec->cwd,
+    .nofile = runner->restore_nofile ? &runner->nofile : NULL,
     .devnull = runner->devnull,
     .out_w = out_w,
     .err_w = err_w,
@@ -692,11 +702,10 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       req.search = NULL;
       rc = spawn_request (runner, &req, &pid, &pidfd);
     }
-  close_fd (&out_w);
-  close_fd (&err_w);
-
   if (rc != 0)
     {
+      close_fd (&out_w);
+      close_fd (&err_w);
       close_fd (&out_r);
       close_fd (&err_r);
       queue_spawn_errno (runner, task, argv[0], rc);
@@ -709,6 +718,8 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   t->pid = pid;
   t->out.fd = out_r;
   t->err.fd = err_r;
+  t->out.hold = out_w;
+  t->err.hold = err_w;
   t->started_us = started_us;
   t->timeout_ms = spec->timeout_ms;
   if (spec->timeout_ms > 0)
@@ -739,6 +750,35 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   g_hash_table_insert (runner->by_serial, &t->serial, t);
   g_hash_table_insert (runner->by_key, &t->key, t);
   return TRUE;
+}
+
+guint
+datc_runner_reserve_fds (DatcRunner *runner, guint tasks, guint reserved)
+{
+  g_return_val_if_fail (runner != NULL, 0);
+  struct rlimit now;
+  if (getrlimit (RLIMIT_NOFILE, &now) != 0)
+    return tasks;
+  rlim_t need = (rlim_t) tasks * DATC_RUNNER_FDS_PER_TASK + reserved;
+  if (now.rlim_cur != RLIM_INFINITY && now.rlim_cur < need)
+    {
+      struct rlimit raised = now;
+      raised.rlim_cur = now.rlim_max == RLIM_INFINITY ? need : MIN (need, now.rlim_max);
+      if (raised.rlim_cur > now.rlim_cur && setrlimit (RLIMIT_NOFILE, &raised) == 0)
+        {
+          if (!runner->restore_nofile)
+            {
+              runner->nofile = now;
+              runner->restore_nofile = TRUE;
+            }
+          now = raised;
+        }
+    }
+  if (now.rlim_cur == RLIM_INFINITY || now.rlim_cur >= need)
+    return tasks;
+  return now.rlim_cur > reserved
+           ? (guint) ((now.rlim_cur - reserved) / DATC_RUNNER_FDS_PER_TASK)
+           : 0;
 }
 
 guint
@@ -897,6 +937,8 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
     }
   gint64 finished_us = g_get_real_time ();
 
+  close_fd (&task->out.hold);
+  close_fd (&task->err.hold);
   capture_read (runner, task, &task->out, DRAIN_READS_MAX, TRUE);
   capture_read (runner, task, &task->err, DRAIN_READS_MAX, TRUE);
   close_fd (&task->out.fd);

@@ -1,5 +1,5 @@
-/* runner.h: runs tasks for the agent.  Each task is spawned with
- * posix_spawn in its own process group, stdin from /dev/null, stdout and
+/* runner.h: runs tasks for the agent.  Each task is spawned (a
+ * vfork-style clone, see runner.c) in its own process group, stdin from /dev/null, stdout and
  * stderr into pipes captured up to a limit.  The runner owns one epoll fd
  * that becomes readable whenever it has work to do (output to read, a
  * child that exited, tracked with pidfds), so the agent's single zmq_poll
@@ -38,6 +38,16 @@ gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task,
                             GError **error);
 
 guint datc_runner_running (DatcRunner *runner);
+
+/* Each running task holds DATC_RUNNER_FDS_PER_TASK fds (pidfd, two pipe
+ * read ends and the runner's copies of their write ends).  Raises this
+ * process's soft RLIMIT_NOFILE, up to the hard limit, so that `tasks` can
+ * run at once beside `reserved` fds of the caller's own; tasks still start
+ * with the soft limit the process had (a program using select() expects
+ * it).  Returns how many tasks fit (== tasks unless the hard limit is too
+ * low). */
+#define DATC_RUNNER_FDS_PER_TASK 5
+guint datc_runner_reserve_fds (DatcRunner *runner, guint tasks, guint reserved);
 
 /* The fd to poll for POLLIN. */
 int datc_runner_get_fd (DatcRunner *runner);

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -300,6 +301,24 @@ test_output_captures_stdout_and_stderr_separately (Fixture *f, gconstpointer dat
   g_assert_cmpuint (g_bytes_get_size (r->err), ==, 0);
 }
 
+/* A grandchild that leaves the group (setsid) keeps the pipe's write end
+ * open after the leader exits: the task still ends with the leader and
+ * keeps what was written, it does not wait for the escapee's EOF. */
+static void
+test_output_escaped_writer_does_not_hold_the_task (Fixture *f, gconstpointer data)
+{
+  DatcResult *r = run_line (f, "setsid sleep 300 & echo $!");
+  g_autofree gchar *out = bytes_str (r->out);
+  pid_t escapee = (pid_t) g_ascii_strtoll (out, NULL, 10);
+  g_assert_cmpint (escapee, >, 1);
+  g_assert_true (process_alive (escapee));
+  g_assert_cmpint (r->status, ==, DATC_STATUS_EXITED);
+  g_assert_cmpint (r->exit_code, ==, 0);
+  kill (escapee, SIGKILL);
+  g_autofree gchar *pids = g_strdup_printf ("%d\n", (int) escapee);
+  assert_all_gone (pids);
+}
+
 static void
 test_output_keeps_large_output_under_the_limit_whole (Fixture *f, gconstpointer data)
 {
@@ -361,6 +380,67 @@ test_output_limit_over_maximum_is_refused (void)
   g_autoptr (DatcRunner) runner = datc_runner_new (DATC_OUTPUT_MAX + 1, 0, &error);
   g_assert_null (runner);
   g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+}
+
+/* --- open files ------------------------------------------------------- */
+
+#define FD_TASKS 40
+#define FD_RESERVED 16
+
+/* Under a soft limit of 64 open files, 40 tasks (5 fds each) still start
+ * side by side once the runner has reserved them, and a task sees the soft
+ * limit the process had. */
+static void
+test_fds_reserve_raises_soft_limit_for_tasks_only (void)
+{
+  if (g_test_subprocess ())
+    {
+      struct rlimit lim;
+      g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 1024)
+        g_error ("hard RLIMIT_NOFILE %lu is below this test's needs", (unsigned long) lim.rlim_max);
+      lim.rlim_cur = 64;
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+
+      Fixture fx, *f = &fx;
+      fixture_setup (f, NULL);
+      g_assert_cmpuint (datc_runner_reserve_fds (f->runner, FD_TASKS, FD_RESERVED), ==, FD_TASKS);
+      g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      g_assert_cmpuint (lim.rlim_cur, >=, FD_TASKS * DATC_RUNNER_FDS_PER_TASK + FD_RESERVED);
+      for (guint i = 1; i < FD_TASKS; i++)
+        {
+          g_autoptr (DatcTask) task = task_new (1000 + i, "sleep 300");
+          start (f, task);
+        }
+      g_assert_cmpuint (datc_runner_running (f->runner), ==, FD_TASKS - 1);
+      DatcResult *r = run_line (f, "sh -c 'ulimit -Sn'");
+      g_assert_cmpint (r->status, ==, DATC_STATUS_EXITED);
+      assert_bytes (r->out, "64\n");
+      fixture_teardown (f, NULL);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+}
+
+/* Under a hard limit too low for every slot, it says how many tasks fit. */
+static void
+test_fds_reserve_reports_what_fits_under_hard_limit (void)
+{
+  if (g_test_subprocess ())
+    {
+      struct rlimit lim = { .rlim_cur = 100, .rlim_max = 100 };
+      g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcRunner) runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (datc_runner_reserve_fds (runner, FD_TASKS, FD_RESERVED), ==,
+                        (100 - FD_RESERVED) / DATC_RUNNER_FDS_PER_TASK);
+      g_assert_cmpuint (datc_runner_reserve_fds (runner, 2, FD_RESERVED), ==, 2);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
 }
 
 /* --- what the child gets ------------------------------------------------ */
@@ -867,6 +947,8 @@ main (int argc, char **argv)
        test_exit_kills_background_children_left_behind);
   ADD ("/runner/output/captures-stdout-and-stderr-separately",
        test_output_captures_stdout_and_stderr_separately);
+  ADD ("/runner/output/an-escaped-writer-does-not-hold-the-task",
+       test_output_escaped_writer_does_not_hold_the_task);
   ADD ("/runner/output/keeps-large-output-under-the-limit-whole",
        test_output_keeps_large_output_under_the_limit_whole);
   ADD ("/runner/output/truncates-over-the-limit-with-marker",
@@ -875,6 +957,10 @@ main (int argc, char **argv)
        test_output_with_maximum_limit_stays_within_wire_maximum);
   g_test_add_func ("/runner/output/limit-over-maximum-is-refused",
                    test_output_limit_over_maximum_is_refused);
+  g_test_add_func ("/runner/fds/reserve-raises-the-soft-limit-for-tasks-only",
+                   test_fds_reserve_raises_soft_limit_for_tasks_only);
+  g_test_add_func ("/runner/fds/reserve-reports-what-fits-under-the-hard-limit",
+                   test_fds_reserve_reports_what_fits_under_hard_limit);
   ADD ("/runner/spawn/stdin-is-dev-null", test_spawn_stdin_is_dev_null);
   ADD ("/runner/spawn/child-inherits-only-stdio", test_spawn_child_inherits_only_stdio);
   ADD ("/runner/spawn/child-has-default-signals", test_spawn_child_has_default_signals);
