@@ -702,7 +702,9 @@ datc_agent_run (const DatcAgentOptions *o)
       if (o->walltime_end_us > 0 && !a.draining)
         wake = MIN (wake, now + 1000 * 1000);
       int rt = datc_runner_next_timeout_ms (a.runner);
-      long timeout = (long) ((wake - now) / 1000);
+      /* Rounded up: rounded down, the last part of a millisecond before
+       * each deadline would be spent polling with a zero timeout. */
+      long timeout = (long) ((wake - now + 999) / 1000);
       if (rt >= 0 && rt < timeout)
         timeout = rt;
       if (timeout < 0)
