@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "curve.h"
 #include "harness.h"
 
 static gchar *
@@ -452,6 +453,44 @@ test_wide_agent_under_file_limit (void)
     }
 }
 
+/* ---- a master whose name the node cannot resolve -------------------- */
+
+/* The agent runs where the hosts database is /etc/hosts alone (a private
+ * mount namespace with its own nsswitch.conf: no lookup leaves the
+ * machine), so the name is certainly unknown.  libzmq would retry it in
+ * silence until the reconnect timeout; the agent says so and exits 3. */
+static void
+test_unknown_master_host (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GError) error = NULL;
+  DatcCurveKeypair server, agent;
+  g_assert_true (datc_curve_keypair_generate (&server, &error));
+  g_assert_true (datc_curve_keypair_generate (&agent, &error));
+  g_autofree gchar *key = g_build_filename (d->path, "agent.key", NULL);
+  g_assert_true (datc_curve_keypair_save (&agent, key, &error));
+  g_assert_no_error (error);
+  g_autofree gchar *nss = tb_write (d, "nsswitch.conf", "hosts: files\n");
+  const char *endpoint = "tcp://no-such-master.invalid:5555";
+  g_autofree gchar *q_nss = g_shell_quote (nss);
+  g_autofree gchar *q_agent = g_shell_quote (tb_agent ());
+  g_autofree gchar *q_server = g_shell_quote (server.public_z85);
+  g_autofree gchar *q_key = g_shell_quote (key);
+  g_autofree gchar *inner = g_strdup_printf (
+      "mount --bind %s /etc/nsswitch.conf && exec %s --connect %s --server-key %s "
+      "--key-file %s --slots 1 --reconnect-timeout 300",
+      q_nss, q_agent, endpoint, q_server, q_key);
+  const char *argv[] = { "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                         inner, NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "agent", argv);
+  g_assert_cmpint (tb_wait (p, 60), ==, 3);
+  g_autofree gchar *err = tb_proc_stderr (p);
+  g_assert_nonnull (strstr (err, "\"no-such-master.invalid\" is not known here"));
+  g_assert_nonnull (strstr (err, endpoint));
+  datc_curve_keypair_clear (&server);
+  datc_curve_keypair_clear (&agent);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -468,6 +507,8 @@ main (int argc, char **argv)
   g_test_add_func ("/campaign/refuses-another-task-file", test_other_taskfile_refused);
   g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
   g_test_add_func ("/campaign/400-slots-under-a-1024-file-limit", test_wide_agent_under_file_limit);
+  g_test_add_func ("/campaign/agent-names-a-master-host-it-cannot-resolve",
+                   test_unknown_master_host);
   g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);
   g_test_add_func ("/campaign/agent-sigterm-drains-and-tasks-rerun", test_agent_sigterm_drains);
   g_test_add_func ("/campaign/drained-tasks-are-not-sent-back-to-the-draining-agent",

@@ -15,6 +15,7 @@
 #include "agent.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -554,6 +555,42 @@ make_agent_id (const char *host)
   return g_string_free (s, FALSE);
 }
 
+/* libzmq resolves a tcp:// host in its I/O thread and, when the name does
+ * not exist, retries in silence: the agent would sit in its allocation
+ * until the reconnect timeout.  A name that does not exist is refused
+ * here, naming it; a lookup that fails for now (no DNS answer) is left to
+ * libzmq's retries. */
+static gboolean
+check_endpoint_host (const char *endpoint, GError **error)
+{
+  if (!g_str_has_prefix (endpoint, "tcp://"))
+    return TRUE;
+  const char *host = endpoint + strlen ("tcp://");
+  const char *semi = strchr (host, ';'); /* tcp://SOURCE;HOST:PORT */
+  if (semi != NULL)
+    host = semi + 1;
+  const char *colon = strrchr (host, ':');
+  if (host[0] == '[' || colon == NULL || colon == host)
+    return TRUE; /* an IPv6 literal, or zmq_connect will say what is wrong */
+  g_autofree gchar *name = g_strndup (host, (gsize) (colon - host));
+  struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+  struct addrinfo *res = NULL;
+  int rc = getaddrinfo (name, NULL, &hints, &res);
+  if (res != NULL)
+    freeaddrinfo (res);
+  if (rc == EAI_NONAME || rc == EAI_NODATA)
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0,
+                   "%s: the master's host \"%s\" is not known here (%s); give the "
+                   "master's address instead (advertise = ADDRESS under [master] in the sites file)",
+                   endpoint, name, gai_strerror (rc));
+      return FALSE;
+    }
+  if (rc != 0)
+    g_message ("%s: looking up \"%s\": %s; retrying", endpoint, name, gai_strerror (rc));
+  return TRUE;
+}
+
 static gboolean
 open_socket (Agent *a, GError **error)
 {
@@ -592,6 +629,8 @@ open_socket (Agent *a, GError **error)
                    "%s: a tcp endpoint needs --server-key and --key-file", a->o->connect);
       return FALSE;
     }
+  if (!check_endpoint_host (a->o->connect, error))
+    return FALSE;
   if (zmq_connect (a->sock, a->o->connect) != 0)
     {
       g_set_error (error, DATC_AGENT_ERROR, 0, "cannot connect to %s: %s",
