@@ -23,12 +23,19 @@ line (Report *r, const char *site, const char *check, gboolean ok, const char *d
     r->failed++;
 }
 
-/* The programs a scheduler runs: argv[0] of its submit, poll and cancel. */
+/* The programs a scheduler runs: its table's list, else argv[0] of its
+ * submit, poll and cancel. */
 static GPtrArray *
 scheduler_programs (const char *scheduler)
 {
   GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
   const DatcSchedulerClass *k = datc_scheduler_lookup (scheduler);
+  if (k->programs != NULL)
+    {
+      for (const char *const *p = k->programs; *p != NULL; p++)
+        g_ptr_array_add (out, g_strdup (*p));
+      return out;
+    }
   const char *ids[] = { "12345", NULL };
   DatcProxyRequest req = { .name = "datc-check", .slots = 1, .workdir = "/tmp",
                            .agent_command = "true" };

@@ -127,6 +127,10 @@ typedef struct {
   /* Where queue_argv is NULL: why, for a report ("HTCondor has no
    * queues"). */
   const char *no_queues;
+  /* The scheduler's programs its commands run on the site (NULL-ended),
+   * which `datc sites check` looks for; many commands go through `sh -c`,
+   * so their argv[0] would only say /bin/sh.  NULL: the argv[0]s. */
+  const char *const *programs;
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */

@@ -344,6 +344,9 @@ condor_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error
   return datc_batch_lookup_result(keys, CONDOR, job_id, error);
 }
 
+static const char *const condor_programs[]
+    = { "condor_submit", "condor_q", "condor_history", "condor_rm", NULL };
+
 const DatcSchedulerClass datc_scheduler_condor = {
   .name = "condor",
   .script = condor_script,
@@ -356,4 +359,5 @@ const DatcSchedulerClass datc_scheduler_condor = {
   .parse_lookup = condor_parse_lookup,
   /* A request naming a queue is refused (see the top of this file). */
   .no_queues = "HTCondor has no queues: leave `queue` unset",
+  .programs = condor_programs,
 };

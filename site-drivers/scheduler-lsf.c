@@ -332,6 +332,8 @@ lsf_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return FALSE;
 }
 
+static const char *const lsf_programs[] = { "bsub", "bjobs", "bkill", "bqueues", NULL };
+
 const DatcSchedulerClass datc_scheduler_lsf = {
   .name = "lsf",
   .script = lsf_script,
@@ -344,4 +346,5 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_lookup = lsf_parse_lookup,
   .queue_argv = lsf_queue_argv,
   .parse_queue = lsf_parse_queue,
+  .programs = lsf_programs,
 };

@@ -411,6 +411,8 @@ pbs_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+static const char *const pbs_programs[] = { "qsub", "qstat", "qdel", "qselect", NULL };
+
 const DatcSchedulerClass datc_scheduler_pbs = {
   .name = "pbs",
   .script = pbs_script,
@@ -423,4 +425,5 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .parse_lookup = pbs_parse_lookup,
   .queue_argv = pbs_queue_argv,
   .parse_queue = pbs_parse_queue,
+  .programs = pbs_programs,
 };

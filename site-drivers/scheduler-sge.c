@@ -374,6 +374,8 @@ sge_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+static const char *const sge_programs[] = { "qsub", "qstat", "qdel", "qconf", NULL };
+
 const DatcSchedulerClass datc_scheduler_sge = {
   .name = "sge",
   .script = sge_script,
@@ -386,4 +388,5 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .parse_lookup = sge_parse_lookup,
   .queue_argv = sge_queue_argv,
   .parse_queue = sge_parse_queue,
+  .programs = sge_programs,
 };

@@ -388,6 +388,8 @@ slurm_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exi
   return TRUE;
 }
 
+static const char *const slurm_programs[] = { "sbatch", "squeue", "scancel", "scontrol", NULL };
+
 const DatcSchedulerClass datc_scheduler_slurm = {
   .name = "slurm",
   .script = slurm_script,
@@ -400,4 +402,5 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .parse_lookup = slurm_parse_lookup,
   .queue_argv = slurm_queue_argv,
   .parse_queue = slurm_parse_queue,
+  .programs = slurm_programs,
 };

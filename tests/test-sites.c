@@ -146,6 +146,17 @@ test_sites_check (void)
   g_assert_nonnull (strstr (out2, "agent deployable       FAIL"));
   /* HTCondor refuses a queue: the check says so before any proxy would. */
   g_assert_nonnull (strstr (out2, "pool           queue exists           FAIL HTCondor has no queues"));
+  /* Its commands go through `sh -c`, yet each program is looked for (this
+   * machine has no HTCondor). */
+  static const char *const condor[] = { "condor_submit", "condor_q", "condor_history",
+                                        "condor_rm" };
+  for (guint i = 0; i < G_N_ELEMENTS (condor); i++)
+    {
+      g_autofree gchar *what = g_strdup_printf ("%s found", condor[i]);
+      g_autofree gchar *want = g_strdup_printf ("%-14s %-22s %-4s %s", "pool", what, "FAIL",
+                                                "not on the PATH");
+      g_assert_nonnull (strstr (out2, want));
+    }
 }
 
 int

@@ -1,0 +1,100 @@
+/* test-scheduler-programs.c: each scheduler's `programs` list (what
+ * `datc sites check` looks for on a site) covers every command it runs:
+ * a command's argv[0] is on the list, or, for a command wrapped in
+ * `sh -c`, its script names a program of the list and only those. */
+#include <glib.h>
+#include <string.h>
+
+#include "driver.h"
+
+static const char *const ids[] = { "12345", "12346", NULL };
+static const char *const condor_ids[] = { "12345.0", "12346.0", NULL }; /* cluster.proc */
+
+/* The words of a script that look like a scheduler program of any of the
+ * known families. */
+static gboolean
+names_only_listed (const char *script, const char *const *programs, gboolean *named_one)
+{
+  static const char *const family[] = { "sbatch", "squeue", "scancel", "scontrol", "sacct",
+                                        "qsub", "qstat", "qdel", "qconf", "qacct", "qselect",
+                                        "condor_submit", "condor_q", "condor_history",
+                                        "condor_rm", "bsub", "bjobs", "bkill", "bqueues",
+                                        "bhist", NULL };
+  g_autoptr (GRegex) word = g_regex_new ("[A-Za-z_]+", 0, 0, NULL);
+  g_autoptr (GMatchInfo) m = NULL;
+  gboolean ok = TRUE;
+  g_regex_match (word, script, 0, &m);
+  while (g_match_info_matches (m))
+    {
+      g_autofree gchar *w = g_match_info_fetch (m, 0);
+      if (g_strv_contains (family, w))
+        {
+          if (g_strv_contains (programs, w))
+            *named_one = TRUE;
+          else
+            {
+              g_test_message ("script runs %s, which the list lacks", w);
+              ok = FALSE;
+            }
+        }
+      g_match_info_next (m, NULL);
+    }
+  return ok;
+}
+
+static void
+check_argv (const char *scheduler, const char *what, GStrv argv,
+            const char *const *programs)
+{
+  if (argv == NULL)
+    return;
+  g_test_message ("%s %s: %s", scheduler, what, argv[0]);
+  if (g_str_equal (argv[0], "/bin/sh"))
+    {
+      g_assert_cmpstr (argv[1], ==, "-c");
+      gboolean named = FALSE;
+      g_assert_true (names_only_listed (argv[2], programs, &named));
+      g_assert_true (named);
+    }
+  else
+    g_assert_true (g_strv_contains (programs, argv[0]));
+}
+
+static void
+test_programs_cover_commands (gconstpointer data)
+{
+  const char *name = data;
+  const DatcSchedulerClass *k = datc_scheduler_lookup (name);
+  g_assert_nonnull (k);
+  g_assert_nonnull (k->programs);
+  DatcProxyRequest req = { .name = "datc-test-1", .slots = 2, .walltime_s = 600,
+                           .workdir = "/tmp/wd", .agent_command = "true" };
+  g_auto (GStrv) submit = k->submit_argv (&req, "/tmp/wd/p.sh");
+  const char *const *jobs = g_str_equal (name, "condor") ? condor_ids : ids;
+  g_auto (GStrv) poll = k->poll_argv (jobs);
+  g_auto (GStrv) cancel = k->cancel_argv (jobs);
+  g_auto (GStrv) lookup = k->lookup_argv ? k->lookup_argv ("datc-test-1") : NULL;
+  g_auto (GStrv) queue = k->queue_argv ? k->queue_argv ("q1") : NULL;
+  g_assert_nonnull (submit);
+  g_assert_nonnull (poll);
+  g_assert_nonnull (cancel);
+  check_argv (name, "submit", submit, k->programs);
+  check_argv (name, "poll", poll, k->programs);
+  check_argv (name, "cancel", cancel, k->programs);
+  check_argv (name, "lookup", lookup, k->programs);
+  check_argv (name, "queue", queue, k->programs);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  static const char *const batch[] = { "slurm", "sge", "pbs", "condor", "lsf" };
+  for (guint i = 0; i < G_N_ELEMENTS (batch); i++)
+    {
+      g_autofree gchar *path = g_strdup_printf ("/scheduler/%s/programs-cover-its-commands",
+                                                batch[i]);
+      g_test_add_data_func (path, batch[i], test_programs_cover_commands);
+    }
+  return g_test_run ();
+}
