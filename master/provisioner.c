@@ -821,6 +821,35 @@ trace_commands (DatcProvisioner *p)
     }
 }
 
+/* With every proxy gone no agent needs the campaign's key on a site: it
+ * is not left behind in the workdir (a resumed campaign puts it again at
+ * its first submit).  Proxy scripts and logs stay, for whoever debugs. */
+static void
+remove_keys (DatcProvisioner *p)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      DatcSiteSpec *sp = s->spec;
+      if (!s->prepared || sp->key_data == NULL)
+        continue;
+      const char *argv[] = { "rm", "-f", "--", sp->key_file, NULL };
+      DatcCommandResult res = { 0 };
+      g_autoptr (GError) error = NULL;
+      if (!datc_site_run (sp->site, argv, &res, &error) || res.exit_status != 0)
+        {
+          g_autofree gchar *said = res.err != NULL ? g_strndup (g_bytes_get_data (res.err, NULL),
+                                                                g_bytes_get_size (res.err))
+                                                   : NULL;
+          g_warning ("site %s: could not remove the agent key %s: %s", sp->name, sp->key_file,
+                     error != NULL ? error->message : said != NULL ? g_strstrip (said) : "rm failed");
+        }
+      else
+        s->prepared = FALSE;
+      datc_command_result_clear (&res);
+    }
+}
+
 gboolean
 datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
 {
@@ -838,6 +867,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
         poll_site (p, p->sites->pdata[i]);
       if (datc_provisioner_alive (p) == 0)
         {
+          remove_keys (p);
           trace_commands (p);
           return TRUE;
         }
