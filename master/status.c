@@ -198,21 +198,27 @@ datc_status_print (JsonObject *st, FILE *out)
     {
       if (json_object_has_member (st, "mode"))
         fprintf (out, "mode     %s\n", json_object_get_string_member (st, "mode"));
-      fprintf (out, "\n%-16s %-8s %8s %8s %8s %8s %8s\n", "SITE", "STATE", "PENDING", "RUNNING",
-               "AGENTS", "DONE", "SUBMITS");
+      fprintf (out, "\n%-16s %-8s %8s %8s %8s %8s %8s %8s\n", "SITE", "STATE", "PENDING",
+               "RUNNING", "AGENTS", "DONE", "SUBMITS", "NOAGENT");
+      gint64 no_agent = 0;
       for (guint i = 0; i < json_array_get_length (sites); i++)
         {
           JsonObject *s = json_array_get_object_element (sites, i);
+          gint64 died = json_object_get_int_member_with_default (s, "proxies_died_early", 0);
+          no_agent += died;
           fprintf (out, "%-16s %-8s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
-                   " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT "\n",
+                   " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT "\n",
                    json_object_get_string_member_with_default (s, "name", "?"),
                    json_object_get_string_member_with_default (s, "state", "?"),
                    json_object_get_int_member_with_default (s, "proxies_pending", 0),
                    json_object_get_int_member_with_default (s, "proxies_running", 0),
                    json_object_get_int_member_with_default (s, "agents", 0),
                    json_object_get_int_member_with_default (s, "done", 0),
-                   json_object_get_int_member_with_default (s, "proxies_submitted", 0));
+                   json_object_get_int_member_with_default (s, "proxies_submitted", 0), died);
         }
+      if (no_agent > 0)
+        fprintf (out, "NOAGENT: proxies that ended before their agent connected "
+                      "(see their logs in the site's workdir)\n");
       /* What is wrong with a degraded site, in its own words. */
       for (guint i = 0; i < json_array_get_length (sites); i++)
         {

@@ -307,6 +307,7 @@ typedef struct {
   TbDir *d;
   const char *dir;
   const char *site;
+  gboolean died_early;  /* the site degrades by proxies ending before their agent connects */
   gboolean seen;
 } StatusWatch;
 
@@ -333,7 +334,12 @@ site_shown_degraded (gpointer data)
       if (g_str_equal (str_member (s, "name"), w->site)
           && g_str_equal (str_member (s, "state"), "degraded")
           && !json_object_get_null_member (s, "last_error"))
-        return w->seen = TRUE;
+        {
+          /* Three in a row degrade it, and each is counted. */
+          if (w->died_early)
+            g_assert_cmpint (json_object_get_int_member (s, "proxies_died_early"), >=, 3);
+          return w->seen = TRUE;
+        }
     }
   return FALSE;
 }
@@ -363,8 +369,16 @@ test_degraded_sites (void)
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, tasks, NULL };
   g_autoptr (TbProc) run = tb_spawn (d, "run", argv);
 
-  StatusWatch w = { d, dir, "dies", FALSE };
+  StatusWatch w = { d, dir, "dies", TRUE, FALSE };
   g_assert_true (tb_await (site_shown_degraded, &w, 60));
+  /* The text status says it too, with the count of proxies that ended
+   * before their agent connected. */
+  const char *st_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) st = tb_spawn (d, "status", st_argv);
+  g_assert_cmpint (tb_wait (st, 30), ==, 0);
+  g_autofree gchar *text = tb_proc_stdout (st);
+  g_assert_nonnull (strstr (text, "site dies is degraded: "));
+  g_assert_nonnull (strstr (text, "NOAGENT: proxies that ended before their agent connected"));
   g_assert_cmpint (tb_wait (run, 120), ==, 0);
 
   g_autoptr (GHashTable) res = tb_results (dir);
