@@ -22,9 +22,9 @@
  * behind), then reap.  Output is then drained only as far as it is already
  * in the pipes: a grandchild that left the group (setsid) may keep a write
  * end open forever, so waiting for EOF could hang the task; what such an
- * escapee writes afterwards is lost, by design.  Until the leader exits the runner
- * holds a copy of each pipe's write end: the child's exit then makes no
- * hang-up on the pipes, and the pidfd alone wakes the agent, once.
+ * escapee writes afterwards is lost, by design.  Until the leader exits
+ * the runner holds a copy of each pipe's write end: the child's exit then
+ * makes no hang-up on the pipes, and the pidfd alone wakes the agent, once.
  *
  * Timeouts and cancels send SIGTERM to the group (and to the leader through
  * its pidfd, in case it moved to another group), then SIGKILL after
