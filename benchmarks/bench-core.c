@@ -219,7 +219,8 @@ bench_spawn (const char *tmp, guint n, guint rounds)
   prctl (PR_SET_CHILD_SUBREAPER, 1);
   printf ("spawn: %u x /bin/true, 2 slots, %u rounds of bare loop / datc run / bare loop\n", n,
           rounds);
-  printf ("  (other = CPU of the rest of the machine meanwhile, in cores; idle = cores nobody used)\n");
+  printf ("  (other = CPU of the rest of the machine meanwhile, in cores;"
+          " idle = cores nobody used)\n");
   Phase b, d;
   phase_begin (&b);
   double before = bare_loop (n, 2);

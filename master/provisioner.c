@@ -836,16 +836,17 @@ remove_keys (DatcProvisioner *p)
       const char *argv[] = { "rm", "-f", "--", sp->key_file, NULL };
       DatcCommandResult res = { 0 };
       g_autoptr (GError) error = NULL;
-      if (!datc_site_run (sp->site, argv, &res, &error) || res.exit_status != 0)
-        {
-          g_autofree gchar *said = res.err != NULL ? g_strndup (g_bytes_get_data (res.err, NULL),
-                                                                g_bytes_get_size (res.err))
-                                                   : NULL;
-          g_warning ("site %s: could not remove the agent key %s: %s", sp->name, sp->key_file,
-                     error != NULL ? error->message : said != NULL ? g_strstrip (said) : "rm failed");
-        }
-      else
+      if (datc_site_run (sp->site, argv, &res, &error) && res.exit_status == 0)
         s->prepared = FALSE;
+      else
+        {
+          g_autofree gchar *said = NULL;
+          if (error == NULL && res.err != NULL)
+            said = g_strstrip (g_strndup (g_bytes_get_data (res.err, NULL),
+                                          g_bytes_get_size (res.err)));
+          g_warning ("site %s: could not remove the agent key %s: %s", sp->name,
+                     sp->key_file, error != NULL ? error->message : said ? said : "rm failed");
+        }
       datc_command_result_clear (&res);
     }
 }
