@@ -307,7 +307,13 @@ test_output_captures_stdout_and_stderr_separately (Fixture *f, gconstpointer dat
 static void
 test_output_escaped_writer_does_not_hold_the_task (Fixture *f, gconstpointer data)
 {
-  DatcResult *r = run_line (f, "setsid sleep 300 & echo $!");
+  /* The escapee says its pid once it has left the group, and only then
+   * does the leader exit (else the group kill could catch it first). */
+  g_autofree gchar *fifo = g_build_filename (f->tmpdir, "escaped", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_autofree gchar *line = g_strdup_printf (
+      "setsid sh -c 'echo $$ > %s; exec sleep 300' & read pid < %s; echo $pid", fifo, fifo);
+  DatcResult *r = run_line (f, line);
   g_autofree gchar *out = bytes_str (r->out);
   pid_t escapee = (pid_t) g_ascii_strtoll (out, NULL, 10);
   g_assert_cmpint (escapee, >, 1);
