@@ -642,8 +642,10 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
         }
       /* An expiring proxy makes room for its replacement: it no longer
        * counts against max_proxies, its replacement does in its place.
-       * Not a replacement whose own predecessor is still there. */
-      if (!x->expiring || x->replaces != NULL)
+       * Not a replacement whose own predecessor is still there.  Not in
+       * direct mode: a proxy there is bound to its one task, nothing can
+       * replace it, and max_proxies is a hard cap (per-user job limits). */
+      if (p->mode == DATC_MODE_DIRECT || !x->expiring || x->replaces != NULL)
         s->alive++;
       if (x->online && x->expiring)
         s->running_expiring += x->running;

@@ -301,6 +301,29 @@ test_every_expiring_proxy_replaced (void)
   g_assert_cmpuint (count_events (trace, "agent_lost", NULL), ==, 0);
 }
 
+/* In direct mode every proxy is bound to its one task: one near its
+ * walltime makes no room for a replacement, and the site never has more
+ * than max_proxies queued or running, walltime or not. */
+static void
+test_direct_never_over_max_proxies (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 1; i <= 8; i++)
+    g_string_append (t, "sleep 2\n");
+  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site short]\nscheduler = fork\n"
+                                      "max_proxies = 2\nwalltime = 6s\n");
+  g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "direct", 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 8);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+  g_assert_cmpuint (count_events (trace, "proxy_submitted", "short"), >=, 8);
+  g_assert_cmpuint (max_alive (trace, "short"), <=, 2);
+}
+
 /* ---- degraded ------------------------------------------------------- */
 
 typedef struct {
@@ -485,6 +508,7 @@ main (int argc, char **argv)
   g_test_add_func ("/modes/same-results-in-pull-static-direct", test_same_results_in_every_mode);
   g_test_add_func ("/modes/walltime-generations", test_walltime_generations);
   g_test_add_func ("/modes/every-expiring-proxy-replaced", test_every_expiring_proxy_replaced);
+  g_test_add_func ("/modes/direct-never-over-max-proxies", test_direct_never_over_max_proxies);
   g_test_add_func ("/modes/degraded-sites", test_degraded_sites);
   g_test_add_func ("/modes/pending-cancelled-when-work-fits", test_pending_cancelled_when_work_fits);
   g_test_add_func ("/modes/slots-nothing-fits-are-not-capacity",
