@@ -58,6 +58,16 @@ event_time (GPtrArray *trace, const char *event)
   return 0;
 }
 
+/* A task file of `n` copies of `line` (tasks are told apart by id). */
+static gchar *
+same_tasks (TbDir *d, guint n, const char *line)
+{
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (t, "%s\n", line);
+  return tb_write (d, "t.txt", t->str);
+}
+
 static gchar *
 run_campaign_within (TbDir *d, const char *name, const char *sites, const char *tasks,
                      const char *mode, int want_status, guint timeout_s)
@@ -236,10 +246,7 @@ static void
 test_walltime_generations (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autoptr (GString) t = g_string_new (NULL);
-  for (guint i = 1; i <= 120; i++)
-    g_string_append (t, "sleep 0.2\n");
-  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *tasks = same_tasks (d, 120, "sleep 0.2");
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                       "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
@@ -281,10 +288,7 @@ static void
 test_every_expiring_proxy_replaced (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autoptr (GString) t = g_string_new (NULL);
-  for (guint i = 1; i <= 140; i++)
-    g_string_append (t, "sleep 0.2\n");
-  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *tasks = same_tasks (d, 140, "sleep 0.2");
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                       "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
@@ -308,10 +312,7 @@ static void
 test_direct_never_over_max_proxies (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autoptr (GString) t = g_string_new (NULL);
-  for (guint i = 1; i <= 8; i++)
-    g_string_append (t, "sleep 2\n");
-  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *tasks = same_tasks (d, 8, "sleep 2");
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                       "[site short]\nscheduler = fork\n"
@@ -374,10 +375,7 @@ static void
 test_degraded_sites (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autoptr (GString) t = g_string_new (NULL);
-  for (guint i = 1; i <= 60; i++)
-    g_string_append (t, "sleep 0.25\n");
-  g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *tasks = same_tasks (d, 60, "sleep 0.25");
   g_autofree gchar *known = tb_write (d, "known_hosts", "");
   g_autofree gchar *ini = g_strdup_printf (
       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
