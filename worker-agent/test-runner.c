@@ -308,19 +308,28 @@ static void
 test_output_escaped_writer_does_not_hold_the_task (Fixture *f, gconstpointer data)
 {
   /* The escapee says its pid once it has left the group, and only then
-   * does the leader exit (else the group kill could catch it first). */
+   * does the leader exit (else the group kill could catch it first).  It
+   * then waits on a FIFO only this process writes to: whatever happens
+   * to the test, it ends with it. */
   g_autofree gchar *fifo = g_build_filename (f->tmpdir, "escaped", NULL);
+  g_autofree gchar *hold_path = g_build_filename (f->tmpdir, "hold", NULL);
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (mkfifo (hold_path, 0600), ==, 0);
+  int hold = open (hold_path, O_RDWR | O_CLOEXEC);
+  g_assert_cmpint (hold, >=, 0);
   g_autofree gchar *line = g_strdup_printf (
-      "setsid sh -c 'echo $$ > %s; exec sleep 300' & read pid < %s; echo $pid", fifo, fifo);
+      "setsid sh -c 'echo $$ > %s; exec cat < %s' & read pid < %s; echo $pid", fifo,
+      hold_path, fifo);
   DatcResult *r = run_line (f, line);
   g_autofree gchar *out = bytes_str (r->out);
   pid_t escapee = (pid_t) g_ascii_strtoll (out, NULL, 10);
-  g_assert_cmpint (escapee, >, 1);
-  g_assert_true (process_alive (escapee));
+  gboolean was_alive = escapee > 1 && process_alive (escapee);
+  if (escapee > 1)
+    kill (escapee, SIGKILL);
+  close (hold);
+  g_assert_true (was_alive);
   g_assert_cmpint (r->status, ==, DATC_STATUS_EXITED);
   g_assert_cmpint (r->exit_code, ==, 0);
-  kill (escapee, SIGKILL);
   g_autofree gchar *pids = g_strdup_printf ("%d\n", (int) escapee);
   assert_all_gone (pids);
 }
@@ -413,9 +422,16 @@ test_fds_reserve_raises_soft_limit_for_tasks_only (void)
       g_assert_cmpuint (datc_runner_reserve_fds (f->runner, FD_TASKS, FD_RESERVED), ==, FD_TASKS);
       g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &lim), ==, 0);
       g_assert_cmpuint (lim.rlim_cur, >=, FD_TASKS * DATC_RUNNER_FDS_PER_TASK + FD_RESERVED);
+      /* The tasks wait on a FIFO only this process writes to: they end
+       * when it does, however it ends. */
+      g_autofree gchar *hold_path = g_build_filename (f->tmpdir, "hold", NULL);
+      g_assert_cmpint (mkfifo (hold_path, 0600), ==, 0);
+      int hold = open (hold_path, O_RDWR | O_CLOEXEC);
+      g_assert_cmpint (hold, >=, 0);
+      g_autofree gchar *wait_line = g_strdup_printf ("cat %s", hold_path);
       for (guint i = 1; i < FD_TASKS; i++)
         {
-          g_autoptr (DatcTask) task = task_new (1000 + i, "sleep 300");
+          g_autoptr (DatcTask) task = task_new (1000 + i, wait_line);
           start (f, task);
         }
       g_assert_cmpuint (datc_runner_running (f->runner), ==, FD_TASKS - 1);
