@@ -59,6 +59,20 @@ static const char *const status_names[] = {
   [DATC_STATUS_REFUSED] = "refused",
 };
 
+guint
+datc_task_key_hash (gconstpointer key)
+{
+  const DatcTaskKey *k = key;
+  return g_int64_hash (&k->id) ^ (k->attempt * 2654435761u);
+}
+
+gboolean
+datc_task_key_equal (gconstpointer a, gconstpointer b)
+{
+  const DatcTaskKey *x = a, *y = b;
+  return x->id == y->id && x->attempt == y->attempt;
+}
+
 const char *
 datc_task_status_name (DatcTaskStatus status)
 {

@@ -81,6 +81,10 @@ typedef struct {
   guint32 attempt;
 } DatcTaskKey;
 
+/* For GHashTables keyed by DatcTaskKey*. */
+guint datc_task_key_hash (gconstpointer key);
+gboolean datc_task_key_equal (gconstpointer a, gconstpointer b);
+
 /* What to run.  Exactly one of argv / sh is set. */
 typedef struct {
   gchar **argv;           /* NULL-terminated, or NULL */

@@ -83,20 +83,6 @@ work_end_us (const DatcAgentOptions *o)
   return o->walltime_end_us - (gint64) (o->kill_grace_ms + 1000) * 1000;
 }
 
-static guint
-key_hash (gconstpointer p)
-{
-  const DatcTaskKey *k = p;
-  return g_int64_hash (&k->id) ^ (k->attempt * 2654435761u);
-}
-
-static gboolean
-key_equal (gconstpointer a, gconstpointer b)
-{
-  const DatcTaskKey *x = a, *y = b;
-  return x->id == y->id && x->attempt == y->attempt;
-}
-
 static void
 unacked_free (gpointer p)
 {
@@ -659,7 +645,7 @@ datc_agent_run (const DatcAgentOptions *o)
   a.timeout_ms = 30000;
   a.hello_backoff_ms = 5;
   a.buf = g_byte_array_new ();
-  a.unacked = g_hash_table_new_full (key_hash, key_equal, NULL, unacked_free);
+  a.unacked = g_hash_table_new_full (datc_task_key_hash, datc_task_key_equal, NULL, unacked_free);
   a.outbox = g_ptr_array_new ();
   g_queue_init (&a.queue);
   a.host = g_strdup (g_get_host_name ());

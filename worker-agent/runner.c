@@ -124,20 +124,6 @@ struct DatcRunner {
   gboolean restore_nofile;
 };
 
-static guint
-task_key_hash (gconstpointer p)
-{
-  const DatcTaskKey *k = p;
-  return g_int64_hash (&k->id) ^ (k->attempt * 2654435761u);
-}
-
-static gboolean
-task_key_equal (gconstpointer a, gconstpointer b)
-{
-  const DatcTaskKey *x = a, *y = b;
-  return x->id == y->id && x->attempt == y->attempt;
-}
-
 static gboolean
 set_errno_error (GError **error, int errsv, const char *what)
 {
@@ -188,7 +174,7 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
   runner->next_serial = 1;
   runner->tasks = g_ptr_array_new ();
   runner->by_serial = g_hash_table_new (g_int64_hash, g_int64_equal);
-  runner->by_key = g_hash_table_new (task_key_hash, task_key_equal);
+  runner->by_key = g_hash_table_new (datc_task_key_hash, datc_task_key_equal);
   runner->failed = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
   runner->buf = g_malloc (READ_CHUNK);
 
