@@ -60,9 +60,8 @@ testbed_script(const char *script, const char *const *args, gchar **out)
   return TRUE;
 }
 
-/* KEY=VALUE lines; a value in double quotes loses them. */
-static GHashTable *
-parse_env(const char *text)
+GHashTable *
+testbed_env_parse(const char *text)
 {
   GHashTable *env = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
   g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
@@ -80,7 +79,7 @@ parse_env(const char *text)
           memmove(value, value + 1, len - 2);
           value[len - 2] = '\0';
         }
-      g_hash_table_replace(env, g_strdup(lines[i]), value);
+      g_hash_table_replace(env, g_strdup(g_strstrip(lines[i])), value);
     }
   return env;
 }
@@ -94,7 +93,7 @@ load_env(const char *path, GHashTable **env)
   if (!g_file_get_contents(path, &text, NULL, &error))
     return fail("%s", error->message);
   g_clear_pointer(env, g_hash_table_unref);
-  *env = parse_env(text);
+  *env = testbed_env_parse(text);
   return TRUE;
 }
 

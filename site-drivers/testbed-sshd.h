@@ -33,6 +33,11 @@ typedef struct
  * function here reports failure with g_test_fail() and a message quoting
  * the script's stderr, and returns FALSE; none aborts. */
 
+/* The KEY=VALUE lines the test-bed scripts write (a value in double quotes
+ * loses them; lines without '=' are skipped), as a new table (transfer
+ * full). */
+GHashTable *testbed_env_parse(const char *text);
+
 /* Runs tests/testbed/SCRIPT ARGS...; stdout (transfer full) if `out` is
  * not NULL. */
 gboolean testbed_script(const char *script, const char *const *args, gchar **out);

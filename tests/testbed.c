@@ -2,7 +2,8 @@
  * after the test bodies, where no main loop or GSubprocess is needed. */
 #include "testbed.h"
 
-#include <string.h>
+#include "testbed-sshd.h"
+
 #include <sys/wait.h>
 
 gboolean
@@ -45,24 +46,7 @@ tb_env_read(const char *path)
   g_autofree gchar *text = NULL;
   if (!g_file_get_contents(path, &text, NULL, NULL))
     return NULL;
-  GHashTable *env = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-  for (guint i = 0; lines[i] != NULL; i++)
-    {
-      char *eq = strchr(lines[i], '=');
-      if (eq == NULL)
-        continue;
-      *eq = '\0';
-      gchar *value = g_strdup(eq + 1);
-      gsize len = strlen(value);
-      if (len >= 2 && value[0] == '"' && value[len - 1] == '"')
-        {
-          memmove(value, value + 1, len - 2);
-          value[len - 2] = '\0';
-        }
-      g_hash_table_replace(env, g_strdup(g_strstrip(lines[i])), value);
-    }
-  return env;
+  return testbed_env_parse(text);
 }
 
 gboolean
