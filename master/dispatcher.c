@@ -556,8 +556,9 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
             }
         }
       /* A task given back drained says the agent is leaving (or cannot
-       * start more for now): the rest of its credit is stale, or requeued
-       * tasks would go straight back to it.  It asks again if it can. */
+       * start more at the moment): the rest of its credit is stale, or
+       * requeued tasks would go straight back to it.  It asks again if it
+       * can. */
       if (res->status == DATC_STATUS_DRAINED)
         a->limit = a->sent;
       DatcTaskKey k = { res->id, res->attempt };

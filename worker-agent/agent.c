@@ -544,8 +544,8 @@ make_agent_id (const char *host)
 /* libzmq resolves a tcp:// host in its I/O thread and, when the name does
  * not exist, retries in silence: the agent would sit in its allocation
  * until the reconnect timeout.  A name that does not exist is refused
- * here, naming it; a lookup that fails for now (no DNS answer) is left to
- * libzmq's retries. */
+ * here, naming it; a lookup that fails only at the moment (no DNS answer)
+ * is left to libzmq's retries. */
 static gboolean
 check_endpoint_host (const char *endpoint, GError **error)
 {
