@@ -83,6 +83,7 @@ struct DatcLedger {
   guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
   GPtrArray *agents;        /* AgentInfo* by index */
   GHashTable *agent_index;  /* agent_id -> index + 1 */
+  GHashTable *proxies_seen; /* "site\nproxy" of every agent that said HELLO */
   GPtrArray *sources;       /* SourceInfo* */
   GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
   int results_fd;
@@ -406,6 +407,7 @@ apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
     agent_info_free (l->agents->pdata[idx]);
   l->agents->pdata[idx] = a;
   g_hash_table_replace (l->agent_index, a->agent_id, GUINT_TO_POINTER (idx + 1));
+  g_hash_table_add (l->proxies_seen, g_strconcat (site, "\n", proxy, NULL));
 }
 
 static void
@@ -906,6 +908,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
   l->agents = g_ptr_array_new ();
   l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
+  l->proxies_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
   l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   l->line = g_string_sized_new (512);
@@ -1094,6 +1097,7 @@ datc_ledger_free (DatcLedger *l)
       agent_info_free (l->agents->pdata[i]);
   g_ptr_array_unref (l->agents);
   g_hash_table_unref (l->agent_index);
+  g_hash_table_unref (l->proxies_seen);
   g_ptr_array_unref (l->sources);
   g_hash_table_unref (l->proxies);
   g_string_free (l->line, TRUE);
@@ -1605,13 +1609,10 @@ datc_ledger_requeue (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 gboolean
 datc_ledger_proxy_connected (DatcLedger *l, const char *site, const char *proxy)
 {
-  for (guint i = 0; i < l->agents->len; i++)
-    {
-      AgentInfo *a = l->agents->pdata[i];
-      if (a != NULL && g_str_equal (a->proxy, proxy) && g_str_equal (a->site, site))
-        return TRUE;
-    }
-  return FALSE;
+  /* Asked for every proxy not yet started at every planning turn: a
+   * lookup, not a scan of every agent the campaign ever had. */
+  g_autofree gchar *key = g_strconcat (site, "\n", proxy, NULL);
+  return g_hash_table_contains (l->proxies_seen, key);
 }
 
 void
