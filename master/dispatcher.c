@@ -50,6 +50,13 @@ typedef struct {
  * reason enough to sync early. */
 #define SYNC_BATCH 256
 
+/* Peers dropped for a bad frame are remembered so they get nothing more;
+ * a key holder that keeps making new routing ids must not grow this
+ * without bound, so past this many it starts afresh (a forgotten peer
+ * only gets to send one more bad frame). */
+#define BANNED_MAX 4096
+
+
 struct DatcDispatcher {
   void *router, *zap;
   DatcLedger *ledger;
@@ -60,7 +67,8 @@ struct DatcDispatcher {
   guint heartbeat_ms, timeout_ms;
   guint64 epoch;
   GHashTable *agents;     /* rid -> Agent* */
-  GHashTable *banned;     /* rid -> itself */
+  GHashTable *banned;     /* rid -> itself, at most BANNED_MAX */
+  gint64 settle_until_us; /* after a restart: fresh work waits for the last master's agents */
   GArray *out;            /* Outgoing, sent at the next flush */
   GArray *after_sync;     /* Outgoing, sent once the ledger is committed */
   gint64 pending_since_us;/* when uncommitted records first appeared (0: none) */
@@ -74,6 +82,24 @@ struct DatcDispatcher {
   GHashTable *bound;      /* direct mode: "site\tproxy" -> task id (guint64 in a pointer) */
 };
 
+/* An agent may start a task it holds only while it has heard from this
+ * master within a quarter of the timeout (its lease); the master stops
+ * heartbeating an agent it has not heard from for that long, so an agent
+ * cut off stops starting tasks well before the master declares it lost
+ * and gives its tasks to others.  Heartbeats go out at least eight times
+ * per timeout, so a lease never lapses between two of them. */
+static gint64
+lease_us (const DatcDispatcher *d)
+{
+  return (gint64) d->timeout_ms * 1000 / 4;
+}
+
+static gint64
+heartbeat_period_us (const DatcDispatcher *d)
+{
+  return (gint64) MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u)) * 1000;
+}
+
 static void
 agent_free (gpointer p)
 {
@@ -86,6 +112,14 @@ agent_free (gpointer p)
   g_array_unref (a->acks);
   g_array_unref (a->cancels);
   g_free (a);
+}
+
+static void
+ban (DatcDispatcher *d, GBytes *rid)
+{
+  if (g_hash_table_size (d->banned) >= BANNED_MAX)
+    g_hash_table_remove_all (d->banned);
+  g_hash_table_add (d->banned, g_bytes_ref (rid));
 }
 
 static gchar *
@@ -147,6 +181,8 @@ queue_bye (DatcDispatcher *d, Agent *a, const char *reason)
   queue_msg (d, a->rid, &m);
   a->bye = TRUE;
 }
+
+static void send_keys (DatcDispatcher *d, Agent *a, DatcMsgType type, GArray *keys);
 
 /* ---- ZAP ----------------------------------------------------------- */
 
@@ -235,6 +271,13 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->trace = o->trace;
   d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
   d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+  /* Agents of the last master (if it died) say HELLO within about a
+   * heartbeat of reconnecting; until they have (or this long), queued tasks
+   * wait, because some may be running on them already (TASKS leave before
+   * their dispatch record is synced). */
+  if (datc_ledger_awaited (ledger) > 0)
+    d->settle_until_us = g_get_monotonic_time () + 2 * (gint64) d->heartbeat_ms * 1000
+                         + 500 * 1000;
   d->epoch = ((guint64) g_random_int () << 32) | g_random_int ();
   if (d->epoch == 0)
     d->epoch = 1;
@@ -374,6 +417,10 @@ datc_dispatcher_poll_items (DatcDispatcher *d, GArray *items)
 
 /* ---- agents -------------------------------------------------------- */
 
+/* Every way an agent leaves ends here: declared lost (silence, a bad
+ * frame), its BYE, or ours once it is out.  Its tasks go back (with a
+ * crash counted when lost), the ledger releases its entry, and it is
+ * forgotten.  Not to be called while iterating d->agents. */
 static void
 agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
 {
@@ -450,7 +497,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
     {
       g_message ("peer %s: HELLO refused: agent id must be its routing id, of [A-Za-z0-9._-]",
                  who);
-      g_hash_table_add (d->banned, g_bytes_ref (rid));
+      ban (d, rid);
       return;
     }
 
@@ -484,14 +531,19 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
 
   /* Reconcile: what the ledger says runs here versus what the agent holds. */
   g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
+  g_autoptr (GArray) refused = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   for (guint i = 0; i < h->held->len; i++)
     {
       DatcTaskKey *k = &g_array_index (h->held, DatcTaskKey, i);
       if (datc_ledger_reattach (d->ledger, a->idx, k->id, k->attempt))
         g_hash_table_add (held, &k->id);
       else
-        g_array_append_val (a->cancels, *k);
+        g_array_append_val (refused, *k);
     }
+  /* The CANCEL goes before the WELCOME, on the same pipe: an agent starts
+   * nothing it holds until WELCOME, so a task that is no longer its own
+   * (finished, or given to another while it was silent) never starts. */
+  send_keys (d, a, DATC_MSG_CANCEL, refused);
   g_autoptr (GArray) mine = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   datc_ledger_agent_tasks (d->ledger, a->idx, mine);
   a->assigned = 0;
@@ -513,7 +565,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   w.u.welcome.heartbeat_ms = d->heartbeat_ms;
   w.u.welcome.timeout_ms = d->timeout_ms;
   queue_msg (d, rid, &w);
-  a->last_heartbeat_us = g_get_monotonic_time ();
+  a->last_heartbeat_us = a->last_seen_us = g_get_monotonic_time ();
   g_debug ("agent %s (site %s, proxy %s, host %s, %u slots) said HELLO, session %u, holding %u",
            a->agent_id, a->site, a->proxy, a->host, a->slots, a->session, h->held->len);
 }
@@ -582,7 +634,7 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GEr
       g_autofree gchar *who = rid_describe (rid);
       g_message ("peer %s%s%s: dropped after a bad frame: %s", who, a ? " site " : "",
                  a ? a->site : "", derr->message);
-      g_hash_table_add (d->banned, g_bytes_ref (rid));
+      ban (d, rid);
       if (a != NULL)
         agent_forget (d, a, TRUE);
       return TRUE;
@@ -632,7 +684,7 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GEr
         g_autofree gchar *who = rid_describe (rid);
         g_message ("peer %s: dropped after sending %s, which only the master sends", who,
                    datc_msg_type_name (m->type));
-        g_hash_table_add (d->banned, g_bytes_ref (rid));
+        ban (d, rid);
         agent_forget (d, a, TRUE);
       }
     }
@@ -702,7 +754,8 @@ datc_dispatcher_tick (DatcDispatcher *d)
         a->last_seen_us = now;
       if (now - a->last_seen_us > (gint64) d->timeout_ms * 1000)
         g_ptr_array_add (lost, a);
-      else if (now - a->last_heartbeat_us >= (gint64) d->heartbeat_ms * 1000)
+      else if (now - a->last_heartbeat_us >= heartbeat_period_us (d)
+               && now - a->last_seen_us <= lease_us (d))
         {
           queue_heartbeat (d, a->rid, a->session, FALSE);
           a->last_heartbeat_us = now;
@@ -715,6 +768,10 @@ datc_dispatcher_tick (DatcDispatcher *d)
                  a->site, a->proxy, d->timeout_ms);
       agent_forget (d, a, TRUE);
     }
+  guint64 n = datc_ledger_expire_orphans (d->ledger, g_get_real_time ());
+  if (n > 0)
+    g_message ("%" G_GUINT64_FORMAT " task%s back in the queue: their agents did not return "
+               "after the master restarted", n, n == 1 ? "" : "s");
 }
 
 int
@@ -726,7 +783,7 @@ datc_dispatcher_next_timeout_ms (DatcDispatcher *d)
                    - g_get_monotonic_time ();
       return due > 0 ? (int) ((due + 999) / 1000) : 0;
     }
-  return (int) MIN (d->heartbeat_ms, 1000u);
+  return (int) MIN (heartbeat_period_us (d) / 1000, 1000);
 }
 
 static void
@@ -800,6 +857,16 @@ hand_out_bound (DatcDispatcher *d, Agent *a)
 static void
 hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
 {
+  /* Not heard from for a lease: it may be cut off and would not start
+   * what it got anyway.  Settling after a restart: see settle_until_us. */
+  if (now - a->last_seen_us > lease_us (d))
+    return;
+  if (d->settle_until_us != 0)
+    {
+      if (now < d->settle_until_us && datc_ledger_awaited (d->ledger) > 0)
+        return;
+      d->settle_until_us = 0;
+    }
   while (a->limit > a->sent)
     {
       guint want = (guint) MIN (a->limit - a->sent, 4096u);
@@ -886,24 +953,13 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
     *synced = TRUE;
 
   /* Agents told to leave are forgotten once their BYE is out. */
+  g_autoptr (GPtrArray) leaving = g_ptr_array_new ();
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
-    {
-      Agent *a = v;
-      if (a->bye)
-        {
-          datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's',
-                            a->proxy, "agent", 's', a->agent_id, NULL);
-          g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
-          datc_ledger_agent_tasks (d->ledger, a->idx, keys);
-          for (guint i = 0; i < keys->len; i++)
-            {
-              DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
-              datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
-            }
-          g_hash_table_iter_remove (&it);
-        }
-    }
+    if (((Agent *) v)->bye)
+      g_ptr_array_add (leaving, v);
+  for (guint i = 0; i < leaving->len; i++)
+    agent_forget (d, leaving->pdata[i], FALSE);
   return TRUE;
 }
 

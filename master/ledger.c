@@ -40,17 +40,22 @@ enum RecordType {
   REC_PROXY = 8,    /* [8, site, proxy, job_id, event, time_us] */
   REC_CANCEL = 9,   /* [9, time_us, [id, ...] | nil (all)] */
   REC_RETRY = 10,   /* [10, time_us]: cancelled tasks go back to the queue */
+  REC_ORPHANS = 11, /* [11, deadline_us, [id, attempt, ...]]: tasks running when the last
+                       master died stay bound to their agents until the deadline */
+  REC_AGENT_GONE = 12, /* [12, idx]: the agent left or was lost; its index is free */
 };
 
 #define RESULT_FIELDS 16  /* after the type */
 
 typedef struct {
   guint32 agent;      /* when running */
-  guint16 attempt;    /* the open (or last) attempt; 0: never dispatched */
+  guint32 attempt;    /* the open (or last) attempt, as wide as the wire's; 0: never
+                       * dispatched */
   guint8 state;       /* DatcTaskState */
   guint8 crashes;
   guint8 failures;
-  guint8 held;        /* queued, but bound to a proxy (direct mode): not in the queue */
+  guint8 held : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
+  guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
 } TaskSlot;
 
 typedef struct {
@@ -59,8 +64,17 @@ typedef struct {
   int out_fd;          /* -1 until first written */
   guint64 out_size;
   gboolean out_dirty;  /* written since the last commit: in dirty_outputs */
-  gboolean out_close;  /* gone: close out_fd once committed */
+  gboolean gone;       /* left: freed (and its index reused) once its output is committed */
+  gboolean awaited;    /* known to the last master, not back since this one started */
+  guint32 idx;
 } AgentInfo;
+
+/* Tasks an earlier master left running, kept for their agents until
+ * `deadline_us` (real time, journaled: a second crash does not extend it). */
+typedef struct {
+  gint64 deadline_us;
+  GArray *keys;        /* DatcTaskKey */
+} OrphanWindow;
 
 typedef struct {
   gchar *path, *sha256;
@@ -81,7 +95,12 @@ struct DatcLedger {
   guint32 *runtimes;        /* histogram of observed run times (see runtime_bucket) */
   guint64 runtimes_n;
   guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
-  GPtrArray *agents;        /* AgentInfo* by index */
+  GPtrArray *agents;        /* AgentInfo* by index; NULL: free */
+  GArray *free_agents;      /* guint32 indices of departed agents, reused first */
+  guint live_agents;        /* non-NULL entries of agents */
+  guint awaited;            /* agents with `awaited` set */
+  GPtrArray *windows;       /* OrphanWindow*, oldest first */
+  guint64 orphans;          /* tasks with `orphan` set */
   GHashTable *agent_index;  /* agent_id -> index + 1 */
   GHashTable *proxies_seen; /* "site\nproxy" of every agent that said HELLO */
   GPtrArray *sources;       /* SourceInfo* */
@@ -142,6 +161,14 @@ agent_info_free (gpointer p)
   g_free (a->host);
   g_free (a->output_name);
   g_free (a);
+}
+
+static void
+orphan_window_free (gpointer p)
+{
+  OrphanWindow *w = p;
+  g_array_unref (w->keys);
+  g_free (w);
 }
 
 static void
@@ -235,6 +262,11 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
   guint64 id = (guint64) (t - l->tasks) + 1;
   if (t->state == DATC_TASK_QUEUED)
     datc_task_queue_count (l->queue, id, -1);
+  if (t->orphan)
+    {
+      t->orphan = FALSE;  /* it moved on: no longer waiting for its agent */
+      l->orphans--;
+    }
   (*count_for (l, t->state))--;
   if (t->held && state != DATC_TASK_QUEUED)
     {
@@ -275,6 +307,8 @@ typedef struct {
 } ResultRec;
 
 static gboolean write_results (DatcLedger *l, GError **error);
+static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
+static void open_orphan_window (DatcLedger *l);
 
 /* Decimal integers without printf: a results line holds ten of them and
  * the master writes one line per finished task. */
@@ -390,10 +424,48 @@ write_results (DatcLedger *l, GError **error)
 
 /* ---- apply: the one place state changes ---------------------------- */
 
+/* Frees a departed agent's entry; its index is reused by the next agent,
+ * so a campaign that sees a million agents come and go (direct mode)
+ * holds only those still connected. */
+static void
+agent_release (DatcLedger *l, AgentInfo *a)
+{
+  guint32 idx = a->idx;
+  if (GPOINTER_TO_UINT (g_hash_table_lookup (l->agent_index, a->agent_id)) == idx + 1)
+    g_hash_table_remove (l->agent_index, a->agent_id);
+  if (a->awaited)
+    l->awaited--;
+  agent_info_free (a);
+  l->agents->pdata[idx] = NULL;
+  l->live_agents--;
+  g_array_append_val (l->free_agents, idx);
+}
+
 static void
 apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
              const char *proxy, const char *host)
 {
+  if (idx >= l->agents->len)
+    g_ptr_array_set_size (l->agents, idx + 1);
+  else
+    /* A reused index: the live master took the newest free one, so the
+     * search ends at once. */
+    for (guint i = l->free_agents->len; i-- > 0;)
+      if (g_array_index (l->free_agents, guint32, i) == idx)
+        {
+          g_array_remove_index (l->free_agents, i);
+          break;
+        }
+  if (l->agents->pdata[idx] != NULL)
+    {
+      AgentInfo *old = l->agents->pdata[idx];
+      if (old->awaited)
+        l->awaited--;
+      if (GPOINTER_TO_UINT (g_hash_table_lookup (l->agent_index, old->agent_id)) == idx + 1)
+        g_hash_table_remove (l->agent_index, old->agent_id);
+      agent_info_free (old);
+      l->live_agents--;
+    }
   AgentInfo *a = g_new0 (AgentInfo, 1);
   a->agent_id = g_strdup (agent_id);
   a->site = g_strdup (site);
@@ -401,13 +473,51 @@ apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
   a->host = g_strdup (host);
   a->output_name = g_strdup_printf ("outputs/%s.out", agent_id);
   a->out_fd = -1;
-  if (idx >= l->agents->len)
-    g_ptr_array_set_size (l->agents, idx + 1);
-  if (l->agents->pdata[idx] != NULL)
-    agent_info_free (l->agents->pdata[idx]);
+  a->idx = idx;
   l->agents->pdata[idx] = a;
+  l->live_agents++;
   g_hash_table_replace (l->agent_index, a->agent_id, GUINT_TO_POINTER (idx + 1));
   g_hash_table_add (l->proxies_seen, g_strconcat (site, "\n", proxy, NULL));
+}
+
+/* The agent left or was lost (its tasks were handed back first): its
+ * entry goes once what it wrote is committed. */
+static void
+apply_agent_gone (DatcLedger *l, guint32 idx)
+{
+  AgentInfo *a = idx < l->agents->len ? l->agents->pdata[idx] : NULL;
+  if (a == NULL || a->gone)
+    return;
+  a->gone = TRUE;
+  if (a->awaited)
+    {
+      a->awaited = FALSE;
+      l->awaited--;
+    }
+  if (!a->out_dirty)
+    agent_release (l, a);
+}
+
+/* Tasks still running on agents of an earlier master stay theirs until
+ * `deadline_us`: a returning agent re-attaches them (datc_ledger_reattach),
+ * and only then, or at the deadline, may anyone else run them. */
+static void
+apply_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint n)
+{
+  OrphanWindow *w = g_new0 (OrphanWindow, 1);
+  w->deadline_us = deadline_us;
+  w->keys = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), n);
+  for (guint i = 0; i < n; i++)
+    {
+      TaskSlot *t = slot (l, keys[i].id);
+      if (t == NULL || t->state != DATC_TASK_RUNNING || t->attempt != keys[i].attempt
+          || t->orphan)
+        continue;
+      t->orphan = TRUE;
+      l->orphans++;
+      g_array_append_val (w->keys, keys[i]);
+    }
+  g_ptr_array_add (l->windows, w);
 }
 
 static void
@@ -416,8 +526,13 @@ apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
   TaskSlot *t = slot (l, id);
   if (t == NULL || is_final (t))
     return;
-  t->attempt = (guint16) attempt;
+  t->attempt = attempt;
   t->agent = agent;
+  if (t->orphan)
+    {
+      t->orphan = FALSE; /* its agent is back (or it went to another) */
+      l->orphans--;
+    }
   if (t->state != DATC_TASK_RUNNING)
     set_state (l, t, DATC_TASK_RUNNING);
 }
@@ -452,7 +567,7 @@ apply_result (DatcLedger *l, const ResultRec *r)
   if (r->final)
     {
       gboolean ok = r->status == DATC_STATUS_EXITED && r->exit_code == 0;
-      t->attempt = (guint16) r->attempt;
+      t->attempt = r->attempt;
       set_state (l, t, ok ? DATC_TASK_DONE : DATC_TASK_FAILED);
       write_result_line (l, r);
     }
@@ -776,6 +891,38 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
         ok = TRUE;
         break;
       }
+    case REC_ORPHANS:
+      {
+        gint64 deadline;
+        r.what = "orphans";
+        if (r.n != 3 || !rec_i64 (&r, 1, &deadline) || r.items[2].type != MSGPACK_OBJECT_ARRAY
+            || r.items[2].via.array.size % 2 != 0)
+          goto shape;
+        Rec keys = { r.items[2].via.array.ptr, r.items[2].via.array.size, error, "orphans" };
+        g_autoptr (GArray) k = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), keys.n / 2);
+        for (guint32 i = 0; i < keys.n; i += 2)
+          {
+            guint64 id, attempt;
+            if (!rec_u64 (&keys, i, &id) || !rec_u64 (&keys, i + 1, &attempt)
+                || attempt > G_MAXUINT32)
+              goto shape;
+            DatcTaskKey key = { id, (guint32) attempt };
+            g_array_append_val (k, key);
+          }
+        apply_orphans (l, deadline, (const DatcTaskKey *) k->data, k->len);
+        ok = TRUE;
+        break;
+      }
+    case REC_AGENT_GONE:
+      {
+        guint64 idx;
+        r.what = "agent gone";
+        if (r.n != 2 || !rec_u64 (&r, 1, &idx) || idx > G_MAXUINT32)
+          goto shape;
+        apply_agent_gone (l, (guint32) idx);
+        ok = TRUE;
+        break;
+      }
     case REC_RETRY:
       r.what = "retry";
       if (r.n != 2)
@@ -898,6 +1045,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->options = *options;
   if (l->options.crash_limit == 0)
     l->options.crash_limit = 5;
+  if (l->options.reattach_window_ms == 0)
+    l->options.reattach_window_ms = DATC_LEDGER_REATTACH_WINDOW_MS;
   l->n_tasks = datc_bag_count (bag);
   l->tasks = g_new0 (TaskSlot, l->n_tasks);
   l->counts.total = l->n_tasks;
@@ -907,6 +1056,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     datc_task_queue_count (l->queue, id, +1);
   l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
   l->agents = g_ptr_array_new ();
+  l->free_agents = g_array_new (FALSE, FALSE, sizeof (guint32));
+  l->windows = g_ptr_array_new_with_free_func (orphan_window_free);
   l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
   l->proxies_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
@@ -983,11 +1134,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
         }
     }
 
-  /* Tasks that were running when the last master stopped go back to the
-   * queue; their attempt number stays so their agent can re-attach them. */
-  for (guint64 id = 1; id <= l->n_tasks; id++)
-    if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
-      set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
+  open_orphan_window (l);
   datc_task_queue_rewind (l->queue);
 
   /* Start record: marks each master incarnation in the journal. */
@@ -1021,6 +1168,139 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (!datc_journal_commit (l->journal, error))
     return NULL;
   return g_steal_pointer (&l);
+}
+
+#define ORPHANS_PER_RECORD 65536u  /* ~1 MiB: far below DATC_JOURNAL_RECORD_MAX */
+
+static void
+journal_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint n)
+{
+  msgpack_packer pk;
+  record_begin (l, &pk, REC_ORPHANS, 3);
+  msgpack_pack_int64 (&pk, deadline_us);
+  msgpack_pack_array (&pk, n * 2);
+  for (guint i = 0; i < n; i++)
+    {
+      msgpack_pack_uint64 (&pk, keys[i].id);
+      msgpack_pack_uint32 (&pk, keys[i].attempt);
+    }
+  datc_journal_end (l->journal);
+}
+
+/* Tasks that were running when the last master stopped stay on their
+ * agents for the re-attach window, instead of going to whichever agent
+ * asks first while their own still runs them.  A task already waiting
+ * from an earlier crash keeps its deadline (a crash loop cannot hold a
+ * task for ever); the others get a new one.  Every agent the last master
+ * knew is awaited: until they are back (or the window ends), a task the
+ * journal shows queued may be one whose dispatch record the crash took,
+ * and the dispatcher holds fresh work back for a moment
+ * (datc_ledger_awaited). */
+static void
+open_orphan_window (DatcLedger *l)
+{
+  g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  for (guint64 id = 1; id <= l->n_tasks; id++)
+    {
+      TaskSlot *t = &l->tasks[id - 1];
+      if (t->state == DATC_TASK_RUNNING && !t->orphan)
+        {
+          DatcTaskKey k = { id, t->attempt };
+          g_array_append_val (keys, k);
+        }
+    }
+  for (guint i = 0; i < l->agents->len; i++)
+    {
+      AgentInfo *a = l->agents->pdata[i];
+      if (a != NULL && !a->awaited)
+        {
+          a->awaited = TRUE;
+          l->awaited++;
+        }
+    }
+  if (keys->len == 0 && l->awaited == 0)
+    return;
+  gint64 deadline = g_get_real_time () + (gint64) l->options.reattach_window_ms * 1000;
+  guint done = 0;
+  do
+    {
+      guint n = MIN (keys->len - done, ORPHANS_PER_RECORD);
+      const DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, done);
+      journal_orphans (l, deadline, k, n);
+      apply_orphans (l, deadline, k, n);
+      done += n;
+    }
+  while (done < keys->len);
+}
+
+guint64
+datc_ledger_expire_orphans (DatcLedger *l, gint64 now_real)
+{
+  if (l->windows->len == 0)
+    return 0;
+  guint64 requeued = 0;
+  gboolean expired = FALSE;
+  for (guint i = 0; i < l->windows->len;)
+    {
+      OrphanWindow *w = l->windows->pdata[i];
+      if (w->deadline_us > now_real)
+        {
+          i++;
+          continue;
+        }
+      for (guint j = 0; j < w->keys->len; j++)
+        {
+          DatcTaskKey *k = &g_array_index (w->keys, DatcTaskKey, j);
+          TaskSlot *t = slot (l, k->id);
+          if (t == NULL || !t->orphan || t->attempt != k->attempt)
+            continue;
+          journal_requeue (l, k->id, FALSE);
+          apply_requeue (l, k->id, FALSE);
+          requeued++;
+        }
+      g_ptr_array_remove_index (l->windows, i);
+      expired = TRUE;
+    }
+  if (!expired || l->awaited == 0)
+    return requeued;
+  /* Agents not back by the deadline are gone, unless a later window still
+   * waits for one of their tasks: the next master does not await them. */
+  g_autoptr (GHashTable) waiting = g_hash_table_new (NULL, NULL);
+  for (guint i = 0; i < l->windows->len; i++)
+    {
+      OrphanWindow *w = l->windows->pdata[i];
+      for (guint j = 0; j < w->keys->len; j++)
+        {
+          TaskSlot *t = slot (l, g_array_index (w->keys, DatcTaskKey, j).id);
+          if (t != NULL && t->orphan)
+            g_hash_table_add (waiting, GUINT_TO_POINTER (t->agent + 1));
+        }
+    }
+  for (guint i = 0; i < l->agents->len; i++)
+    {
+      AgentInfo *a = l->agents->pdata[i];
+      if (a != NULL && a->awaited && !g_hash_table_contains (waiting, GUINT_TO_POINTER (i + 1)))
+        datc_ledger_agent_gone (l, i);
+    }
+  return requeued;
+}
+
+guint64
+datc_ledger_orphans (DatcLedger *l)
+{
+  return l->orphans;
+}
+
+guint
+datc_ledger_awaited (DatcLedger *l)
+{
+  return l->awaited;
+}
+
+guint
+datc_ledger_live_agents (DatcLedger *l)
+{
+  return l->live_agents;
 }
 
 gboolean
@@ -1096,6 +1376,8 @@ datc_ledger_free (DatcLedger *l)
     if (l->agents->pdata[i] != NULL)
       agent_info_free (l->agents->pdata[i]);
   g_ptr_array_unref (l->agents);
+  g_array_unref (l->free_agents);
+  g_ptr_array_unref (l->windows);
   g_hash_table_unref (l->agent_index);
   g_hash_table_unref (l->proxies_seen);
   g_ptr_array_unref (l->sources);
@@ -1158,9 +1440,24 @@ datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const 
 {
   gpointer v = g_hash_table_lookup (l->agent_index, agent_id);
   if (v != NULL)
-    return GPOINTER_TO_UINT (v) - 1;
+    {
+      guint32 known = GPOINTER_TO_UINT (v) - 1;
+      AgentInfo *a = l->agents->pdata[known];
+      if (!a->gone)
+        {
+          if (a->awaited)
+            {
+              a->awaited = FALSE;
+              l->awaited--;
+            }
+          return known;
+        }
+      /* It left and came back before its entry was released: a new one. */
+    }
 
-  guint32 idx = l->agents->len;
+  guint32 idx = l->free_agents->len > 0
+                    ? g_array_index (l->free_agents, guint32, l->free_agents->len - 1)
+                    : l->agents->len;
   msgpack_packer pk;
   record_begin (l, &pk, REC_AGENT, 6);
   msgpack_pack_uint32 (&pk, idx);
@@ -1350,8 +1647,11 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
     }
   if (t->attempt != attempt)
     return FALSE;
-  if (t->state == DATC_TASK_RUNNING)
-    return t->agent == agent;
+  if (t->state == DATC_TASK_RUNNING && t->agent != agent)
+    return FALSE;
+  if (t->state == DATC_TASK_RUNNING && !t->orphan)
+    return TRUE;
+  /* Journaled: a master that dies again knows its agent is back. */
   journal_dispatch_one (l, agent, id, attempt);
   apply_dispatch (l, agent, id, attempt);
   return TRUE;
@@ -1359,24 +1659,18 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 
 /* ---- results ------------------------------------------------------- */
 
-static void
-output_close (AgentInfo *a)
-{
-  if (a->out_fd >= 0)
-    close (a->out_fd);
-  a->out_fd = -1;
-  a->out_close = FALSE;
-}
-
 void
 datc_ledger_agent_gone (DatcLedger *l, guint32 agent)
 {
   AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
   g_return_if_fail (a != NULL);
-  if (a->out_dirty)
-    a->out_close = TRUE;
-  else
-    output_close (a);
+  if (a->gone)
+    return;
+  msgpack_packer pk;
+  record_begin (l, &pk, REC_AGENT_GONE, 2);
+  msgpack_pack_uint32 (&pk, agent);
+  datc_journal_end (l->journal);
+  apply_agent_gone (l, agent);
 }
 
 static gboolean
@@ -1388,7 +1682,6 @@ write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr
   gsize err_len = res->err ? g_bytes_get_size (res->err) : 0;
 
   g_return_val_if_fail (a != NULL, FALSE);
-  a->out_close = FALSE; /* writing again: it is back */
   if (a->out_fd < 0)
     {
       g_autofree gchar *path = g_build_filename (l->dir, a->output_name, NULL);
@@ -1664,9 +1957,9 @@ datc_ledger_commit (DatcLedger *l, GError **error)
           return FALSE;
         }
       a->out_dirty = FALSE;
-      if (a->out_close)
-        output_close (a);
       g_array_set_size (l->dirty_outputs, l->dirty_outputs->len - 1);
+      if (a->gone)
+        agent_release (l, a);
     }
   if (!datc_journal_commit (l->journal, error))
     return FALSE;

@@ -7,8 +7,10 @@
  * On open the journal is replayed and results.jsonl is rebuilt from it, so
  * the file always holds exactly one line per finished task, whatever
  * instant the previous master died at.  Tasks that were running when the
- * master died go back to the queue, but keep their attempt number so a
- * returning agent can re-attach them (datc_ledger_reattach).
+ * master died stay bound to their agents for a re-attach window (journaled,
+ * so a second crash does not extend it): a returning agent re-attaches them
+ * (datc_ledger_reattach), and only at the window's end do the others go
+ * back to the queue (datc_ledger_expire_orphans).
  *
  * Nothing here talks to the network: the dispatcher decides who gets what,
  * the ledger records it. */
@@ -40,8 +42,12 @@ typedef enum {
 /* Final status "lost" (crash limit reached), beside DatcTaskStatus. */
 #define DATC_STATUS_LOST 100
 
+/* Default re-attach window: twice the default agent timeout. */
+#define DATC_LEDGER_REATTACH_WINDOW_MS 60000u
+
 typedef struct {
   guint crash_limit;        /* agent losses before a task fails as lost */
+  guint reattach_window_ms; /* 0: DATC_LEDGER_REATTACH_WINDOW_MS */
   gboolean read_only;       /* replay only: no journal writes, no results.jsonl */
   gboolean retry_cancelled; /* cancelled tasks go back to the queue */
 } DatcLedgerOptions;
@@ -150,11 +156,27 @@ DatcRecordOutcome datc_ledger_record (DatcLedger *ledger, guint32 agent,
  * one more crash, or fails as lost at the crash limit.  Returns how many
  * were affected. */
 guint datc_ledger_agent_lost (DatcLedger *ledger, guint32 agent);
-/* `agent` is gone (lost or left): its output file is closed once what it
- * wrote is committed, so a campaign that sees thousands of agents come and
- * go (direct mode, walltime generations) holds open only the files of the
- * agents still connected.  A returning agent's file is opened again. */
+/* `agent` is gone (lost or left; its tasks were handed back first):
+ * journaled, and its entry, output file and index are released once what
+ * it wrote is committed, so a campaign that sees a million agents come and
+ * go (direct mode, walltime generations) holds only the agents still
+ * connected.  A returning agent gets a new index; its file is opened
+ * again. */
 void datc_ledger_agent_gone (DatcLedger *ledger, guint32 agent);
+/* Agents with an entry (connected, or awaited after a restart). */
+guint datc_ledger_live_agents (DatcLedger *ledger);
+
+/* After a restart: tasks still waiting for their agent to re-attach, and
+ * agents of the last master not back yet.  While agents are awaited, a
+ * task the journal shows queued may be one a crash took the dispatch
+ * record of, still running on an agent that is about to say HELLO. */
+guint64 datc_ledger_orphans (DatcLedger *ledger);
+guint datc_ledger_awaited (DatcLedger *ledger);
+/* Re-attach windows that ended by `now_real`: their tasks whose agent did
+ * not come back go to the queue (no crash counted: the master died, not
+ * the task), and awaited agents not back are gone.  Returns how many
+ * tasks were requeued. */
+guint64 datc_ledger_expire_orphans (DatcLedger *ledger, gint64 now_real);
 /* The tasks `agent` runs, per the ledger (DatcTaskKey appended). */
 void datc_ledger_agent_tasks (DatcLedger *ledger, guint32 agent, GArray *keys);
 /* Puts one running task of `agent` back in the queue without penalty (it

@@ -339,6 +339,9 @@ datc_run (const DatcRunOptions *o)
     }
   DatcLedgerOptions lopt = {
     .crash_limit = o->crash_limit ? o->crash_limit : 5,
+    /* Twice the agent timeout: an agent notices a silent master within
+     * it and then says HELLO at least every half timeout. */
+    .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
     .retry_cancelled = o->retry_cancelled,
   };
   g_autoptr (DatcLedger) ledger = datc_ledger_open (datc_campaign_dir (campaign), bag,

@@ -285,13 +285,10 @@ test_gone_agents_close_their_output (void)
   g_autoptr (GError) error = NULL;
   g_assert_true (datc_ledger_commit (f.ledger, &error));
   guint before = open_fds ();
-  guint32 first = 0;
   for (guint i = 0; i < agents; i++)
     {
       g_autofree gchar *id = g_strdup_printf ("agent-gone-%u", i);
       f.agent = datc_ledger_agent (f.ledger, id, "site", id, "host");
-      if (i == 0)
-        first = f.agent;
       g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
       g_assert_cmpuint (ids->len, ==, 1);
       gint64 now = g_get_real_time ();
@@ -313,9 +310,22 @@ test_gone_agents_close_their_output (void)
   g_assert_true (datc_ledger_commit (f.ledger, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (open_fds (), <=, before);
+  /* Their entries went too, and their indices were reused: only the
+   * fixture's agent is left. */
+  g_assert_cmpuint (datc_ledger_live_agents (f.ledger), ==, 1);
+  g_assert_cmpuint (f.agent, <=, 8); /* released at each commit, every 7th */
 
-  /* The first one comes back for the last task. */
-  f.agent = first;
+  /* A replay releases them the same way. */
+  datc_ledger_free (f.ledger);
+  DatcLedgerOptions o = { 0 };
+  f.ledger = datc_ledger_open (f.dir, f.bag, "t.txt", "00", &o, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (datc_ledger_live_agents (f.ledger), ==, 1);
+
+  /* The first one comes back for the last task: a new entry, its file
+   * appended to. */
+  f.agent = datc_ledger_agent (f.ledger, "agent-gone-0", "site", "agent-gone-0", "host");
+  g_assert_cmpuint (f.agent, <=, 8);
   g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
   g_assert_cmpuint (ids->len, ==, 1);
   gint64 now = g_get_real_time ();
@@ -337,6 +347,114 @@ test_gone_agents_close_their_output (void)
   teardown (&f);
 }
 
+/* A master that dies: the ledger is dropped without a word, as kill -9
+ * would, and opened again from the journal. */
+static void
+crash_and_reopen (Fixture *f, guint window_ms)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_ledger_commit (f->ledger, &error));
+  datc_ledger_free (f->ledger);
+  DatcLedgerOptions o = { .reattach_window_ms = window_ms };
+  f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
+  g_assert_no_error (error);
+}
+
+static void
+test_restart_keeps_running_tasks_for_their_agent (void)
+{
+  Fixture f;
+  setup (&f, 10, "true");
+  g_autoptr (GArray) ids = dispatch (&f, 0, 3, G_MAXUINT64, NULL);
+  g_assert_cmpuint (ids->len, ==, 3);
+  guint32 mine = f.agent;
+  crash_and_reopen (&f, 60000);
+
+  DatcLedgerCounts c;
+  datc_ledger_counts (f.ledger, &c);
+  g_assert_cmpuint (c.running, ==, 3);
+  g_assert_cmpuint (c.queued, ==, 7);
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 3);
+  g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 1);
+
+  /* Another agent asks first: it gets none of them. */
+  f.agent = datc_ledger_agent (f.ledger, "agent-2", "site", "proxy-2", "host");
+  g_autoptr (GArray) other = dispatch (&f, 0, 10, G_MAXUINT64, NULL);
+  g_assert_cmpuint (other->len, ==, 7);
+  for (guint i = 0; i < other->len; i++)
+    for (guint j = 0; j < ids->len; j++)
+      g_assert_cmpuint (g_array_index (other, guint64, i), !=, g_array_index (ids, guint64, j));
+
+  /* Their agent comes back holding two of them; the window does not
+   * expire for them, and the third goes back at its end. */
+  g_assert_cmpuint (datc_ledger_agent (f.ledger, "agent-1", "site", "proxy-1", "host"), ==, mine);
+  g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 0);
+  for (guint j = 0; j < 2; j++)
+    g_assert_true (datc_ledger_reattach (f.ledger, mine, g_array_index (ids, guint64, j), 1));
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 1);
+  g_assert_cmpuint (datc_ledger_expire_orphans (f.ledger, g_get_real_time ()), ==, 0);
+  g_assert_cmpuint (datc_ledger_expire_orphans (f.ledger, g_get_real_time () + 61 * G_USEC_PER_SEC),
+                    ==, 1);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, g_array_index (ids, guint64, 2)), ==,
+                   DATC_TASK_QUEUED);
+  for (guint j = 0; j < 2; j++)
+    g_assert_cmpuint (datc_ledger_task_agent (f.ledger, g_array_index (ids, guint64, j)), ==, mine);
+
+  /* Re-attached tasks are journaled as such: a second crash orphans them
+   * (and agent-2's) again, not the one that went back to the queue. */
+  crash_and_reopen (&f, 60000);
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 2 + other->len);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, g_array_index (ids, guint64, 2)), ==,
+                   DATC_TASK_QUEUED);
+  teardown (&f);
+}
+
+static void
+test_second_crash_keeps_the_window (void)
+{
+  Fixture f;
+  setup (&f, 4, "true");
+  g_autoptr (GArray) ids = dispatch (&f, 0, 2, G_MAXUINT64, NULL);
+  crash_and_reopen (&f, 5000);
+  gint64 first_open = g_get_real_time ();
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 2);
+  /* The master dies again inside the window: the deadline stays the first
+   * one (a new one would end after first_open + 5 s). */
+  crash_and_reopen (&f, 5000);
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 2);
+  g_assert_cmpuint (datc_ledger_expire_orphans (f.ledger, first_open + 5000 * 1000), ==, 2);
+  DatcLedgerCounts c;
+  datc_ledger_counts (f.ledger, &c);
+  g_assert_cmpuint (c.queued, ==, 4);
+  /* The agent that never came back is gone at the window's end: a third
+   * master does not wait for it. */
+  g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 0);
+  crash_and_reopen (&f, 5000);
+  g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 0);
+  g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 0);
+  teardown (&f);
+}
+
+static void
+test_attempts_as_wide_as_the_wire (void)
+{
+  Fixture f;
+  setup (&f, 1, "true");
+  /* An agent re-attaching attempt 70000 (refused and drained tasks take no
+   * crash, so attempts can grow that far) gets that attempt back. */
+  g_assert_true (datc_ledger_reattach (f.ledger, f.agent, 1, 1));
+  g_assert_false (datc_ledger_reattach (f.ledger, f.agent, 1, 70001));
+  for (guint32 a = 2; a <= 70000; a++)
+    {
+      datc_ledger_requeue (f.ledger, f.agent, 1, a - 1);
+      g_assert_true (datc_ledger_reattach (f.ledger, f.agent, 1, a));
+    }
+  g_assert_cmpuint (datc_ledger_task_attempt (f.ledger, 1), ==, 70000);
+  crash_and_reopen (&f, 60000);
+  g_assert_cmpuint (datc_ledger_task_attempt (f.ledger, 1), ==, 70000);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -349,5 +467,9 @@ main (int argc, char **argv)
                    test_observed_runtime_never_starves_fresh_agent);
   g_test_add_func ("/ledger/own-estimate-binds-a-fresh-agent", test_own_estimate_binds_fresh_agent);
   g_test_add_func ("/ledger/gone-agents-close-their-output", test_gone_agents_close_their_output);
+  g_test_add_func ("/ledger/restart-keeps-running-tasks-for-their-agent",
+                   test_restart_keeps_running_tasks_for_their_agent);
+  g_test_add_func ("/ledger/second-crash-keeps-the-window", test_second_crash_keeps_the_window);
+  g_test_add_func ("/ledger/attempts-as-wide-as-the-wire", test_attempts_as_wide_as_the_wire);
   return g_test_run ();
 }

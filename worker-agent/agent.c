@@ -9,6 +9,14 @@
  * once they are journaled), and are sent again after a silence or a new
  * session, so a master that restarts loses nothing.
  *
+ * A task the agent holds but has not started may have been given to
+ * another agent while this one was cut off or stopped (SIGSTOP, a
+ * partition, a master restart): so it starts a task only while its lease
+ * holds (a word from this master within a quarter of its timeout, which
+ * the master keeps alive only for agents it hears from), and once the
+ * lease lapses, only after a new HELLO is answered: the master cancels
+ * what is no longer ours before it says WELCOME.
+ *
  * Leaving: SIGTERM, SIGINT, SIGUSR1/2 (batch systems' advance warnings) or
  * the walltime's end drain the agent: no new task, running groups killed,
  * everything reported DRAINED so the master re-queues it at once, then BYE. */
@@ -61,6 +69,7 @@ typedef struct {
   gint64 task_us;           /* recent run time of a task (moving average; 0: none yet) */
 
   gint64 last_master_us;    /* last frame from the master */
+  gint64 hello_sent_us;
   gint64 next_hello_us;
   guint hello_backoff_ms;
   gint64 master_lost_us;    /* when it went silent; 0 while it talks */
@@ -91,14 +100,32 @@ unacked_free (gpointer p)
   g_free (u);
 }
 
-static void
+/* FALSE when the frame did not leave: no connection (ZMQ_IMMEDIATE) or
+ * a full pipe. */
+static gboolean
 send_msg (Agent *a, const DatcMsg *m)
 {
   g_byte_array_set_size (a->buf, 0);
   datc_msg_encode (m, a->buf);
   a->zmq_used = TRUE;
-  if (zmq_send (a->sock, a->buf->data, a->buf->len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN)
+  if (zmq_send (a->sock, a->buf->data, a->buf->len, ZMQ_DONTWAIT) >= 0)
+    return TRUE;
+  if (errno != EAGAIN)
     g_debug ("send %s: %s", datc_msg_type_name (m->type), zmq_strerror (errno));
+  return FALSE;
+}
+
+/* How long a word from the master lets the agent start tasks it holds. */
+static gint64
+lease_us (const Agent *a)
+{
+  return (gint64) a->timeout_ms * 1000 / 4;
+}
+
+static gboolean
+lease_holds (const Agent *a, gint64 now)
+{
+  return a->welcomed && now - a->last_master_us < lease_us (a);
 }
 
 /* ZMQ_FD turns readable when the socket's mailbox has news, not when a
@@ -121,7 +148,9 @@ zmq_has_input (Agent *a)
 
 /* ---- HELLO and credit ----------------------------------------------- */
 
-static void
+/* Starts a new session; nothing held is started until its WELCOME.
+ * FALSE when the HELLO could not leave (not connected). */
+static gboolean
 send_hello (Agent *a)
 {
   g_autoptr (DatcMsg) m = datc_msg_new (DATC_MSG_HELLO);
@@ -153,7 +182,8 @@ send_hello (Agent *a)
       DatcTaskKey k = { u->result->id, u->result->attempt };
       g_array_append_val (h->held, k);
     }
-  send_msg (a, m);
+  a->hello_sent_us = g_get_monotonic_time ();
+  return send_msg (a, m);
 }
 
 /* Without --prefetch: enough tasks queued to keep every slot busy for
@@ -342,8 +372,11 @@ resend_stale (Agent *a, gint64 older_than_us)
 static void
 start_tasks (Agent *a)
 {
+  /* The lease is asked with a fresh clock for each task: a stop between
+   * two of them is a gap like any other. */
   while (!a->draining && a->queue.length > 0
-         && (a->o->exec_none || datc_runner_running (a->runner) < a->o->slots))
+         && (a->o->exec_none || datc_runner_running (a->runner) < a->o->slots)
+         && lease_holds (a, g_get_monotonic_time ()))
     {
       g_autoptr (DatcTask) t = g_queue_pop_head (&a->queue);
       gint64 now = g_get_real_time ();
@@ -473,12 +506,22 @@ on_frame (Agent *a, const guint8 *data, gsize len)
         }
       break;
     case DATC_MSG_HEARTBEAT:
-      if (m->u.heartbeat.rehello || !a->welcomed || m->u.heartbeat.epoch != a->epoch)
+      if (!a->welcomed)
+        {
+          /* Waiting for a WELCOME, and the master is there: say HELLO again
+           * soon if ours got lost, but not once per heartbeat that waited
+           * in a buffer while we were stopped or cut off. */
+          if (a->last_master_us - a->hello_sent_us >= (gint64) a->heartbeat_ms * 1000)
+            a->next_hello_us = MIN (a->next_hello_us, a->last_master_us);
+        }
+      else if (m->u.heartbeat.rehello || m->u.heartbeat.epoch != a->epoch)
         {
           /* A master we have not introduced ourselves to (it restarted),
            * or one that asks us to reconcile. */
           g_debug ("agent %s: saying HELLO again", a->agent_id);
           send_hello (a);
+          a->hello_backoff_ms = 5;
+          a->next_hello_us = a->last_master_us + a->hello_backoff_ms * 1000;
         }
       break;
     case DATC_MSG_DRAIN:
@@ -751,6 +794,18 @@ datc_agent_run (const DatcAgentOptions *o)
         }
       now = g_get_monotonic_time ();
 
+      /* Before reading: frames that waited in a buffer while we were
+       * stopped or cut off must not renew a lease that lapsed. */
+      if (a.welcomed && now - a.last_master_us >= lease_us (&a))
+        {
+          g_message ("agent %s: no word from the master for %" G_GINT64_FORMAT " ms: starting "
+                     "nothing more until it confirms what we hold",
+                     a.agent_id, (now - a.last_master_us) / 1000);
+          a.hello_backoff_ms = 100;
+          send_hello (&a);
+          a.next_hello_us = now + a.hello_backoff_ms * 1000;
+        }
+
       struct signalfd_siginfo si;
       if (fds[2].revents != 0)
         while (read (a.sfd, &si, sizeof si) == sizeof si)
@@ -772,25 +827,26 @@ datc_agent_run (const DatcAgentOptions *o)
       g_ptr_array_set_size (finished, 0);
       start_tasks (&a);
 
-      /* The master: silent too long means lost; say HELLO until it answers. */
-      if (a.welcomed && now - a.last_master_us > (gint64) a.timeout_ms * 1000)
+      /* The master: silent too long means lost; say HELLO until it answers,
+       * at least every half timeout, so that it re-attaches our tasks
+       * within its window after a restart. */
+      if (!a.welcomed && a.epoch != 0 && a.master_lost_us == 0
+          && now - a.last_master_us > (gint64) a.timeout_ms * 1000)
         {
           g_message ("agent %s: no word from the master for %u ms; reconnecting", a.agent_id,
                      a.timeout_ms);
-          a.welcomed = FALSE;
           a.master_lost_us = now;
-          a.hello_backoff_ms = 1000;
-          a.next_hello_us = now;
         }
       if (!a.welcomed && now >= a.next_hello_us)
         {
-          send_hello (&a);
-          a.hello_backoff_ms = MIN (a.hello_backoff_ms * 2, a.master_lost_us ? 30000u : 1000u);
-          a.next_hello_us = now + (gint64) a.hello_backoff_ms * 1000;
+          guint cap = a.master_lost_us ? MIN (30000u, MAX (a.timeout_ms / 2, 1000u)) : 1000u;
+          /* Not connected (it did not leave): it goes out soon after the
+           * connection is back. */
+          guint next = send_hello (&a) ? a.hello_backoff_ms : MIN (a.hello_backoff_ms, 100u);
+          a.next_hello_us = now + (gint64) next * 1000;
+          a.hello_backoff_ms = MIN (a.hello_backoff_ms * 2, cap);
         }
-      gint64 silent_since = a.master_lost_us ? a.master_lost_us : (a.welcomed ? 0 : started);
-      if (silent_since && !a.welcomed
-          && now - silent_since > (gint64) o->reconnect_timeout_s * G_USEC_PER_SEC)
+      if (!a.welcomed && now - a.last_master_us > (gint64) o->reconnect_timeout_s * G_USEC_PER_SEC)
         {
           g_printerr ("datc-agent %s: the master at %s did not answer for %u s; giving up\n",
                       a.agent_id, o->connect, o->reconnect_timeout_s);
