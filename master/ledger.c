@@ -579,6 +579,37 @@ apply_result (DatcLedger *l, const ResultRec *r)
     }
 }
 
+/* A proxy ended: its agents are dead, so tasks an earlier master left on
+ * them need not wait for the re-attach window.  Part of applying the
+ * PROXY record (no record of its own), so replay does the same. */
+static void
+release_proxy_orphans (DatcLedger *l, const char *site, const char *proxy)
+{
+  if (l->orphans == 0)
+    return;
+  for (guint w = 0; w < l->windows->len; w++)
+    {
+      GArray *keys = ((OrphanWindow *) l->windows->pdata[w])->keys;
+      for (guint i = 0; i < keys->len; i++)
+        {
+          DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
+          TaskSlot *t = slot (l, k->id);
+          if (t == NULL || !t->orphan || t->attempt != k->attempt)
+            continue;
+          AgentInfo *a = t->agent < l->agents->len ? l->agents->pdata[t->agent] : NULL;
+          if (a != NULL && g_str_equal (a->site, site) && g_str_equal (a->proxy, proxy))
+            {
+              apply_requeue (l, k->id, FALSE);
+              if (a->awaited)
+                {
+                  a->awaited = FALSE;
+                  l->awaited--;
+                }
+            }
+        }
+    }
+}
+
 static void
 apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
              const char *event)
@@ -589,7 +620,10 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
   if (g_str_equal (event, "submitted"))
     g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
   else if (g_str_equal (event, "ended"))
-    g_hash_table_remove (l->proxies, key);
+    {
+      g_hash_table_remove (l->proxies, key);
+      release_proxy_orphans (l, site, proxy);
+    }
 }
 
 static void

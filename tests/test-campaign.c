@@ -326,6 +326,94 @@ test_agent_sigterm_drains (void)
   agent_interrupted (SIGTERM);
 }
 
+/* ---- an agent stopped past the timeout ------------------------------ */
+
+static gboolean
+agent_lost_traced (gpointer dir)
+{
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  for (guint i = 0; i < trace->len; i++)
+    if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
+                   "agent_lost") == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* An agent stopped (SIGSTOP) past --agent-timeout-ms is declared lost and
+ * the tasks it held, started or only prefetched, run elsewhere.  When it
+ * is continued it must not start a prefetched one whose result is already
+ * recorded: every execution (tasks log their id and start time) starts
+ * before the recorded result of its task finished. */
+static void
+test_stopped_agent_starts_nothing_recorded (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *log = g_build_filename (d->path, "executions", NULL);
+  g_autoptr (GString) tasks = g_string_new (NULL);
+  guint n = 200;
+  for (guint i = 1; i <= n; i++)
+    g_string_append_printf (tasks, "sh -c 'echo %u $(date +%%s%%6N) >> %s; sleep 0.2'\n", i, log);
+  g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2",
+                         "--local-slots", "4", "--agent-timeout-ms", "3000",
+                         "--heartbeat-ms", "500", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  ResultsAtLeast r = { dir, 10 };
+  g_assert_true (tb_await (two_agents, dir, 30));
+  g_assert_true (tb_await (results_at_least, &r, 60));
+  g_autoptr (GArray) agents = tb_find_agents (dir);
+  int victim = g_array_index (agents, int, 0);
+  g_assert_cmpint (victim, >, 1);
+  kill (victim, SIGSTOP);
+
+  /* Lost, and what it held has been running elsewhere for a while. */
+  g_assert_true (tb_await (agent_lost_traced, dir, 30));
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  r.want = tb_count_lines (results) + 20;
+  gboolean enough = tb_await (results_at_least, &r, 60);
+  kill (victim, SIGCONT);
+  g_assert_true (enough);
+
+  int status = tb_wait (master, 120);
+  if (status != 0)
+    {
+      g_autofree gchar *err = tb_proc_stderr (master);
+      g_printerr ("%s", err);
+    }
+  g_assert_cmpint (status, ==, 0);
+
+  /* The premise: it held more than it was running (prefetched tasks). */
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  gint64 requeued = 0;
+  for (guint i = 0; i < trace->len; i++)
+    if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
+                   "agent_lost") == 0)
+      requeued += json_object_get_int_member_with_default (trace->pdata[i], "requeued", 0);
+  g_assert_cmpint (requeued, >, 2);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, n);
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  guint checked = 0;
+  for (guint i = 0; lines[i]; i++)
+    {
+      gint64 id, start_us;
+      if (sscanf (lines[i], "%" G_GINT64_FORMAT " %" G_GINT64_FORMAT, &id, &start_us) != 2)
+        continue;
+      JsonObject *o = g_hash_table_lookup (res, &id);
+      g_assert_nonnull (o);
+      gint64 finished = json_object_get_int_member (o, "finished");
+      if (start_us > finished)
+        g_error ("task %" G_GINT64_FORMAT " started %.3f s after its recorded result finished",
+                 id, (start_us - finished) / 1e6);
+      checked++;
+    }
+  g_assert_cmpuint (checked, >=, n);
+}
+
 static gboolean
 file_exists (gpointer path)
 {
@@ -518,6 +606,8 @@ main (int argc, char **argv)
                    test_unknown_master_host);
   g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);
   g_test_add_func ("/campaign/agent-sigterm-drains-and-tasks-rerun", test_agent_sigterm_drains);
+  g_test_add_func ("/campaign/stopped-agent-starts-nothing-already-recorded",
+                   test_stopped_agent_starts_nothing_recorded);
   g_test_add_func ("/campaign/drained-tasks-are-not-sent-back-to-the-draining-agent",
                    test_drained_tasks_are_not_sent_back);
   return g_test_run ();
