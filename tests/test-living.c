@@ -2,6 +2,7 @@
  * live and offline against results.jsonl, submit (good and bad), cancel,
  * open campaigns with waves of submits, the progress line in a real
  * terminal (tmux), and the control socket's permissions. */
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
@@ -380,6 +381,60 @@ test_offline_uses_the_recorded_format (void)
   g_assert_cmpint (tasks (st2, "total"), ==, 3);
 }
 
+/* Commands on a campaign say what is wrong with what they were given:
+ * an id below 1 or beyond the campaign, a directory the user may not read
+ * (not "no campaign.json", which would send them looking for a file that is
+ * there). */
+static void
+test_commands_say_what_is_wrong (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "echo a\necho b\necho c\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
+
+  struct { const char *id, *says; } cases[] = {
+    { "-1", "datc output: task ids start at 1, not -1\n" },
+    { "0", "datc output: task ids start at 1, not 0\n" },
+    { "x", "datc output: \"x\" is not a task id\n" },
+    { "4", "datc: no task 4: the campaign has 3 tasks\n" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *out_argv[] = { tb_datc (), "output", dir, cases[i].id, NULL };
+      g_autofree gchar *err = NULL;
+      g_assert_cmpint (tb_run (d, out_argv, 60, &err), ==, 2);
+      g_assert_cmpstr (err, ==, cases[i].says);
+    }
+  /* Task 3 is there, and the last one. */
+  const char *ok_argv[] = { tb_datc (), "output", dir, "3", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "output", ok_argv);
+  g_assert_cmpint (tb_wait (p, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_assert_cmpstr (out, ==, "c\n");
+
+  /* DIR is 0700: as root, look as another user; otherwise close it. */
+  g_assert_cmpint (chmod (d->path, 0755), ==, 0);
+  g_autofree gchar *err = NULL;
+  if (geteuid () == 0)
+    {
+      const char *st_argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "--", tb_datc (), "status", dir, NULL };
+      g_assert_cmpint (tb_run (d, st_argv, 60, &err), ==, 2);
+    }
+  else
+    {
+      g_assert_cmpint (chmod (dir, 0), ==, 0);
+      const char *st_argv[] = { tb_datc (), "status", dir, NULL };
+      int status = tb_run (d, st_argv, 60, &err);
+      g_assert_cmpint (chmod (dir, 0700), ==, 0);
+      g_assert_cmpint (status, ==, 2);
+    }
+  g_autofree gchar *want = g_strdup_printf ("datc: %s: %s\n", dir, g_strerror (EACCES));
+  g_assert_cmpstr (err, ==, want);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -390,5 +445,7 @@ main (int argc, char **argv)
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);
+  g_test_add_func ("/living/commands-say-what-is-wrong-with-their-arguments",
+                   test_commands_say_what_is_wrong);
   return g_test_run ();
 }
