@@ -424,10 +424,8 @@ json_check_value (JsonCheck *c)
   }
 }
 
-/* Checks `text` is exactly one JSON value; on failure says why and at
- * which byte of `text` (0-based). */
-static gboolean
-json_check (const char *text, gsize len, const char **why, gsize *at)
+gboolean
+datc_bag_check_json (const char *text, gsize len, const char **why, gsize *at)
 {
   JsonCheck c = { .p = text, .end = text + len };
 
@@ -684,7 +682,7 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
   JsonNode *root;
   JsonObject *object;
 
-  if (!json_check (text, len, &why, &at)) {
+  if (!datc_bag_check_json (text, len, &why, &at)) {
     if (at >= len)
       return loader_fail (l, l->line, error, "invalid JSON: %s, found end of line", why);
     return loader_fail (l, l->line, error, "invalid JSON: %s at byte %" G_GSIZE_FORMAT,

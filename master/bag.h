@@ -48,6 +48,12 @@ typedef enum {
 /* Parses "auto", "lines", "jsonl"; FALSE on anything else. */
 gboolean datc_task_file_format_parse (const char *name, DatcTaskFileFormat *out);
 
+/* The strict JSON syntax check JSON Lines go through before json-glib sees
+ * them (which recurses without a depth limit): TRUE when `text` (UTF-8) is
+ * exactly one JSON value nested at most 32 deep; else says why and at
+ * which byte of `text` (0-based). */
+gboolean datc_bag_check_json (const char *text, gsize len, const char **why, gsize *at);
+
 typedef enum {
   DATC_BAG_SPEC_LINE = 0,    /* arena bytes are the command line */
   DATC_BAG_SPEC_PACKED = 1,  /* arena bytes are an encoded DatcTaskSpec */

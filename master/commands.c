@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -36,12 +37,21 @@ datc_cmd_take_dir (int *argc, char **argv)
       if (first_word == NULL)
         first_word = argv[i];
       g_autofree gchar *json = g_build_filename (argv[i], "campaign.json", NULL);
-      if (g_file_test (json, G_FILE_TEST_EXISTS))
+      GStatBuf st;
+      if (g_stat (json, &st) == 0)
         {
           gchar *dir = g_strdup (argv[i]);
           memmove (argv + i, argv + i + 1, (size_t) (*argc - i) * sizeof *argv);
           (*argc)--;
           return dir;
+        }
+      /* A word we may not look into is a directory, not a task id: say so
+       * rather than "no campaign.json", which would send the user looking
+       * for a file that is there. */
+      if (errno == EACCES)
+        {
+          g_printerr ("datc: %s: %s\n", argv[i], g_strerror (EACCES));
+          return NULL;
         }
     }
   const char *env = g_getenv ("DATC_DIR");
@@ -79,8 +89,8 @@ open_offline (const char *dir, DatcBag *bag, GError **error)
 
 /* ---- status -------------------------------------------------------- */
 
-static JsonNode *
-fetch_status (const char *dir, GError **error)
+JsonNode *
+datc_cmd_fetch_status (const char *dir, GError **error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -124,7 +134,7 @@ datc_cmd_status (int argc, char **argv)
     }
   for (;;)
     {
-      g_autoptr (JsonNode) st = fetch_status (dir, &error);
+      g_autoptr (JsonNode) st = datc_cmd_fetch_status (dir, &error);
       if (st == NULL)
         {
           g_printerr ("datc status: %s\n", error->message);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
@@ -18,5 +19,9 @@ int datc_cmd_shell (int argc, char **argv);
  * $DATC_DIR (set by `datc shell`); removes it from argv.  NULL with a
  * message when there is neither (transfer full). */
 gchar *datc_cmd_take_dir (int *argc, char **argv);
+
+/* The campaign's status object (as `datc status --json` prints it): from
+ * the running master, else read from DIR's journal (transfer full). */
+JsonNode *datc_cmd_fetch_status (const char *dir, GError **error);
 
 G_END_DECLS

@@ -4,6 +4,7 @@
  * socket file, which a crashed master leaves behind. */
 #include "control.h"
 
+#include "bag.h"
 #include "campaign.h"
 
 #include <errno.h>
@@ -103,6 +104,93 @@ datc_control_error_reply (const char *message)
   return json_builder_get_root (b);
 }
 
+/* What each member a handler reads must be; others are left alone. */
+static const struct {
+  const char *name;
+  GType type;        /* of a value; G_TYPE_NONE: an array of integers */
+  gboolean required;
+} request_members[] = {
+  { "cmd", G_TYPE_STRING, TRUE },
+  { "name", G_TYPE_STRING, FALSE },
+  { "format", G_TYPE_STRING, FALSE },
+  { "data", G_TYPE_STRING, FALSE },
+  { "ids", G_TYPE_NONE, FALSE },
+};
+
+static gboolean
+member_is (JsonNode *node, GType type)
+{
+  if (type != G_TYPE_NONE)
+    return JSON_NODE_HOLDS_VALUE (node) && json_node_get_value_type (node) == type;
+  if (!JSON_NODE_HOLDS_ARRAY (node))
+    return FALSE;
+  JsonArray *a = json_node_get_array (node);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *e = json_array_get_element (a, i);
+      if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_INT64)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* A request is a chain of checks, the first failure is the reply: bytes,
+ * UTF-8, strict JSON syntax (json-glib asserts on an empty text and
+ * recurses without limit), an object, its members' types (json-glib's
+ * getters assert on the wrong ones).  Returns a member of `parser`'s tree,
+ * or NULL with *why (transfer full). */
+static JsonObject *
+decode_request (JsonParser *parser, const char *text, gsize len, gchar **why)
+{
+  const char *syntax, *bad;
+  gsize at;
+  g_autoptr (GError) error = NULL;
+  if (len == 0)
+    {
+      *why = g_strdup ("an empty request: expected a JSON object");
+      return NULL;
+    }
+  if (!g_utf8_validate (text, (gssize) len, &bad))
+    {
+      *why = g_strdup_printf ("a request is UTF-8 text (%s at byte %" G_GSIZE_FORMAT ")",
+                              *bad == '\0' ? "NUL character" : "invalid UTF-8",
+                              (gsize) (bad - text) + 1);
+      return NULL;
+    }
+  if (!datc_bag_check_json (text, len, &syntax, &at))
+    {
+      *why = g_strdup_printf ("invalid JSON: %s at byte %" G_GSIZE_FORMAT, syntax, at + 1);
+      return NULL;
+    }
+  if (!json_parser_load_from_data (parser, text, (gssize) len, &error))
+    {
+      *why = g_strdup_printf ("invalid JSON: %s", error->message);
+      return NULL;
+    }
+  JsonNode *root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+    {
+      *why = g_strdup ("a request is a JSON object");
+      return NULL;
+    }
+  JsonObject *o = json_node_get_object (root);
+  for (guint i = 0; i < G_N_ELEMENTS (request_members); i++)
+    {
+      JsonNode *m = json_object_get_member (o, request_members[i].name);
+      if (m == NULL && !request_members[i].required)
+        continue;
+      if (m == NULL || !member_is (m, request_members[i].type))
+        {
+          *why = g_strdup_printf ("\"%s\" must be %s", request_members[i].name,
+                                  request_members[i].type == G_TYPE_STRING
+                                      ? "a string"
+                                      : "an array of task ids");
+          return NULL;
+        }
+    }
+  return o;
+}
+
 void
 datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data)
 {
@@ -131,12 +219,12 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
       const char *text = g_bytes_get_data (body, &len);
       g_autoptr (JsonParser) parser = json_parser_new ();
       g_autoptr (JsonNode) reply = NULL;
-      g_autoptr (GError) error = NULL;
-      if (!json_parser_load_from_data (parser, text, (gssize) len, &error)
-          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-        reply = datc_control_error_reply (error ? error->message : "a request is a JSON object");
+      g_autofree gchar *why = NULL;
+      JsonObject *request = decode_request (parser, text, len, &why);
+      if (request == NULL)
+        reply = datc_control_error_reply (why);
       else
-        reply = handler (json_node_get_object (json_parser_get_root (parser)), user_data);
+        reply = handler (request, user_data);
 
       Pending *p = g_new0 (Pending, 1);
       p->envelope = g_ptr_array_ref (frames);

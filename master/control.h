@@ -5,7 +5,7 @@
  *   {"cmd":"submit","name":N,"format":F,"data":TEXT}   -> {"first":ID,"count":N}
  *   {"cmd":"cancel"} / {"cmd":"cancel","ids":[...]}   -> {"cancelled":N}
  *   {"cmd":"close"}                                    -> {"closed":true}
- * A failed request gets {"error":"..."}.  Replies are sent only after the
+ * A failed or malformed request gets {"error":"..."}.  Replies are sent only after the
  * master has committed what the request changed, so a submit that returned
  * is journaled. */
 #pragma once

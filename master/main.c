@@ -117,6 +117,25 @@ cmd_run (int argc, char **argv)
   return datc_run (&o);
 }
 
+/* Task ids are the task file's line numbers (or submission order): 1, 2, ... */
+static gboolean
+parse_task_id (const char *text, guint64 *id, GError **error)
+{
+  const char *digits = text[0] == '-' ? text + 1 : text;
+  guint64 v = 0;
+  if (digits[0] == '\0' || strspn (digits, "0123456789") != strlen (digits))
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "\"%s\" is not a task id", text);
+  else if (text[0] == '-'
+           || (g_ascii_string_to_unsigned (digits, 10, 0, G_MAXUINT64, &v, NULL) && v == 0))
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "task ids start at 1, not %s",
+                 text);
+  else if (!g_ascii_string_to_unsigned (digits, 10, 1, G_MAXUINT64, id, NULL))
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "task id %s is too large", text);
+  else
+    return TRUE;
+  return FALSE;
+}
+
 static int
 cmd_output (int argc, char **argv)
 {
@@ -127,16 +146,23 @@ cmd_output (int argc, char **argv)
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("DIR ID - print a task's captured output");
   g_autoptr (GError) error = NULL;
+  guint64 id;
+  /* GOption would take "-1" for an unknown option; it is a task id. */
+  for (int i = 1; i < argc && !g_str_equal (argv[i], "--"); i++)
+    if (argv[i][0] == '-' && g_ascii_isdigit (argv[i][1]) && !parse_task_id (argv[i], &id, &error))
+      {
+        g_printerr ("datc output: %s\n", error->message);
+        return EXIT_INPUT;
+      }
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 3)
     {
       g_printerr ("datc output: %s\n", error ? error->message : "expected DIR ID");
       return EXIT_INPUT;
     }
-  guint64 id;
-  if (!g_ascii_string_to_unsigned (argv[2], 10, 1, G_MAXUINT64, &id, &error))
+  if (!parse_task_id (argv[2], &id, &error))
     {
-      g_printerr ("datc output: task id: %s\n", error->message);
+      g_printerr ("datc output: %s\n", error->message);
       return EXIT_INPUT;
     }
   return datc_results_print_output (argv[1], id, want_stderr);

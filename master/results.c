@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commands.h"
+
 static FILE *
 open_results (const char *dir)
 {
@@ -47,6 +49,26 @@ copy_range (const char *path, guint64 off, guint64 len)
     }
   close (fd);
   return TRUE;
+}
+
+/* An id beyond the campaign is a typo, not a task still to come: say which
+ * (the count is the master's, or the journal's when none runs). */
+static void
+say_no_result (const char *dir, guint64 id)
+{
+  g_autoptr (JsonNode) st = datc_cmd_fetch_status (dir, NULL);
+  JsonNode *tasks = st && JSON_NODE_HOLDS_OBJECT (st)
+                        ? json_object_get_member (json_node_get_object (st), "tasks")
+                        : NULL;
+  gint64 total = tasks && JSON_NODE_HOLDS_OBJECT (tasks)
+                     ? json_object_get_int_member_with_default (json_node_get_object (tasks),
+                                                                "total", -1)
+                     : -1;
+  if (total >= 0 && id > (guint64) total)
+    g_printerr ("datc: no task %" G_GUINT64_FORMAT ": the campaign has %" G_GINT64_FORMAT
+                " task%s\n", id, total, total == 1 ? "" : "s");
+  else
+    g_printerr ("datc: task %" G_GUINT64_FORMAT " has no result in %s\n", id, dir);
 }
 
 int
@@ -95,7 +117,7 @@ datc_results_print_output (const char *dir, guint64 id, gboolean want_stderr)
       break;
     }
   if (!found)
-    g_printerr ("datc: task %" G_GUINT64_FORMAT " has no result in %s\n", id, dir);
+    say_no_result (dir, id);
   free (line);
   fclose (f);
   fflush (stdout);

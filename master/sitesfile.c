@@ -1,9 +1,11 @@
 /* sitesfile.c: parse and check SITES.ini.
  *
- * GKeyFile reads the values but forgets where they were, so one pass over
- * the raw lines first records the line of every group and key (and catches
- * what GKeyFile would silently merge: a group or key given twice).  All the
- * problems found are reported together, each as FILE:LINE: ... */
+ * GKeyFile reads the values but forgets where they were, and stops at the
+ * first syntax error, so one pass over the raw lines first records the line
+ * of every group and key, reports each broken line (not UTF-8, not a group
+ * or a key, a group or key given twice, which GKeyFile would silently merge)
+ * and blanks it before GKeyFile reads the rest.  All the problems found are
+ * reported together, each as FILE:LINE: ... */
 #include "sitesfile.h"
 
 #include <string.h>
@@ -48,55 +50,100 @@ line_of (Index *ix, const char *group, const char *key)
   return GPOINTER_TO_UINT (g_hash_table_lookup (ix->lines, k));
 }
 
-/* Records where each group and key is; reports duplicates and lines that
- * are neither. */
-static void
-index_lines (Index *ix, const char *text)
+/* GKeyFile's own verdict on one line alone, so a syntax error it would stop
+ * at is reported with its line and the rest of the file is still read.
+ * `group` is NULL for a group header. */
+static gboolean
+line_parses (const char *group, const char *line, GError **error)
 {
-  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autoptr (GKeyFile) kf = g_key_file_new ();
+  g_autofree gchar *text = group ? g_strdup_printf ("[%s]\n%s\n", group, line)
+                                 : g_strdup_printf ("%s\n", line);
+  return g_key_file_load_from_data (kf, text, (gsize) -1, G_KEY_FILE_NONE, error);
+}
+
+/* Records where each group and key is; reports duplicates, lines that are
+ * neither, lines that are not UTF-8 text.  Returns the text GKeyFile is given:
+ * the same lines, with every broken one blanked (numbers unchanged), so one
+ * bad line does not hide the problems of the others. */
+static gchar *
+index_lines (Index *ix, const char *text, gsize len)
+{
+  GString *clean = g_string_sized_new (len + 1);
   g_autofree gchar *group = NULL;
-  for (guint i = 0; lines[i] != NULL; i++)
+  gboolean group_broken = FALSE;
+  const char *p = text, *stop = text + len;
+  for (guint no = 1; p < stop; no++)
     {
-      guint no = i + 1;
-      g_autofree gchar *l = g_strstrip (g_strdup (lines[i]));
+      const char *nl = memchr (p, '\n', (gsize) (stop - p));
+      gsize n = nl ? (gsize) (nl - p) : (gsize) (stop - p);
+      const char *bad_byte = NULL;
+      const char *raw = p;
+      p += n + 1;
+      if (!g_utf8_validate (raw, (gssize) n, &bad_byte))
+        {
+          problem (ix, no, "%s at byte %" G_GSIZE_FORMAT,
+                   *bad_byte == '\0' ? "NUL character" : "invalid UTF-8",
+                   (gsize) (bad_byte - raw) + 1);
+          g_string_append_c (clean, '\n');
+          continue;
+        }
+      g_autofree gchar *l = g_strstrip (g_strndup (raw, n));
+      /* ';' starts a comment as in most INI files; GKeyFile knows only '#'. */
       if (l[0] == '\0' || l[0] == '#' || l[0] == ';')
-        continue;
+        {
+          g_string_append_c (clean, '\n');
+          continue;
+        }
+      g_autoptr (GError) local = NULL;
       if (l[0] == '[')
         {
-          char *end = strchr (l, ']');
+          char *end = strrchr (l, ']');
+          g_free (g_steal_pointer (&group));
+          group_broken = TRUE;
           if (end == NULL)
-            {
-              problem (ix, no, "a group header needs a closing ]");
-              continue;
-            }
-          g_free (group);
-          group = g_strndup (l + 1, (gsize) (end - l - 1));
-          if (g_hash_table_contains (ix->lines, group))
-            problem (ix, no, "[%s] is given twice (first at line %u)", group,
-                     line_of (ix, group, NULL));
+            problem (ix, no, "a group header needs a closing ]");
+          else if (end[1] != '\0')
+            problem (ix, no, "nothing may follow ] in a group header");
+          else if (!line_parses (NULL, l, &local))
+            problem (ix, no, "%s", local->message);
           else
-            g_hash_table_insert (ix->lines, g_strdup (group), GUINT_TO_POINTER (no));
+            {
+              group_broken = FALSE;
+              group = g_strndup (l + 1, (gsize) (end - l - 1));
+              if (g_hash_table_contains (ix->lines, group))
+                problem (ix, no, "[%s] is given twice (first at line %u)", group,
+                         line_of (ix, group, NULL));
+              else
+                g_hash_table_insert (ix->lines, g_strdup (group), GUINT_TO_POINTER (no));
+              g_string_append_len (clean, raw, (gssize) n);
+            }
+          g_string_append_c (clean, '\n');
           continue;
         }
       char *eq = strchr (l, '=');
       if (eq == NULL)
-        {
-          problem (ix, no, "expected KEY = VALUE or [GROUP]");
-          continue;
-        }
-      if (group == NULL)
-        {
-          problem (ix, no, "a key before any [group]");
-          continue;
-        }
-      g_autofree gchar *key = g_strstrip (g_strndup (l, (gsize) (eq - l)));
-      g_autofree gchar *k = g_strdup_printf ("%s\n%s", group, key);
-      if (g_hash_table_contains (ix->lines, k))
-        problem (ix, no, "%s is given twice in [%s] (first at line %u)", key, group,
-                 GPOINTER_TO_UINT (g_hash_table_lookup (ix->lines, k)));
+        problem (ix, no, "expected KEY = VALUE or [GROUP]");
+      else if (group_broken)
+        ; /* its group is already reported; which one it meant is unknown */
+      else if (group == NULL)
+        problem (ix, no, "a key before any [group]");
+      else if (!line_parses (group, l, &local))
+        problem (ix, no, "%s", local->message);
       else
-        g_hash_table_insert (ix->lines, g_steal_pointer (&k), GUINT_TO_POINTER (no));
+        {
+          g_autofree gchar *key = g_strstrip (g_strndup (l, (gsize) (eq - l)));
+          g_autofree gchar *k = g_strdup_printf ("%s\n%s", group, key);
+          if (g_hash_table_contains (ix->lines, k))
+            problem (ix, no, "%s is given twice in [%s] (first at line %u)", key, group,
+                     GPOINTER_TO_UINT (g_hash_table_lookup (ix->lines, k)));
+          else
+            g_hash_table_insert (ix->lines, g_steal_pointer (&k), GUINT_TO_POINTER (no));
+          g_string_append_len (clean, raw, (gssize) n);
+        }
+      g_string_append_c (clean, '\n');
     }
+  return g_string_free (clean, FALSE);
 }
 
 gboolean
@@ -234,17 +281,12 @@ datc_sites_file_load (const char *path, GError **error)
       g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO, "%s", local->message);
       return NULL;
     }
-  if (!g_utf8_validate (text, (gssize) len, NULL) || memchr (text, '\0', len) != NULL)
-    {
-      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID, "%s: not UTF-8 text", path);
-      return NULL;
-    }
-  index_lines (&ix, text);
+  g_autofree gchar *clean = index_lines (&ix, text, len);
   f->keyfile = g_key_file_new ();
-  if (!g_key_file_load_from_data (f->keyfile, text, len, G_KEY_FILE_NONE, &local))
+  if (!g_key_file_load_from_data (f->keyfile, clean, (gsize) -1, G_KEY_FILE_NONE, &local))
     {
-      if (ix.problems->len == 0)
-        problem (&ix, 1, "%s", local->message);
+      /* Every line was checked alone above; this is only a safety net. */
+      problem (&ix, 1, "%s", local->message);
       g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID, "%s", ix.problems->str);
       return NULL;
     }

@@ -23,6 +23,7 @@ test_valid (void)
 {
   g_autofree gchar *path = write_tmp (
       "# two clusters\n"
+      "; also a comment\n"
       "[master]\n"
       "listen = tcp://0.0.0.0:0\n"
       "advertise = 10.1.2.3\n"
@@ -78,6 +79,10 @@ static const Bad bad[] = {
   { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
   { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
   { "no-sites", "[master]\nlisten = tcp://0.0.0.0:0\n", ":1: no [site NAME] group" },
+  { "not-utf8", "[site a]\nscheduler = fork\nqueue = caf\xe9\n", ":3: invalid UTF-8 at byte 12" },
+  { "text-after-group", "[site a] x\nscheduler = fork\n", ":1: nothing may follow ]" },
+  { "empty-group-name", "[site a]\nscheduler = fork\n[]\n", ":3: Invalid group name" },
+  { "invalid-key-name", "[site a]\nscheduler = fork\nqueue[x y] = q\n", ":3: Invalid key name" },
   { "unbalanced-quotes", "[site a]\nscheduler = fork\nsubmit_args = --name 'x\n", ":3: submit_args: unbalanced quotes" },
 };
 
@@ -106,6 +111,54 @@ test_all_problems_at_once (void)
   g_assert_nonnull (strstr (error->message, ":2: unknown key"));
   g_assert_nonnull (strstr (error->message, ":3: slots_per_proxy"));
   g_assert_nonnull (strstr (error->message, ":1: [site a] needs scheduler"));
+  g_unlink (path);
+}
+
+/* GKeyFile stops at the first syntax error: the lines after it must still
+ * be read and their problems reported with the syntax error. */
+static void
+test_syntax_error_hides_nothing (void)
+{
+  g_autofree gchar *path = write_tmp ("[site a]\n"
+                                      "scheduler = fork\n"
+                                      "oops\n"
+                                      "colour = red\n"
+                                      "[site b\n"
+                                      "queue = q\n"
+                                      "[site c]\n"
+                                      "scheduler = moab\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_null (f);
+  g_assert_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID);
+  const char *want[] = { ":3: expected KEY = VALUE", ":4: unknown key \"colour\"",
+                         ":5: a group header needs a closing ]", ":8: unknown scheduler \"moab\"" };
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autofree gchar *w = g_strconcat (path, want[i], NULL);
+      if (strstr (error->message, w) == NULL)
+        g_error ("expected \"%s\" in \"%s\"", w, error->message);
+    }
+  /* The key under the broken header belongs to no known group: not blamed. */
+  g_assert_null (strstr (error->message, ":6:"));
+  g_unlink (path);
+}
+
+/* A NUL byte is not text either, and the line holding it is named. */
+static void
+test_nul_byte_names_its_line (void)
+{
+  static const char content[] = "[site a]\nscheduler = fork\n\nqueue = a\0b\n";
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *path = write_tmp ("");
+  g_file_set_contents (path, content, sizeof content - 1, &error);
+  g_assert_no_error (error);
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_null (f);
+  g_assert_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_INVALID);
+  g_autofree gchar *want = g_strconcat (path, ":4: NUL character at byte 10", NULL);
+  if (strstr (error->message, want) == NULL)
+    g_error ("expected \"%s\" in \"%s\"", want, error->message);
   g_unlink (path);
 }
 
@@ -147,6 +200,9 @@ main (int argc, char **argv)
       g_test_add_data_func (p, &bad[i], test_bad);
     }
   g_test_add_func ("/sites/parse/reports-every-problem-at-once", test_all_problems_at_once);
+  g_test_add_func ("/sites/parse/a-syntax-error-hides-no-other-problem",
+                   test_syntax_error_hides_nothing);
+  g_test_add_func ("/sites/parse/names-the-line-with-a-nul-byte", test_nul_byte_names_its_line);
   g_test_add_func ("/sites/duration/reads-the-usual-forms", test_durations);
   g_test_add_func ("/sites/parse/names-a-missing-file", test_missing_file);
   return g_test_run ();

@@ -13,10 +13,13 @@
 #include <glib/gstdio.h>
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -799,15 +802,49 @@ test_site_refuses_ids_that_are_not_pids(Fixture *f, gconstpointer data)
   g_assert_nonnull(strstr(error->message, "'48;21'"));
 }
 
+/* A fork site reached over ssh at a port where nothing listens (bound,
+ * never listening, so no one else takes it): every command it would run
+ * fails, so one that ran shows as an error. */
+static DatcSite *
+site_that_cannot_run_commands(int *holder)
+{
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+  socklen_t len = sizeof a;
+  g_autoptr(GKeyFile) config = g_key_file_new();
+  g_autoptr(GError) error = NULL;
+
+  *holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_assert_cmpint(*holder, >=, 0);
+  g_assert_cmpint(bind(*holder, (struct sockaddr *)&a, sizeof a), ==, 0);
+  g_assert_cmpint(getsockname(*holder, (struct sockaddr *)&a, &len), ==, 0);
+  g_key_file_set_string(config, "site x", "host", "127.0.0.1");
+  g_key_file_set_integer(config, "site x", "port", ntohs(a.sin_port));
+  DatcSite *site = datc_site_new("x", "ssh", "fork", config, "site x", &error);
+  g_assert_no_error(error);
+  return site;
+}
+
 static void
 test_site_poll_and_cancel_of_no_ids_run_nothing(Fixture *f, gconstpointer data)
 {
-  const char *ids[] = { NULL };
+  const char *none[] = { NULL };
+  const char *one[] = { "4821", NULL };
+  DatcProxyState state;
+  int holder = -1;
+  g_autoptr(DatcSite) site = site_that_cannot_run_commands(&holder);
   g_autoptr(GError) error = NULL;
 
-  g_assert_true(datc_site_poll(f->site, ids, NULL, &error));
-  g_assert_true(datc_site_cancel(f->site, ids, &error));
+  g_assert_true(datc_site_poll(site, none, NULL, &error));
   g_assert_no_error(error);
+  g_assert_true(datc_site_cancel(site, none, &error));
+  g_assert_no_error(error);
+  /* The premise: a command this site runs does fail. */
+  g_assert_false(datc_site_poll(site, one, &state, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT);
+  g_clear_error(&error);
+  g_assert_false(datc_site_cancel(site, one, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT);
+  close(holder);
 }
 
 static void

@@ -75,14 +75,24 @@ test_did_not_go_through (void)
 static void
 test_plain_submit_needs_no_lookup (void)
 {
+  /* squeue leaves a mark: a lookup that ran would show, whatever it answered. */
+  g_autofree gchar *marker = g_build_filename (work, "looked-up", NULL);
+  g_autofree gchar *squeue = g_strdup_printf ("touch %s; exit 3", marker);
+  g_unlink (marker);
   write_stub ("sbatch", "echo 77");
-  write_stub ("squeue", "echo lookup-must-not-run >&2; exit 3");
+  write_stub ("squeue", squeue);
   g_autoptr (DatcSite) site = slurm_site ();
   DatcProxyRequest req = request ();
   g_autofree gchar *id = NULL;
   g_autoptr (GError) error = NULL;
   g_assert_true (datc_site_submit (site, &req, "p3.sh", &id, &error));
+  g_assert_no_error (error);
   g_assert_cmpstr (id, ==, "77");
+  g_assert_false (g_file_test (marker, G_FILE_TEST_EXISTS));
+  /* The premise: the site's lookup does run this squeue and leave the mark. */
+  g_clear_pointer (&id, g_free);
+  g_assert_false (datc_site_lookup (site, req.name, &id, &error));
+  g_assert_true (g_file_test (marker, G_FILE_TEST_EXISTS));
 }
 
 static void

@@ -2,11 +2,13 @@
  * live and offline against results.jsonl, submit (good and bad), cancel,
  * open campaigns with waves of submits, the progress line in a real
  * terminal (tmux), and the control socket's permissions. */
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zmq.h>
 
 #include "harness.h"
 
@@ -380,6 +382,154 @@ test_offline_uses_the_recorded_format (void)
   g_assert_cmpint (tasks (st2, "total"), ==, 3);
 }
 
+/* ---- garbage on the control socket ----------------------------------- */
+
+/* Sends one frame on a REQ socket and returns the reply (transfer full);
+ * fails the test when none comes within 30 s. */
+static gchar *
+control_exchange (void *s, const void *frame, gsize len)
+{
+  g_assert_cmpint (zmq_send (s, frame, len, 0), ==, (int) len);
+  zmq_pollitem_t it = { s, 0, ZMQ_POLLIN, 0 };
+  g_assert_cmpint (zmq_poll (&it, 1, 30000), ==, 1);
+  zmq_msg_t m;
+  zmq_msg_init (&m);
+  g_assert_cmpint (zmq_msg_recv (&m, s, 0), >=, 0);
+  gchar *reply = g_strndup (zmq_msg_data (&m), zmq_msg_size (&m));
+  zmq_msg_close (&m);
+  return reply;
+}
+
+#define FRAME(literal) literal, sizeof literal - 1
+
+/* Every malformed request gets {"error": ...}, never a GLib assertion
+ * (the master runs with G_DEBUG=fatal-criticals) nor a crash, and the
+ * master still answers after them. */
+static void
+test_control_refuses_garbage (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_setenv ("G_DEBUG", "fatal-criticals", TRUE);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  Idle idle = { d, dir, 1 };
+  g_assert_true (tb_await (campaign_idle, &idle, 60));
+
+  gsize deep_len = 100000, huge_len = 16 * 1024 * 1024;
+  g_autofree gchar *deep = g_malloc (deep_len);
+  memset (deep, '[', deep_len);
+  g_autofree gchar *huge = g_malloc (huge_len);
+  memset (huge, 'x', huge_len);
+  static const char nul[] = "{\"cmd\":\"st\0atus\"}";
+  struct { const char *name, *frame; gsize len; const char *says; } cases[] = {
+    { "empty", FRAME (""), "an empty request" },
+    { "blank", FRAME ("  \n"), "invalid JSON: expected a value" },
+    { "not JSON", FRAME ("status"), "invalid JSON: unexpected character at byte 1" },
+    { "single quotes", FRAME ("{'cmd':'status'}"), "invalid JSON" },
+    { "two values", FRAME ("{} {}"), "unexpected text after the value" },
+    { "an array", FRAME ("[1,2]"), "a request is a JSON object" },
+    { "a string", FRAME ("\"status\""), "a request is a JSON object" },
+    { "not UTF-8", FRAME ("{\"cmd\":\"\xff\"}"), "invalid UTF-8 at byte 9" },
+    { "a NUL", nul, sizeof nul - 1, "NUL character at byte 11" },
+    { "nested 100000 deep", deep, deep_len, "nested more than 32 levels deep" },
+    { "16 MiB of garbage", huge, huge_len, "invalid JSON" },
+    { "no cmd", FRAME ("{}"), "\"cmd\" must be a string" },
+    { "cmd a number", FRAME ("{\"cmd\":5}"), "\"cmd\" must be a string" },
+    { "cmd an object", FRAME ("{\"cmd\":{}}"), "\"cmd\" must be a string" },
+    { "name an object", FRAME ("{\"cmd\":\"submit\",\"name\":{},\"data\":\"true\"}"),
+      "\"name\" must be a string" },
+    { "ids a string", FRAME ("{\"cmd\":\"cancel\",\"ids\":\"1\"}"), "\"ids\" must be an array" },
+    { "ids nested", FRAME ("{\"cmd\":\"cancel\",\"ids\":[[1]]}"), "\"ids\" must be an array" },
+  };
+  g_autofree gchar *ep = g_strconcat ("ipc://", dir, "/control", NULL);
+  void *ctx = zmq_ctx_new ();
+  void *s = zmq_socket (ctx, ZMQ_REQ);
+  int zero = 0;
+  zmq_setsockopt (s, ZMQ_LINGER, &zero, sizeof zero);
+  g_assert_cmpint (zmq_connect (s, ep), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_test_message ("%s", cases[i].name);
+      g_autofree gchar *reply = control_exchange (s, cases[i].frame, cases[i].len);
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      g_assert_true (json_parser_load_from_data (parser, reply, -1, NULL));
+      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+      const char *why = json_object_get_string_member_with_default (o, "error", "");
+      if (strstr (why, cases[i].says) == NULL)
+        g_error ("%s: expected \"%s\" in the reply %s", cases[i].name, cases[i].says, reply);
+    }
+  /* A good request on the same socket is still served. */
+  g_autofree gchar *reply = control_exchange (s, FRAME ("{\"cmd\":\"status\"}"));
+  g_assert_nonnull (strstr (reply, "\"tasks\""));
+  zmq_close (s);
+  zmq_ctx_term (ctx);
+
+  g_autoptr (JsonObject) st = status_json (d, dir);
+  g_assert_cmpint (tasks (st, "total"), ==, 1);
+  const char *close_argv[] = { tb_datc (), "close", dir, NULL };
+  g_assert_cmpint (tb_run (d, close_argv, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  g_autofree gchar *err = tb_proc_stderr (master);
+  g_assert_null (strstr (err, "CRITICAL"));
+  g_assert_null (strstr (err, "WARNING"));
+}
+
+/* Commands on a campaign say what is wrong with what they were given:
+ * an id below 1 or beyond the campaign, a directory the user may not read
+ * (not "no campaign.json", which would send them looking for a file that is
+ * there). */
+static void
+test_commands_say_what_is_wrong (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "echo a\necho b\necho c\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
+
+  struct { const char *id, *says; } cases[] = {
+    { "-1", "datc output: task ids start at 1, not -1\n" },
+    { "0", "datc output: task ids start at 1, not 0\n" },
+    { "x", "datc output: \"x\" is not a task id\n" },
+    { "4", "datc: no task 4: the campaign has 3 tasks\n" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *out_argv[] = { tb_datc (), "output", dir, cases[i].id, NULL };
+      g_autofree gchar *err = NULL;
+      g_assert_cmpint (tb_run (d, out_argv, 60, &err), ==, 2);
+      g_assert_cmpstr (err, ==, cases[i].says);
+    }
+  /* Task 3 is there, and the last one. */
+  const char *ok_argv[] = { tb_datc (), "output", dir, "3", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "output", ok_argv);
+  g_assert_cmpint (tb_wait (p, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_assert_cmpstr (out, ==, "c\n");
+
+  /* DIR is 0700: as root, look as another user; otherwise close it. */
+  g_assert_cmpint (chmod (d->path, 0755), ==, 0);
+  g_autofree gchar *err = NULL;
+  if (geteuid () == 0)
+    {
+      const char *st_argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                "--", tb_datc (), "status", dir, NULL };
+      g_assert_cmpint (tb_run (d, st_argv, 60, &err), ==, 2);
+    }
+  else
+    {
+      g_assert_cmpint (chmod (dir, 0), ==, 0);
+      const char *st_argv[] = { tb_datc (), "status", dir, NULL };
+      int status = tb_run (d, st_argv, 60, &err);
+      g_assert_cmpint (chmod (dir, 0700), ==, 0);
+      g_assert_cmpint (status, ==, 2);
+    }
+  g_autofree gchar *want = g_strdup_printf ("datc: %s: %s\n", dir, g_strerror (EACCES));
+  g_assert_cmpstr (err, ==, want);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -390,5 +540,9 @@ main (int argc, char **argv)
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);
+  g_test_add_func ("/living/control-socket-answers-garbage-with-an-error",
+                   test_control_refuses_garbage);
+  g_test_add_func ("/living/commands-say-what-is-wrong-with-their-arguments",
+                   test_commands_say_what_is_wrong);
   return g_test_run ();
 }
