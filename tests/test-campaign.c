@@ -339,6 +339,30 @@ agent_lost_traced (gpointer dir)
   return FALSE;
 }
 
+typedef struct {
+  const char *dir;
+  int pid;
+} Prefetched;
+
+/* The agent of `pid` holds more tasks than it has slots (live status). */
+static gboolean
+holds_prefetched (gpointer data)
+{
+  Prefetched *p = data;
+  g_autoptr (JsonObject) st = tb_status (p->dir);
+  if (st == NULL || !json_object_has_member (st, "agents"))
+    return FALSE;
+  g_autofree gchar *tag = g_strdup_printf ("-%d-", p->pid);
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  for (guint i = 0; i < json_array_get_length (agents); i++)
+    {
+      JsonObject *a = json_array_get_object_element (agents, i);
+      if (strstr (json_object_get_string_member (a, "id"), tag) != NULL)
+        return json_object_get_int_member (a, "running") > json_object_get_int_member (a, "slots");
+    }
+  return FALSE;
+}
+
 /* An agent stopped (SIGSTOP) past --agent-timeout-ms is declared lost and
  * the tasks it held, started or only prefetched, run elsewhere.  When it
  * is continued it must not start a prefetched one whose result is already
@@ -350,27 +374,30 @@ test_stopped_agent_starts_nothing_recorded (void)
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *log = g_build_filename (d->path, "executions", NULL);
   g_autoptr (GString) tasks = g_string_new (NULL);
-  guint n = 200;
+  guint n = 48;
   for (guint i = 1; i <= n; i++)
-    g_string_append_printf (tasks, "sh -c 'echo %u $(date +%%s%%6N) >> %s; sleep 0.2'\n", i, log);
+    g_string_append_printf (tasks, "sh -c 'echo %u $(date +%%s%%6N) >> %s; sleep 1'\n", i, log);
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2",
                          "--local-slots", "4", "--agent-timeout-ms", "3000",
                          "--heartbeat-ms", "500", file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  ResultsAtLeast r = { dir, 10 };
+  ResultsAtLeast r = { dir, 4 };
   g_assert_true (tb_await (two_agents, dir, 30));
   g_assert_true (tb_await (results_at_least, &r, 60));
   g_autoptr (GArray) agents = tb_find_agents (dir);
-  int victim = g_array_index (agents, int, 0);
-  g_assert_cmpint (victim, >, 1);
-  kill (victim, SIGSTOP);
+  Prefetched p = { dir, g_array_index (agents, int, 0) };
+  g_assert_cmpint (p.pid, >, 1);
+  /* Stopped while it holds tasks it has not started. */
+  g_assert_true (tb_await (holds_prefetched, &p, 30));
+  kill (p.pid, SIGSTOP);
+  int victim = p.pid;
 
   /* Lost, and what it held has been running elsewhere for a while. */
   g_assert_true (tb_await (agent_lost_traced, dir, 30));
   g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
-  r.want = tb_count_lines (results) + 20;
+  r.want = tb_count_lines (results) + 12;
   gboolean enough = tb_await (results_at_least, &r, 60);
   kill (victim, SIGCONT);
   g_assert_true (enough);
