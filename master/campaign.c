@@ -184,7 +184,8 @@ check_socket_dir (const char *path, gboolean private_dir, GError **error)
                    "%s: %s (owner uid %u, mode %04o), so someone else could put their own "
                    "socket in place of this campaign's; refusing to use it%s",
                    path, wrong, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777),
-                   private_dir ? " (remove it: datc creates it again, mode 0700)" : "");
+                   private_dir ? " (remove it, or have it removed: datc makes it again, mode 0700)"
+                               : "");
       return FALSE;
     }
   return TRUE;

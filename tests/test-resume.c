@@ -237,7 +237,8 @@ hand_agent (TbDir *d, const char *dir, const char *endpoint)
   g_assert_true (g_file_get_contents (pub_path, &server_pub, NULL, NULL));
   g_strstrip (server_pub);
   const char *argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server_pub,
-                         "--key-file", key_path, "--slots", "4", "--prefetch", "0", "--site", "hand",
+                         "--key-file", key_path, "--slots", "4", "--prefetch", "0",
+                         "--site", "hand",
                          "--reconnect-timeout", "120", NULL };
   return tb_spawn (d, "agent", argv);
 }
