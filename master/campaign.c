@@ -160,18 +160,54 @@ datc_campaign_open_ledger (const char *dir, DatcBag *bag, const DatcLedgerOption
   return datc_ledger_open (dir, bag, task_file, sha, options, error);
 }
 
+/* Whoever can write into the directory holding a campaign's sockets can
+ * rename one away and bind their own in its place, and our clients and
+ * agents would talk to it.  So that directory must be ours, a real
+ * directory (lstat: not a symlink to somewhere else), and writable by no
+ * one else; the /tmp fallback, shared by every user, must be 0700. */
+static gboolean
+check_socket_dir (const char *path, gboolean private_dir, GError **error)
+{
+  struct stat st;
+  if (lstat (path, &st) != 0)
+    return io_fail (error, path);
+  const char *wrong = NULL;
+  if (!S_ISDIR (st.st_mode))
+    wrong = S_ISLNK (st.st_mode) ? "a symbolic link" : "not a directory";
+  else if (st.st_uid != geteuid ())
+    wrong = "owned by another user";
+  else if (private_dir ? (st.st_mode & 077) != 0 : (st.st_mode & 022) != 0)
+    wrong = private_dir ? "open to other users" : "writable by other users";
+  if (wrong != NULL)
+    {
+      g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_UNSAFE,
+                   "%s: %s (owner uid %u, mode %04o), so someone else could put their own "
+                   "socket in place of this campaign's; refusing to use it%s",
+                   path, wrong, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777),
+                   private_dir ? " (remove it, or have it removed: datc makes it again, mode 0700)"
+                               : "");
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gchar *
-datc_campaign_socket_path (const char *dir, const char *name)
+datc_campaign_socket_path (const char *dir, const char *name, GError **error)
 {
   g_autofree gchar *canon = g_canonicalize_filename (dir, NULL);
-  gchar *path = g_build_filename (canon, name, NULL);
+  g_autofree gchar *path = g_build_filename (canon, name, NULL);
   struct sockaddr_un sun;
   if (strlen (path) < sizeof sun.sun_path)
-    return path;
-  g_free (path);
+    return check_socket_dir (canon, FALSE, error) ? g_steal_pointer (&path) : NULL;
   g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, canon, -1);
-  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) getuid ());
-  g_mkdir_with_parents (priv, 0700);
+  g_autofree gchar *priv = g_strdup_printf ("/tmp/datc-%u", (unsigned) geteuid ());
+  if (mkdir (priv, 0700) != 0 && errno != EEXIST)
+    {
+      io_fail (error, priv);
+      return NULL;
+    }
+  if (!check_socket_dir (priv, TRUE, error))
+    return NULL;
   return g_strdup_printf ("%s/%.24s.%s", priv, hash, name);
 }
 
@@ -288,8 +324,8 @@ datc_campaign_agent_publics (DatcCampaign *c, GError **error)
 }
 
 gchar *
-datc_campaign_ipc_endpoint (DatcCampaign *c)
+datc_campaign_ipc_endpoint (DatcCampaign *c, GError **error)
 {
-  g_autofree gchar *path = datc_campaign_socket_path (c->dir, "agents.sock");
-  return g_strconcat ("ipc://", path, NULL);
+  g_autofree gchar *path = datc_campaign_socket_path (c->dir, "agents.sock", error);
+  return path != NULL ? g_strconcat ("ipc://", path, NULL) : NULL;
 }

@@ -20,6 +20,7 @@ typedef enum {
   DATC_CAMPAIGN_ERROR_BUSY,      /* another master holds the lock */
   DATC_CAMPAIGN_ERROR_MISMATCH,  /* a different task file */
   DATC_CAMPAIGN_ERROR_INVALID,   /* campaign.json unreadable */
+  DATC_CAMPAIGN_ERROR_UNSAFE,    /* another user could replace its sockets */
 } DatcCampaignError;
 
 typedef struct DatcCampaign DatcCampaign;
@@ -41,8 +42,9 @@ const char *datc_campaign_agent_key (DatcCampaign *c);
 /* Public keys of every agent key under keys/agents/ (transfer full). */
 GStrv datc_campaign_agent_publics (DatcCampaign *c, GError **error);
 /* An ipc:// endpoint inside DIR (or under /tmp when DIR's path is too long
- * for a unix socket), transfer full. */
-gchar *datc_campaign_ipc_endpoint (DatcCampaign *c);
+ * for a unix socket), transfer full; NULL when that directory is unsafe
+ * (see datc_campaign_socket_path). */
+gchar *datc_campaign_ipc_endpoint (DatcCampaign *c, GError **error);
 
 /* Reads campaign.json of an existing DIR: the task file path (transfer full). */
 gchar *datc_campaign_read_task_file (const char *dir, GError **error);
@@ -55,7 +57,10 @@ DatcLedger *datc_campaign_open_ledger (const char *dir, DatcBag *bag,
 
 /* Where a campaign's unix socket `name` lives: inside DIR, or, when that
  * path is too long for a socket, in a private /tmp/datc-UID directory under
- * a name derived from DIR (transfer full). */
-gchar *datc_campaign_socket_path (const char *dir, const char *name);
+ * a name derived from DIR (transfer full).  The directory is checked first:
+ * ours, not a symlink, writable by no one else (the /tmp one: created 0700
+ * and exactly that); otherwise NULL with DATC_CAMPAIGN_ERROR_UNSAFE naming
+ * it, since whoever can write there can put their socket in place of ours. */
+gchar *datc_campaign_socket_path (const char *dir, const char *name, GError **error);
 
 G_END_DECLS

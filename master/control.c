@@ -32,9 +32,9 @@ struct DatcControl {
 };
 
 static gchar *
-control_path (const char *dir)
+control_path (const char *dir, GError **error)
 {
-  return datc_campaign_socket_path (dir, "control");
+  return datc_campaign_socket_path (dir, "control", error);
 }
 
 static void
@@ -52,8 +52,10 @@ datc_control_new (void *ctx, const char *dir, GError **error)
   g_autoptr (DatcControl) c = g_new0 (DatcControl, 1);
   int zero = 0;
   int64_t max = CONTROL_FRAME_MAX;
-  c->path = control_path (dir);
   c->pending = g_ptr_array_new_with_free_func (pending_free);
+  c->path = control_path (dir, error);
+  if (c->path == NULL)
+    return NULL;
   c->sock = zmq_socket (ctx, ZMQ_ROUTER);
   zmq_setsockopt (c->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt (c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
@@ -279,7 +281,9 @@ datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError 
                    "%s: no master is running this campaign", dir);
       return NULL;
     }
-  g_autofree gchar *path = control_path (dir);
+  g_autofree gchar *path = control_path (dir, error);
+  if (path == NULL)
+    return NULL;
   if (access (path, R_OK | W_OK) != 0)
     {
       g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED, "%s: %s", path,

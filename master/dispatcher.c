@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 #include "curve.h"
@@ -339,10 +340,17 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   g_autofree gchar *ep = g_strdup (o->endpoint);
   if (d->curve && g_str_has_suffix (ep, ":0"))
     ep[strlen (ep) - 1] = '*';
-  if (zmq_bind (d->router, ep) != 0)
+  /* An ipc socket has no CURVE: like DIR/control, it is owner-only from
+   * the start, then made sure of. */
+  const char *ipc_path = g_str_has_prefix (ep, "ipc://") && ep[6] != '@' ? ep + 6 : NULL;
+  mode_t old_umask = ipc_path != NULL ? umask (0077) : 0;
+  int rc = zmq_bind (d->router, ep);
+  if (ipc_path != NULL)
+    umask (old_umask);
+  if (rc != 0 || (ipc_path != NULL && chmod (ipc_path, 0600) != 0))
     {
       g_set_error (error, DATC_DISPATCHER_ERROR, 0, "cannot listen on %s: %s", ep,
-                   zmq_strerror (errno));
+                   rc != 0 ? zmq_strerror (errno) : g_strerror (errno));
       return NULL;
     }
   zmq_getsockopt (d->router, ZMQ_LAST_ENDPOINT, last, &last_len);

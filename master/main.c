@@ -93,6 +93,15 @@ cmd_run (int argc, char **argv)
       g_printerr ("datc run: --local-exec takes only 'none'\n");
       return EXIT_INPUT;
     }
+  /* Only tcp:// has CURVE: an ipc:// or other endpoint here would let
+   * agents in with no key at all. */
+  if (listen != NULL && !g_str_has_prefix (listen, "tcp://"))
+    {
+      g_printerr ("datc run: --listen %s: only tcp://HOST:PORT is accepted (agents there need "
+                  "the campaign's CURVE keys; local agents use the campaign's own socket)\n",
+                  listen);
+      return EXIT_INPUT;
+    }
   if (no_local && listen == NULL)
     {
       g_printerr ("datc run: --no-local needs --listen, or no agent could ever connect\n");

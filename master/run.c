@@ -20,6 +20,7 @@
 
 #include "bag.h"
 #include "campaign.h"
+#include "curve.h"
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
@@ -179,11 +180,10 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
                  GError **error)
 {
   g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  g_autofree gchar *key_text = NULL;
-  gsize key_len = 0;
-  if (!g_file_get_contents (datc_campaign_agent_key (campaign), &key_text, &key_len, error))
+  /* The agent's secret key, held until every site has it: wiped on free. */
+  g_autoptr (GBytes) key = datc_curve_secret_file_read (datc_campaign_agent_key (campaign), error);
+  if (key == NULL)
     return NULL;
-  g_autoptr (GBytes) key = g_bytes_new (key_text, key_len);
   g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
                                                          datc_campaign_dir (campaign), -1);
   for (guint i = 0; i < file->sites->len; i++)
@@ -232,6 +232,29 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       g_ptr_array_add (specs, g_steal_pointer (&spec));
     }
   return g_steal_pointer (&specs);
+}
+
+/* `listen` for the dispatcher.  A resumed campaign asked for any port
+ * (HOST:0) takes the port it had before, from DIR/endpoint: agents started
+ * by hand know only that one and keep retrying it; another port would
+ * strand them and their finished results.  *same_port says it did. */
+static gchar *
+listen_endpoint (DatcCampaign *campaign, const char *listen, gboolean *same_port)
+{
+  g_autofree gchar *path = g_build_filename (datc_campaign_dir (campaign), "endpoint", NULL);
+  g_autofree gchar *before = NULL;
+  guint64 port;
+  *same_port = FALSE;
+  if (!datc_campaign_resumed (campaign) || !g_str_has_suffix (listen, ":0")
+      || !g_file_get_contents (path, &before, NULL, NULL))
+    return g_strdup (listen);
+  g_strstrip (before);
+  const char *colon = strrchr (before, ':');
+  if (!g_str_has_prefix (before, "tcp://") || colon == NULL
+      || !g_ascii_string_to_unsigned (colon + 1, 10, 1, 65535, &port, NULL))
+    return g_strdup (listen);
+  *same_port = TRUE;
+  return g_strdup_printf ("%.*s%" G_GUINT64_FORMAT, (int) (strlen (listen) - 1), listen, port);
 }
 
 static gchar *
@@ -375,8 +398,10 @@ datc_run (const DatcRunOptions *o)
 
   void *ctx = zmq_ctx_new ();
   const char *listen = o->listen ? o->listen : sites_file ? sites_file->listen : NULL;
-  g_autofree gchar *endpoint = listen ? g_strdup (listen) : datc_campaign_ipc_endpoint (campaign);
-  g_auto (GStrv) publics = datc_campaign_agent_publics (campaign, &error);
+  gboolean same_port = FALSE;
+  g_autofree gchar *endpoint = listen ? listen_endpoint (campaign, listen, &same_port)
+                                      : datc_campaign_ipc_endpoint (campaign, &error);
+  g_auto (GStrv) publics = endpoint ? datc_campaign_agent_publics (campaign, &error) : NULL;
   if (publics == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
@@ -394,6 +419,9 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcDispatcher) disp = datc_dispatcher_new (ctx, ledger, &dopt, &error);
   if (disp == NULL)
     {
+      if (same_port)
+        g_prefix_error (&error, "%s is where this campaign's agents reached it before and "
+                        "keep trying (free that port, or give --listen another one): ", endpoint);
       g_printerr ("datc: %s\n", error->message);
       g_clear_pointer (&ledger, datc_ledger_free);
       zmq_ctx_term (ctx);

@@ -2,7 +2,9 @@
  *
  * Key files are tiny and hold secrets, so they are read and written through
  * fixed buffers on the stack (never a heap string that could be freed
- * unwiped), and every buffer that held a secret is wiped on every path out.
+ * unwiped; the one copy that must outlive a call, an agent key on its way
+ * to a site, is a GBytes whose free wipes it), and every buffer that held
+ * a secret is wiped on every path out.
  * A secret file is created with O_EXCL | O_NOFOLLOW, so an existing file or
  * a planted symlink is refused rather than written through, and its mode is
  * 0600 from the first byte.  Loading refuses a secret file that anyone but
@@ -338,4 +340,30 @@ datc_curve_public_load (char out[DATC_CURVE_Z85_LEN + 1], const char *path,
       return FALSE;
     }
   return TRUE;
+}
+
+static void
+wipe_and_free (gpointer p)
+{
+  explicit_bzero (p, KEY_FILE_MAX + 1);
+  g_free (p);
+}
+
+GBytes *
+datc_curve_secret_file_read (const char *path, GError **error)
+{
+  g_return_val_if_fail (path != NULL, NULL);
+
+  char *buf = g_malloc (KEY_FILE_MAX + 1);
+  gsize len = 0;
+  DatcCurveKeypair kp;
+  gboolean ok = read_key_file (path, TRUE, buf, &len, error)
+                && parse_keypair (buf, len, &kp, path, error);
+  datc_curve_keypair_clear (&kp);
+  if (!ok)
+    {
+      wipe_and_free (buf);
+      return NULL;
+    }
+  return g_bytes_new_with_free_func (buf, len, wipe_and_free, buf);
 }

@@ -33,6 +33,10 @@ gboolean datc_curve_keypair_save (const DatcCurveKeypair *kp, const char *path,
 /* Reads a secret key file; refuses one whose mode lets group or others read. */
 gboolean datc_curve_keypair_load (DatcCurveKeypair *kp, const char *path,
                                   GError **error);
+/* Reads a secret key file whole, checked as datc_curve_keypair_load does,
+ * for copying it elsewhere (transfer full): the bytes are wiped when the
+ * last reference goes. */
+GBytes *datc_curve_secret_file_read (const char *path, GError **error);
 /* Reads the first line of a key file (.pub or secret) as a public key. */
 gboolean datc_curve_public_load (char out[DATC_CURVE_Z85_LEN + 1],
                                  const char *path, GError **error);

@@ -440,6 +440,36 @@ test_clear_wipes_the_secret (void)
   datc_curve_keypair_clear (NULL);
 }
 
+/* The copy of a secret file the master sends to sites is checked like a
+ * load: the whole file, exactly, only from an owner-only file holding a
+ * matching pair. */
+static void
+test_secret_file_read (Fixture *fx, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  DatcCurveKeypair kp;
+
+  generate (&kp);
+  g_assert_true (datc_curve_keypair_save (&kp, fx->path, &error));
+  g_autoptr (GBytes) bytes = datc_curve_secret_file_read (fx->path, &error);
+  g_assert_no_error (error);
+  g_autofree char *expected = g_strdup_printf ("%s\n%s\n", kp.public_z85, kp.secret_z85);
+  gsize len = 0;
+  const char *got = g_bytes_get_data (bytes, &len);
+  g_assert_cmpmem (got, len, expected, strlen (expected));
+  explicit_bzero (expected, strlen (expected));
+
+  g_assert_cmpint (chmod (fx->path, 0644), ==, 0);
+  g_assert_null (datc_curve_secret_file_read (fx->path, &error));
+  g_assert_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_MODE);
+  g_clear_error (&error);
+
+  write_file (fx->path, "hello\n", 0600);
+  g_assert_null (datc_curve_secret_file_read (fx->path, &error));
+  g_assert_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_INVALID);
+  datc_curve_keypair_clear (&kp);
+}
+
 #define ADD(path, fn) \
   g_test_add (path, Fixture, NULL, fixture_set_up, fn, fixture_tear_down)
 
@@ -461,6 +491,7 @@ main (int argc, char **argv)
   ADD ("/curve/keypair/load-refuses-garbage", test_load_refuses_garbage);
   ADD ("/curve/keypair/load-refuses-what-is-not-a-regular-file",
        test_load_refuses_what_is_not_a_file);
+  ADD ("/curve/secret-file/read-whole-only-when-owner-only-and-valid", test_secret_file_read);
   ADD ("/curve/public/loads-from-pub-or-secret-file", test_public_loads_from_either_file);
   ADD ("/curve/public/load-refuses-garbage", test_public_load_refuses_garbage);
   g_test_add_func ("/curve/z85/validates-alphabet-length-and-range", test_z85_valid);

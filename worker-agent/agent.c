@@ -26,8 +26,12 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -620,6 +624,89 @@ check_endpoint_host (const char *endpoint, GError **error)
   return TRUE;
 }
 
+/* An ipc:// master is a unix socket, which has no CURVE: whoever is bound
+ * at that path gets our HELLO and hands us commands to run.  So before
+ * ZeroMQ connects, a plain connect asks the kernel who listens there
+ * (SO_PEERCRED): it must be our own user.  No one there yet is fine,
+ * ZeroMQ retries; what keeps a later connect from reaching someone else
+ * is the directory, which must be ours and writable by no one else (the
+ * master checks the same before it binds). */
+static gboolean
+check_ipc_peer (const char *endpoint, GError **error)
+{
+  if (!g_str_has_prefix (endpoint, "ipc://"))
+    return TRUE;
+  const char *path = endpoint + strlen ("ipc://");
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  if (path[0] == '\0' || strlen (path) >= sizeof sun.sun_path)
+    return TRUE; /* zmq_connect says what is wrong */
+  memcpy (sun.sun_path, path, strlen (path) + 1);
+  socklen_t len = sizeof sun;
+  if (path[0] == '@')
+    {
+      /* Abstract: no directory, anyone may bind the name. */
+      sun.sun_path[0] = '\0';
+      len = (socklen_t) (offsetof (struct sockaddr_un, sun_path) + strlen (path));
+    }
+  else
+    {
+      g_autofree gchar *dir = g_path_get_dirname (path);
+      struct stat st;
+      if (lstat (dir, &st) != 0)
+        {
+          g_set_error (error, DATC_AGENT_ERROR, 0, "%s: %s: %s", endpoint, dir,
+                       g_strerror (errno));
+          return FALSE;
+        }
+      if (!S_ISDIR (st.st_mode) || st.st_uid != geteuid () || (st.st_mode & 022) != 0)
+        {
+          g_set_error (error, DATC_AGENT_ERROR, 0,
+                       "%s: the directory %s (uid %u, mode %04o) is not this agent's own "
+                       "(uid %u, writable by no one else), so another user could put a "
+                       "socket there; refusing to connect",
+                       endpoint, dir, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777),
+                       (unsigned) geteuid ());
+          return FALSE;
+        }
+    }
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0, "%s: socket: %s", endpoint, g_strerror (errno));
+      return FALSE;
+    }
+  /* A full backlog makes connect wait: not for ever. */
+  struct timeval tv = { .tv_sec = 10 };
+  setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  struct ucred cred;
+  socklen_t cred_len = sizeof cred;
+  gboolean ok = TRUE;
+  if (connect (fd, (struct sockaddr *) &sun, len) != 0)
+    {
+      if (errno != ENOENT && errno != ECONNREFUSED)
+        {
+          g_set_error (error, DATC_AGENT_ERROR, 0, "%s: %s", endpoint, g_strerror (errno));
+          ok = FALSE;
+        }
+    }
+  else if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0)
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0, "%s: SO_PEERCRED: %s", endpoint,
+                   g_strerror (errno));
+      ok = FALSE;
+    }
+  else if (cred.uid != geteuid ())
+    {
+      g_set_error (error, DATC_AGENT_ERROR, 0,
+                   "%s: the socket there is held by uid %u (pid %d), not by this agent's uid "
+                   "%u: not our master; refusing to connect",
+                   endpoint, (unsigned) cred.uid, (int) cred.pid, (unsigned) geteuid ());
+      ok = FALSE;
+    }
+  close (fd);
+  return ok;
+}
+
 static gboolean
 open_socket (Agent *a, GError **error)
 {
@@ -658,7 +745,7 @@ open_socket (Agent *a, GError **error)
                    "%s: a tcp endpoint needs --server-key and --key-file", a->o->connect);
       return FALSE;
     }
-  if (!check_endpoint_host (a->o->connect, error))
+  if (!check_endpoint_host (a->o->connect, error) || !check_ipc_peer (a->o->connect, error))
     return FALSE;
   if (zmq_connect (a->sock, a->o->connect) != 0)
     {
