@@ -198,6 +198,11 @@ test_cancel (void)
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   PidsWritten w = { pids, 3 };
   g_assert_true (tb_await (pids_written, &w, 60));
+  /* The two quick tasks' results are recorded (they may linger a moment in
+   * their agent's outbox after the sleeps start). */
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  PidsWritten two = { results, 2 };
+  g_assert_true (tb_await (pids_written, &two, 60));
 
   /* One queued task alone, then everything. */
   const char *one[] = { tb_datc (), "cancel", dir, "22", NULL };

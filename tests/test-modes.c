@@ -325,6 +325,72 @@ test_direct_never_over_max_proxies (void)
   g_assert_cmpuint (max_alive (trace, "short"), <=, 2);
 }
 
+typedef struct {
+  const char *dir;
+  guint64 want;
+} ResultLines;
+
+static gboolean
+has_results (gpointer p)
+{
+  ResultLines *r = p;
+  g_autofree gchar *path = g_build_filename (r->dir, "results.jsonl", NULL);
+  return tb_count_lines (path) >= r->want;
+}
+
+/* Files under `dir` that process `pid` holds open. */
+static guint
+open_files_under (int pid, const char *dir)
+{
+  g_autofree gchar *fds = g_strdup_printf ("/proc/%d/fd", pid);
+  g_autoptr (GDir) d = g_dir_open (fds, 0, NULL);
+  g_assert_nonnull (d);
+  guint n = 0;
+  const char *name;
+  while ((name = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree gchar *link = g_build_filename (fds, name, NULL);
+      g_autofree gchar *target = g_file_read_link (link, NULL);
+      n += target != NULL && g_str_has_prefix (target, dir);
+    }
+  return n;
+}
+
+/* In direct mode every agent is released by the master (BYE) once its one
+ * task is done: each of the 300 leaves the way every agent leaves, and the
+ * master keeps none of their output files open (it used to keep one per
+ * agent released that way until the campaign ended). */
+static void
+test_direct_released_agents_hold_no_file (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  const guint n = 300;
+  g_autofree gchar *tasks = same_tasks (d, n, "echo out");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_autofree gchar *outputs = g_build_filename (dir, "outputs", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--mode", "direct", "--open",
+                         "--local-slots", "4", tasks, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  ResultLines r = { dir, n };
+  g_assert_true (tb_await (has_results, &r, 180));
+  /* Every agent has been released once its BYE went out; the last few
+   * files close with the commit after their departure. */
+  g_autoptr (GPtrArray) trace = NULL;
+  for (guint i = 0; i < 200; i++)
+    {
+      g_clear_pointer (&trace, g_ptr_array_unref);
+      trace = read_trace (dir);
+      if (count_events (trace, "agent_exited", NULL) >= n && open_files_under (tb_proc_pid (master), outputs) == 0)
+        break;
+      g_usleep (50 * 1000);
+    }
+  g_assert_cmpuint (count_events (trace, "agent_exited", NULL), >=, n);
+  g_assert_cmpuint (open_files_under (tb_proc_pid (master), outputs), ==, 0);
+  const char *close_argv[] = { tb_datc (), "close", dir, NULL };
+  g_assert_cmpint (tb_run (d, close_argv, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+}
+
 /* ---- degraded ------------------------------------------------------- */
 
 typedef struct {
@@ -507,6 +573,8 @@ main (int argc, char **argv)
   g_test_add_func ("/modes/walltime-generations", test_walltime_generations);
   g_test_add_func ("/modes/every-expiring-proxy-replaced", test_every_expiring_proxy_replaced);
   g_test_add_func ("/modes/direct-never-over-max-proxies", test_direct_never_over_max_proxies);
+  g_test_add_func ("/modes/direct-released-agents-hold-no-file",
+                   test_direct_released_agents_hold_no_file);
   g_test_add_func ("/modes/degraded-sites", test_degraded_sites);
   g_test_add_func ("/modes/pending-cancelled-when-work-fits", test_pending_cancelled_when_work_fits);
   g_test_add_func ("/modes/slots-nothing-fits-are-not-capacity",
