@@ -1024,6 +1024,12 @@ datc_dispatcher_release_all (DatcDispatcher *d, const char *reason)
       queue_bye (d, v, reason);
 }
 
+void
+datc_dispatcher_send_uncommitted (DatcDispatcher *d)
+{
+  send_queue (d, d->out);
+}
+
 static void release_finished_one_task (DatcDispatcher *d);
 
 void

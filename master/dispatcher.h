@@ -80,6 +80,10 @@ void datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running);
 /* Tells every agent to exit (BYE) and forgets them; each answers with its
  * own BYE.  Sent on the next flush. */
 void datc_dispatcher_release_all (DatcDispatcher *d, const char *reason);
+/* After a failed commit, instead of a flush: sends what is queued to go
+ * before a commit (tasks, BYE) and commits nothing, so no ACK or control
+ * reply goes out. */
+void datc_dispatcher_send_uncommitted (DatcDispatcher *d);
 /* Agents that have nothing to do while nothing is queued for them get
  * BYE; in direct mode, agents whose one task is done. */
 void datc_dispatcher_release_idle (DatcDispatcher *d);

@@ -111,6 +111,7 @@ struct DatcLedger {
   GArray *pick;             /* scratch: ids picked by dispatch */
   GArray *deferred;         /* scratch: ids that did not fit */
   GArray *dirty_outputs;    /* guint32 agents whose output file needs a sync */
+  gchar *sync_failed;       /* an output file's fdatasync failed: no commit after it */
   gboolean replaying;
   gboolean filter_results;  /* a retry record was seen: drop superseded lines */
 };
@@ -400,7 +401,10 @@ write_result_line (DatcLedger *l, const ResultRec *r)
 }
 
 /* Lines are written only after the journal records behind them are
- * durable, so results.jsonl never shows a result a crash could take back. */
+ * durable, so results.jsonl never shows a result a crash could take back.
+ * A write that fails part way (a full disk) keeps only what did not reach
+ * the file: the next attempt goes on from there and completes the torn
+ * line, where writing the whole buffer again would repeat its start. */
 static gboolean
 write_results (DatcLedger *l, GError **error)
 {
@@ -412,8 +416,10 @@ write_results (DatcLedger *l, GError **error)
         continue;
       if (w < 0)
         {
+          int errsv = errno;
+          g_string_erase (l->results_out, 0, (gssize) done);
           g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/results.jsonl: %s",
-                       l->dir, g_strerror (errno));
+                       l->dir, g_strerror (errsv));
           return FALSE;
         }
       done += (gsize) w;
@@ -1420,6 +1426,7 @@ datc_ledger_free (DatcLedger *l)
   g_array_unref (l->pick);
   g_array_unref (l->deferred);
   g_array_unref (l->dirty_outputs);
+  g_free (l->sync_failed);
   datc_task_queue_free (l->queue);
   g_free (l->runtimes);
   g_free (l->tasks);
@@ -1980,14 +1987,30 @@ datc_ledger_pending (DatcLedger *l)
 gboolean
 datc_ledger_commit (DatcLedger *l, GError **error)
 {
+  if (l->sync_failed != NULL)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                   "nothing is committed after a failed sync: %s", l->sync_failed);
+      return FALSE;
+    }
   while (l->dirty_outputs->len > 0)
     {
       guint32 idx = g_array_index (l->dirty_outputs, guint32, l->dirty_outputs->len - 1);
       AgentInfo *a = l->agents->pdata[idx];
       if (fdatasync (a->out_fd) != 0)
         {
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s",
-                       l->dir, a->output_name, g_strerror (errno));
+          /* Never tried again: after a failed fdatasync the kernel may
+           * have dropped the dirty pages and cleared the error, so a
+           * second one could succeed on output that never reached the
+           * disk, and the results pointing at it would be journaled.  The
+           * journal rewrites its own bytes instead (journal.c), but these
+           * are gone from memory: the ledger commits nothing more, the
+           * master stops, and the next run re-derives everything from the
+           * journal, which holds none of these results (they run again). */
+          int errsv = errno;
+          l->sync_failed = g_strdup_printf ("%s/%s: %s", l->dir, a->output_name,
+                                            g_strerror (errsv));
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s", l->sync_failed);
           return FALSE;
         }
       a->out_dirty = FALSE;

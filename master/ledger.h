@@ -216,7 +216,10 @@ guint64 datc_ledger_cancel (DatcLedger *ledger, const guint64 *ids, guint n, GAr
 gsize datc_ledger_pending (DatcLedger *ledger);
 
 /* Makes everything recorded so far durable: output files, then the journal
- * (one fdatasync each), then flushes results.jsonl. */
+ * (one fdatasync each), then flushes results.jsonl.  A failed journal or
+ * results write is taken up where it stopped by the next commit; after an
+ * output file's fdatasync failed, every later commit fails (the master
+ * must stop; the next run recovers from the journal). */
 gboolean datc_ledger_commit (DatcLedger *ledger, GError **error);
 
 G_END_DECLS

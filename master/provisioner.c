@@ -534,7 +534,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
  * left fits in the slots already running, so they would only hold a place
  * in the queue and then an allocation with nothing to do. */
 static void
-cancel_pending (DatcProvisioner *p, SiteState *s)
+cancel_pending (DatcProvisioner *p, SiteState *s, const char *why)
 {
   if (g_get_monotonic_time () < s->next_cancel_us)
     return;
@@ -545,7 +545,7 @@ cancel_pending (DatcProvisioner *p, SiteState *s)
       if (!x->connected && !x->online && !x->cancelling)
         g_ptr_array_add (which, x);
     }
-  cancel_proxies (p, s, which, "the work left fits in the running slots");
+  cancel_proxies (p, s, which, why);
 }
 
 /* ---- observe -------------------------------------------------------- */
@@ -707,7 +707,7 @@ plan_pull (DatcProvisioner *p, gint64 now)
   if (demand == 0 || demand <= running)
     {
       for (guint i = 0; i < p->sites->len; i++)
-        cancel_pending (p, p->sites->pdata[i]);
+        cancel_pending (p, p->sites->pdata[i], "the work left fits in the running slots");
       return;
     }
   /* Healthy sites first, in the order of the sites file. */
@@ -737,7 +737,7 @@ plan_static (DatcProvisioner *p, gint64 now)
       guint64 supply = s->free_running + s->coming;
       if (demand == 0 || demand <= s->free_running)
         {
-          cancel_pending (p, s);
+          cancel_pending (p, s, "the work left fits in the running slots");
           continue;
         }
       while (demand > supply && can_submit (s, now)
@@ -823,18 +823,28 @@ trace_commands (DatcProvisioner *p)
     }
 }
 
-/* With every proxy gone no agent needs the campaign's key on a site: it
+/* With its proxies gone no agent needs the campaign's key on a site: it
  * is not left behind in the workdir (a resumed campaign puts it again at
- * its first submit).  Proxy scripts and logs stay, for whoever debugs. */
-static void
+ * its first submit).  A site where proxies are left keeps it (their agents
+ * need it), and says so.  Proxy scripts and logs stay, for whoever
+ * debugs. */
+static gboolean
 remove_keys (DatcProvisioner *p)
 {
+  gboolean all = TRUE;
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
       DatcSiteSpec *sp = s->spec;
       if (!s->prepared || sp->key_data == NULL)
         continue;
+      if (s->proxies->len > 0)
+        {
+          g_warning ("site %s: the agent key %s stays there: %u proxies left need it", sp->name,
+                     sp->key_file, s->proxies->len);
+          all = FALSE;
+          continue;
+        }
       const char *argv[] = { "rm", "-f", "--", sp->key_file, NULL };
       DatcCommandResult res = { 0 };
       g_autoptr (GError) error = NULL;
@@ -848,32 +858,47 @@ remove_keys (DatcProvisioner *p)
                                           g_bytes_get_size (res.err)));
           g_warning ("site %s: could not remove the agent key %s: %s", sp->name,
                      sp->key_file, error != NULL ? error->message : said ? said : "rm failed");
+          all = FALSE;
         }
       datc_command_result_clear (&res);
     }
+  return all;
+}
+
+/* No command may outlast the deadline by more than its own retry: each
+ * gets the time left (at least a second, at most the usual timeout). */
+static void
+bound_commands (DatcProvisioner *p, gint64 deadline)
+{
+  gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+  guint ms = (guint) CLAMP (left_ms, 1000, (gint64) DATC_SITE_COMMAND_TIMEOUT_MS);
+  for (guint i = 0; i < p->sites->len; i++)
+    datc_site_set_command_timeout (((SiteState *) p->sites->pdata[i])->spec->site, ms);
 }
 
 gboolean
-datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
+datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms)
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   gint64 cancel_at = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
   gulong wait_us = 2000;
 
-  /* Agents were told BYE: most proxies end on their own within
-   * milliseconds.  Poll with growing waits; cancel what is still there
-   * after two seconds, and again every five while anything is left (a
-   * cancel that failed, or one the scheduler did not act on). */
+  /* A proxy whose agent never connected (queued, or an earlier master's)
+   * will not end on its own: cancelled at once.  Agents were told BYE:
+   * most other proxies end on their own within milliseconds.  Poll with
+   * growing waits; cancel what is still there after two seconds, and
+   * again every five while anything is left (a cancel that failed, or one
+   * the scheduler did not act on). */
+  bound_commands (p, deadline);
+  for (guint i = 0; i < p->sites->len; i++)
+    cancel_pending (p, p->sites->pdata[i], why);
   for (;;)
     {
+      bound_commands (p, deadline);
       for (guint i = 0; i < p->sites->len; i++)
         poll_site (p, p->sites->pdata[i]);
       if (datc_provisioner_alive (p) == 0)
-        {
-          remove_keys (p);
-          trace_commands (p);
-          return TRUE;
-        }
+        break;
       gint64 now = g_get_monotonic_time ();
       if (now >= deadline)
         break;
@@ -885,7 +910,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
               g_autoptr (GPtrArray) which = g_ptr_array_new ();
               for (guint j = 0; j < s->proxies->len; j++)
                 g_ptr_array_add (which, s->proxies->pdata[j]);
-              cancel_proxies (p, s, which, "the campaign ended");
+              cancel_proxies (p, s, which, why);
             }
           cancel_at = now + 5 * G_USEC_PER_SEC;
         }
@@ -896,11 +921,14 @@ datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms)
     {
       SiteState *s = p->sites->pdata[i];
       for (guint j = 0; j < s->proxies->len; j++)
-        g_warning ("site %s: proxy %s (job %s) is still there", s->spec->name,
-                   ((Proxy *) s->proxies->pdata[j])->id, ((Proxy *) s->proxies->pdata[j])->job_id);
+        g_warning ("site %s: proxy %s (job %s) is still there after %u s", s->spec->name,
+                   ((Proxy *) s->proxies->pdata[j])->id, ((Proxy *) s->proxies->pdata[j])->job_id,
+                   timeout_ms / 1000);
     }
+  bound_commands (p, deadline);
+  gboolean clean = remove_keys (p) && datc_provisioner_alive (p) == 0;
   trace_commands (p);
-  return FALSE;
+  return clean;
 }
 
 /* ---- status --------------------------------------------------------- */

@@ -81,8 +81,11 @@ guint datc_provisioner_alive (DatcProvisioner *p);
  * queue_wait_s}] to an object being built. */
 void datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b);
 
-/* Cancels every proxy still alive and polls until all have ended or
- * `timeout_ms` passed.  Returns TRUE when nothing is left. */
-gboolean datc_provisioner_shutdown (DatcProvisioner *p, guint timeout_ms);
+/* The end of every run, whatever ended it: cancels every proxy still
+ * alive (`why` in the trace) and polls until all have ended, then removes
+ * the agent key from each site left without proxies, all within
+ * `timeout_ms` (each command's timeout is cut to the time left).  Every
+ * proxy and key left is logged.  Returns TRUE when nothing is left. */
+gboolean datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms);
 
 G_END_DECLS

@@ -291,6 +291,40 @@ summary (DatcLedger *ledger, const char *dir, gint64 started_us, gboolean json)
     }
 }
 
+/* How long the end of a run may take to clean the sites, whatever ended
+ * it. */
+#define SHUTDOWN_MS 30000
+
+/* Every way out of a running campaign ends here: agents are told to go,
+ * every proxy is cancelled and polled until gone and the agent keys are
+ * removed from the sites, within SHUTDOWN_MS; what could not be cleaned
+ * is logged (datc_provisioner_shutdown).  While the ledger works
+ * (`commit`) the agents' last results and the proxies' ends are
+ * committed; a failure to commit the results is said and set in `error`.
+ * After a failed commit nothing more is: a failed fdatasync must not be
+ * followed by one that seems to succeed (ledger.h), and the next run
+ * re-derives everything from the journal, adopting and cancelling any
+ * proxy not recorded as ended.  Returns TRUE when nothing is left on the
+ * sites. */
+static gboolean
+end_run (DatcDispatcher *disp, DatcProvisioner *prov, const char *why, gboolean commit,
+         GError **error)
+{
+  datc_dispatcher_release_all (disp, why);
+  if (commit && !datc_dispatcher_flush (disp, TRUE, NULL, error))
+    {
+      g_printerr ("datc: %s\n", (*error)->message);
+      commit = FALSE;
+    }
+  if (!commit)
+    datc_dispatcher_send_uncommitted (disp);
+  gboolean clean = datc_provisioner_shutdown (prov, why, SHUTDOWN_MS);
+  /* Only the proxies' ends: a failure costs the next run a poll. */
+  if (commit)
+    datc_dispatcher_flush (disp, TRUE, NULL, NULL);
+  return clean;
+}
+
 /* Every agent is a connection and, while it writes output, an open file:
  * a campaign with hundreds of agents would run out under the usual soft
  * limit of 1024.  The master takes what the hard limit allows; what it
@@ -566,12 +600,17 @@ datc_run (const DatcRunOptions *o)
     progress (&m, TRUE);
 
   /* 6. Everyone goes home: agents exit, proxies end. */
-  datc_dispatcher_release_all (disp, stop ? "campaign stopped" : "campaign finished");
-  if (!datc_dispatcher_flush (disp, TRUE, NULL, &error))
-    goto fatal;
-  if (!datc_provisioner_shutdown (prov, 30000))
+  if (!end_run (disp, prov, stop ? "campaign stopped" : "campaign finished", TRUE, &error))
     status = EXIT_CANNOT_RUN;
-  datc_dispatcher_flush (disp, TRUE, NULL, NULL);
+  if (error != NULL)
+    {
+      g_clear_pointer (&prov, datc_provisioner_free);
+      g_clear_pointer (&control, datc_control_free);
+      g_clear_pointer (&disp, datc_dispatcher_free);
+      zmq_ctx_term (ctx);
+      close (sfd);
+      return EXIT_CANNOT_RUN;
+    }
 
   summary (ledger, datc_campaign_dir (campaign), started, o->json);
   {
@@ -593,6 +632,19 @@ datc_run (const DatcRunOptions *o)
 
 fatal:
   g_printerr ("datc: %s\n", error->message);
+  /* Nothing the master started may outlive it: a dead master's proxies
+   * would hold their queue places (or allocations) for nothing. */
+  if (prov != NULL)
+    {
+      g_printerr ("datc: stopping: ending every proxy and removing agent keys (at most %u s)\n",
+                  SHUTDOWN_MS / 1000);
+      if (end_run (disp, prov, "the master stopped on an error", FALSE, NULL))
+        g_printerr ("datc: nothing left on the sites; run the same command again to resume\n");
+      else
+        g_printerr ("datc: some proxies or keys are left on the sites (see above); the next run "
+                    "of the same command cancels the proxies\n");
+    }
+  g_clear_pointer (&prov, datc_provisioner_free);
   g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
   zmq_ctx_term (ctx);
