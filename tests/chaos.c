@@ -602,6 +602,23 @@ clean_up (Chaos *c, ChaosOutcome *out, GError **error)
   return ok;
 }
 
+/* WORKDIR/events, "KIND PID T0_US T1_US" per line, to read the log
+ * against by hand. */
+static void
+write_events (Chaos *c)
+{
+  static const char *const names[] = { "master-kill", "agent-kill", "stop", "link-down", "other" };
+  g_autoptr (GString) s = g_string_new (NULL);
+  for (guint i = 0; i < c->events->len; i++)
+    {
+      const Event *e = &g_array_index (c->events, Event, i);
+      g_string_append_printf (s, "%s %d %" G_GINT64_FORMAT " %" G_GINT64_FORMAT "\n",
+                              names[e->kind], e->pid, e->t0, e->t1);
+    }
+  g_autofree gchar *path = g_build_filename (c->root, "events", NULL);
+  g_file_set_contents (path, s->str, (gssize) s->len, NULL);
+}
+
 /* ---- measuring -------------------------------------------------------- */
 
 typedef struct {
@@ -785,6 +802,28 @@ measure (Chaos *c, ChaosOutcome *out, GError **error)
   return TRUE;
 }
 
+gboolean
+chaos_measure (const char *workdir, guint tasks, ChaosOutcome *out, GError **error)
+{
+  memset (out, 0, sizeof *out);
+  ChaosPlan plan;
+  chaos_plan_init (&plan);
+  plan.tasks = tasks;
+  Chaos c = {
+    .plan = &plan,
+    .dir = g_build_filename (workdir, "c", NULL),
+    .log = g_build_filename (workdir, "executions", NULL),
+    .events = g_array_new (FALSE, FALSE, sizeof (Event)),
+    .seen = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free),
+  };
+  gboolean ok = measure (&c, out, error);
+  g_free (c.dir);
+  g_free (c.log);
+  g_array_unref (c.events);
+  g_hash_table_unref (c.seen);
+  return ok;
+}
+
 /* ---- the whole ---------------------------------------------------------- */
 
 gboolean
@@ -810,6 +849,7 @@ chaos_run (const char *workdir, const ChaosPlan *plan, ChaosOutcome *out, GError
                 && drive (&c, &drive_error);
   out->seconds = (double) (g_get_monotonic_time () - started) / G_USEC_PER_SEC;
   gboolean cleaned = clean_up (&c, out, &clean_error);
+  write_events (&c);
   if (c.past_deadline)
     out->status = -1;
   gboolean measured = measure (&c, out, &measure_error);
@@ -882,7 +922,9 @@ chaos_outcome_print (const ChaosOutcome *o, FILE *f)
               o->master_kills);
   print_rate (f, "reruns_per_agent_kill", o->reruns_by_cause[CHAOS_CAUSE_AGENT_KILL],
               o->agent_kills);
-  print_rate (f, "reruns_per_kill", o->reruns, o->master_kills + o->agent_kills);
+  print_rate (f, "reruns_per_kill",
+              o->reruns_by_cause[CHAOS_CAUSE_MASTER_KILL] + o->reruns_by_cause[CHAOS_CAUSE_AGENT_KILL],
+              o->master_kills + o->agent_kills);
   if (o->example != NULL)
     fprintf (f, "# %s\n", o->example);
 }

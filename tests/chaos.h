@@ -88,6 +88,11 @@ void chaos_outcome_clear (ChaosOutcome *out);
 gboolean chaos_run (const char *workdir, const ChaosPlan *plan, ChaosOutcome *out,
                     GError **error);
 
+/* The metrics of a campaign already run in `workdir` (c/results.jsonl,
+ * executions) with ids 1..tasks, without its events (every re-run is
+ * "other") or the times results were seen (none is "after seen"). */
+gboolean chaos_measure (const char *workdir, guint tasks, ChaosOutcome *out, GError **error);
+
 /* One "name value" line per metric, for people and for scripts. */
 void chaos_outcome_print (const ChaosOutcome *out, FILE *f);
 

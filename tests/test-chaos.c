@@ -5,7 +5,9 @@
  * link goes down past the timeout.  Nothing may be lost, recorded twice,
  * or run again once its result was recorded; a master kill costs at most
  * half a re-run. */
+#include <glib/gstdio.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "chaos.h"
 #include "harness.h"
@@ -39,6 +41,48 @@ run_and_check (ChaosPlan *plan)
   g_assert_cmpuint (o.reruns_after_result, ==, 0);
   /* The target: at most 0.5 re-runs per master kill. */
   g_assert_cmpuint (2 * o.reruns_by_cause[CHAOS_CAUSE_MASTER_KILL], <=, o.master_kills);
+  chaos_outcome_clear (&o);
+}
+
+/* The metrics on a made-up campaign, so a violation is known to show:
+ * task 1 ran again after its recorded result had finished, task 2 has two
+ * result lines, task 3 ran twice before its result, task 4 has none. */
+static void
+test_measure (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *c = g_build_filename (d->path, "c", NULL);
+  g_assert_cmpint (g_mkdir (c, 0700), ==, 0);
+  g_autofree gchar *results = tb_write (
+      d, "c/results.jsonl",
+      "{\"id\":1,\"status\":\"exited\",\"exit_code\":0,\"started\":900000,\"finished\":1000000}\n"
+      "{\"id\":2,\"status\":\"exited\",\"exit_code\":0,\"started\":1900000,\"finished\":2000000}\n"
+      "{\"id\":2,\"status\":\"exited\",\"exit_code\":0,\"started\":1900000,\"finished\":2000000}\n"
+      "{\"id\":3,\"status\":\"lost\",\"exit_code\":0,\"started\":2600000,\"finished\":3000000}\n");
+  g_autofree gchar *log = tb_write (d, "executions",
+                                    "1 900000000 10\n"
+                                    "2 1900000000 10\n"
+                                    "3 2500000000 10\n"
+                                    "1 1500000000 11\n"
+                                    "3 2600000000 12\n");
+  g_autoptr (GError) error = NULL;
+  ChaosOutcome o;
+  g_assert_true (chaos_measure (d->path, 4, &o, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (o.lost, ==, 1);
+  g_assert_cmpuint (o.duplicate_lines, ==, 1);
+  g_assert_cmpuint (o.not_ok, ==, 1);
+  g_assert_cmpuint (o.executions, ==, 5);
+  g_assert_cmpuint (o.reruns, ==, 2);
+  g_assert_cmpuint (o.reruns_after_result, ==, 1);
+  g_assert_cmpuint (o.reruns_by_cause[CHAOS_CAUSE_OTHER], ==, 2);
+  g_assert_nonnull (strstr (o.example, "task 1:"));
+  chaos_outcome_clear (&o);
+
+  /* A log line the tasks could not have written is an error naming it. */
+  g_autofree gchar *bad = tb_write (d, "executions", "1 900000000 10\n7 1 1\n");
+  g_assert_false (chaos_measure (d->path, 4, &o, &error));
+  g_assert_nonnull (strstr (error->message, "executions:2:"));
   chaos_outcome_clear (&o);
 }
 
@@ -83,6 +127,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/chaos/measure/counts-lost-duplicates-and-reruns-after-a-result", test_measure);
   g_test_add_func ("/chaos/local-site/kills-and-a-stopped-agent-lose-nothing-and-rerun-nothing-recorded",
                    test_local_site);
   g_test_add_func ("/chaos/tcp-agent/link-down-past-the-timeout-loses-nothing-and-reruns-nothing-recorded",
