@@ -49,7 +49,8 @@ chaos_plan_init (ChaosPlan *plan)
 typedef struct {
   ChaosCause kind;   /* MASTER_KILL, AGENT_KILL, STOP or LINK_DOWN */
   int pid;           /* the agent it hit; 0 for the master */
-  gint64 t0, t1;     /* real time, µs: when it began and ended */
+  gint64 t0, t1;     /* real time, µs: when it began and ended (a master
+                      * kill ends when the next master starts) */
 } Event;
 
 typedef struct {
@@ -409,8 +410,10 @@ kill_master (Chaos *c, gboolean *done, GError **error)
       *done = TRUE;
       return master_ended (c, error);
     }
-  add_event (c, CHAOS_CAUSE_MASTER_KILL, 0, t, t);
-  return start_master (c, error);
+  if (!start_master (c, error))
+    return FALSE;
+  add_event (c, CHAOS_CAUSE_MASTER_KILL, 0, t, g_get_real_time ());
+  return TRUE;
 }
 
 /* A local agent of the campaign at random (not the TCP one, not one
@@ -701,7 +704,10 @@ cause_of (Chaos *c, const Exec *prev, const Exec *cur)
               return e->kind;
             break;
           default:
-            if (e->t0 >= prev->start)
+            /* The execution before ran when the master died, or started
+             * (prefetched) before its agent was back with the new one,
+             * which takes up to a timeout after the restart. */
+            if (prev->start <= e->t1 + (gint64) c->plan->timeout_ms * 1000)
               return e->kind;
             break;
           }

@@ -47,7 +47,9 @@ void chaos_plan_init (ChaosPlan *plan);
 /* What brought a re-run about: the event that hit the agent of the
  * execution before it (or, for a stop or a link-down, of the re-run
  * itself: a prefetched task started once the agent is back), else a
- * master kill between the two starts. */
+ * master kill before the re-run started that the execution before it
+ * overlapped: it ran then, or started before its agent could be back with
+ * the new master (up to a timeout after the restart). */
 typedef enum {
   CHAOS_CAUSE_MASTER_KILL,
   CHAOS_CAUSE_AGENT_KILL,
