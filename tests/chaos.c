@@ -62,7 +62,7 @@ typedef struct {
   GSubprocess *master, *tcp_agent;
   int stopped_pid;                   /* an agent under SIGSTOP, to continue whatever happens */
   gboolean link_is_down;
-  guint serial;
+  guint serial, master_serial;      /* of spawn()'s files: TAG-SERIAL.err */
   GRand *rand;
   GArray *events;                    /* Event */
   GHashTable *seen;                  /* id -> gint64* µs the line was first read */
@@ -293,6 +293,7 @@ start_master (Chaos *c, GError **error)
   g_ptr_array_add (argv, NULL);
   g_clear_object (&c->master);
   c->master = spawn (c, "master", c->ns_master, (const char *const *) argv->pdata, error);
+  c->master_serial = c->serial;
   return c->master != NULL;
 }
 
@@ -382,7 +383,7 @@ master_ended (Chaos *c, GError **error)
   int status = proc_status (c->master);
   if (status == 0)
     return TRUE;
-  g_autofree gchar *tail = stderr_tail (c, "master", c->serial);
+  g_autofree gchar *tail = stderr_tail (c, "master", c->master_serial);
   g_set_error (error, CHAOS_ERROR, 1, "datc run exited with %d on its own:\n%s", status, tail);
   return FALSE;
 }
