@@ -629,6 +629,10 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
     {
       g_hash_table_remove (l->proxies, key);
       release_proxy_orphans (l, site, proxy);
+      /* Asked only of proxies still alive: bounded by them, not by every
+       * proxy the campaign ever had (one per task in direct mode). */
+      g_autofree gchar *seen = g_strconcat (site, "\n", proxy, NULL);
+      g_hash_table_remove (l->proxies_seen, seen);
     }
 }
 
