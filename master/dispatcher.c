@@ -87,19 +87,15 @@ struct DatcDispatcher {
  * master within a quarter of the timeout (its lease); the master stops
  * heartbeating an agent it has not heard from for that long, so an agent
  * cut off stops starting tasks well before the master declares it lost
- * and gives its tasks to others.  Heartbeats go out at least eight times
- * per timeout, so a lease never lapses between two of them. */
+ * and gives its tasks to others.  Heartbeats go out (both ways: WELCOME
+ * tells the agent) at least eight times per timeout, so a lease never
+ * lapses between two of them. */
 static gint64
 lease_us (const DatcDispatcher *d)
 {
   return (gint64) d->timeout_ms * 1000 / 4;
 }
 
-static gint64
-heartbeat_period_us (const DatcDispatcher *d)
-{
-  return (gint64) MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u)) * 1000;
-}
 
 static void
 agent_free (gpointer p)
@@ -272,6 +268,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->trace = o->trace;
   d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
   d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+  d->heartbeat_ms = MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u));
   /* Agents of the last master (if it died) say HELLO within about a
    * heartbeat of reconnecting; until they have (or this long), queued tasks
    * wait, because some may be running on them already (TASKS leave before
@@ -762,7 +759,7 @@ datc_dispatcher_tick (DatcDispatcher *d)
         a->last_seen_us = now;
       if (now - a->last_seen_us > (gint64) d->timeout_ms * 1000)
         g_ptr_array_add (lost, a);
-      else if (now - a->last_heartbeat_us >= heartbeat_period_us (d)
+      else if (now - a->last_heartbeat_us >= (gint64) d->heartbeat_ms * 1000
                && now - a->last_seen_us <= lease_us (d))
         {
           queue_heartbeat (d, a->rid, a->session, FALSE);
@@ -791,7 +788,7 @@ datc_dispatcher_next_timeout_ms (DatcDispatcher *d)
                    - g_get_monotonic_time ();
       return due > 0 ? (int) ((due + 999) / 1000) : 0;
     }
-  return (int) MIN (heartbeat_period_us (d) / 1000, 1000);
+  return (int) MIN (d->heartbeat_ms, 1000u);
 }
 
 static void

@@ -26,7 +26,7 @@ typedef struct {
   const char *endpoint;          /* ipc://... or tcp://HOST:PORT (port * or 0: any) */
   const char *server_secret_file;/* master key file; required for tcp */
   const char *const *agent_keys; /* public keys (Z85) admitted; required for tcp */
-  guint heartbeat_ms;            /* both directions */
+  guint heartbeat_ms;            /* both directions; at most timeout_ms / 8 */
   guint timeout_ms;              /* silence after which an agent is lost */
   DatcTrace *trace;              /* agent events (transfer none), or NULL */
 } DatcDispatcherOptions;

@@ -55,7 +55,7 @@ cmd_run (int argc, char **argv)
     { "no-local", 0, 0, G_OPTION_ARG_NONE, &no_local, "No local agents: only agents that connect to --listen", NULL },
     { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
     { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (default), static or direct", "MODE" },
-    { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000)", "MS" },
+    { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000; at most an eighth of the agent timeout)", "MS" },
     { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms, "Silence before an agent is lost (default 30000)", "MS" },
     { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit, "Agent losses before a task fails as lost (default 5)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON summary at the end", NULL },
