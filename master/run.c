@@ -602,27 +602,20 @@ datc_run (const DatcRunOptions *o)
   /* 6. Everyone goes home: agents exit, proxies end. */
   if (!end_run (disp, prov, stop ? "campaign stopped" : "campaign finished", TRUE, &error))
     status = EXIT_CANNOT_RUN;
-  if (error != NULL)
+  if (error == NULL)
     {
-      g_clear_pointer (&prov, datc_provisioner_free);
-      g_clear_pointer (&control, datc_control_free);
-      g_clear_pointer (&disp, datc_dispatcher_free);
-      zmq_ctx_term (ctx);
-      close (sfd);
-      return EXIT_CANNOT_RUN;
+      summary (ledger, datc_campaign_dir (campaign), started, o->json);
+      DatcLedgerCounts c;
+      datc_ledger_counts (ledger, &c);
+      datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
+                        (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
+      if (stop || m.cancelled_all || c.cancelled > 0 || c.queued + c.running > 0)
+        status = EXIT_CANNOT_RUN;
+      else if (c.failed > 0 && status == EXIT_ALL_OK)
+        status = EXIT_SOME_FAILED;
     }
-
-  summary (ledger, datc_campaign_dir (campaign), started, o->json);
-  {
-    DatcLedgerCounts c;
-    datc_ledger_counts (ledger, &c);
-    datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
-                      (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
-    if (stop || m.cancelled_all || c.cancelled > 0 || c.queued + c.running > 0)
-      status = EXIT_CANNOT_RUN;
-    else if (c.failed > 0 && status == EXIT_ALL_OK)
-      status = EXIT_SOME_FAILED;
-  }
+  else
+    status = EXIT_CANNOT_RUN;
   g_clear_pointer (&prov, datc_provisioner_free);
   g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
