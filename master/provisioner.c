@@ -1,10 +1,20 @@
 /* provisioner.c: the site manager.  Proxies per site, submitted, polled
  * and cancelled through the site drivers; what to submit where is decided
- * by one plan function per mode (plan_pull, plan_static, plan_direct). */
+ * by one plan function per mode (plan_pull, plan_static, plan_direct).
+ *
+ * Nothing here waits on a site: every command goes to the site's worker
+ * thread (siteworker.c) as a job, and its outcome comes back as an event
+ * on the master's loop (the *_done functions), where the state below is
+ * changed and journaled, in order.  While a job is out the site's state
+ * says so (a proxy being submitted already counts as capacity; one poll,
+ * one cancel at a time), and a site whose command outlives its timeout is
+ * degraded at once while the others go on. */
 #include "provisioner.h"
 
 #include <string.h>
+#include <zmq.h>
 
+#include "siteworker.h"
 #include "upload.h"
 
 /* A site is shown degraded after this many failures in a row (submits,
@@ -14,7 +24,7 @@
 
 typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
-  gchar *job_id;           /* the scheduler's */
+  gchar *job_id;           /* the scheduler's; NULL while its submit is out */
   DatcProxyState state;
   guint slots;
   gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
@@ -39,13 +49,18 @@ typedef enum {
   HEALTH_SUBMIT,           /* submits (or preparing the site) keep failing */
   HEALTH_EARLY_DEATH,      /* proxies keep ending before their agent connects */
   HEALTH_POLL,             /* the scheduler cannot be asked */
+  HEALTH_HUNG,             /* a command outlived its timeout: the login node does not answer */
 } Health;
 
 typedef struct {
   DatcSiteSpec *spec;
   guint index;             /* its place in the sites file: the partition in static mode */
-  GPtrArray *proxies;      /* Proxy*, not seen ended */
+  GPtrArray *proxies;      /* Proxy*, not seen ended (and those being submitted) */
+  DatcSiteWorker *worker;  /* runs every command of the site */
+  guint command_ms;        /* timeout of each command */
   gboolean prepared;       /* agent and key are on the site */
+  gboolean preparing, polling, cancelling;  /* such a job is with the worker */
+  guint submitting;        /* submits with the worker */
   gint64 poll_us;
   gint64 next_poll_us, next_submit_us;
   guint failures;          /* submits that failed in a row */
@@ -125,6 +140,8 @@ static void
 proxy_free (gpointer p)
 {
   Proxy *x = p;
+  if (x == NULL)
+    return;
   g_free (x->id);
   g_free (x->job_id);
   g_free (x);
@@ -135,6 +152,8 @@ site_state_free (gpointer p)
 {
   SiteState *s = p;
   g_ptr_array_unref (s->proxies);
+  if (s->worker != NULL && s->spec != NULL)
+    s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
   g_free (s->last_error);
   g_free (s);
@@ -225,6 +244,11 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->index = i;
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
       s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
+      s->command_ms = DATC_SITE_COMMAND_TIMEOUT_MS;
+      g_autoptr (GError) error = NULL;
+      s->worker = datc_site_worker_new (s->spec->site, &error);
+      if (s->worker == NULL)
+        g_error ("%s", error->message);
       g_ptr_array_add (p->sites, s);
     }
   g_ptr_array_set_free_func (specs, NULL);
@@ -243,6 +267,13 @@ datc_provisioner_free (DatcProvisioner *p)
 {
   if (p == NULL)
     return;
+  /* Workers first, while the state their jobs come back to is whole. */
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (datc_site_worker_free (s->worker, p, 2000))
+        s->worker = NULL;
+    }
   g_ptr_array_unref (p->sites);
   g_array_unref (p->loads);
   g_free (p->endpoint);
@@ -311,91 +342,214 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, guint slo
   return g_string_free (cmd, FALSE);
 }
 
+/* ---- jobs: what runs on a site's worker ----------------------------- */
+
 /* Puts the agent (agent = upload) and the campaign's agent key on the
- * site, once.  Done at the first submit rather than at start, so a site
- * that is unreachable at start only delays itself. */
+ * site, once.  Done before the first submit rather than at start, so a
+ * site that is unreachable at start only delays itself. */
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  gchar *upload_from, *workdir, *key_file;
+  GBytes *key_data;
+  gchar *agent_path;        /* out: where the upload put it */
+  GError *error;
+} PrepareJob;
+
+static void
+prepare_run (DatcSite *site, gpointer data)
+{
+  PrepareJob *j = data;
+  datc_site_set_command_timeout (site, j->command_ms);
+  if (j->upload_from != NULL
+      && !datc_site_upload_agent (site, j->upload_from, j->workdir, &j->agent_path, &j->error))
+    return;
+  if (j->key_data != NULL)
+    datc_site_put (site, j->key_data, j->key_file, 0600, &j->error);
+}
+
+static void
+submit_failed (DatcProvisioner *p, SiteState *s, const GError *error)
+{
+  s->failures++;
+  s->next_submit_us = g_get_monotonic_time () + backoff_us (s->failures);
+  g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name, s->failures,
+             error->message);
+  site_failed (p, s, HEALTH_SUBMIT, s->failures, error->message);
+}
+
+static void
+prepare_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  PrepareJob *j = data;
+  SiteState *s = j->s;
+  s->preparing = FALSE;
+  if (j->error != NULL)
+    submit_failed (p, s, j->error);
+  else
+    {
+      if (j->agent_path != NULL)
+        {
+          g_free (s->spec->agent_path);
+          s->spec->agent_path = g_steal_pointer (&j->agent_path);
+        }
+      s->prepared = TRUE;
+      site_recovered (p, s, HEALTH_HUNG);
+    }
+  g_clear_error (&j->error);
+  g_free (j->upload_from);
+  g_free (j->workdir);
+  g_free (j->key_file);
+  g_clear_pointer (&j->key_data, g_bytes_unref);
+  g_free (j->agent_path);
+  g_free (j);
+}
+
+/* FALSE while the site is not ready for a submit (the preparing job is
+ * out, or was just posted). */
 static gboolean
-prepare_site (SiteState *s, GError **error)
+prepare_site (SiteState *s)
 {
   if (s->prepared)
     return TRUE;
+  if (s->preparing)
+    return FALSE;
   DatcSiteSpec *sp = s->spec;
+  PrepareJob *j = g_new0 (PrepareJob, 1);
+  j->s = s;
+  j->command_ms = s->command_ms;
   if (sp->upload_from != NULL && sp->agent_path == NULL)
     {
       s->n_put++;
-      if (!datc_site_upload_agent (sp->site, sp->upload_from, sp->workdir, &sp->agent_path, error))
-        return FALSE;
+      j->upload_from = g_strdup (sp->upload_from);
+      j->workdir = g_strdup (sp->workdir);
     }
   if (sp->key_data != NULL)
     {
       s->n_put++;
-      if (!datc_site_put (sp->site, sp->key_data, sp->key_file, 0600, error))
-        return FALSE;
+      j->key_data = g_bytes_ref (sp->key_data);
+      j->key_file = g_strdup (sp->key_file);
     }
-  s->prepared = TRUE;
-  return TRUE;
+  s->preparing = TRUE;
+  datc_site_worker_post (s->worker, prepare_run, prepare_done, j);
+  return FALSE;
 }
 
+typedef struct {
+  SiteState *s;
+  Proxy *x;                 /* its placeholder in s->proxies */
+  guint command_ms;
+  gchar *name, *queue, *submit_args, *workdir, *command, *script;
+  guint slots, walltime_s;
+  gchar *job_id;            /* out */
+  GError *error;
+} SubmitJob;
+
+static void
+submit_run (DatcSite *site, gpointer data)
+{
+  SubmitJob *j = data;
+  DatcProxyRequest req = {
+    .name = j->name,
+    .slots = j->slots,
+    .walltime_s = j->walltime_s,
+    .queue = j->queue,
+    .submit_args = j->submit_args,
+    .workdir = j->workdir,
+    .agent_command = j->command,
+  };
+  datc_site_set_command_timeout (site, j->command_ms);
+  datc_site_submit (site, &req, j->script, &j->job_id, &j->error);
+}
+
+static void
+submit_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  SubmitJob *j = data;
+  SiteState *s = j->s;
+  Proxy *x = j->x;
+  s->submitting--;
+  if (j->error != NULL)
+    {
+      submit_failed (p, s, j->error);
+      if (x->task != 0)
+        {
+          datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
+          datc_ledger_release (p->ledger, x->task);
+        }
+      g_ptr_array_remove (s->proxies, x);
+    }
+  else
+    {
+      s->failures = 0;
+      s->submitted_total++;
+      site_recovered (p, s, HEALTH_SUBMIT);
+      site_recovered (p, s, HEALTH_HUNG);
+      x->job_id = g_steal_pointer (&j->job_id);
+      x->state = DATC_PROXY_PENDING;
+      datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+      /* Durable now, not at the next group commit: a master that dies in
+       * between would not know this job, submit another in its place, and
+       * leave this one on the site.  A submit costs more than the sync. */
+      g_autoptr (GError) sync_error = NULL;
+      if (!datc_ledger_commit (p->ledger, &sync_error))
+        g_warning ("site %s: proxy %s (job %s) could not be journaled: %s", s->spec->name, x->id,
+                   x->job_id, sync_error->message);
+      datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's',
+                        x->id, "job", 's', x->job_id, "slots", 'i', (gint64) x->slots,
+                        "walltime", 'i', (gint64) s->spec->walltime_s, "task", 'i',
+                        (gint64) x->task, NULL);
+      g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
+    }
+  g_clear_error (&j->error);
+  g_free (j->job_id);
+  g_free (j->name);
+  g_free (j->queue);
+  g_free (j->submit_args);
+  g_free (j->workdir);
+  g_free (j->command);
+  g_free (j->script);
+  g_free (j);
+}
+
+/* Hands a submit to the site's worker.  The proxy exists at once (pending,
+ * without a job id), so the plan counts it as coming capacity and against
+ * max_proxies while the submit is out; FALSE when the site is not ready
+ * (its agent and key are still being put there). */
 static gboolean
 submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, s->serial + 1);
-  g_autofree gchar *name = g_strdup_printf ("datc-%s", id);
-  g_autofree gchar *script = g_strdup_printf ("%s.sh", id);
-  gchar *job = NULL;
-
-  gboolean ok = prepare_site (s, &error);
-  if (ok)
-    {
-      g_autofree gchar *cmd = agent_command (p, s, id, slots);
-      DatcProxyRequest req = {
-        .name = name,
-        .slots = slots,
-        .walltime_s = s->spec->walltime_s,
-        .queue = s->spec->queue,
-        .submit_args = s->spec->submit_args,
-        .workdir = s->spec->workdir,
-        .agent_command = cmd,
-      };
-      s->n_submit++;
-      ok = datc_site_submit (s->spec->site, &req, script, &job, &error);
-    }
-  if (!ok)
-    {
-      s->failures++;
-      s->next_submit_us = g_get_monotonic_time () + backoff_us (s->failures);
-      g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name,
-                 s->failures, error->message);
-      site_failed (p, s, HEALTH_SUBMIT, s->failures, error->message);
-      return FALSE;
-    }
-  s->serial++;
-  s->failures = 0;
-  s->submitted_total++;
-  site_recovered (p, s, HEALTH_SUBMIT);
+  if (!prepare_site (s))
+    return FALSE;
+  SubmitJob *j = g_new0 (SubmitJob, 1);
+  gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, ++s->serial);
+  j->s = s;
+  j->command_ms = s->command_ms;
+  j->name = g_strdup_printf ("datc-%s", id);
+  j->script = g_strdup_printf ("%s.sh", id);
+  j->command = agent_command (p, s, id, slots);
+  j->queue = g_strdup (s->spec->queue);
+  j->submit_args = g_strdup (s->spec->submit_args);
+  j->workdir = g_strdup (s->spec->workdir);
+  j->slots = slots;
+  j->walltime_s = s->spec->walltime_s;
   Proxy *x = g_new0 (Proxy, 1);
-  x->id = g_steal_pointer (&id);
-  x->job_id = job;
+  x->id = id;
   x->state = DATC_PROXY_PENDING;
   x->slots = slots;
   x->submitted_us = g_get_real_time ();
   x->task = task;
   g_ptr_array_add (s->proxies, x);
-  datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
-  /* Durable now, not at the next group commit: a master that dies in
-   * between would not know this job, submit another in its place, and
-   * leave this one on the site.  A submit costs more than the sync. */
-  g_autoptr (GError) sync_error = NULL;
-  if (!datc_ledger_commit (p->ledger, &sync_error))
-    g_warning ("site %s: proxy %s (job %s) could not be journaled: %s", s->spec->name, x->id,
-               x->job_id, sync_error->message);
-  datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's', x->id,
-                    "job", 's', x->job_id, "slots", 'i', (gint64) slots, "walltime", 'i',
-                    (gint64) s->spec->walltime_s, "task", 'i', (gint64) task, NULL);
+  /* Bound now: a fork site's agent may say HELLO before the submit's
+   * answer is back here. */
   if (task != 0)
     datc_dispatcher_bind (p->disp, s->spec->name, x->id, task);
-  g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
+  j->x = x;
+  s->n_submit++;
+  s->submitting++;
+  datc_site_worker_post (s->worker, submit_run, submit_done, j);
   return TRUE;
 }
 
@@ -449,85 +603,193 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
                     "job", 's', x->job_id, NULL);
 }
 
-/* One command for all the site's proxies. */
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  GStrv ids;                /* job ids, as posted */
+  DatcProxyState *states;   /* out, one per id */
+  GError *error;
+} PollJob;
+
 static void
-poll_site (DatcProvisioner *p, SiteState *s)
+poll_run (DatcSite *site, gpointer data)
 {
-  if (s->proxies->len == 0)
-    return;
-  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
+  PollJob *j = data;
+  datc_site_set_command_timeout (site, j->command_ms);
+  datc_site_poll (site, (const char *const *) j->ids, j->states, &j->error);
+}
+
+static Proxy *
+find_job (SiteState *s, const char *job_id, guint *index)
+{
   for (guint i = 0; i < s->proxies->len; i++)
-    g_ptr_array_add (ids, ((Proxy *) s->proxies->pdata[i])->job_id);
-  g_ptr_array_add (ids, NULL);
-  g_autofree DatcProxyState *states = g_new0 (DatcProxyState, s->proxies->len);
-  g_autoptr (GError) error = NULL;
-  s->n_poll++;
-  if (!datc_site_poll (s->spec->site, (const char *const *) ids->pdata, states, &error))
+    {
+      Proxy *x = s->proxies->pdata[i];
+      if (x->job_id != NULL && g_str_equal (x->job_id, job_id))
+        {
+          *index = i;
+          return x;
+        }
+    }
+  return NULL;
+}
+
+static void
+poll_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  PollJob *j = data;
+  SiteState *s = j->s;
+  s->polling = FALSE;
+  if (j->error != NULL)
     {
       s->poll_failures++;
       s->next_poll_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (s->poll_failures));
       g_warning ("site %s: could not poll proxies (%u in a row): %s", s->spec->name,
-                 s->poll_failures, error->message);
-      site_failed (p, s, HEALTH_POLL, s->poll_failures, error->message);
-      return;
+                 s->poll_failures, j->error->message);
+      site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
     }
-  s->poll_failures = 0;
-  site_recovered (p, s, HEALTH_POLL);
-  for (guint i = s->proxies->len; i-- > 0;)
+  else
     {
-      Proxy *x = s->proxies->pdata[i];
-      x->state = states[i];
-      if (states[i] == DATC_PROXY_RUNNING)
-        trace_started (p, s, x, "scheduler", g_get_real_time ());
-      if (!x->connected)
-        x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
-      if (states[i] == DATC_PROXY_FINISHED || states[i] == DATC_PROXY_FAILED)
+      s->poll_failures = 0;
+      site_recovered (p, s, HEALTH_POLL);
+      site_recovered (p, s, HEALTH_HUNG);
+      /* Matched by job id: proxies may have come or gone while it was out. */
+      for (guint k = 0; j->ids[k] != NULL; k++)
         {
-          proxy_ended (p, s, x);
-          g_ptr_array_remove_index (s->proxies, i);
+          guint i;
+          Proxy *x = find_job (s, j->ids[k], &i);
+          if (x == NULL)
+            continue;
+          x->state = j->states[k];
+          if (x->state == DATC_PROXY_RUNNING)
+            trace_started (p, s, x, "scheduler", g_get_real_time ());
+          if (!x->connected)
+            x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+          if (x->state == DATC_PROXY_FINISHED || x->state == DATC_PROXY_FAILED)
+            {
+              proxy_ended (p, s, x);
+              g_ptr_array_remove_index (s->proxies, i);
+            }
         }
     }
+  g_clear_error (&j->error);
+  g_strfreev (j->ids);
+  g_free (j->states);
+  g_free (j);
+}
+
+/* One command for all the site's proxies (those with a job id), one at a
+ * time. */
+static void
+poll_site (DatcProvisioner *p, SiteState *s)
+{
+  if (s->polling)
+    return;
+  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      if (x->job_id != NULL)
+        g_ptr_array_add (ids, g_strdup (x->job_id));
+    }
+  if (ids->len == 0)
+    return;
+  PollJob *j = g_new0 (PollJob, 1);
+  j->s = s;
+  j->command_ms = s->command_ms;
+  j->states = g_new0 (DatcProxyState, ids->len);
+  g_ptr_array_add (ids, NULL);
+  j->ids = (GStrv) g_ptr_array_steal (ids, NULL);
+  s->n_poll++;
+  s->polling = TRUE;
+  datc_site_worker_post (s->worker, poll_run, poll_done, j);
 }
 
 /* ---- cancel --------------------------------------------------------- */
 
-/* Cancels the given proxies of one site in one command.  A failed cancel
- * backs the site's cancels off (1 s doubling to 60 s) so an unreachable
- * login node is not asked on every tick. */
-static gboolean
-cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  GStrv ids;                /* job ids */
+  gchar *why;
+  GError *error;
+} CancelJob;
+
+static void
+cancel_run (DatcSite *site, gpointer data)
 {
-  if (which->len == 0)
-    return TRUE;
-  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
-  for (guint i = 0; i < which->len; i++)
-    g_ptr_array_add (ids, ((Proxy *) which->pdata[i])->job_id);
-  g_ptr_array_add (ids, NULL);
-  g_autoptr (GError) error = NULL;
-  s->n_cancel++;
-  if (!datc_site_cancel (s->spec->site, (const char *const *) ids->pdata, &error))
+  CancelJob *j = data;
+  datc_site_set_command_timeout (site, j->command_ms);
+  datc_site_cancel (site, (const char *const *) j->ids, &j->error);
+}
+
+static void
+cancel_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  CancelJob *j = data;
+  SiteState *s = j->s;
+  s->cancelling = FALSE;
+  if (j->error != NULL)
     {
       s->cancel_failures++;
       s->next_cancel_us = g_get_monotonic_time () + backoff_us (s->cancel_failures);
       g_warning ("site %s: could not cancel proxies (%u in a row): %s", s->spec->name,
-                 s->cancel_failures, error->message);
-      return FALSE;
+                 s->cancel_failures, j->error->message);
     }
-  s->cancel_failures = 0;
+  else
+    {
+      s->cancel_failures = 0;
+      site_recovered (p, s, HEALTH_HUNG);
+      for (guint k = 0; j->ids[k] != NULL; k++)
+        {
+          guint i;
+          Proxy *x = find_job (s, j->ids[k], &i);
+          if (x == NULL || x->cancelling)
+            continue; /* gone meanwhile, or asked again: it did not end the first time */
+          x->cancelling = TRUE;
+          s->cancelled_total++;
+          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
+          datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy",
+                            's', x->id, "job", 's', x->job_id, "reason", 's', j->why, NULL);
+        }
+      /* See them end soon. */
+      s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
+    }
+  g_clear_error (&j->error);
+  g_strfreev (j->ids);
+  g_free (j->why);
+  g_free (j);
+}
+
+/* Cancels the given proxies of one site in one command, one such command
+ * at a time.  A failed cancel backs the site's cancels off (1 s doubling
+ * to 60 s) so an unreachable login node is not asked on every tick.
+ * Proxies whose submit is still out have nothing to cancel yet. */
+static void
+cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
+{
+  if (s->cancelling)
+    return;
+  g_autoptr (GPtrArray) ids = g_ptr_array_new ();
   for (guint i = 0; i < which->len; i++)
     {
       Proxy *x = which->pdata[i];
-      if (x->cancelling)
-        continue;          /* asked again: it did not end after the first time */
-      x->cancelling = TRUE;
-      s->cancelled_total++;
-      datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
-      datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy", 's',
-                        x->id, "job", 's', x->job_id, "reason", 's', why, NULL);
+      if (x->job_id != NULL)
+        g_ptr_array_add (ids, g_strdup (x->job_id));
     }
-  /* See them end soon. */
-  s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
-  return TRUE;
+  if (ids->len == 0)
+    return;
+  g_ptr_array_add (ids, NULL);
+  CancelJob *j = g_new0 (CancelJob, 1);
+  j->s = s;
+  j->command_ms = s->command_ms;
+  j->ids = (GStrv) g_ptr_array_steal (ids, NULL);
+  j->why = g_strdup (why);
+  s->n_cancel++;
+  s->cancelling = TRUE;
+  datc_site_worker_post (s->worker, cancel_run, cancel_done, j);
 }
 
 /* Proxies whose agent has not connected (queued, or starting): the work
@@ -773,13 +1035,57 @@ plan_direct (DatcProvisioner *p, gint64 now)
       }
 }
 
+/* Outcomes of site commands, as events on the loop; the plan looks at
+ * them at once (a site just prepared wants its submit now, not at the
+ * loop's next wake-up). */
+static guint
+collect (DatcProvisioner *p)
+{
+  guint n = 0;
+  for (guint i = 0; i < p->sites->len; i++)
+    n += datc_site_worker_collect (((SiteState *) p->sites->pdata[i])->worker, p);
+  if (n > 0)
+    p->next_plan_us = 0;
+  return n;
+}
+
+/* A command that outlives its timeout (and the transport's own grace)
+ * means the login node does not answer: the site is degraded at once, not
+ * after three failures, and recovers by itself when a command works. */
+static void
+check_hung (DatcProvisioner *p, SiteState *s, gint64 now)
+{
+  gint64 since = datc_site_worker_busy_since (s->worker);
+  if (since == 0 || s->health == HEALTH_HUNG
+      || now - since < (gint64) s->command_ms * 1000 + 5 * G_USEC_PER_SEC)
+    return;
+  g_autofree gchar *why = g_strdup_printf ("a command has not come back for %" G_GINT64_FORMAT
+                                           " s (timeout %u s): the site does not answer",
+                                           (now - since) / G_USEC_PER_SEC, s->command_ms / 1000);
+  s->health = HEALTH_OK; /* so that site_failed marks it, whatever it was */
+  site_failed (p, s, HEALTH_HUNG, DEGRADED_AFTER, why);
+}
+
+void
+datc_provisioner_poll_items (DatcProvisioner *p, GArray *items)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      zmq_pollitem_t it = { datc_site_worker_socket (((SiteState *) p->sites->pdata[i])->worker),
+                            0, ZMQ_POLLIN, 0 };
+      g_array_append_val (items, it);
+    }
+}
+
 void
 datc_provisioner_tick (DatcProvisioner *p)
 {
+  collect (p);
   gint64 now = g_get_monotonic_time ();
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
+      check_hung (p, s, now);
       if (now >= s->next_poll_us)
         {
           s->next_poll_us = now + s->poll_us;
@@ -823,13 +1129,86 @@ trace_commands (DatcProvisioner *p)
     }
 }
 
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  gchar *key_file;
+  gchar *said;              /* out: why not */
+  GError *error;
+} KeyJob;
+
+static void
+key_run (DatcSite *site, gpointer data)
+{
+  KeyJob *j = data;
+  const char *argv[] = { "rm", "-f", "--", j->key_file, NULL };
+  DatcCommandResult res = { 0 };
+  datc_site_set_command_timeout (site, j->command_ms);
+  if (datc_site_run (site, argv, &res, &j->error) && res.exit_status != 0)
+    j->said = res.err != NULL && g_bytes_get_size (res.err) > 0
+                  ? g_strstrip (g_strndup (g_bytes_get_data (res.err, NULL),
+                                           g_bytes_get_size (res.err)))
+                  : g_strdup ("rm failed");
+  datc_command_result_clear (&res);
+}
+
+static void
+key_done (gpointer owner, gpointer data)
+{
+  KeyJob *j = data;
+  (void) owner;
+  if (j->error == NULL && j->said == NULL)
+    j->s->prepared = FALSE;
+  else
+    g_warning ("site %s: could not remove the agent key %s: %s", j->s->spec->name, j->key_file,
+               j->error != NULL ? j->error->message : j->said);
+  g_clear_error (&j->error);
+  g_free (j->said);
+  g_free (j->key_file);
+  g_free (j);
+}
+
+/* No command may outlast the shutdown's deadline by more than its own
+ * retry: each gets the time left (at least a second, at most the usual
+ * timeout). */
+static void
+bound_commands (DatcProvisioner *p, gint64 deadline)
+{
+  gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+  guint ms = (guint) CLAMP (left_ms, 1000, (gint64) DATC_SITE_COMMAND_TIMEOUT_MS);
+  for (guint i = 0; i < p->sites->len; i++)
+    ((SiteState *) p->sites->pdata[i])->command_ms = ms;
+}
+
+static guint
+jobs_out (DatcProvisioner *p)
+{
+  guint n = 0;
+  for (guint i = 0; i < p->sites->len; i++)
+    n += datc_site_worker_pending (((SiteState *) p->sites->pdata[i])->worker);
+  return n;
+}
+
+/* Waits up to `wait_us` (and never past `deadline`) for a site command to
+ * come back, and takes what came. */
+static void
+wait_for_sites (DatcProvisioner *p, gint64 wait_us, gint64 deadline)
+{
+  g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_provisioner_poll_items (p, items);
+  gint64 left = MIN (wait_us, deadline - g_get_monotonic_time ());
+  if (left > 0)
+    zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, (long) ((left + 999) / 1000));
+  collect (p);
+}
+
 /* With its proxies gone no agent needs the campaign's key on a site: it
  * is not left behind in the workdir (a resumed campaign puts it again at
  * its first submit).  A site where proxies are left keeps it (their agents
  * need it), and says so.  Proxy scripts and logs stay, for whoever
- * debugs. */
+ * debugs.  All sites at once, each on its worker. */
 static gboolean
-remove_keys (DatcProvisioner *p)
+remove_keys (DatcProvisioner *p, gint64 deadline)
 {
   gboolean all = TRUE;
   for (guint i = 0; i < p->sites->len; i++)
@@ -845,35 +1224,21 @@ remove_keys (DatcProvisioner *p)
           all = FALSE;
           continue;
         }
-      const char *argv[] = { "rm", "-f", "--", sp->key_file, NULL };
-      DatcCommandResult res = { 0 };
-      g_autoptr (GError) error = NULL;
-      if (datc_site_run (sp->site, argv, &res, &error) && res.exit_status == 0)
-        s->prepared = FALSE;
-      else
-        {
-          g_autofree gchar *said = NULL;
-          if (error == NULL && res.err != NULL)
-            said = g_strstrip (g_strndup (g_bytes_get_data (res.err, NULL),
-                                          g_bytes_get_size (res.err)));
-          g_warning ("site %s: could not remove the agent key %s: %s", sp->name,
-                     sp->key_file, error != NULL ? error->message : said ? said : "rm failed");
-          all = FALSE;
-        }
-      datc_command_result_clear (&res);
+      KeyJob *j = g_new0 (KeyJob, 1);
+      j->s = s;
+      j->command_ms = s->command_ms;
+      j->key_file = g_strdup (sp->key_file);
+      datc_site_worker_post (s->worker, key_run, key_done, j);
+    }
+  while (jobs_out (p) > 0 && g_get_monotonic_time () < deadline)
+    wait_for_sites (p, 200 * 1000, deadline);
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (s->prepared && s->spec->key_data != NULL && s->proxies->len == 0)
+        all = FALSE;
     }
   return all;
-}
-
-/* No command may outlast the deadline by more than its own retry: each
- * gets the time left (at least a second, at most the usual timeout). */
-static void
-bound_commands (DatcProvisioner *p, gint64 deadline)
-{
-  gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
-  guint ms = (guint) CLAMP (left_ms, 1000, (gint64) DATC_SITE_COMMAND_TIMEOUT_MS);
-  for (guint i = 0; i < p->sites->len; i++)
-    datc_site_set_command_timeout (((SiteState *) p->sites->pdata[i])->spec->site, ms);
 }
 
 gboolean
@@ -881,25 +1246,34 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
 {
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
   gint64 cancel_at = g_get_monotonic_time () + 2 * G_USEC_PER_SEC;
-  gulong wait_us = 2000;
+  gint64 wait_us = 2000;
 
   /* A proxy whose agent never connected (queued, or an earlier master's)
-   * will not end on its own: cancelled at once.  Agents were told BYE:
-   * most other proxies end on their own within milliseconds.  Poll with
-   * growing waits; cancel what is still there after two seconds, and
-   * again every five while anything is left (a cancel that failed, or one
-   * the scheduler did not act on). */
-  bound_commands (p, deadline);
+   * will not end on its own: cancelled at once (and any a submit still
+   * out brings back).  Agents were told BYE: most other proxies end on
+   * their own within milliseconds.  Polls with growing waits between
+   * them; what is still there after two seconds is cancelled, and again
+   * every five while anything is left (a cancel that failed, or one the
+   * scheduler did not act on).  Every site at once, on its worker. */
   for (guint i = 0; i < p->sites->len; i++)
-    cancel_pending (p, p->sites->pdata[i], why);
+    ((SiteState *) p->sites->pdata[i])->next_poll_us = 0;
   for (;;)
     {
       bound_commands (p, deadline);
-      for (guint i = 0; i < p->sites->len; i++)
-        poll_site (p, p->sites->pdata[i]);
-      if (datc_provisioner_alive (p) == 0)
-        break;
+      collect (p);
       gint64 now = g_get_monotonic_time ();
+      for (guint i = 0; i < p->sites->len; i++)
+        {
+          SiteState *s = p->sites->pdata[i];
+          cancel_pending (p, s, why);
+          if (now >= s->next_poll_us)
+            {
+              s->next_poll_us = now + wait_us;
+              poll_site (p, s);
+            }
+        }
+      if (datc_provisioner_alive (p) == 0 && jobs_out (p) == 0)
+        break;
       if (now >= deadline)
         break;
       if (now >= cancel_at)
@@ -914,19 +1288,22 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
             }
           cancel_at = now + 5 * G_USEC_PER_SEC;
         }
-      g_usleep (wait_us);
-      wait_us = MIN (wait_us * 2, 200000ul);
+      wait_for_sites (p, wait_us, deadline);
+      wait_us = MIN (wait_us * 2, 200 * 1000);
     }
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
       for (guint j = 0; j < s->proxies->len; j++)
-        g_warning ("site %s: proxy %s (job %s) is still there after %u s", s->spec->name,
-                   ((Proxy *) s->proxies->pdata[j])->id, ((Proxy *) s->proxies->pdata[j])->job_id,
-                   timeout_ms / 1000);
+        {
+          Proxy *x = s->proxies->pdata[j];
+          g_warning ("site %s: proxy %s (job %s) is still there after %u s", s->spec->name,
+                     x->id, x->job_id ? x->job_id : "not known: its submit did not come back",
+                     timeout_ms / 1000);
+        }
     }
   bound_commands (p, deadline);
-  gboolean clean = remove_keys (p) && datc_provisioner_alive (p) == 0;
+  gboolean clean = remove_keys (p, deadline) && datc_provisioner_alive (p) == 0;
   trace_commands (p);
   return clean;
 }

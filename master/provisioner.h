@@ -73,6 +73,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcProvisioner, datc_provisioner_free)
  * DATC_PROVISIONER_PERIOD_MS. */
 #define DATC_PROVISIONER_PERIOD_MS 50
 void datc_provisioner_tick (DatcProvisioner *p);
+/* Each site's commands run on a worker thread of its own: their outcomes
+ * arrive on these sockets (ZMQ_POLLIN), which the loop polls beside its
+ * others so that it wakes for them; datc_provisioner_tick takes them. */
+void datc_provisioner_poll_items (DatcProvisioner *p, GArray *items);
 /* Proxies submitted and not seen ended. */
 guint datc_provisioner_alive (DatcProvisioner *p);
 /* Adds "mode" and "sites": [{name, state, last_error, proxies, proxies_pending,

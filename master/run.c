@@ -552,6 +552,7 @@ datc_run (const DatcRunOptions *o)
   items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
   datc_dispatcher_poll_items (disp, items);
   datc_control_poll_items (control, items);
+  datc_provisioner_poll_items (prov, items);
   zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
   g_array_append_val (items, sig_item);
 
