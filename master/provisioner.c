@@ -57,7 +57,8 @@ typedef struct {
   guint index;             /* its place in the sites file: the partition in static mode */
   GPtrArray *proxies;      /* Proxy*, not seen ended (and those being submitted) */
   DatcSiteWorker *worker;  /* runs every command of the site */
-  guint command_ms;        /* timeout of each command */
+  guint timeout_ms;        /* its command timeout (command_timeout) */
+  guint command_ms;        /* the timeout each command gets now (shorter at shutdown) */
   gboolean prepared;       /* agent and key are on the site */
   gboolean preparing, polling, cancelling;  /* such a job is with the worker */
   guint submitting;        /* submits with the worker */
@@ -93,6 +94,7 @@ struct DatcProvisioner {
   DatcTrace *trace;
   gint64 next_plan_us;
   GArray *loads;           /* scratch: DatcAgentLoad */
+  guint keys_out;          /* key removals with the workers */
 };
 
 /* ---- modes ---------------------------------------------------------- */
@@ -244,7 +246,9 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->index = i;
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
       s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
-      s->command_ms = DATC_SITE_COMMAND_TIMEOUT_MS;
+      s->timeout_ms = s->spec->command_timeout_s ? s->spec->command_timeout_s * 1000u
+                                                 : DATC_SITE_COMMAND_TIMEOUT_MS;
+      s->command_ms = s->timeout_ms;
       g_autoptr (GError) error = NULL;
       s->worker = datc_site_worker_new (s->spec->site, &error);
       if (s->worker == NULL)
@@ -1057,11 +1061,11 @@ check_hung (DatcProvisioner *p, SiteState *s, gint64 now)
 {
   gint64 since = datc_site_worker_busy_since (s->worker);
   if (since == 0 || s->health == HEALTH_HUNG
-      || now - since < (gint64) s->command_ms * 1000 + 5 * G_USEC_PER_SEC)
+      || now - since < (gint64) s->timeout_ms * 1000 + 5 * G_USEC_PER_SEC)
     return;
   g_autofree gchar *why = g_strdup_printf ("a command has not come back for %" G_GINT64_FORMAT
                                            " s (timeout %u s): the site does not answer",
-                                           (now - since) / G_USEC_PER_SEC, s->command_ms / 1000);
+                                           (now - since) / G_USEC_PER_SEC, s->timeout_ms / 1000);
   s->health = HEALTH_OK; /* so that site_failed marks it, whatever it was */
   site_failed (p, s, HEALTH_HUNG, DEGRADED_AFTER, why);
 }
@@ -1155,8 +1159,9 @@ key_run (DatcSite *site, gpointer data)
 static void
 key_done (gpointer owner, gpointer data)
 {
+  DatcProvisioner *p = owner;
   KeyJob *j = data;
-  (void) owner;
+  p->keys_out--;
   if (j->error == NULL && j->said == NULL)
     j->s->prepared = FALSE;
   else
@@ -1175,17 +1180,20 @@ static void
 bound_commands (DatcProvisioner *p, gint64 deadline)
 {
   gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
-  guint ms = (guint) CLAMP (left_ms, 1000, (gint64) DATC_SITE_COMMAND_TIMEOUT_MS);
   for (guint i = 0; i < p->sites->len; i++)
-    ((SiteState *) p->sites->pdata[i])->command_ms = ms;
+    {
+      SiteState *s = p->sites->pdata[i];
+      s->command_ms = (guint) CLAMP (left_ms, 1000, (gint64) s->timeout_ms);
+    }
 }
 
+/* Submits still out: each may yet bring back a job to cancel. */
 static guint
-jobs_out (DatcProvisioner *p)
+submits_out (DatcProvisioner *p)
 {
   guint n = 0;
   for (guint i = 0; i < p->sites->len; i++)
-    n += datc_site_worker_pending (((SiteState *) p->sites->pdata[i])->worker);
+    n += ((SiteState *) p->sites->pdata[i])->submitting;
   return n;
 }
 
@@ -1228,15 +1236,22 @@ remove_keys (DatcProvisioner *p, gint64 deadline)
       j->s = s;
       j->command_ms = s->command_ms;
       j->key_file = g_strdup (sp->key_file);
+      p->keys_out++;
       datc_site_worker_post (s->worker, key_run, key_done, j);
     }
-  while (jobs_out (p) > 0 && g_get_monotonic_time () < deadline)
+  /* Behind a command that hangs a removal never comes: said below. */
+  while (p->keys_out > 0 && g_get_monotonic_time () < deadline)
     wait_for_sites (p, 200 * 1000, deadline);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
       if (s->prepared && s->spec->key_data != NULL && s->proxies->len == 0)
-        all = FALSE;
+        {
+          if (datc_site_worker_busy_since (s->worker) != 0)
+            g_warning ("site %s: the agent key %s may still be there: the site did not answer "
+                       "in time", s->spec->name, s->spec->key_file);
+          all = FALSE;
+        }
     }
   return all;
 }
@@ -1272,7 +1287,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
               poll_site (p, s);
             }
         }
-      if (datc_provisioner_alive (p) == 0 && jobs_out (p) == 0)
+      if (datc_provisioner_alive (p) == 0 && submits_out (p) == 0)
         break;
       if (now >= deadline)
         break;

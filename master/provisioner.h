@@ -38,6 +38,7 @@ typedef struct {
   guint max_proxies;
   guint walltime_s;        /* 0: none */
   guint poll_s;            /* 0: the provisioner's default */
+  guint command_timeout_s; /* 0: DATC_SITE_COMMAND_TIMEOUT_MS */
   gchar *queue, *submit_args;
   gchar *workdir;          /* on the site */
   gchar *agent_path;       /* datc-agent on the site (set after the upload when upload_from) */

@@ -18,7 +18,7 @@ static const char *const master_keys[] = { "listen", "advertise", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", NULL,
+  "poll_interval", "command_timeout", NULL,
 };
 
 typedef struct {
@@ -360,6 +360,11 @@ datc_sites_file_load (const char *path, GError **error)
       if (pi != NULL && (!datc_parse_duration (g_strstrip (pi), &c->poll_s) || c->poll_s == 0))
         problem (&ix, line_of (&ix, g, "poll_interval"),
                  "poll_interval \"%s\": expected a duration of at least 1s (5s, 1m, ...)", pi);
+      g_autofree gchar *ct = g_key_file_get_string (f->keyfile, g, "command_timeout", NULL);
+      if (ct != NULL && (!datc_parse_duration (g_strstrip (ct), &c->command_timeout_s)
+                         || c->command_timeout_s == 0 || c->command_timeout_s > 3600))
+        problem (&ix, line_of (&ix, g, "command_timeout"),
+                 "command_timeout \"%s\": expected a duration from 1s to 1h (30s, 2m, ...)", ct);
       c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");

@@ -14,6 +14,8 @@
  *   max_proxies = 8              # default 1
  *   walltime = 2h                # 90 | 90s | 30m | 2h | 1h30m | 1:30:00; default none
  *   poll_interval = 5s           # how often proxy states are asked for; default 5s
+ *   command_timeout = 30s        # a site command (ssh, submit, poll, cancel) that takes
+ *                                # longer fails, and the site shows degraded; default 30s
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
  *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
@@ -43,6 +45,7 @@ typedef struct {
   gchar *queue, *submit_args;
   guint slots_per_proxy, max_proxies, walltime_s;
   guint poll_s;                /* 0: the default (5 s) */
+  guint command_timeout_s;     /* 0: the default (30 s) */
   gchar *agent;            /* "upload" or a path on the site */
   gchar *workdir;
 } DatcSiteConfig;
