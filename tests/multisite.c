@@ -414,6 +414,17 @@ ms_login_stop (MsBed *bed, MsHost host, GError **error)
   return TRUE;
 }
 
+int
+ms_login_pid (MsBed *bed, MsHost host, GError **error)
+{
+  g_autofree gchar *path = g_build_filename (bed->login[host].sshd_dir, "sshd.env", NULL);
+  g_autoptr (GHashTable) env = read_env (path, error);
+  g_autofree gchar *pid = NULL;
+  if (env == NULL || !env_get (env, path, "SSHD_PID", &pid, error))
+    return 0;
+  return (int) g_ascii_strtoll (pid, NULL, 10);
+}
+
 gchar *
 ms_slurm_job_state (MsBed *bed, const char *job_id, GError **error)
 {

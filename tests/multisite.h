@@ -84,6 +84,9 @@ gboolean ms_site_command (MsBed *bed, MsHost host, const char *user, const char 
 
 /* Stops `host`'s login node (its sshd): the site is then unreachable. */
 gboolean ms_login_stop (MsBed *bed, MsHost host, GError **error);
+/* The pid of `host`'s login sshd (to stop it with SIGSTOP: a login node
+ * that hangs, accepting connections and never answering); 0 on error. */
+int ms_login_pid (MsBed *bed, MsHost host, GError **error);
 
 /* User `competitor` fills every CPU of the Slurm cluster with one job
  * (`sbatch -n CPUS`) that sleeps `seconds`; *job_id is its id.  Returns

@@ -440,6 +440,88 @@ bad_sites_degraded (void)
   assert_clusters_empty ();
 }
 
+/* ---- a login node that hangs ---------------------------------------- */
+
+/* The "down" site's login sshd is stopped with SIGSTOP: connections are
+ * accepted by the kernel and never answered, as on a login node that
+ * hangs.  Every site command runs on its site's worker, so the campaign
+ * goes on at full speed on the fork site: no agent is declared lost
+ * (short heartbeats make a stalled loop show at once), `datc status`
+ * answers throughout, and the hung site is shown degraded once its
+ * command outlives command_timeout.  The sshd is continued before any
+ * assertion, so a failure leaves the bed as it was. */
+static void
+hung_login_node (void)
+{
+  /* (Should this body abort with the sshd stopped, the parent's bed-down
+   * still ends it: sshd-down.sh kills by pid, with SIGKILL at last.) */
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
+  g_autoptr (GError) error = NULL;
+  int sshd = ms_login_pid (bed, MS_DOWN, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (sshd, >, 1);
+
+  g_autofree gchar *tasks = same_tasks (&b, 120, "sleep 0.2");
+  g_autofree gchar *hung = site_group (&b, "h", MS_DOWN, "hung", "slurm",
+                                       "slots_per_proxy = 2\ncommand_timeout = 2s\n");
+  /* The hung site first: it is tried first. */
+  g_autofree gchar *groups = g_strconcat (hung, fork_group, NULL);
+  g_autofree gchar *sites = write_sites (&b, "h", groups);
+  g_autofree gchar *dir = g_build_filename (b.d->path, "h", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--heartbeat-ms",
+                         "200", "--agent-timeout-ms", "1600", tasks, NULL };
+  g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
+
+  g_assert_cmpint (kill (sshd, SIGSTOP), ==, 0);
+  g_autoptr (TbProc) run = tb_spawn (b.d, "h", (const char *const *) in_ns);
+  /* Status, asked again and again while the campaign runs. */
+  guint asked = 0, answered = 0;
+  gint64 slowest = 0;
+  gboolean degraded_seen = FALSE;
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  while (tb_count_lines (results) < 120 && asked < 2000)
+    {
+      gint64 t0 = g_get_monotonic_time ();
+      g_autoptr (JsonObject) st = tb_status (dir);
+      gint64 took = g_get_monotonic_time () - t0;
+      asked++;
+      if (st != NULL && json_object_has_member (st, "sites"))
+        {
+          answered++;
+          slowest = MAX (slowest, took);
+          JsonArray *sa = json_object_get_array_member (st, "sites");
+          for (guint i = 0; i < json_array_get_length (sa); i++)
+            {
+              JsonObject *s = json_array_get_object_element (sa, i);
+              degraded_seen |= g_str_equal (ms_str (s, "name"), "hung")
+                               && g_str_equal (ms_str (s, "state"), "degraded");
+            }
+        }
+      g_usleep (50 * 1000); /* pacing the questions, not awaiting anything */
+    }
+  int status = tb_wait (run, 120);
+  kill (sshd, SIGCONT);
+  if (status != 0)
+    {
+      g_autofree gchar *err = tb_proc_stderr (run);
+      g_printerr ("# datc run %s:\n%s\n", dir, err);
+    }
+  g_assert_cmpint (status, ==, 0);
+  note ("status: %u asked, %u answered (the first before the master listened), slowest "
+        "%.1f ms; degraded seen live: %d", asked, answered, slowest / 1000.0, degraded_seen);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 120);
+  g_assert_cmpuint (results_at (res, "here"), ==, 120);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  g_assert_cmpuint (ms_count_events (trace, "agent_lost", NULL), ==, 0);
+  g_assert_cmpuint (ms_count_events (trace, "site_degraded", "hung"), ==, 1);
+  g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", "hung"), ==, 0);
+  g_assert_cmpuint (answered + 5, >=, asked);
+  g_assert_cmpint (slowest, <, 2 * G_USEC_PER_SEC);
+}
+
 /* ---- short walltimes ------------------------------------------------ */
 
 #define WALLTIME_TASKS 200
@@ -676,6 +758,8 @@ main (int argc, char **argv)
                         in_subprocess);
   g_test_add_data_func ("/multisite/competitor-fills-slurm-grid-engine-takes-the-work",
                         competitor_first, in_subprocess);
+  g_test_add_data_func ("/multisite/hung-login-node-holds-up-nothing", hung_login_node,
+                        in_subprocess);
   g_test_add_data_func ("/multisite/bad-scheduler-and-down-login-node-are-degraded",
                         bad_sites_degraded, in_subprocess);
   g_test_add_data_func ("/multisite/short-walltime-several-generations", walltime_generations,
