@@ -64,6 +64,7 @@ typedef struct {
   guint submitting;        /* submits with the worker */
   gint64 poll_us;
   gint64 next_poll_us, next_submit_us;
+  gint64 last_poll_us;     /* when it was last asked about its proxies */
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
   guint cancel_failures;   /* cancels that failed in a row */
@@ -1070,6 +1071,30 @@ check_hung (DatcProvisioner *p, SiteState *s, gint64 now)
   site_failed (p, s, HEALTH_HUNG, DEGRADED_AFTER, why);
 }
 
+/* A proxy whose agent is connected proves it runs with every heartbeat:
+ * the scheduler is asked about it only now and then (a job can be held or
+ * its agent stuck), or as soon as its agent leaves or goes silent
+ * (observe() brings the poll forward).  Proxies still waiting to start,
+ * being cancelled, or adopted from an earlier master are polled at the
+ * site's poll interval. */
+#define LIVENESS_POLL_US (60 * G_USEC_PER_SEC)
+
+static gboolean
+needs_poll (const SiteState *s, gint64 now)
+{
+  gboolean any = FALSE;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      const Proxy *x = s->proxies->pdata[i];
+      if (x->job_id == NULL)
+        continue; /* its submit is out */
+      if (!x->online || x->cancelling)
+        return TRUE;
+      any = TRUE;
+    }
+  return any && now - s->last_poll_us >= MAX (LIVENESS_POLL_US, 10 * s->poll_us);
+}
+
 void
 datc_provisioner_poll_items (DatcProvisioner *p, GArray *items)
 {
@@ -1093,7 +1118,11 @@ datc_provisioner_tick (DatcProvisioner *p)
       if (now >= s->next_poll_us)
         {
           s->next_poll_us = now + s->poll_us;
-          poll_site (p, s);
+          if (needs_poll (s, now))
+            {
+              s->last_poll_us = now;
+              poll_site (p, s);
+            }
         }
     }
   if (now < p->next_plan_us)
