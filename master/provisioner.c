@@ -1396,7 +1396,23 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_died_early", s->early_deaths_total);
   member_int (b, "proxies_submitted", s->submitted_total);
   member_int (b, "proxies_cancelled", s->cancelled_total);
-  member_int (b, "commands", (gint64) (s->n_submit + s->n_poll + s->n_cancel + s->n_put));
+  guint64 commands = s->n_submit + s->n_poll + s->n_cancel + s->n_put;
+  member_int (b, "commands", (gint64) commands);
+  /* What the site's admins see of us: per kind, and per 1,000 tasks done
+   * there (null until one is). */
+  json_builder_set_member_name (b, "commands_by_kind");
+  json_builder_begin_object (b);
+  member_int (b, "submit", (gint64) s->n_submit);
+  member_int (b, "poll", (gint64) s->n_poll);
+  member_int (b, "cancel", (gint64) s->n_cancel);
+  member_int (b, "put", (gint64) s->n_put);
+  json_builder_end_object (b);
+  guint64 done = datc_dispatcher_site_done (p->disp, s->spec->name);
+  json_builder_set_member_name (b, "commands_per_1000_tasks");
+  if (done > 0)
+    json_builder_add_double_value (b, 1000.0 * (double) commands / (double) done);
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "queue_wait_s");
   json_builder_add_double_value (b, queue_wait_us (s) / 1e6);
   json_builder_end_object (b);
