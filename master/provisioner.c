@@ -65,6 +65,10 @@ typedef struct {
   gint64 poll_us;
   gint64 next_poll_us, next_submit_us;
   gint64 last_poll_us;     /* when it was last asked about its proxies */
+  guint calls_per_minute;  /* scheduler commands allowed in any minute; 0: no limit */
+  gint64 *calls;           /* ring: when the last calls_per_minute commands were issued */
+  guint calls_head;        /* its oldest */
+  gboolean calls_short;    /* the plan wanted a submit the budget did not allow */
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
   guint cancel_failures;   /* cancels that failed in a row */
@@ -155,6 +159,7 @@ site_state_free (gpointer p)
 {
   SiteState *s = p;
   g_ptr_array_unref (s->proxies);
+  g_free (s->calls);
   if (s->worker != NULL && s->spec != NULL)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
@@ -250,6 +255,12 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->timeout_ms = s->spec->command_timeout_s ? s->spec->command_timeout_s * 1000u
                                                  : DATC_SITE_COMMAND_TIMEOUT_MS;
       s->command_ms = s->timeout_ms;
+      s->calls_per_minute = s->spec->calls_per_minute;
+      if (s->calls_per_minute == DATC_SITE_CALLS_DEFAULT)
+        s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
+                                  ? 0 : DATC_SITE_CALLS_PER_MINUTE;
+      if (s->calls_per_minute > 0)
+        s->calls = g_new0 (gint64, s->calls_per_minute);
       g_autoptr (GError) error = NULL;
       s->worker = datc_site_worker_new (s->spec->site, &error);
       if (s->worker == NULL)
@@ -345,6 +356,58 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, guint slo
   if (p->agent_args != NULL && p->agent_args[0])
     g_string_append_printf (cmd, " %s", p->agent_args);
   return g_string_free (cmd, FALSE);
+}
+
+/* ---- the budget of scheduler commands -------------------------------- */
+
+/* Admins limit how often a user may ask the scheduler (Slurm's per-user
+ * RPC limit, "one squeue every 2 minutes"), and flooding a controller gets
+ * accounts suspended.  Every scheduler command (submit, poll, cancel, and
+ * the lookup a submit may need) draws on the site's budget: at most
+ * calls_per_minute in ANY 60 s, kept exactly by the times of the last
+ * calls_per_minute commands (a sliding window, not a bucket that refills
+ * in bursts).  The end of a campaign keeps BUDGET_RESERVE of them (a
+ * cancel and a poll) for itself, so the plan cannot spend what shutdown
+ * needs. */
+#define BUDGET_RESERVE 2
+#define BUDGET_WINDOW_US (60 * G_USEC_PER_SEC)
+
+/* Takes `n` commands of the budget (leaving `reserve` untouched), or
+ * FALSE when they would exceed it. */
+static gboolean
+take_calls (DatcProvisioner *p, SiteState *s, guint n, guint reserve, const char *kind)
+{
+  gint64 now = g_get_monotonic_time ();
+  if (s->calls_per_minute > 0)
+    {
+      guint need = n + reserve;
+      if (need > s->calls_per_minute)
+        return FALSE;
+      /* Allowed when the (need)-th oldest of the last calls is out of the
+       * window: then fewer than calls_per_minute - need + 1 are in it. */
+      gint64 t = s->calls[(s->calls_head + need - 1) % s->calls_per_minute];
+      if (t != 0 && now - t < BUDGET_WINDOW_US)
+        return FALSE;
+      for (guint i = 0; i < n; i++)
+        {
+          s->calls[s->calls_head] = now;
+          s->calls_head = (s->calls_head + 1) % s->calls_per_minute;
+        }
+    }
+  datc_trace_event (p->trace, "site_command", "site", 's', s->spec->name, "kind", 's', kind,
+                    "calls", 'i', (gint64) n, NULL);
+  return TRUE;
+}
+
+/* Commands issued in the last minute. */
+static guint
+calls_last_minute (const SiteState *s)
+{
+  guint n = 0;
+  gint64 now = g_get_monotonic_time ();
+  for (guint i = 0; i < s->calls_per_minute; i++)
+    n += s->calls[i] != 0 && now - s->calls[i] < BUDGET_WINDOW_US;
+  return n;
 }
 
 /* ---- jobs: what runs on a site's worker ----------------------------- */
@@ -528,6 +591,13 @@ submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
 {
   if (!prepare_site (s))
     return FALSE;
+  /* The submit, and the lookup that checks one lost in transit. */
+  if (!take_calls (p, s, 2, BUDGET_RESERVE, "submit"))
+    {
+      s->calls_short = TRUE;
+      return FALSE;
+    }
+  s->calls_short = FALSE;
   SubmitJob *j = g_new0 (SubmitJob, 1);
   gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, ++s->serial);
   j->s = s;
@@ -685,12 +755,12 @@ poll_done (gpointer owner, gpointer data)
 }
 
 /* One command for all the site's proxies (those with a job id), one at a
- * time. */
-static void
-poll_site (DatcProvisioner *p, SiteState *s)
+ * time, within the budget (less `reserve`); FALSE when it was not sent. */
+static gboolean
+poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
 {
   if (s->polling)
-    return;
+    return FALSE;
   g_autoptr (GPtrArray) ids = g_ptr_array_new ();
   for (guint i = 0; i < s->proxies->len; i++)
     {
@@ -698,8 +768,8 @@ poll_site (DatcProvisioner *p, SiteState *s)
       if (x->job_id != NULL)
         g_ptr_array_add (ids, g_strdup (x->job_id));
     }
-  if (ids->len == 0)
-    return;
+  if (ids->len == 0 || !take_calls (p, s, 1, reserve, "poll"))
+    return FALSE;
   PollJob *j = g_new0 (PollJob, 1);
   j->s = s;
   j->command_ms = s->command_ms;
@@ -709,6 +779,7 @@ poll_site (DatcProvisioner *p, SiteState *s)
   s->n_poll++;
   s->polling = TRUE;
   datc_site_worker_post (s->worker, poll_run, poll_done, j);
+  return TRUE;
 }
 
 /* ---- cancel --------------------------------------------------------- */
@@ -773,7 +844,8 @@ cancel_done (gpointer owner, gpointer data)
  * to 60 s) so an unreachable login node is not asked on every tick.
  * Proxies whose submit is still out have nothing to cancel yet. */
 static void
-cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why)
+cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why,
+                guint reserve)
 {
   if (s->cancelling)
     return;
@@ -784,7 +856,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
       if (x->job_id != NULL)
         g_ptr_array_add (ids, g_strdup (x->job_id));
     }
-  if (ids->len == 0)
+  if (ids->len == 0 || !take_calls (p, s, 1, reserve, "cancel"))
     return;
   g_ptr_array_add (ids, NULL);
   CancelJob *j = g_new0 (CancelJob, 1);
@@ -801,7 +873,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
  * left fits in the slots already running, so they would only hold a place
  * in the queue and then an allocation with nothing to do. */
 static void
-cancel_pending (DatcProvisioner *p, SiteState *s, const char *why)
+cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve)
 {
   if (g_get_monotonic_time () < s->next_cancel_us)
     return;
@@ -812,7 +884,7 @@ cancel_pending (DatcProvisioner *p, SiteState *s, const char *why)
       if (!x->connected && !x->online && !x->cancelling)
         g_ptr_array_add (which, x);
     }
-  cancel_proxies (p, s, which, why);
+  cancel_proxies (p, s, which, why, reserve);
 }
 
 /* ---- observe -------------------------------------------------------- */
@@ -974,7 +1046,7 @@ plan_pull (DatcProvisioner *p, gint64 now)
   if (demand == 0 || demand <= running)
     {
       for (guint i = 0; i < p->sites->len; i++)
-        cancel_pending (p, p->sites->pdata[i], "the work left fits in the running slots");
+        cancel_pending (p, p->sites->pdata[i], "the work left fits in the running slots", BUDGET_RESERVE);
       return;
     }
   /* Healthy sites first, in the order of the sites file. */
@@ -1004,7 +1076,7 @@ plan_static (DatcProvisioner *p, gint64 now)
       guint64 supply = s->free_running + s->coming;
       if (demand == 0 || demand <= s->free_running)
         {
-          cancel_pending (p, s, "the work left fits in the running slots");
+          cancel_pending (p, s, "the work left fits in the running slots", BUDGET_RESERVE);
           continue;
         }
       while (demand > supply && can_submit (s, now)
@@ -1120,8 +1192,10 @@ datc_provisioner_tick (DatcProvisioner *p)
           s->next_poll_us = now + s->poll_us;
           if (needs_poll (s, now))
             {
-              s->last_poll_us = now;
-              poll_site (p, s);
+              if (poll_site (p, s, BUDGET_RESERVE))
+                s->last_poll_us = now;
+              else if (!s->polling)
+                s->next_poll_us = now + G_USEC_PER_SEC; /* the budget: try again soon */
             }
         }
     }
@@ -1131,7 +1205,10 @@ datc_provisioner_tick (DatcProvisioner *p)
 
   gint64 now_real = g_get_real_time ();
   for (guint i = 0; i < p->sites->len; i++)
-    observe (p, p->sites->pdata[i], now_real);
+    {
+      observe (p, p->sites->pdata[i], now_real);
+      ((SiteState *) p->sites->pdata[i])->calls_short = FALSE; /* the plan says again */
+    }
   switch (p->mode)
     {
     case DATC_MODE_PULL: plan_pull (p, now); break;
@@ -1309,12 +1386,9 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
       for (guint i = 0; i < p->sites->len; i++)
         {
           SiteState *s = p->sites->pdata[i];
-          cancel_pending (p, s, why);
-          if (now >= s->next_poll_us)
-            {
-              s->next_poll_us = now + wait_us;
-              poll_site (p, s);
-            }
+          cancel_pending (p, s, why, 0);
+          if (now >= s->next_poll_us && poll_site (p, s, 0))
+            s->next_poll_us = now + wait_us;
         }
       if (datc_provisioner_alive (p) == 0 && submits_out (p) == 0)
         break;
@@ -1328,7 +1402,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
               g_autoptr (GPtrArray) which = g_ptr_array_new ();
               for (guint j = 0; j < s->proxies->len; j++)
                 g_ptr_array_add (which, s->proxies->pdata[j]);
-              cancel_proxies (p, s, which, why);
+              cancel_proxies (p, s, which, why, 0);
             }
           cancel_at = now + 5 * G_USEC_PER_SEC;
         }
@@ -1407,6 +1481,15 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "cancel", (gint64) s->n_cancel);
   member_int (b, "put", (gint64) s->n_put);
   json_builder_end_object (b);
+  json_builder_set_member_name (b, "max_calls_per_minute");
+  if (s->calls_per_minute > 0)
+    json_builder_add_int_value (b, s->calls_per_minute);
+  else
+    json_builder_add_null_value (b);
+  member_int (b, "calls_last_minute", calls_last_minute (s));
+  /* The plan wants a proxy here and waits for the budget. */
+  json_builder_set_member_name (b, "waiting_for_calls");
+  json_builder_add_boolean_value (b, s->calls_short);
   guint64 done = datc_dispatcher_site_done (p->disp, s->spec->name);
   json_builder_set_member_name (b, "commands_per_1000_tasks");
   if (done > 0)

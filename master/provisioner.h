@@ -39,6 +39,8 @@ typedef struct {
   guint walltime_s;        /* 0: none */
   guint poll_s;            /* 0: the provisioner's default */
   guint command_timeout_s; /* 0: DATC_SITE_COMMAND_TIMEOUT_MS */
+  guint calls_per_minute;  /* scheduler commands in any minute; 0: no limit;
+                            * DATC_SITE_CALLS_DEFAULT: the scheduler's default */
   gchar *queue, *submit_args;
   gchar *workdir;          /* on the site */
   gchar *agent_path;       /* datc-agent on the site (set after the upload when upload_from) */
@@ -49,6 +51,12 @@ typedef struct {
 
 void datc_site_spec_free (DatcSiteSpec *spec);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSiteSpec, datc_site_spec_free)
+
+/* The budget of scheduler commands when SITES.ini does not say: one every
+ * 5 s on average for a batch system, none for fork (the user's own
+ * machine). */
+#define DATC_SITE_CALLS_DEFAULT G_MAXUINT
+#define DATC_SITE_CALLS_PER_MINUTE 12u
 
 typedef struct DatcProvisioner DatcProvisioner;
 

@@ -18,7 +18,7 @@ static const char *const master_keys[] = { "listen", "advertise", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", "command_timeout", NULL,
+  "poll_interval", "command_timeout", "max_calls_per_minute", NULL,
 };
 
 typedef struct {
@@ -360,6 +360,18 @@ datc_sites_file_load (const char *path, GError **error)
       if (pi != NULL && (!datc_parse_duration (g_strstrip (pi), &c->poll_s) || c->poll_s == 0))
         problem (&ix, line_of (&ix, g, "poll_interval"),
                  "poll_interval \"%s\": expected a duration of at least 1s (5s, 1m, ...)", pi);
+      g_autofree gchar *mc = g_key_file_get_string (f->keyfile, g, "max_calls_per_minute", NULL);
+      if (mc != NULL)
+        {
+          guint64 v = 0;
+          c->calls_set = TRUE;
+          if (!g_ascii_string_to_unsigned (g_strstrip (mc), 10, 0, 100000, &v, NULL)
+              || (v > 0 && v < 4))
+            problem (&ix, line_of (&ix, g, "max_calls_per_minute"),
+                     "max_calls_per_minute \"%s\": expected 0 (no limit) or at least 4 (two "
+                     "are kept for the campaign's end)", mc);
+          c->calls_per_minute = (guint) v;
+        }
       g_autofree gchar *ct = g_key_file_get_string (f->keyfile, g, "command_timeout", NULL);
       if (ct != NULL && (!datc_parse_duration (g_strstrip (ct), &c->command_timeout_s)
                          || c->command_timeout_s == 0 || c->command_timeout_s > 3600))

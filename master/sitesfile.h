@@ -16,6 +16,8 @@
  *   poll_interval = 5s           # how often proxy states are asked for; default 5s
  *   command_timeout = 30s        # a site command (ssh, submit, poll, cancel) that takes
  *                                # longer fails, and the site shows degraded; default 30s
+ *   max_calls_per_minute = 12    # scheduler commands (submit, poll, cancel, lookup) in any
+ *                                # minute, honoured exactly; 0: no limit; default 12 (fork: 0)
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
  *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
@@ -46,6 +48,8 @@ typedef struct {
   guint slots_per_proxy, max_proxies, walltime_s;
   guint poll_s;                /* 0: the default (5 s) */
   guint command_timeout_s;     /* 0: the default (30 s) */
+  guint calls_per_minute;      /* max_calls_per_minute; 0: no limit */
+  gboolean calls_set;          /* max_calls_per_minute was given */
   gchar *agent;            /* "upload" or a path on the site */
   gchar *workdir;
 } DatcSiteConfig;
