@@ -91,7 +91,12 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
   json_builder_begin_object (b);
   add_int (b, "total", (gint64) c.total);
   add_int (b, "queued", (gint64) c.queued);
-  add_int (b, "running", (gint64) c.running);
+  /* The ledger's running tasks are those handed out; of those, tasks an
+   * agent took ahead of a free slot are shown apart, so "running" never
+   * exceeds the slots that run them. */
+  guint64 prefetched = d != NULL ? MIN (datc_dispatcher_prefetched (d), c.running) : 0;
+  add_int (b, "running", (gint64) (c.running - prefetched));
+  add_int (b, "prefetched", (gint64) prefetched);
   add_int (b, "done", (gint64) c.done);
   add_int (b, "failed", (gint64) c.failed);
   add_int (b, "cancelled", (gint64) c.cancelled);
@@ -165,11 +170,15 @@ datc_status_line (JsonObject *st)
   g_autofree gchar *eta_s = eta && !JSON_NODE_HOLDS_NULL (eta)
                                 ? human_seconds (json_node_get_double (eta))
                                 : g_strdup ("?");
+  gint64 prefetched = tasks_member (st, "prefetched");
+  g_autofree gchar *ahead = prefetched > 0
+                                ? g_strdup_printf (" (+%" G_GINT64_FORMAT " prefetched)", prefetched)
+                                : g_strdup ("");
   return g_strdup_printf ("done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT
-                          " / running %" G_GINT64_FORMAT " / queued %" G_GINT64_FORMAT
+                          " / running %" G_GINT64_FORMAT "%s / queued %" G_GINT64_FORMAT
                           " | %.1f/s | ETA %s | %u agent%s",
                           tasks_member (st, "done"), tasks_member (st, "failed"),
-                          tasks_member (st, "running"), tasks_member (st, "queued"), rate, eta_s,
+                          tasks_member (st, "running"), ahead, tasks_member (st, "queued"), rate, eta_s,
                           agents ? json_array_get_length (agents) : 0,
                           agents && json_array_get_length (agents) == 1 ? "" : "s");
 }
@@ -182,11 +191,16 @@ datc_status_print (JsonObject *st, FILE *out)
   fprintf (out, "campaign %s: %s%s\n", json_object_get_string_member_with_default (st, "dir", "?"),
            running ? "running" : "no master running",
            m && json_object_get_boolean_member_with_default (m, "open", FALSE) ? " (open)" : "");
+  gint64 prefetched = tasks_member (st, "prefetched");
+  g_autofree gchar *ahead = prefetched > 0
+                                ? g_strdup_printf (", %" G_GINT64_FORMAT " prefetched", prefetched)
+                                : g_strdup ("");
   fprintf (out, "tasks    %" G_GINT64_FORMAT " total: %" G_GINT64_FORMAT " queued, %" G_GINT64_FORMAT
-           " running, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
+           " running%s, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
            " cancelled\n",
            tasks_member (st, "total"), tasks_member (st, "queued"), tasks_member (st, "running"),
-           tasks_member (st, "done"), tasks_member (st, "failed"), tasks_member (st, "cancelled"));
+           ahead, tasks_member (st, "done"), tasks_member (st, "failed"),
+           tasks_member (st, "cancelled"));
   if (running)
     {
       g_autofree gchar *line = datc_status_line (st);
@@ -233,18 +247,19 @@ datc_status_print (JsonObject *st, FILE *out)
   JsonArray *agents = json_object_get_array_member (st, "agents");
   if (agents && json_array_get_length (agents) > 0)
     {
-      fprintf (out, "\n%-28s %-12s %-20s %6s %8s %8s %10s\n", "AGENT", "SITE", "PROXY", "SLOTS",
-               "RUNNING", "DONE", "LAST SEEN");
+      fprintf (out, "\n%-28s %-12s %-20s %6s %8s %10s %8s %10s\n", "AGENT", "SITE", "PROXY",
+               "SLOTS", "RUNNING", "PREFETCHED", "DONE", "LAST SEEN");
       for (guint i = 0; i < json_array_get_length (agents); i++)
         {
           JsonObject *a = json_array_get_object_element (agents, i);
           fprintf (out, "%-28s %-12s %-20s %6" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
-                   " %8" G_GINT64_FORMAT " %9.1fs\n",
+                   " %10" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %9.1fs\n",
                    json_object_get_string_member_with_default (a, "id", "?"),
                    json_object_get_string_member_with_default (a, "site", "?"),
                    json_object_get_string_member_with_default (a, "proxy", "?"),
                    json_object_get_int_member_with_default (a, "slots", 0),
                    json_object_get_int_member_with_default (a, "running", 0),
+                   json_object_get_int_member_with_default (a, "prefetched", 0),
                    json_object_get_int_member_with_default (a, "done", 0),
                    json_object_get_double_member_with_default (a, "last_seen_s", 0));
         }
