@@ -68,7 +68,7 @@ campaign_idle (gpointer p)
   if (st == NULL)
     return FALSE;
   return tasks (st, "total") == w->total && tasks (st, "queued") == 0
-         && tasks (st, "running") == 0;
+         && tasks (st, "running") == 0 && tasks (st, "prefetched") == 0;
 }
 
 static void
