@@ -2,6 +2,7 @@
  * (fork scheduler over the local transport, agents over TCP with CURVE),
  * a broken site that must not be hammered, and a bad file refused. */
 #include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,6 +104,56 @@ test_broken_site_backs_off (void)
   guint broken = count_events (dir, "proxy_submitted", "broken");
   g_assert_cmpuint (broken, >=, 1);
   g_assert_cmpuint (broken, <=, 5);
+}
+
+static gboolean
+site_degraded (gpointer dir)
+{
+  return count_events (dir, "site_degraded", "broken") > 0;
+}
+
+/* With no master running, `datc status` still says which site was degraded
+ * and why, from the trace (it used to show no site at all). */
+static void
+test_offline_status_keeps_site_errors (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  /* More than the good site's one agent takes (1 slot and its prefetch),
+   * so work keeps waiting and the broken site is tried again. */
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 12; i++)
+    g_string_append (t, "sleep 60\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site good]\nscheduler = fork\nslots_per_proxy = 1\n\n"
+                                      "[site broken]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "agent = /nonexistent/datc-agent\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_assert_true (tb_await (site_degraded, dir, 90));
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, "no master running"));
+  g_assert_nonnull (strstr (out, "site broken was degraded when the master stopped: proxy "));
+  g_assert_nonnull (strstr (out, "ended before its agent connected"));
+  g_assert_null (strstr (out, "site good "));
+
+  g_autoptr (JsonObject) st = tb_status (dir);
+  g_assert_nonnull (st);
+  JsonArray *list = json_object_get_array_member (st, "sites");
+  g_assert_cmpuint (json_array_get_length (list), ==, 1);
+  JsonObject *s = json_array_get_object_element (list, 0);
+  g_assert_cmpstr (json_object_get_string_member (s, "name"), ==, "broken");
+  g_assert_cmpstr (json_object_get_string_member (s, "state"), ==, "degraded");
+  g_assert_nonnull (strstr (json_object_get_string_member (s, "last_error"),
+                            "ended before its agent connected"));
 }
 
 static void
@@ -323,6 +374,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/sites/two-sites-share-the-bag-over-tcp", test_two_sites);
   g_test_add_func ("/sites/a-broken-site-is-backed-off-not-hammered", test_broken_site_backs_off);
+  g_test_add_func ("/sites/offline-status-keeps-each-site-s-degradation",
+                   test_offline_status_keeps_site_errors);
   g_test_add_func ("/sites/a-bad-sites-file-starts-nothing", test_bad_sites_file);
   g_test_add_func ("/sites/check-reports-each-site-and-probes-it", test_sites_check);
   g_test_add_func ("/sites/check-fails-a-workdir-that-cannot-be-made-or-is-open",
