@@ -136,6 +136,7 @@ static const char workdir_script[] =
   "[ -d \"$p\" ] || { echo \"cannot create $d: $p is not a directory\"; exit 1; }\n"
   "t=$(mktemp -d \"$p/.datc-check.XXXXXX\" 2>&1) || { echo \"cannot create $d: $t\"; exit 1; }\n"
   "rmdir \"$t\"\n"
+  "[ \"$2\" = parent ] && { echo \"directories can be made in $p\"; exit 0; }\n"
   "echo \"$d: can be created (0700) in $p\"\n";
 
 /* The workdir a campaign will use: proxy scripts, their logs, the agent
@@ -268,7 +269,7 @@ probe_step (const ProbeSteps *s)
 }
 
 /* The last thing the probe's master said about the site (its warnings
- * name it "site NAME: ..."), or NULL. */
+ * name it "site NAME: ..."), else its last line, or NULL. */
 static gchar *
 probe_last_word (const char *err_path, const char *site)
 {
@@ -283,6 +284,9 @@ probe_last_word (const char *err_path, const char *site)
       if (at != NULL)
         return g_utf8_make_valid (at + strlen (tag), -1);
     }
+  for (guint i = g_strv_length (lines); i-- > 0;)
+    if (g_strstrip (lines[i])[0] != '\0')
+      return g_utf8_make_valid (lines[i], -1);
   return NULL;
 }
 
