@@ -141,8 +141,9 @@ watch_fetch (const char *dir, GError **error)
           g_propagate_error (error, g_steal_pointer (&local));
           return NULL;
         }
-      /* Gone meanwhile, or its socket not there: ask again at once (the
-       * next call reads the journal when the lock is free). */
+      /* A timeout has waited already; a socket missing while the lock is
+       * held (a master starting or ending) is asked again shortly.  Once
+       * the lock is free, the next call reads the journal. */
       if (datc_control_master_running (dir)
           && g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED))
         g_usleep (100 * 1000);
