@@ -89,8 +89,8 @@ open_offline (const char *dir, DatcBag *bag, GError **error)
 
 /* ---- status -------------------------------------------------------- */
 
-JsonNode *
-datc_cmd_fetch_status (const char *dir, GError **error)
+static JsonNode *
+fetch_status (const char *dir, guint timeout_ms, GError **error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -99,7 +99,7 @@ datc_cmd_fetch_status (const char *dir, GError **error)
   json_builder_end_object (b);
   g_autoptr (JsonNode) req = json_builder_get_root (b);
   g_autoptr (GError) local = NULL;
-  JsonNode *st = datc_control_call (dir, req, CALL_TIMEOUT_MS, &local);
+  JsonNode *st = datc_control_call (dir, req, timeout_ms, &local);
   if (st != NULL)
     return st;
   if (!g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_NO_MASTER))
@@ -108,6 +108,46 @@ datc_cmd_fetch_status (const char *dir, GError **error)
       return NULL;
     }
   return datc_status_offline (dir, error);
+}
+
+JsonNode *
+datc_cmd_fetch_status (const char *dir, GError **error)
+{
+  return fetch_status (dir, CALL_TIMEOUT_MS, error);
+}
+
+/* How long --watch asks before asking again, and how long a master that
+ * holds the campaign may stay silent.  A master that is ending no longer
+ * answers its control socket (it cleans its sites, up to 30 s) and then
+ * lets the lock go: until then the watch keeps asking, and afterwards the
+ * journal holds the final state. */
+#define WATCH_CALL_MS 2000
+#define WATCH_SILENCE_MS 90000
+
+static JsonNode *
+watch_fetch (const char *dir, GError **error)
+{
+  gint64 until = g_get_monotonic_time () + (gint64) WATCH_SILENCE_MS * 1000;
+  for (;;)
+    {
+      g_autoptr (GError) local = NULL;
+      JsonNode *st = fetch_status (dir, WATCH_CALL_MS, &local);
+      if (st != NULL)
+        return st;
+      gboolean silent = g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_TIMEOUT)
+                        || g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED);
+      if (!silent || g_get_monotonic_time () >= until)
+        {
+          g_propagate_error (error, g_steal_pointer (&local));
+          return NULL;
+        }
+      /* A timeout has waited already; a socket missing while the lock is
+       * held (a master starting or ending) is asked again shortly.  Once
+       * the lock is free, the next call reads the journal. */
+      if (datc_control_master_running (dir)
+          && g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED))
+        g_usleep (100 * 1000);
+    }
 }
 
 int
@@ -132,17 +172,22 @@ datc_cmd_status (int argc, char **argv)
       g_printerr ("datc status: %s\n", error ? error->message : "unexpected arguments");
       return EXIT_INPUT;
     }
-  for (;;)
+  /* Refreshed in place on a terminal only: into a pipe or a file, frames
+   * follow each other (JSON: one object per line) with no control codes. */
+  gboolean in_place = watch && isatty (STDOUT_FILENO);
+  for (guint frame = 0;; frame++)
     {
-      g_autoptr (JsonNode) st = datc_cmd_fetch_status (dir, &error);
+      g_autoptr (JsonNode) st = watch ? watch_fetch (dir, &error) : datc_cmd_fetch_status (dir, &error);
       if (st == NULL)
         {
           g_printerr ("datc status: %s\n", error->message);
           return EXIT_CANNOT;
         }
       JsonObject *o = json_node_get_object (st);
-      if (watch)
-        fputs ("\033[H\033[J", stdout);  /* home and clear: refresh in place */
+      if (in_place)
+        fputs ("\033[H\033[J", stdout);  /* home and clear */
+      else if (watch && frame > 0 && !json)
+        fputc ('\n', stdout);
       if (json)
         {
           g_autofree gchar *text = json_to_string (st, FALSE);

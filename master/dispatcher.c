@@ -30,6 +30,8 @@ typedef struct {
   guint32 slots;
   guint64 limit, sent;    /* credit window of this session */
   guint64 assigned;       /* tasks the ledger has running here */
+  guint32 executing;      /* of those, started: its last HEARTBEAT's `running` */
+  gboolean heard_executing;  /* a HEARTBEAT of this session said so */
   guint64 done;           /* results recorded from it */
   gint64 walltime_end_us;
   gint64 connected_us;    /* first HELLO (real time) */
@@ -563,6 +565,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   /* Re-attached tasks were handed to it (by an earlier master, maybe): in
    * direct mode that was its one task. */
   a->handed = MAX (a->handed, a->assigned);
+  a->heard_executing = FALSE;
 
   DatcMsg w = { .type = DATC_MSG_WELCOME };
   w.u.welcome.epoch = d->epoch;
@@ -669,6 +672,11 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GEr
     case DATC_MSG_RESULT:
       return on_results (d, a, &m->u.results, error);
     case DATC_MSG_HEARTBEAT:
+      if (m->u.heartbeat.session == a->session)
+        {
+          a->executing = m->u.heartbeat.running;
+          a->heard_executing = TRUE;
+        }
       if (m->u.heartbeat.session == a->session && m->u.heartbeat.received < a->sent
           && a->last_seen_us - a->last_tasks_us > (gint64) d->timeout_ms * 1000 && !a->rehello)
         {
@@ -1120,6 +1128,28 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
     }
 }
 
+/* Of the tasks an agent holds, those it runs: what it last said, never
+ * more than it holds or has slots for (before its first heartbeat: as
+ * many as fit its slots).  The rest wait on it, prefetched. */
+static guint64
+agent_running (const Agent *a)
+{
+  guint64 said = a->heard_executing ? a->executing : a->assigned;
+  return MIN (MIN (said, a->assigned), (guint64) a->slots);
+}
+
+guint64
+datc_dispatcher_prefetched (DatcDispatcher *d)
+{
+  guint64 n = 0;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    n += ((Agent *) v)->assigned - agent_running (v);
+  return n;
+}
+
 void
 datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
 {
@@ -1144,7 +1174,9 @@ datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
       json_builder_set_member_name (b, "slots");
       json_builder_add_int_value (b, a->slots);
       json_builder_set_member_name (b, "running");
-      json_builder_add_int_value (b, (gint64) a->assigned);
+      json_builder_add_int_value (b, (gint64) agent_running (a));
+      json_builder_set_member_name (b, "prefetched");
+      json_builder_add_int_value (b, (gint64) (a->assigned - agent_running (a)));
       json_builder_set_member_name (b, "done");
       json_builder_add_int_value (b, (gint64) a->done);
       json_builder_set_member_name (b, "last_seen_s");

@@ -4,9 +4,16 @@
  * (driver.h: queue_argv, parse_queue). */
 #include "sitescheck.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 
 #include "driver.h"
 #include "sitesfile.h"
@@ -104,12 +111,221 @@ check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
   line (r, c->name, "queue exists", exists, exists ? answer : missing);
 }
 
+/* Run on the site with the workdir as $1.  An existing workdir must be a
+ * directory of the login user, closed to others (the agent and its key
+ * live there) and really writable (a test file, since `test -w` says yes
+ * to root and to read-only mounts alike); a missing one must be creatable
+ * where its nearest existing parent is (a directory made and removed
+ * there).  With $2 = parent, $1 is only a place to make directories in.
+ * The first line of output is the detail. */
+static const char workdir_script[] =
+  "d=$1\n"
+  "if [ \"$2\" != parent ] && { [ -e \"$d\" ] || [ -L \"$d\" ]; }; then\n"
+  "  [ -d \"$d\" ] || { echo \"$d exists and is not a directory\"; exit 1; }\n"
+  "  [ -O \"$d\" ] || { echo \"$d belongs to another user\"; exit 1; }\n"
+  "  m=$(ls -ldL \"$d\" | cut -c1-10)\n"
+  "  case $m in d\?\?\?------) ;; *) echo \"$d is $m, open to other users: chmod 700 it\"; exit 1;; esac\n"
+  "  t=$(mktemp \"$d/.datc-check.XXXXXX\" 2>&1) || { echo \"cannot write in $d: $t\"; exit 1; }\n"
+  "  rm -f \"$t\"\n"
+  "  echo \"$d: yours, 0700, writable\"\n"
+  "  exit 0\n"
+  "fi\n"
+  "p=$d\n"
+  "[ \"$2\" = parent ] || p=$(dirname \"$d\")\n"
+  "while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done\n"
+  "[ -d \"$p\" ] || { echo \"cannot create $d: $p is not a directory\"; exit 1; }\n"
+  "t=$(mktemp -d \"$p/.datc-check.XXXXXX\" 2>&1) || { echo \"cannot create $d: $t\"; exit 1; }\n"
+  "rmdir \"$t\"\n"
+  "[ \"$2\" = parent ] && { echo \"directories can be made in $p\"; exit 0; }\n"
+  "echo \"$d: can be created (0700) in $p\"\n";
+
+/* The workdir a campaign will use: proxy scripts, their logs, the agent
+ * (agent = upload) and its key go there at the first submit, so a site
+ * whose workdir cannot be made fails every submit of the campaign. */
 static gboolean
-probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, gchar **detail)
+check_workdir (Report *r, DatcSite *site, DatcSiteConfig *c)
 {
-  g_autofree gchar *tmp = g_dir_make_tmp ("datc-probe-XXXXXX", NULL);
+  const char *dir = c->workdir;
+  gboolean parent_only = FALSE;
+  if (dir == NULL && g_str_equal (c->transport, "local"))
+    {
+      line (r, c->name, "workdir writable", TRUE,
+            "none set: proxies/SITE in each campaign's directory");
+      return TRUE;
+    }
+  if (dir == NULL)
+    {
+      /* What run.c makes for a remote site: /tmp/datc-TAG/SITE per campaign. */
+      dir = "/tmp";
+      parent_only = TRUE;
+    }
+  else if (!g_path_is_absolute (dir))
+    {
+      g_autofree gchar *why = g_strdup_printf ("workdir '%s' is not an absolute path", dir);
+      line (r, c->name, "workdir writable", FALSE, why);
+      return FALSE;
+    }
+  const char *argv[] = { "/bin/sh", "-c", workdir_script, "sh", dir,
+                         parent_only ? "parent" : "", NULL };
+  DatcCommandResult res = { 0 };
+  g_autoptr (GError) e = NULL;
+  gboolean ran = datc_site_run (site, argv, &res, &e);
+  gboolean ok = ran && res.exit_status == 0;
+  g_autofree gchar *said = NULL;
+  if (ran)
+    {
+      /* Its first line: stdout, else stderr (a shell that could not start). */
+      GBytes *b = res.out != NULL && g_bytes_get_size (res.out) > 0 ? res.out : res.err;
+      gsize n = 0;
+      const char *text = b != NULL ? g_bytes_get_data (b, &n) : NULL;
+      const char *nl = text != NULL ? memchr (text, '\n', n) : NULL;
+      said = n > 0 ? g_utf8_make_valid (text, nl != NULL ? nl - text : (gssize) n)
+                   : g_strdup (ok ? dir : "the check failed without a word");
+    }
+  datc_command_result_clear (&res);
+  g_autofree gchar *detail = !ran         ? g_strdup (e->message)
+                             : parent_only ? g_strdup_printf ("none set: /tmp/datc-…/%s per "
+                                                              "campaign; %s", c->name, said)
+                                           : g_steal_pointer (&said);
+  line (r, c->name, "workdir writable", ok, detail);
+  return ok;
+}
+
+/* ---- the probe ------------------------------------------------------ */
+
+/* How long `datc run` has to end once told to stop: its own end (agents
+ * released, proxies cancelled) takes at most 30 s. */
+#define PROBE_STOP_S 40
+
+typedef struct {
+  gchar *job;           /* the probe's proxy, once submitted */
+  gboolean submitted, started, connected, finished, degraded;
+  gchar *degraded_error;
+} ProbeSteps;
+
+static void
+probe_steps_clear (ProbeSteps *s)
+{
+  g_free (s->job);
+  g_free (s->degraded_error);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProbeSteps, probe_steps_clear)
+
+/* Where the probe campaign is, from its own trace: the events the site
+ * manager and the dispatcher write for every campaign. */
+static void
+probe_read_trace (const char *dir, ProbeSteps *s)
+{
+  g_autofree gchar *path = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return;
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      if (lines[i][0] == '\0' || !json_parser_load_from_data (parser, lines[i], -1, NULL)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        continue;  /* a line being written */
+      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+      const char *event = json_object_get_string_member_with_default (o, "event", "");
+      if (g_str_equal (event, "proxy_submitted"))
+        {
+          s->submitted = TRUE;
+          g_free (s->job);
+          s->job = g_strdup (json_object_get_string_member_with_default (o, "job", "?"));
+        }
+      else if (g_str_equal (event, "proxy_started"))
+        s->started = TRUE;
+      else if (g_str_equal (event, "agent_connected"))
+        s->connected = TRUE;
+      else if (g_str_equal (event, "site_degraded"))
+        {
+          s->degraded = TRUE;
+          g_free (s->degraded_error);
+          s->degraded_error = g_strdup (json_object_get_string_member_with_default (o, "error", "?"));
+        }
+      else if (g_str_equal (event, "site_ok"))
+        s->degraded = FALSE;
+    }
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  GStatBuf st;
+  s->finished = g_stat (results, &st) == 0 && st.st_size > 0;
+}
+
+/* The step the probe waits on, in words. */
+static gchar *
+probe_step (const ProbeSteps *s)
+{
+  if (!s->submitted)
+    return g_strdup ("submitting the proxy");
+  if (s->finished)
+    return g_strdup ("the probe campaign to end (its task is done)");
+  if (s->connected)
+    return g_strdup ("the task to run on the agent");
+  if (s->started)
+    return g_strdup_printf ("the agent of job %s to connect back to the master", s->job);
+  return g_strdup_printf ("job %s to start (it is queued on the site)", s->job);
+}
+
+/* The last thing the probe's master said about the site (its warnings
+ * name it "site NAME: ..."), else its last line, or NULL. */
+static gchar *
+probe_last_word (const char *err_path, const char *site)
+{
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents (err_path, &text, NULL, NULL))
+    return NULL;
+  g_autofree gchar *tag = g_strdup_printf ("site %s: ", site);
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = g_strv_length (lines); i-- > 0;)
+    {
+      const char *at = strstr (lines[i], tag);
+      if (at != NULL)
+        return g_utf8_make_valid (at + strlen (tag), -1);
+    }
+  for (guint i = g_strv_length (lines); i-- > 0;)
+    if (g_strstrip (lines[i])[0] != '\0')
+      return g_utf8_make_valid (lines[i], -1);
+  return NULL;
+}
+
+/* Waits up to `ms` for `pid`; TRUE (and *status) once it ended. */
+static gboolean
+probe_reap (GPid pid, guint ms, int *status)
+{
+  gint64 until = g_get_monotonic_time () + (gint64) ms * 1000;
+  for (;;)
+    {
+      pid_t got = waitpid (pid, status, WNOHANG);
+      if (got == pid || (got < 0 && errno != EINTR))
+        return TRUE;
+      if (g_get_monotonic_time () >= until)
+        return FALSE;
+      g_usleep (50 * 1000);
+    }
+}
+
+/* A one-task campaign on this site alone, through `datc run` itself.  It
+ * has a deadline: at `timeout_s`, or as soon as the site is degraded, the
+ * campaign is stopped (SIGTERM: its proxies are cancelled like any
+ * campaign's) and the detail says which step it was waiting on.  Each new
+ * step is said on stderr as it comes, so a long queue wait is not
+ * silence.  Its directory is removed whatever the outcome; what it said
+ * is in the detail. */
+static gboolean
+probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s, gchar **detail)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *tmp = g_dir_make_tmp ("datc-probe-XXXXXX", &error);
+  if (tmp == NULL)
+    {
+      *detail = g_strdup (error->message);
+      return FALSE;
+    }
   g_autofree gchar *tasks = g_build_filename (tmp, "probe.txt", NULL);
   g_autofree gchar *sites = g_build_filename (tmp, "sites.ini", NULL);
+  g_autofree gchar *err_path = g_build_filename (tmp, "stderr", NULL);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   g_autoptr (GKeyFile) kf = g_key_file_new ();
   gsize n;
@@ -124,24 +340,83 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, gchar **detail)
     g_key_file_set_string (kf, "master", "listen", f->listen);
   if (f->advertise)
     g_key_file_set_string (kf, "master", "advertise", f->advertise);
-  g_file_set_contents (tasks, "true\n", -1, NULL);
-  g_key_file_save_to_file (kf, sites, NULL);
   const char *argv[] = { self, "run", "--dir", dir, "--sites", sites, "--no-progress", tasks, NULL };
-  gint status = -1;
-  g_autofree gchar *err = NULL;
-  g_autoptr (GError) error = NULL;
-  gboolean spawned = g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
-                                   NULL, NULL, &err, &status, &error);
-  gboolean ok = spawned && g_spawn_check_wait_status (status, NULL);
-  if (!ok)
-    *detail = g_strdup (spawned ? g_strstrip (err) : error->message);
+  int null_fd = -1, err_fd = -1;
+  GPid pid = 0;
+  gboolean spawned
+      = g_file_set_contents (tasks, "true\n", -1, &error)
+        && g_key_file_save_to_file (kf, sites, &error)
+        && (null_fd = open ("/dev/null", O_RDWR | O_CLOEXEC)) >= 0
+        && (err_fd = open (err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0
+        && g_spawn_async_with_fds (NULL, (gchar **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                   NULL, &pid, null_fd, null_fd, err_fd, &error);
+  if (!spawned && error == NULL)
+    g_set_error (&error, G_IO_ERROR, g_io_error_from_errno (errno), "%s: %s",
+                 null_fd < 0 ? "/dev/null" : err_path, g_strerror (errno));
+  if (null_fd >= 0)
+    close (null_fd);
+  if (err_fd >= 0)
+    close (err_fd);
+
+  gboolean ok = FALSE;
+  if (!spawned)
+    *detail = g_strdup (error->message);
   else
-    *detail = g_strdup ("a proxy ran one task and ended");
-  if (ok)
     {
-      const char *rm[] = { "/bin/rm", "-rf", tmp, NULL };
-      g_spawn_sync (NULL, (gchar **) rm, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);
+      gint64 deadline = g_get_monotonic_time () + (gint64) timeout_s * G_USEC_PER_SEC;
+      g_auto (ProbeSteps) s = { 0 };
+      g_autofree gchar *step = NULL;
+      int status = 0;
+      gboolean ended = FALSE;
+      while (!(ended = probe_reap (pid, 200, &status)))
+        {
+          probe_read_trace (dir, &s);
+          g_autofree gchar *now = probe_step (&s);
+          if (g_strcmp0 (now, step) != 0)
+            {
+              g_printerr ("probe %s: waiting for %s\n", c->name, now);
+              g_free (step);
+              step = g_steal_pointer (&now);
+            }
+          if (s.degraded || g_get_monotonic_time () >= deadline)
+            break;
+        }
+      if (ended)
+        {
+          ok = WIFEXITED (status) && WEXITSTATUS (status) == 0;
+          g_autofree gchar *said = probe_last_word (err_path, c->name);
+          *detail = ok ? g_strdup ("a proxy ran one task and ended")
+                       : g_strdup_printf ("the probe campaign ended with status %d%s%s",
+                                          WIFEXITED (status) ? WEXITSTATUS (status)
+                                                             : 128 + WTERMSIG (status),
+                                          said ? ": " : "", said ? said : "");
+        }
+      else
+        {
+          g_autofree gchar *said = probe_last_word (err_path, c->name);
+          if (s.degraded)
+            *detail = g_strdup_printf ("the site is degraded, while waiting for %s: %s", step,
+                                       s.degraded_error);
+          else
+            *detail = g_strdup_printf ("no answer within %u s: waiting for %s%s%s", timeout_s,
+                                       step, said ? "; the master last said: " : "",
+                                       said ? said : "");
+          g_printerr ("probe %s: stopping the probe campaign (its proxy is cancelled)\n",
+                      c->name);
+          kill (pid, SIGTERM);
+          if (!probe_reap (pid, PROBE_STOP_S * 1000, &status))
+            {
+              g_printerr ("probe %s: the probe campaign did not end within %d s: killed; its "
+                          "proxy (job %s) may be left on the site\n",
+                          c->name, PROBE_STOP_S, s.job ? s.job : "none");
+              kill (pid, SIGKILL);
+              waitpid (pid, &status, 0);
+            }
+        }
+      g_spawn_close_pid (pid);
     }
+  const char *rm[] = { "/bin/rm", "-rf", tmp, NULL };
+  g_spawn_sync (NULL, (gchar **) rm, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);
   return ok;
 }
 
@@ -149,8 +424,11 @@ int
 datc_cmd_sites (int argc, char **argv)
 {
   gboolean do_probe = FALSE;
+  gint probe_timeout = 600;
   GOptionEntry entries[] = {
     { "probe", 0, 0, G_OPTION_ARG_NONE, &do_probe, "Also run one tiny proxy per site", NULL },
+    { "probe-timeout", 0, 0, G_OPTION_ARG_INT, &probe_timeout,
+      "Seconds a probe may take, queue wait included (default 600)", "S" },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("check SITES.ini - check sites");
@@ -160,6 +438,11 @@ datc_cmd_sites (int argc, char **argv)
       || !g_str_equal (argv[1], "check"))
     {
       g_printerr ("datc sites: %s\n", error ? error->message : "usage: datc sites check SITES.ini [--probe]");
+      return 2;
+    }
+  if (probe_timeout < 1)
+    {
+      g_printerr ("datc sites: --probe-timeout must be at least 1 second\n");
       return 2;
     }
   g_autoptr (DatcSitesFile) f = datc_sites_file_load (argv[2], &error);
@@ -192,6 +475,7 @@ datc_cmd_sites (int argc, char **argv)
       line (&r, c->name, "reachable", up, up ? how : e ? e->message : "`true` failed");
       if (!up)
         continue;
+      guint failed_before = r.failed;
       g_autoptr (GPtrArray) progs = scheduler_programs (c->scheduler);
       for (guint j = 0; j < progs->len; j++)
         {
@@ -201,6 +485,7 @@ datc_cmd_sites (int argc, char **argv)
           line (&r, c->name, what, has, has ? NULL : e ? e->message : "not on the PATH");
         }
       check_queue (&r, site, c);
+      check_workdir (&r, site, c);
       g_clear_error (&e);
       const char *agent = g_str_equal (c->agent, "upload") ? NULL : c->agent;
       if (agent == NULL)
@@ -217,10 +502,14 @@ datc_cmd_sites (int argc, char **argv)
           gboolean has = site_has (site, agent, &e);
           line (&r, c->name, "agent deployable", has, has ? agent : "not found on the site");
         }
-      if (do_probe && self != NULL)
+      /* A probe of a site that already failed a check would only wait
+       * for the same failure. */
+      if (do_probe && self != NULL && r.failed > failed_before)
+        line (&r, c->name, "probe", FALSE, "not run: the checks above failed");
+      else if (do_probe && self != NULL)
         {
           g_autofree gchar *detail = NULL;
-          gboolean ok = probe (self, f, c, &detail);
+          gboolean ok = probe (self, f, c, (guint) probe_timeout, &detail);
           line (&r, c->name, "probe", ok, detail);
         }
     }

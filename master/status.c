@@ -2,6 +2,8 @@
 #include "status.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bag.h"
@@ -68,6 +70,81 @@ add_int (JsonBuilder *b, const char *k, gint64 v)
   json_builder_add_int_value (b, v);
 }
 
+typedef struct {
+  gchar *name, *error;
+  gboolean degraded;
+} SiteHealth;
+
+static void
+site_health_free (SiteHealth *h)
+{
+  g_free (h->name);
+  g_free (h->error);
+  g_free (h);
+}
+
+/* With no master, a site's health is what the trace last said of it: its
+ * last site_degraded (the reason, in the site's own words) and whether a
+ * site_ok came after.  Only those two events are parsed, so a long trace
+ * costs a scan. */
+static void
+describe_sites_from_trace (const char *dir, JsonBuilder *b)
+{
+  g_autofree gchar *path = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autoptr (GPtrArray) sites = g_ptr_array_new_with_free_func ((GDestroyNotify) site_health_free);
+  FILE *f = fopen (path, "re");
+  char *buf = NULL;
+  size_t cap = 0;
+  while (f != NULL && getline (&buf, &cap, f) > 0)
+    {
+      gboolean bad = strstr (buf, "\"event\":\"site_degraded\"") != NULL;
+      if (!bad && strstr (buf, "\"event\":\"site_ok\"") == NULL)
+        continue;
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      if (!json_parser_load_from_data (parser, buf, -1, NULL)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        continue;  /* a torn last line */
+      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+      const char *name = json_object_get_string_member_with_default (o, "site", NULL);
+      if (name == NULL)
+        continue;
+      SiteHealth *h = NULL;
+      for (guint i = 0; i < sites->len && h == NULL; i++)
+        if (g_str_equal (((SiteHealth *) sites->pdata[i])->name, name))
+          h = sites->pdata[i];
+      if (h == NULL)
+        {
+          h = g_new0 (SiteHealth, 1);
+          h->name = g_strdup (name);
+          g_ptr_array_add (sites, h);
+        }
+      h->degraded = bad;
+      if (bad)
+        {
+          g_free (h->error);
+          h->error = g_strdup (json_object_get_string_member_with_default (o, "error", "?"));
+        }
+    }
+  free (buf);
+  if (f != NULL)
+    fclose (f);
+  json_builder_set_member_name (b, "sites");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < sites->len; i++)
+    {
+      SiteHealth *h = sites->pdata[i];
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "name");
+      json_builder_add_string_value (b, h->name);
+      json_builder_set_member_name (b, "state");
+      json_builder_add_string_value (b, h->degraded ? "degraded" : "ok");
+      json_builder_set_member_name (b, "last_error");
+      json_builder_add_string_value (b, h->error);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}
+
 JsonNode *
 datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
                    DatcRate *rate, gboolean running, gboolean open)
@@ -91,7 +168,12 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
   json_builder_begin_object (b);
   add_int (b, "total", (gint64) c.total);
   add_int (b, "queued", (gint64) c.queued);
-  add_int (b, "running", (gint64) c.running);
+  /* The ledger's running tasks are those handed out; of those, tasks an
+   * agent took ahead of a free slot are shown apart, so "running" never
+   * exceeds the slots that run them. */
+  guint64 prefetched = d != NULL ? MIN (datc_dispatcher_prefetched (d), c.running) : 0;
+  add_int (b, "running", (gint64) (c.running - prefetched));
+  add_int (b, "prefetched", (gint64) prefetched);
   add_int (b, "done", (gint64) c.done);
   add_int (b, "failed", (gint64) c.failed);
   add_int (b, "cancelled", (gint64) c.cancelled);
@@ -99,6 +181,8 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
 
   if (p != NULL && d != NULL)
     datc_provisioner_describe (p, b);
+  else if (!running)
+    describe_sites_from_trace (dir, b);
   else
     {
       json_builder_set_member_name (b, "sites");
@@ -165,11 +249,15 @@ datc_status_line (JsonObject *st)
   g_autofree gchar *eta_s = eta && !JSON_NODE_HOLDS_NULL (eta)
                                 ? human_seconds (json_node_get_double (eta))
                                 : g_strdup ("?");
+  gint64 prefetched = tasks_member (st, "prefetched");
+  g_autofree gchar *ahead = prefetched > 0
+                                ? g_strdup_printf (" (+%" G_GINT64_FORMAT " prefetched)", prefetched)
+                                : g_strdup ("");
   return g_strdup_printf ("done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT
-                          " / running %" G_GINT64_FORMAT " / queued %" G_GINT64_FORMAT
+                          " / running %" G_GINT64_FORMAT "%s / queued %" G_GINT64_FORMAT
                           " | %.1f/s | ETA %s | %u agent%s",
                           tasks_member (st, "done"), tasks_member (st, "failed"),
-                          tasks_member (st, "running"), tasks_member (st, "queued"), rate, eta_s,
+                          tasks_member (st, "running"), ahead, tasks_member (st, "queued"), rate, eta_s,
                           agents ? json_array_get_length (agents) : 0,
                           agents && json_array_get_length (agents) == 1 ? "" : "s");
 }
@@ -182,11 +270,16 @@ datc_status_print (JsonObject *st, FILE *out)
   fprintf (out, "campaign %s: %s%s\n", json_object_get_string_member_with_default (st, "dir", "?"),
            running ? "running" : "no master running",
            m && json_object_get_boolean_member_with_default (m, "open", FALSE) ? " (open)" : "");
+  gint64 prefetched = tasks_member (st, "prefetched");
+  g_autofree gchar *ahead = prefetched > 0
+                                ? g_strdup_printf (", %" G_GINT64_FORMAT " prefetched", prefetched)
+                                : g_strdup ("");
   fprintf (out, "tasks    %" G_GINT64_FORMAT " total: %" G_GINT64_FORMAT " queued, %" G_GINT64_FORMAT
-           " running, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
+           " running%s, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
            " cancelled\n",
            tasks_member (st, "total"), tasks_member (st, "queued"), tasks_member (st, "running"),
-           tasks_member (st, "done"), tasks_member (st, "failed"), tasks_member (st, "cancelled"));
+           ahead, tasks_member (st, "done"), tasks_member (st, "failed"),
+           tasks_member (st, "cancelled"));
   if (running)
     {
       g_autofree gchar *line = datc_status_line (st);
@@ -194,7 +287,24 @@ datc_status_print (JsonObject *st, FILE *out)
       fprintf (out, "progress %s\n", bar ? bar + 2 : line);
     }
   JsonArray *sites = json_object_get_array_member (st, "sites");
-  if (sites && json_array_get_length (sites) > 0)
+  if (!running && sites)
+    {
+      /* Offline: what the trace kept of each site's trouble. */
+      for (guint i = 0; i < json_array_get_length (sites); i++)
+        {
+          JsonObject *s = json_array_get_object_element (sites, i);
+          const char *error = json_object_get_string_member_with_default (s, "last_error", NULL);
+          gboolean degraded = g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""),
+                                         "degraded") == 0;
+          if (error != NULL)
+            fprintf (out, "site %s %s: %s\n",
+                     json_object_get_string_member_with_default (s, "name", "?"),
+                     degraded ? "was degraded when the master stopped"
+                              : "was degraded, then worked again; the reason was",
+                     error);
+        }
+    }
+  else if (sites && json_array_get_length (sites) > 0)
     {
       if (json_object_has_member (st, "mode"))
         fprintf (out, "mode     %s\n", json_object_get_string_member (st, "mode"));
@@ -233,18 +343,19 @@ datc_status_print (JsonObject *st, FILE *out)
   JsonArray *agents = json_object_get_array_member (st, "agents");
   if (agents && json_array_get_length (agents) > 0)
     {
-      fprintf (out, "\n%-28s %-12s %-20s %6s %8s %8s %10s\n", "AGENT", "SITE", "PROXY", "SLOTS",
-               "RUNNING", "DONE", "LAST SEEN");
+      fprintf (out, "\n%-28s %-12s %-20s %6s %8s %10s %8s %10s\n", "AGENT", "SITE", "PROXY",
+               "SLOTS", "RUNNING", "PREFETCHED", "DONE", "LAST SEEN");
       for (guint i = 0; i < json_array_get_length (agents); i++)
         {
           JsonObject *a = json_array_get_object_element (agents, i);
           fprintf (out, "%-28s %-12s %-20s %6" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
-                   " %8" G_GINT64_FORMAT " %9.1fs\n",
+                   " %10" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %9.1fs\n",
                    json_object_get_string_member_with_default (a, "id", "?"),
                    json_object_get_string_member_with_default (a, "site", "?"),
                    json_object_get_string_member_with_default (a, "proxy", "?"),
                    json_object_get_int_member_with_default (a, "slots", 0),
                    json_object_get_int_member_with_default (a, "running", 0),
+                   json_object_get_int_member_with_default (a, "prefetched", 0),
                    json_object_get_int_member_with_default (a, "done", 0),
                    json_object_get_double_member_with_default (a, "last_seen_s", 0));
         }

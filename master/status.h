@@ -1,8 +1,12 @@
 /* status.h: what `datc status` shows, built by the running master (live) or
  * from the journal when none runs (offline).  One JSON object:
  *   {"dir", "master": {"running", "open"},
- *    "tasks": {"total","queued","running","done","failed","cancelled"},
+ *    "tasks": {"total","queued","running","prefetched","done","failed","cancelled"},
+ *   ("running": started on an agent; "prefetched": handed to an agent that
+ *   has not started them yet, live only),
  *    "sites": [...], "agents": [...], "rate_per_s", "eta_s" (null: unknown)}
+ * Offline, "sites" holds the sites the trace saw degraded: {name, state,
+ * last_error}, state "ok" when a site_ok came after. 
  * and a one-line form for the progress line. */
 #pragma once
 

@@ -358,7 +358,8 @@ holds_prefetched (gpointer data)
     {
       JsonObject *a = json_array_get_object_element (agents, i);
       if (strstr (json_object_get_string_member (a, "id"), tag) != NULL)
-        return json_object_get_int_member (a, "running") > json_object_get_int_member (a, "slots");
+        return json_object_get_int_member (a, "running") + json_object_get_int_member (a, "prefetched")
+               > json_object_get_int_member (a, "slots");
     }
   return FALSE;
 }

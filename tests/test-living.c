@@ -68,7 +68,7 @@ campaign_idle (gpointer p)
   if (st == NULL)
     return FALSE;
   return tasks (st, "total") == w->total && tasks (st, "queued") == 0
-         && tasks (st, "running") == 0;
+         && tasks (st, "running") == 0 && tasks (st, "prefetched") == 0;
 }
 
 static void
@@ -331,6 +331,111 @@ test_progress_line (void)
   g_assert_null (strchr (err, '\r'));
 }
 
+/* ---- status --watch into a pipe; running apart from prefetched ------- */
+
+/* The master answers status: the campaign is live. */
+static gboolean
+campaign_live (gpointer p)
+{
+  Idle *w = p;
+  g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
+  return st != NULL
+         && json_object_get_boolean_member (json_object_get_object_member (st, "master"), "running");
+}
+
+/* `datc status --watch` into a pipe (not a terminal) follows the campaign
+ * to its end: no screen-control codes, the final counts as its last frame,
+ * exit 0 (its last frame used to stay at "running", then "the master did
+ * not answer" and exit 3). */
+static void
+test_watch_into_a_pipe (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 8; i++)
+    g_string_append (t, "sleep 0.5\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  Idle live = { d, dir, 8 };
+  g_assert_true (tb_await (campaign_live, &live, 60));
+  const char *watch_argv[] = { tb_datc (), "status", dir, "--watch", "--interval", "0.2", NULL };
+  g_autoptr (TbProc) watch = tb_spawn (d, "watch", watch_argv);
+  g_assert_cmpint (tb_wait (watch, 90), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (watch);
+  g_assert_null (strchr (out, '\033'));
+  /* Several frames, the first of a running campaign, the last its end. */
+  g_assert_nonnull (strstr (out, ": running\n"));
+  const char *last = g_strrstr (out, "campaign ");
+  g_assert_nonnull (last);
+  g_assert_true (g_str_has_prefix (last, "campaign "));
+  g_assert_nonnull (strstr (last, ": no master running\n"));
+  g_assert_nonnull (strstr (last, "tasks    8 total: 0 queued, 0 running, 8 done, 0 failed, "
+                                  "0 cancelled\n"));
+}
+
+typedef struct {
+  TbDir *d;
+  const char *dir;
+  JsonObject *st;   /* the status that showed it */
+} Ahead;
+
+/* Status shows tasks prefetched apart from those running. */
+static gboolean
+shows_prefetched (gpointer p)
+{
+  Ahead *w = p;
+  g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
+  if (st == NULL || !json_object_has_member (json_object_get_object_member (st, "tasks"),
+                                             "prefetched"))
+    return FALSE;
+  if (tasks (st, "prefetched") == 0 || tasks (st, "running") == 0)
+    return FALSE;
+  g_clear_pointer (&w->st, json_object_unref);
+  w->st = json_object_ref (st);
+  return TRUE;
+}
+
+/* Long tasks on 2 slots: the agent asks for more than its slots
+ * (prefetch), and status counts as running only what the slots run; the
+ * rest is shown as prefetched, per agent too (it used to show them all as
+ * running: 32 running on 16 slots). */
+static void
+test_prefetched_apart (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 12; i++)
+    g_string_append (t, "sleep 60\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  Ahead w = { d, dir, NULL };
+  g_assert_true (tb_await (shows_prefetched, &w, 60));
+  g_assert_cmpint (tasks (w.st, "running"), ==, 2);
+  g_assert_cmpint (tasks (w.st, "running") + tasks (w.st, "prefetched") + tasks (w.st, "queued"),
+                   ==, 12);
+  JsonArray *agents = json_object_get_array_member (w.st, "agents");
+  g_assert_cmpuint (json_array_get_length (agents), ==, 1);
+  JsonObject *a = json_array_get_object_element (agents, 0);
+  g_assert_cmpint (json_object_get_int_member (a, "running"), <=,
+                   json_object_get_int_member (a, "slots"));
+  g_assert_cmpint (json_object_get_int_member (a, "prefetched"), ==, tasks (w.st, "prefetched"));
+  /* The text says so. */
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status-text", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, " running, "));
+  g_assert_nonnull (strstr (out, " prefetched, "));
+  json_object_unref (w.st);
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+}
+
 /* ---- the control socket is the owner's alone ------------------------- */
 
 static void
@@ -542,6 +647,10 @@ main (int argc, char **argv)
   g_test_add_func ("/living/open-campaign-takes-waves-of-submits-and-closes", test_open_campaign);
   g_test_add_func ("/living/cancel-stops-everything-and-resumes-only-when-asked", test_cancel);
   g_test_add_func ("/living/progress-line-updates-in-place-on-a-terminal-only", test_progress_line);
+  g_test_add_func ("/living/status-watch-into-a-pipe-ends-with-the-final-counts",
+                   test_watch_into_a_pipe);
+  g_test_add_func ("/living/status-shows-prefetched-tasks-apart-from-running",
+                   test_prefetched_apart);
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);

@@ -1,7 +1,10 @@
 /* test-sites.c: campaigns described by a SITES.ini: several sites at once
  * (fork scheduler over the local transport, agents over TCP with CURVE),
  * a broken site that must not be hammered, and a bad file refused. */
+#include <glib/gstdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -103,6 +106,56 @@ test_broken_site_backs_off (void)
   g_assert_cmpuint (broken, <=, 5);
 }
 
+static gboolean
+site_degraded (gpointer dir)
+{
+  return count_events (dir, "site_degraded", "broken") > 0;
+}
+
+/* With no master running, `datc status` still says which site was degraded
+ * and why, from the trace (it used to show no site at all). */
+static void
+test_offline_status_keeps_site_errors (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  /* More than the good site's one agent takes (1 slot and its prefetch),
+   * so work keeps waiting and the broken site is tried again. */
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 12; i++)
+    g_string_append (t, "sleep 60\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site good]\nscheduler = fork\nslots_per_proxy = 1\n\n"
+                                      "[site broken]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "agent = /nonexistent/datc-agent\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_assert_true (tb_await (site_degraded, dir, 90));
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, "no master running"));
+  g_assert_nonnull (strstr (out, "site broken was degraded when the master stopped: proxy "));
+  g_assert_nonnull (strstr (out, "ended before its agent connected"));
+  g_assert_null (strstr (out, "site good "));
+
+  g_autoptr (JsonObject) st = tb_status (dir);
+  g_assert_nonnull (st);
+  JsonArray *list = json_object_get_array_member (st, "sites");
+  g_assert_cmpuint (json_array_get_length (list), ==, 1);
+  JsonObject *s = json_array_get_object_element (list, 0);
+  g_assert_cmpstr (json_object_get_string_member (s, "name"), ==, "broken");
+  g_assert_cmpstr (json_object_get_string_member (s, "state"), ==, "degraded");
+  g_assert_nonnull (strstr (json_object_get_string_member (s, "last_error"),
+                            "ended before its agent connected"));
+}
+
 static void
 test_bad_sites_file (void)
 {
@@ -159,13 +212,175 @@ test_sites_check (void)
     }
 }
 
+/* The line `datc sites check` prints for one check (transfer full). */
+static gchar *
+check_line (const char *site, const char *check, gboolean ok, const char *detail)
+{
+  return g_strdup_printf ("%-14s %-22s %-4s %s\n", site, check, ok ? "ok" : "FAIL", detail);
+}
+
+/* The workdir is where a campaign puts proxy scripts, logs, the agent and
+ * its key: a place that cannot be made or written, or that is another's
+ * or open to others, fails the check (it used to say "0 checks failed"
+ * and let the campaign fail every submit), and no probe is run there. */
+static void
+test_sites_check_workdir (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "afile", "");
+  g_autofree gchar *under_file = g_build_filename (file, "datc", NULL);
+  g_autofree gchar *open_dir = g_build_filename (d->path, "open", NULL);
+  g_autofree gchar *good = g_build_filename (d->path, "good", NULL);
+  g_autofree gchar *fresh = g_build_filename (good, "new", "datc", NULL);
+  g_assert_cmpint (g_mkdir (open_dir, 0755), ==, 0);
+  g_assert_cmpint (chmod (open_dir, 0755), ==, 0);
+  g_assert_cmpint (g_mkdir (good, 0700), ==, 0);
+  g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n"
+                                           "[site file]\nscheduler = fork\nworkdir = %s\n"
+                                           "[site open]\nscheduler = fork\nworkdir = %s\n"
+                                           "[site good]\nscheduler = fork\nworkdir = %s\n"
+                                           "[site fresh]\nscheduler = fork\nworkdir = %s\n"
+                                           "[site rel]\nscheduler = fork\nworkdir = datc\n",
+                                           under_file, open_dir, good, fresh);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  const char *argv[] = { tb_datc (), "sites", "check", sites, "--probe", NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "check", argv);
+  g_assert_cmpint (tb_wait (p, 120), ==, 1);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_autofree gchar *no_dir = g_strdup_printf ("cannot create %s: %s is not a directory",
+                                              under_file, file);
+  g_autofree gchar *is_open = g_strdup_printf ("%s is drwxr-xr-x, open to other users: chmod 700 it",
+                                               open_dir);
+  g_autofree gchar *is_good = g_strdup_printf ("%s: yours, 0700, writable", good);
+  g_autofree gchar *can = g_strdup_printf ("%s: can be created (0700) in %s", fresh, good);
+  struct { const char *site; gboolean ok; const char *detail; } want[] = {
+    { "file", FALSE, no_dir },
+    { "open", FALSE, is_open },
+    { "good", TRUE, is_good },
+    { "fresh", TRUE, can },
+    { "rel", FALSE, "workdir 'datc' is not an absolute path" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autofree gchar *l = check_line (want[i].site, "workdir writable", want[i].ok,
+                                        want[i].detail);
+      g_assert_nonnull (strstr (out, l));
+    }
+  g_autofree gchar *not_run = check_line ("file", "probe", FALSE,
+                                          "not run: the checks above failed");
+  g_assert_nonnull (strstr (out, not_run));
+  g_assert_nonnull (strstr (out, "good           probe                  ok   "
+                                 "a proxy ran one task and ended"));
+  g_assert_nonnull (strstr (out, "6 checks failed"));
+
+  /* A login user who cannot write where the workdir would go (a root-owned
+   * directory, like /root/datc): as another user when we are root, else
+   * a directory we made read-only. */
+  g_autofree gchar *closed = g_build_filename (d->path, "closed", NULL);
+  g_autofree gchar *inside = g_build_filename (closed, "datc", NULL);
+  g_assert_cmpint (g_mkdir (closed, 0555), ==, 0);
+  g_assert_cmpint (chmod (closed, 0555), ==, 0);
+  g_autofree gchar *ini2 = g_strdup_printf ("[site locked]\nscheduler = fork\nworkdir = %s\n", inside);
+  g_autofree gchar *sites2 = tb_write (d, "locked.ini", ini2);
+  g_autoptr (TbProc) p2 = NULL;
+  if (geteuid () == 0)
+    {
+      g_assert_cmpint (chmod (d->path, 0755), ==, 0);
+      g_assert_cmpint (chmod (sites2, 0644), ==, 0);
+      const char *a2[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                           tb_datc (), "sites", "check", sites2, NULL };
+      p2 = tb_spawn (d, "locked", a2);
+    }
+  else
+    {
+      const char *a2[] = { tb_datc (), "sites", "check", sites2, NULL };
+      p2 = tb_spawn (d, "locked", a2);
+    }
+  g_assert_cmpint (tb_wait (p2, 60), ==, 1);
+  g_autofree gchar *out2 = tb_proc_stdout (p2);
+  g_autofree gchar *locked = g_strdup_printf ("locked         workdir writable       FAIL "
+                                              "cannot create %s: ", inside);
+  g_assert_nonnull (strstr (out2, locked));
+  g_assert_nonnull (strstr (out2, "Permission denied"));
+  g_assert_nonnull (strstr (out2, "1 check failed"));
+  g_assert_cmpint (chmod (closed, 0700), ==, 0);
+}
+
+/* Names of /tmp/datc-probe-* directories (transfer full). */
+static GHashTable *
+probe_dirs (void)
+{
+  GHashTable *out = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GDir) dir = g_dir_open (g_get_tmp_dir (), 0, NULL);
+  const char *n;
+  while (dir != NULL && (n = g_dir_read_name (dir)) != NULL)
+    if (g_str_has_prefix (n, "datc-probe-"))
+      g_hash_table_add (out, g_strdup (n));
+  return out;
+}
+
+static gboolean
+pid_file_gone (gpointer data)
+{
+  g_autofree gchar *text = NULL;
+  gint64 pid = 0;
+  if (!g_file_get_contents (data, &text, NULL, NULL) || (pid = g_ascii_strtoll (text, NULL, 10)) <= 1)
+    return FALSE;
+  return tb_pid_gone ((int) pid);
+}
+
+/* A site whose proxies start but whose agent never connects (its agent
+ * command only sleeps): the probe stops at its deadline, says which step it
+ * waited on, leaves neither the proxy nor its /tmp/datc-probe-* directory
+ * (it used to wait for ever, silently). */
+static void
+test_probe_deadline (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *pid_file = g_build_filename (d->path, "sleeper.pid", NULL);
+  g_autofree gchar *script = g_strdup_printf ("#!/bin/sh\necho $$ > '%s'\nexec sleep 600\n",
+                                              pid_file);
+  g_autofree gchar *sleeper = tb_write (d, "sleeper.sh", script);
+  g_assert_cmpint (chmod (sleeper, 0755), ==, 0);
+  g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n"
+                                           "[site slow]\nscheduler = fork\nagent = %s\n", sleeper);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  g_autoptr (GHashTable) before = probe_dirs ();
+  const char *argv[] = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "3",
+                         NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "check", argv);
+  g_assert_cmpint (tb_wait (p, 90), ==, 1);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  g_autofree gchar *err = tb_proc_stderr (p);
+  g_assert_nonnull (strstr (out, "slow           probe                  FAIL no answer within 3 s: "
+                                 "waiting for the agent of job "));
+  g_assert_nonnull (strstr (out, " to connect back to the master"));
+  /* Each step was said as it came. */
+  g_assert_nonnull (strstr (err, "probe slow: waiting for the agent of job "));
+  /* Its proxy is gone, and its directory. */
+  g_assert_true (tb_await (pid_file_gone, pid_file, 60));
+  g_autoptr (GHashTable) after = probe_dirs ();
+  GHashTableIter it;
+  gpointer name;
+  g_hash_table_iter_init (&it, after);
+  while (g_hash_table_iter_next (&it, &name, NULL))
+    if (!g_hash_table_contains (before, name))
+      g_error ("left behind: %s/%s", g_get_tmp_dir (), (char *) name);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/sites/two-sites-share-the-bag-over-tcp", test_two_sites);
   g_test_add_func ("/sites/a-broken-site-is-backed-off-not-hammered", test_broken_site_backs_off);
+  g_test_add_func ("/sites/offline-status-keeps-each-site-s-degradation",
+                   test_offline_status_keeps_site_errors);
   g_test_add_func ("/sites/a-bad-sites-file-starts-nothing", test_bad_sites_file);
   g_test_add_func ("/sites/check-reports-each-site-and-probes-it", test_sites_check);
+  g_test_add_func ("/sites/check-fails-a-workdir-that-cannot-be-made-or-is-open",
+                   test_sites_check_workdir);
+  g_test_add_func ("/sites/probe-stops-at-its-deadline-naming-the-step-and-cleans-up",
+                   test_probe_deadline);
   return g_test_run ();
 }
