@@ -311,6 +311,26 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, guint slo
   return g_string_free (cmd, FALSE);
 }
 
+/* An agent path that is not on the site would only show as proxies that
+ * end before they connect, the reason in a log on the site: name the path.
+ * Only an absolute path is looked for: a bare name may be on the PATH of
+ * a batch job (a module loaded there) and not on that of a login shell. */
+static gboolean
+agent_is_there (DatcSiteSpec *sp, GError **error)
+{
+  const char *argv[] = { "/bin/sh", "-c", "test -x \"$1\"", "datc-agent-check", sp->agent_path,
+                         NULL };
+  DatcCommandResult res = { 0 };
+  gboolean ran = datc_site_run (sp->site, argv, &res, error);
+  gboolean there = ran && res.exit_status == 0;
+  datc_command_result_clear (&res);
+  if (ran && !there)
+    g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                 "agent %s not found on site %s (or not executable there)", sp->agent_path,
+                 sp->name);
+  return there;
+}
+
 /* Puts the agent (agent = upload) and the campaign's agent key on the
  * site, once.  Done at the first submit rather than at start, so a site
  * that is unreachable at start only delays itself. */
@@ -320,6 +340,9 @@ prepare_site (SiteState *s, GError **error)
   if (s->prepared)
     return TRUE;
   DatcSiteSpec *sp = s->spec;
+  if (sp->upload_from == NULL && sp->agent_path != NULL && sp->agent_path[0] == '/'
+      && !agent_is_there (sp, error))
+    return FALSE;
   if (sp->upload_from != NULL && sp->agent_path == NULL)
     {
       s->n_put++;
