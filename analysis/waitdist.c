@@ -4,6 +4,7 @@
 #include "waitdist.h"
 
 #include <errno.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +167,148 @@ parse_positive_arg (const char *what, const char *text, double lo, double hi, do
       return FALSE;
     }
   return TRUE;
+}
+
+void
+datc_site_waits_free (DatcSiteWaits *w)
+{
+  if (w == NULL)
+    return;
+  g_free (w->site);
+  g_array_unref (w->waits);
+  g_free (w);
+}
+
+gboolean
+datc_waits_file_is_trace (const char *path)
+{
+  FILE *f = fopen (path, "re");
+  if (f == NULL)
+    return FALSE;
+  gboolean trace = FALSE;
+  int ch;
+  /* Skip blank lines and # comments a byte at a time: no line is read
+   * whole, so a huge first line costs nothing. */
+  while ((ch = getc (f)) != EOF)
+    {
+      if (ch == '#')
+        {
+          while ((ch = getc (f)) != EOF && ch != '\n')
+            ;
+          continue;
+        }
+      if (g_ascii_isspace (ch))
+        continue;
+      trace = ch == '{';
+      break;
+    }
+  fclose (f);
+  return trace;
+}
+
+static DatcSiteWaits *
+site_waits_get (GPtrArray *sites, const char *name)
+{
+  for (guint i = 0; i < sites->len; i++)
+    {
+      DatcSiteWaits *w = sites->pdata[i];
+      if (g_str_equal (w->site, name))
+        return w;
+    }
+  DatcSiteWaits *w = g_new0 (DatcSiteWaits, 1);
+  w->site = g_strdup (name);
+  w->waits = g_array_new (FALSE, FALSE, sizeof (double));
+  g_ptr_array_add (sites, w);
+  return w;
+}
+
+/* A string member, or NULL when absent or of another type (the trace
+ * comes from outside: no type is taken on trust). */
+static const char *
+string_member (JsonObject *o, const char *key)
+{
+  JsonNode *n = json_object_get_member (o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+GPtrArray *
+datc_waits_load_trace (const char *path, guint *skipped, GError **error)
+{
+  FILE *f = fopen (path, "re");
+  if (f == NULL)
+    {
+      int e = errno;
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: %s", path,
+                   g_strerror (e));
+      return NULL;
+    }
+  g_autoptr (GPtrArray) sites = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  guint lineno = 0;
+  gsize total = 0;
+  gboolean ok = TRUE;
+  *skipped = 0;
+  while (ok && (len = getline (&line, &cap, f)) >= 0)
+    {
+      lineno++;
+      /* A last line without its newline is still being written. */
+      if (line[len - 1] != '\n')
+        break;
+      /* Most events are not proxy_started: parse only those. */
+      if (strstr (line, "\"proxy_started\"") == NULL)
+        continue;
+      if (!json_parser_load_from_data (parser, line, len, NULL)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        {
+          (*skipped)++;
+          continue;
+        }
+      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+      const char *ev = string_member (o, "event");
+      const char *site = string_member (o, "site");
+      JsonNode *wn = json_object_get_member (o, "wait_us");
+      if (ev == NULL || !g_str_equal (ev, "proxy_started"))
+        continue;
+      if (site == NULL || wn == NULL || !JSON_NODE_HOLDS_VALUE (wn)
+          || json_node_get_value_type (wn) != G_TYPE_INT64)
+        {
+          (*skipped)++;
+          continue;
+        }
+      gint64 us = json_node_get_int (wn);
+      if (us < 0)
+        continue;
+      if (total >= DATC_WAIT_MAX_SAMPLES)
+        {
+          g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_LIMIT,
+                       "%s:%u: more than %u waits", path, lineno, DATC_WAIT_MAX_SAMPLES);
+          ok = FALSE;
+          break;
+        }
+      double v = (double) us / 1e6;
+      g_array_append_val (site_waits_get (sites, site)->waits, v);
+      total++;
+    }
+  if (ok && ferror (f))
+    {
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: read error", path);
+      ok = FALSE;
+    }
+  free (line);
+  fclose (f);
+  if (ok && total == 0)
+    {
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
+                   "%s: no proxy started on a site yet, so no queue waits (the embedded local "
+                   "site has no queue)", path);
+      ok = FALSE;
+    }
+  return ok ? g_steal_pointer (&sites) : NULL;
 }
 
 DatcWaitDist *

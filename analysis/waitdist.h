@@ -41,6 +41,26 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcWaitDist, datc_wait_dist_unref)
 /* Reads a waits file: one non-negative time per line.  (transfer full) */
 GArray *datc_waits_load_file (const char *path, GError **error);
 
+/* One site's queue waits, in seconds, in the order the trace has them. */
+typedef struct
+{
+  gchar *site;
+  GArray *waits; /* double */
+} DatcSiteWaits;
+
+void datc_site_waits_free (DatcSiteWaits *w);
+
+/* TRUE when `path` is a campaign's trace rather than a file of times: its
+ * first line that is not blank or a # comment is a JSON object. */
+gboolean datc_waits_file_is_trace (const char *path);
+/* The queue waits of a campaign, per site (sites in the order first
+ * seen), from the wait_us of the proxy_started events of its trace.jsonl.
+ * A proxy whose submit time was lost (-1) is left out; a last line without
+ * its newline is still being written and is left for later; other
+ * unreadable proxy_started lines are skipped and counted in *skipped.  Fails when no proxy_started event has a wait.  (transfer
+ * full: DatcSiteWaits) */
+GPtrArray *datc_waits_load_trace (const char *path, guint *skipped, GError **error);
+
 DatcWaitKind datc_wait_dist_kind (const DatcWaitDist *d);
 double datc_wait_dist_sample (const DatcWaitDist *d, DatcRng *rng);
 /* The mean (INFINITY for a lomax with alpha <= 1). */
