@@ -154,31 +154,42 @@ test_cli_waits_bounds_or_says_how_many_are_needed (void)
   fixture_remove_tree (dir);
 }
 
-/* A campaign's trace as the master writes it: proxy_started events carry
- * the queue wait (wait_us) of each proxy; site A's proxies waited 10 s,
- * 20 s, ... 590 s, site B's two 5 s and 7 s. */
+/* A campaign's trace as the master writes it: site A's proxies waited
+ * 10 s, 20 s, ... 590 s; site B's b1 waited 5 s (its agent's HELLO; the
+ * master saw it only at 9 s) and b2 7 s (its submit is not in the trace:
+ * the wait_us of its proxy_started). */
 static gchar *
 trace_with_waits (const char *dir)
 {
-  GString *t = g_string_new ("{\"time\":1700000000000000,\"event\":\"campaign_started\",\"tasks\":9,"
-                             "\"resumed\":false}\n");
-  for (guint i = 1; i <= 59; i++)
+  const gint64 t0 = G_GINT64_CONSTANT (1700000000000000), s = G_USEC_PER_SEC;
+  GString *t = g_string_new (NULL);
+  g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"campaign_started\"}\n", t0);
+  for (gint64 i = 1; i <= 59; i++)
     {
-      g_string_append_printf (t, "{\"time\":17000000%08u000,\"event\":\"proxy_submitted\",\"site\":\"A\","
-                                 "\"proxy\":\"a%u\",\"job\":\"%u\",\"slots\":1}\n", i, i, i);
-      g_string_append_printf (t, "{\"time\":17000000%08u000,\"event\":\"proxy_started\",\"site\":\"A\","
-                                 "\"proxy\":\"a%u\",\"job\":\"%u\",\"seen_by\":\"agent\",\"started\":1,"
-                                 "\"wait_us\":%u000000}\n", i + 1, i, i, i * 10);
-      if (i == 3)
-        g_string_append (t, "{\"time\":1700000000000001,\"event\":\"proxy_started\",\"site\":\"B\","
-                            "\"proxy\":\"b1\",\"wait_us\":5000000}\n"
-                            /* A resumed master that lost the submit time. */
-                            "{\"time\":1700000000000002,\"event\":\"proxy_started\",\"site\":\"A\","
-                            "\"proxy\":\"a0\",\"wait_us\":-1}\n"
-                            "{\"time\":1700000000000003,\"event\":\"proxy_started\",\"site\":7,"
-                            "\"wait_us\":\"soon\"}\n"
-                            "{\"time\":1700000000000004,\"event\":\"proxy_started\",\"site\":\"B\","
-                            "\"proxy\":\"b2\",\"wait_us\":7000000}\n");
+      gint64 sub = t0 + i * 1000 * s, start = sub + i * 10 * s;
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\","
+                                 "\"site\":\"A\",\"proxy\":\"a%" G_GINT64_FORMAT "\"}\n", sub, i);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_started\","
+                                 "\"site\":\"A\",\"proxy\":\"a%" G_GINT64_FORMAT "\",\"seen_by\":"
+                                 "\"scheduler\",\"started\":%" G_GINT64_FORMAT ",\"wait_us\":%"
+                                 G_GINT64_FORMAT "}\n", start + 1000, i, start, start - sub);
+      if (i != 3)
+        continue;
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\"}\n"
+                                 "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\"}\n"
+                                 "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_started\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\",\"started\":%" G_GINT64_FORMAT
+                                 ",\"wait_us\":9000000}\n",
+                              t0, t0 + 5 * s, t0 + 9 * s, t0 + 9 * s);
+      g_string_append (t, "{\"time\":1700000000000002,\"event\":\"proxy_started\",\"site\":\"B\","
+                          "\"proxy\":\"b2\",\"wait_us\":7000000}\n"
+                          /* Neither a submit time nor a wait: left out. */
+                          "{\"time\":1700000000000002,\"event\":\"proxy_started\",\"site\":\"B\","
+                          "\"proxy\":\"b3\",\"wait_us\":-1}\n"
+                          "{\"time\":1700000000000003,\"event\":\"proxy_started\",\"site\":7,"
+                          "\"wait_us\":\"soon\"}\n");
     }
   /* The master is writing its next line. */
   g_string_append (t, "{\"time\":1700000000000005,\"event\":\"proxy_started\",\"site\":\"B\",\"pro");
@@ -213,6 +224,11 @@ test_cli_waits_reads_a_campaign (void)
                                           "\"confidence\":0.9500,\"observations\":59,\"needed\":59,"
                                           "\"index\":59,\"bound\":590.000"));
   g_assert_null (strstr (j.out, "\"B\""));
+  g_auto (Run) b = { 0 };
+  run_datc (&b, (const char *[]){ "analyze", "waits", dir, "--site", "B", "--json", NULL });
+  g_assert_cmpint (b.status, ==, 0);
+  g_assert_nonnull (strstr (b.out, "\"observations\":2,"));
+  g_assert_nonnull (strstr (b.out, "\"median\":6.000,\"max\":7.000}"));
   g_auto (Run) n = { 0 };
   run_datc (&n, (const char *[]){ "analyze", "waits", dir, "--site", "C", NULL });
   g_assert_cmpint (n.status, ==, 2);

@@ -233,6 +233,82 @@ string_member (JsonObject *o, const char *key)
   return json_node_get_string (n);
 }
 
+static gboolean
+int_member (JsonObject *o, const char *key, gint64 *out)
+{
+  JsonNode *n = json_object_get_member (o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return FALSE;
+  *out = json_node_get_int (n);
+  return TRUE;
+}
+
+/* What the trace says of one proxy, in µs since the epoch (0: not seen). */
+typedef struct
+{
+  gchar *site;
+  gint64 submitted, started, wait_us;
+} ProxyTimes;
+
+static void
+proxy_times_free (gpointer p)
+{
+  ProxyTimes *x = p;
+  g_free (x->site);
+  g_free (x);
+}
+
+static const char *const trace_events[] = { "proxy_submitted", "proxy_started", "agent_connected" };
+
+/* One line of the trace: FALSE when it is one of trace_events but not
+ * readable as one. */
+static gboolean
+see_trace_line (JsonParser *parser, const char *line, gssize len, GHashTable *index,
+                GPtrArray *proxies)
+{
+  if (!json_parser_load_from_data (parser, line, len, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return FALSE;
+  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+  const char *ev = string_member (o, "event");
+  const char *site = string_member (o, "site"), *proxy = string_member (o, "proxy");
+  gint64 t, v;
+  if (ev == NULL || !g_strv_contains (trace_events, ev))
+    return TRUE; /* the name was in another member */
+  if (site == NULL || proxy == NULL || !int_member (o, "time", &t) || t <= 0)
+    return FALSE;
+  g_autofree gchar *key = g_strconcat (site, "\n", proxy, NULL);
+  ProxyTimes *x = g_hash_table_lookup (index, key);
+  if (x == NULL)
+    {
+      if (proxies->len >= DATC_WAIT_MAX_SAMPLES)
+        return FALSE;
+      x = g_new0 (ProxyTimes, 1);
+      x->site = g_strdup (site);
+      x->wait_us = -1;
+      g_ptr_array_add (proxies, x);
+      g_hash_table_insert (index, g_steal_pointer (&key), x);
+    }
+  if (g_str_equal (ev, "proxy_submitted"))
+    x->submitted = x->submitted ? x->submitted : t;
+  else
+    {
+      /* The first sign it ran: its agent's HELLO, or the scheduler's word
+       * (proxy_started's `started`, which a master that noticed a quick
+       * agent only after it left may give later than the HELLO). */
+      gint64 s = t;
+      if (g_str_equal (ev, "proxy_started"))
+        {
+          if (!int_member (o, "started", &s) || s <= 0)
+            s = t;
+          if (int_member (o, "wait_us", &v) && v >= 0 && x->wait_us < 0)
+            x->wait_us = v;
+        }
+      x->started = x->started ? MIN (x->started, s) : s;
+    }
+  return TRUE;
+}
+
 GPtrArray *
 datc_waits_load_trace (const char *path, guint *skipped, GError **error)
 {
@@ -244,71 +320,57 @@ datc_waits_load_trace (const char *path, guint *skipped, GError **error)
                    g_strerror (e));
       return NULL;
     }
-  g_autoptr (GPtrArray) sites = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
+  g_autoptr (GPtrArray) proxies = g_ptr_array_new_with_free_func (proxy_times_free);
+  g_autoptr (GHashTable) index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (JsonParser) parser = json_parser_new ();
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
-  guint lineno = 0;
-  gsize total = 0;
-  gboolean ok = TRUE;
   *skipped = 0;
-  while (ok && (len = getline (&line, &cap, f)) >= 0)
+  while ((len = getline (&line, &cap, f)) >= 0)
     {
-      lineno++;
       /* A last line without its newline is still being written. */
       if (line[len - 1] != '\n')
         break;
-      /* Most events are not proxy_started: parse only those. */
-      if (strstr (line, "\"proxy_started\"") == NULL)
-        continue;
-      if (!json_parser_load_from_data (parser, line, len, NULL)
-          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+      /* Most events say nothing of queue waits: parse only those that do. */
+      gboolean wanted = FALSE;
+      for (guint i = 0; i < G_N_ELEMENTS (trace_events) && !wanted; i++)
         {
-          (*skipped)++;
-          continue;
+          g_autofree gchar *quoted = g_strdup_printf ("\"%s\"", trace_events[i]);
+          wanted = strstr (line, quoted) != NULL;
         }
-      JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-      const char *ev = string_member (o, "event");
-      const char *site = string_member (o, "site");
-      JsonNode *wn = json_object_get_member (o, "wait_us");
-      if (ev == NULL || !g_str_equal (ev, "proxy_started"))
-        continue;
-      if (site == NULL || wn == NULL || !JSON_NODE_HOLDS_VALUE (wn)
-          || json_node_get_value_type (wn) != G_TYPE_INT64)
-        {
-          (*skipped)++;
-          continue;
-        }
-      gint64 us = json_node_get_int (wn);
-      if (us < 0)
-        continue;
-      if (total >= DATC_WAIT_MAX_SAMPLES)
-        {
-          g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_LIMIT,
-                       "%s:%u: more than %u waits", path, lineno, DATC_WAIT_MAX_SAMPLES);
-          ok = FALSE;
-          break;
-        }
-      double v = (double) us / 1e6;
-      g_array_append_val (site_waits_get (sites, site)->waits, v);
-      total++;
+      if (wanted && !see_trace_line (parser, line, len, index, proxies))
+        (*skipped)++;
     }
-  if (ok && ferror (f))
-    {
-      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: read error", path);
-      ok = FALSE;
-    }
+  gboolean ok = !ferror (f);
   free (line);
   fclose (f);
-  if (ok && total == 0)
+  if (!ok)
+    {
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: read error", path);
+      return NULL;
+    }
+  g_autoptr (GPtrArray) sites = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
+  for (guint i = 0; i < proxies->len; i++)
+    {
+      const ProxyTimes *x = proxies->pdata[i];
+      double w;
+      if (x->started > 0 && x->submitted > 0 && x->started >= x->submitted)
+        w = (double) (x->started - x->submitted) / 1e6;
+      else if (x->wait_us >= 0)
+        w = (double) x->wait_us / 1e6;
+      else
+        continue; /* never started, or its submit time is lost */
+      g_array_append_val (site_waits_get (sites, x->site)->waits, w);
+    }
+  if (sites->len == 0)
     {
       g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
                    "%s: no proxy started on a site yet, so no queue waits (the embedded local "
                    "site has no queue)", path);
-      ok = FALSE;
+      return NULL;
     }
-  return ok ? g_steal_pointer (&sites) : NULL;
+  return g_steal_pointer (&sites);
 }
 
 DatcWaitDist *
