@@ -29,7 +29,7 @@ usage (FILE *out)
          "  datc sites check SITES.ini [--probe]\n"
          "  datc results DIR [--failed] [--json]\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--json]\n"
-         "  datc analyze waits FILE [--quantile q] [--confidence c]\n"
+         "  datc analyze waits FILE|DIR [--site NAME] [--quantile q] [--confidence c]\n"
          "  datc analyze trace DIR [--json]\n"
          "  datc report DIR [-o report.html]\n"
          "  datc --version\n"
