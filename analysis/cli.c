@@ -262,7 +262,8 @@ cmd_waits (int argc, char **argv)
       g_autofree gchar *trace = g_build_filename (argv[1], "trace.jsonl", NULL);
       if (!g_file_test (trace, G_FILE_TEST_EXISTS))
         {
-          g_printerr ("datc analyze waits: %s: no trace.jsonl: not a campaign directory\n", argv[1]);
+          g_printerr ("datc analyze waits: %s: no trace.jsonl: not a campaign directory\n",
+                      argv[1]);
           return EXIT_INPUT;
         }
       return waits_of_trace (trace, site, q, c, json);

@@ -350,7 +350,8 @@ datc_waits_load_trace (const char *path, guint *skipped, GError **error)
       g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: read error", path);
       return NULL;
     }
-  g_autoptr (GPtrArray) sites = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
+  g_autoptr (GPtrArray) sites
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
   for (guint i = 0; i < proxies->len; i++)
     {
       const ProxyTimes *x = proxies->pdata[i];
