@@ -27,7 +27,7 @@ analyze_usage (FILE *out)
 {
   fputs ("usage:\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--policies LIST] [--json]\n"
-         "  datc analyze waits FILE [--quantile q] [--confidence c] [--json]\n"
+         "  datc analyze waits FILE|DIR|trace.jsonl [--site NAME] [--quantile q] [--confidence c] [--json]\n"
          "  datc analyze trace DIR [--json]\n"
          "policies: fluid, ect, pull, pull+rep, static-cap, static-proc, direct-common, direct-cap, all\n",
          out);
@@ -122,65 +122,45 @@ cmd_predict (int argc, char **argv)
   return EXIT_OK;
 }
 
-static int
-cmd_waits (int argc, char **argv)
+/* The bound on one set of waits, as text (`what`: the file, or the site)
+ * or as JSON members appended to the object open in `json` (`first`: it
+ * has none yet). */
+static gboolean
+print_wait_bound (const char *what, GArray *waits, double q, double c, GString *json,
+                  gboolean first)
 {
-  g_autofree gchar *q_s = NULL, *c_s = NULL;
-  gboolean json = FALSE;
-  GOptionEntry entries[] = {
-    { "quantile", 0, 0, G_OPTION_ARG_STRING, &q_s, "Quantile of the wait to bound (default 0.95)", "q" },
-    { "confidence", 0, 0, G_OPTION_ARG_STRING, &c_s, "Confidence of the bound (default 0.95)", "c" },
-    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
-    { NULL }
-  };
-  if (!parse_options ("analyze waits", "FILE", entries, &argc, &argv, 1))
-    return EXIT_INPUT;
-  double q = 0.95, c = 0.95;
-  if (!parse_fraction_option ("analyze waits", "--quantile", q_s, &q)
-      || !parse_fraction_option ("analyze waits", "--confidence", c_s, &c))
-    return EXIT_INPUT;
-  g_autoptr (GError) error = NULL;
-  g_autoptr (GArray) waits = datc_waits_load_file (argv[1], &error);
-  if (waits == NULL)
-    {
-      g_printerr ("datc analyze waits: %s\n", error->message);
-      return EXIT_INPUT;
-    }
   g_autoptr (DatcWaitDist) d = datc_wait_dist_new_empirical ((double *) waits->data, waits->len);
   gsize n;
   const double *sorted = datc_wait_dist_samples (d, &n);
   DatcWaitBound b;
+  g_autoptr (GError) error = NULL;
   if (!datc_wait_bound_compute (sorted, n, q, c, &b, &error))
     {
       g_printerr ("datc analyze waits: %s\n", error->message);
-      return EXIT_INPUT;
+      return FALSE;
     }
-  if (json)
+  if (json != NULL)
     {
-      GString *o = g_string_new ("{");
-      gboolean first = TRUE;
-      datc_json_key (o, &first, "quantile");
-      datc_json_number (o, q, 4);
-      datc_json_key (o, &first, "confidence");
-      datc_json_number (o, c, 4);
-      datc_json_key (o, &first, "observations");
-      g_string_append_printf (o, "%" G_GSIZE_FORMAT, n);
-      datc_json_key (o, &first, "needed");
-      g_string_append_printf (o, "%" G_GSIZE_FORMAT, b.needed);
-      datc_json_key (o, &first, "index");
-      g_string_append_printf (o, "%" G_GSIZE_FORMAT, b.index);
-      datc_json_key (o, &first, "bound");
-      datc_json_number (o, b.index ? b.bound : NAN, 3);
-      datc_json_key (o, &first, "achieved_confidence");
-      datc_json_number (o, b.index ? b.achieved : NAN, 6);
-      datc_json_key (o, &first, "median");
-      datc_json_number (o, n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2, 3);
-      datc_json_key (o, &first, "max");
-      datc_json_number (o, sorted[n - 1], 3);
-      g_string_append (o, "}\n");
-      fputs (o->str, stdout);
-      g_string_free (o, TRUE);
-      return EXIT_OK;
+      datc_json_key (json, &first, "quantile");
+      datc_json_number (json, q, 4);
+      datc_json_key (json, &first, "confidence");
+      datc_json_number (json, c, 4);
+      datc_json_key (json, &first, "observations");
+      g_string_append_printf (json, "%" G_GSIZE_FORMAT, n);
+      datc_json_key (json, &first, "needed");
+      g_string_append_printf (json, "%" G_GSIZE_FORMAT, b.needed);
+      datc_json_key (json, &first, "index");
+      g_string_append_printf (json, "%" G_GSIZE_FORMAT, b.index);
+      datc_json_key (json, &first, "bound");
+      datc_json_number (json, b.index ? b.bound : NAN, 3);
+      datc_json_key (json, &first, "achieved_confidence");
+      datc_json_number (json, b.index ? b.achieved : NAN, 6);
+      datc_json_key (json, &first, "median");
+      datc_json_number (json, n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2, 3);
+      datc_json_key (json, &first, "max");
+      datc_json_number (json, sorted[n - 1], 3);
+      g_string_append (json, "}");
+      return TRUE;
     }
   /* printf's %g would follow LC_NUMERIC; these do not. */
   char qs[G_ASCII_DTOSTR_BUF_SIZE], cs[G_ASCII_DTOSTR_BUF_SIZE], bs[G_ASCII_DTOSTR_BUF_SIZE],
@@ -191,15 +171,128 @@ cmd_waits (int argc, char **argv)
     {
       printf ("%s: %" G_GSIZE_FORMAT " observed waits are too few to bound the %s-quantile at "
               "confidence %s: %" G_GSIZE_FORMAT " are needed\n",
-              argv[1], n, qs, cs, b.needed);
-      return EXIT_OK;
+              what, n, qs, cs, b.needed);
+      return TRUE;
     }
   g_autofree gchar *bt = datc_duration_format (b.bound);
   printf ("%s: with confidence %s, a fraction %s of waits end within %s s (%s): the %" G_GSIZE_FORMAT
           "th smallest of %" G_GSIZE_FORMAT " observed waits (achieved confidence %s)\n",
-          argv[1], cs, qs, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n,
+          what, cs, qs, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n,
           g_ascii_formatd (as, sizeof as, "%.4f", b.achieved));
-  return EXIT_OK;
+  return TRUE;
+}
+
+/* A campaign's waits, per site, from DIR/trace.jsonl or a trace itself. */
+static int
+waits_of_trace (const char *trace, const char *only_site, double q, double c, gboolean json)
+{
+  g_autoptr (GError) error = NULL;
+  guint skipped = 0;
+  g_autoptr (GPtrArray) sites = datc_waits_load_trace (trace, &skipped, &error);
+  if (sites == NULL)
+    {
+      g_printerr ("datc analyze waits: %s\n", error->message);
+      return EXIT_INPUT;
+    }
+  if (skipped > 0)
+    g_printerr ("datc analyze waits: %s: %u unreadable proxy_started line%s skipped\n", trace,
+                skipped, skipped == 1 ? "" : "s");
+  if (only_site != NULL)
+    {
+      g_autoptr (GString) names = g_string_new (NULL);
+      for (guint i = 0; i < sites->len; i++)
+        g_string_append_printf (names, "%s%s", i ? ", " : "",
+                                ((DatcSiteWaits *) sites->pdata[i])->site);
+      for (guint i = sites->len; i-- > 0;)
+        if (!g_str_equal (((DatcSiteWaits *) sites->pdata[i])->site, only_site))
+          g_ptr_array_remove_index (sites, i);
+      if (sites->len == 0)
+        {
+          g_printerr ("datc analyze waits: %s: no queue waits of site %s (sites with waits: %s)\n",
+                      trace, only_site, names->str);
+          return EXIT_INPUT;
+        }
+    }
+  GString *o = json ? g_string_new ("{\"sites\":[") : NULL;
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < sites->len; i++)
+    {
+      DatcSiteWaits *w = sites->pdata[i];
+      g_autofree gchar *what = g_strdup_printf ("%s, site %s", trace, w->site);
+      if (o != NULL)
+        {
+          gboolean first = TRUE;
+          g_string_append (o, i ? ",{" : "{");
+          datc_json_key (o, &first, "site");
+          datc_json_string (o, w->site);
+        }
+      ok = print_wait_bound (what, w->waits, q, c, o, FALSE);
+    }
+  if (o != NULL)
+    {
+      g_string_append (o, "]}\n");
+      if (ok)
+        fputs (o->str, stdout);
+      g_string_free (o, TRUE);
+    }
+  return ok ? EXIT_OK : EXIT_INPUT;
+}
+
+static int
+cmd_waits (int argc, char **argv)
+{
+  g_autofree gchar *q_s = NULL, *c_s = NULL, *site = NULL;
+  gboolean json = FALSE;
+  GOptionEntry entries[] = {
+    { "quantile", 0, 0, G_OPTION_ARG_STRING, &q_s, "Quantile of the wait to bound (default 0.95)", "q" },
+    { "confidence", 0, 0, G_OPTION_ARG_STRING, &c_s, "Confidence of the bound (default 0.95)", "c" },
+    { "site", 0, 0, G_OPTION_ARG_STRING, &site, "Of a campaign: only this site's waits", "NAME" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
+    { NULL }
+  };
+  if (!parse_options ("analyze waits", "FILE|DIR|trace.jsonl", entries, &argc, &argv, 1))
+    return EXIT_INPUT;
+  double q = 0.95, c = 0.95;
+  if (!parse_fraction_option ("analyze waits", "--quantile", q_s, &q)
+      || !parse_fraction_option ("analyze waits", "--confidence", c_s, &c))
+    return EXIT_INPUT;
+  /* A campaign directory or its trace: the waits of its proxies, per site. */
+  if (g_file_test (argv[1], G_FILE_TEST_IS_DIR))
+    {
+      g_autofree gchar *trace = g_build_filename (argv[1], "trace.jsonl", NULL);
+      if (!g_file_test (trace, G_FILE_TEST_EXISTS))
+        {
+          g_printerr ("datc analyze waits: %s: no trace.jsonl: not a campaign directory\n",
+                      argv[1]);
+          return EXIT_INPUT;
+        }
+      return waits_of_trace (trace, site, q, c, json);
+    }
+  if (datc_waits_file_is_trace (argv[1]))
+    return waits_of_trace (argv[1], site, q, c, json);
+  if (site != NULL)
+    {
+      g_printerr ("datc analyze waits: --site is for a campaign DIR or its trace.jsonl; %s is a "
+                  "file of times\n", argv[1]);
+      return EXIT_INPUT;
+    }
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) waits = datc_waits_load_file (argv[1], &error);
+  if (waits == NULL)
+    {
+      g_printerr ("datc analyze waits: %s\n", error->message);
+      return EXIT_INPUT;
+    }
+  GString *o = json ? g_string_new ("{") : NULL;
+  gboolean ok = print_wait_bound (argv[1], waits, q, c, o, TRUE);
+  if (o != NULL)
+    {
+      g_string_append (o, "\n");
+      if (ok)
+        fputs (o->str, stdout);
+      g_string_free (o, TRUE);
+    }
+  return ok ? EXIT_OK : EXIT_INPUT;
 }
 
 static int

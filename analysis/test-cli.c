@@ -154,6 +154,103 @@ test_cli_waits_bounds_or_says_how_many_are_needed (void)
   fixture_remove_tree (dir);
 }
 
+/* A campaign's trace as the master writes it: site A's proxies waited
+ * 10 s, 20 s, ... 590 s; site B's b1 waited 5 s (its agent's HELLO; the
+ * master saw it only at 9 s) and b2 7 s (its submit is not in the trace:
+ * the wait_us of its proxy_started). */
+static gchar *
+trace_with_waits (const char *dir)
+{
+  const gint64 t0 = G_GINT64_CONSTANT (1700000000000000), s = G_USEC_PER_SEC;
+  GString *t = g_string_new (NULL);
+  g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"campaign_started\"}\n", t0);
+  for (gint64 i = 1; i <= 59; i++)
+    {
+      gint64 sub = t0 + i * 1000 * s, start = sub + i * 10 * s;
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\","
+                                 "\"site\":\"A\",\"proxy\":\"a%" G_GINT64_FORMAT "\"}\n", sub, i);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_started\","
+                                 "\"site\":\"A\",\"proxy\":\"a%" G_GINT64_FORMAT "\",\"seen_by\":"
+                                 "\"scheduler\",\"started\":%" G_GINT64_FORMAT ",\"wait_us\":%"
+                                 G_GINT64_FORMAT "}\n", start + 1000, i, start, start - sub);
+      if (i != 3)
+        continue;
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\"}\n"
+                                 "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\"}\n"
+                                 "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_started\","
+                                 "\"site\":\"B\",\"proxy\":\"b1\",\"started\":%" G_GINT64_FORMAT
+                                 ",\"wait_us\":9000000}\n",
+                              t0, t0 + 5 * s, t0 + 9 * s, t0 + 9 * s);
+      g_string_append (t, "{\"time\":1700000000000002,\"event\":\"proxy_started\",\"site\":\"B\","
+                          "\"proxy\":\"b2\",\"wait_us\":7000000}\n"
+                          /* Neither a submit time nor a wait: left out. */
+                          "{\"time\":1700000000000002,\"event\":\"proxy_started\",\"site\":\"B\","
+                          "\"proxy\":\"b3\",\"wait_us\":-1}\n"
+                          "{\"time\":1700000000000003,\"event\":\"proxy_started\",\"site\":7,"
+                          "\"wait_us\":\"soon\"}\n");
+    }
+  /* The master is writing its next line. */
+  g_string_append (t, "{\"time\":1700000000000005,\"event\":\"proxy_started\",\"site\":\"B\",\"pro");
+  gchar *path = write_temp (dir, "trace.jsonl", t->str);
+  g_string_free (t, TRUE);
+  return path;
+}
+
+static void
+test_cli_waits_reads_a_campaign (void)
+{
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-cli-XXXXXX", NULL);
+  g_autofree gchar *trace = trace_with_waits (dir);
+  g_autofree gchar *want_a = g_strdup_printf ("%s, site A: with confidence 0.95, a fraction 0.95 of "
+                                              "waits end within 590.000 s", trace);
+  g_autofree gchar *want_b = g_strdup_printf ("%s, site B: 2 observed waits are too few", trace);
+  /* The directory, or its trace.jsonl: the same waits, per site. */
+  const char *inputs[] = { dir, trace };
+  for (guint i = 0; i < G_N_ELEMENTS (inputs); i++)
+    {
+      g_auto (Run) r = { 0 };
+      run_datc (&r, (const char *[]){ "analyze", "waits", inputs[i], NULL });
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (strstr (r.out, want_a));
+      g_assert_nonnull (strstr (r.out, want_b));
+      g_assert_nonnull (strstr (r.err, "1 unreadable proxy_started line skipped"));
+    }
+  g_auto (Run) j = { 0 };
+  run_datc (&j, (const char *[]){ "analyze", "waits", dir, "--site", "A", "--json", NULL });
+  g_assert_cmpint (j.status, ==, 0);
+  g_assert_true (g_str_has_prefix (j.out, "{\"sites\":[{\"site\":\"A\",\"quantile\":0.9500,"
+                                          "\"confidence\":0.9500,\"observations\":59,\"needed\":59,"
+                                          "\"index\":59,\"bound\":590.000"));
+  g_assert_null (strstr (j.out, "\"B\""));
+  g_auto (Run) b = { 0 };
+  run_datc (&b, (const char *[]){ "analyze", "waits", dir, "--site", "B", "--json", NULL });
+  g_assert_cmpint (b.status, ==, 0);
+  g_assert_nonnull (strstr (b.out, "\"observations\":2,"));
+  g_assert_nonnull (strstr (b.out, "\"median\":6.000,\"max\":7.000}"));
+  g_auto (Run) n = { 0 };
+  run_datc (&n, (const char *[]){ "analyze", "waits", dir, "--site", "C", NULL });
+  g_assert_cmpint (n.status, ==, 2);
+  g_assert_nonnull (strstr (n.err, "no queue waits of site C (sites with waits: A, B)"));
+
+  /* Only the embedded local site: no proxy ever queued. */
+  g_autofree gchar *local = g_build_filename (dir, "local", NULL);
+  g_assert_cmpint (g_mkdir (local, 0700), ==, 0);
+  g_autofree gchar *lt = write_temp (local, "trace.jsonl",
+                                     "{\"time\":1700000000000000,\"event\":\"campaign_started\"}\n");
+  g_auto (Run) l = { 0 };
+  run_datc (&l, (const char *[]){ "analyze", "waits", local, NULL });
+  g_assert_cmpint (l.status, ==, 2);
+  g_assert_nonnull (strstr (l.err, "no proxy started on a site yet"));
+  g_assert_cmpint (g_unlink (lt), ==, 0);
+  g_auto (Run) e = { 0 };
+  run_datc (&e, (const char *[]){ "analyze", "waits", local, NULL });
+  g_assert_cmpint (e.status, ==, 2);
+  g_assert_nonnull (strstr (e.err, "no trace.jsonl: not a campaign directory"));
+  fixture_remove_tree (dir);
+}
+
 static void
 test_cli_trace_and_report_read_a_campaign (void)
 {
@@ -202,6 +299,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cli/predict/json-is-reproducible", test_cli_predict_json_is_reproducible);
   g_test_add_func ("/cli/predict/bad-input-exits-2-naming-the-line", test_cli_predict_bad_input_exits_2_naming_the_line);
   g_test_add_func ("/cli/waits/bounds-or-says-how-many-are-needed", test_cli_waits_bounds_or_says_how_many_are_needed);
+  g_test_add_func ("/cli/waits/reads-a-campaign-dir-or-its-trace", test_cli_waits_reads_a_campaign);
   g_test_add_func ("/cli/trace-and-report/read-a-campaign", test_cli_trace_and_report_read_a_campaign);
   return g_test_run ();
 }

@@ -4,6 +4,7 @@
 #include "waitdist.h"
 
 #include <errno.h>
+#include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,6 +167,211 @@ parse_positive_arg (const char *what, const char *text, double lo, double hi, do
       return FALSE;
     }
   return TRUE;
+}
+
+void
+datc_site_waits_free (DatcSiteWaits *w)
+{
+  if (w == NULL)
+    return;
+  g_free (w->site);
+  g_array_unref (w->waits);
+  g_free (w);
+}
+
+gboolean
+datc_waits_file_is_trace (const char *path)
+{
+  FILE *f = fopen (path, "re");
+  if (f == NULL)
+    return FALSE;
+  gboolean trace = FALSE;
+  int ch;
+  /* Skip blank lines and # comments a byte at a time: no line is read
+   * whole, so a huge first line costs nothing. */
+  while ((ch = getc (f)) != EOF)
+    {
+      if (ch == '#')
+        {
+          while ((ch = getc (f)) != EOF && ch != '\n')
+            ;
+          continue;
+        }
+      if (g_ascii_isspace (ch))
+        continue;
+      trace = ch == '{';
+      break;
+    }
+  fclose (f);
+  return trace;
+}
+
+static DatcSiteWaits *
+site_waits_get (GPtrArray *sites, const char *name)
+{
+  for (guint i = 0; i < sites->len; i++)
+    {
+      DatcSiteWaits *w = sites->pdata[i];
+      if (g_str_equal (w->site, name))
+        return w;
+    }
+  DatcSiteWaits *w = g_new0 (DatcSiteWaits, 1);
+  w->site = g_strdup (name);
+  w->waits = g_array_new (FALSE, FALSE, sizeof (double));
+  g_ptr_array_add (sites, w);
+  return w;
+}
+
+/* A string member, or NULL when absent or of another type (the trace
+ * comes from outside: no type is taken on trust). */
+static const char *
+string_member (JsonObject *o, const char *key)
+{
+  JsonNode *n = json_object_get_member (o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (n);
+}
+
+static gboolean
+int_member (JsonObject *o, const char *key, gint64 *out)
+{
+  JsonNode *n = json_object_get_member (o, key);
+  if (n == NULL || !JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_INT64)
+    return FALSE;
+  *out = json_node_get_int (n);
+  return TRUE;
+}
+
+/* What the trace says of one proxy, in µs since the epoch (0: not seen). */
+typedef struct
+{
+  gchar *site;
+  gint64 submitted, started, wait_us;
+} ProxyTimes;
+
+static void
+proxy_times_free (gpointer p)
+{
+  ProxyTimes *x = p;
+  g_free (x->site);
+  g_free (x);
+}
+
+static const char *const trace_events[] = { "proxy_submitted", "proxy_started", "agent_connected" };
+
+/* One line of the trace: FALSE when it is one of trace_events but not
+ * readable as one. */
+static gboolean
+see_trace_line (JsonParser *parser, const char *line, gssize len, GHashTable *index,
+                GPtrArray *proxies)
+{
+  if (!json_parser_load_from_data (parser, line, len, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return FALSE;
+  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+  const char *ev = string_member (o, "event");
+  const char *site = string_member (o, "site"), *proxy = string_member (o, "proxy");
+  gint64 t, v;
+  if (ev == NULL || !g_strv_contains (trace_events, ev))
+    return TRUE; /* the name was in another member */
+  if (site == NULL || proxy == NULL || !int_member (o, "time", &t) || t <= 0)
+    return FALSE;
+  g_autofree gchar *key = g_strconcat (site, "\n", proxy, NULL);
+  ProxyTimes *x = g_hash_table_lookup (index, key);
+  if (x == NULL)
+    {
+      if (proxies->len >= DATC_WAIT_MAX_SAMPLES)
+        return FALSE;
+      x = g_new0 (ProxyTimes, 1);
+      x->site = g_strdup (site);
+      x->wait_us = -1;
+      g_ptr_array_add (proxies, x);
+      g_hash_table_insert (index, g_steal_pointer (&key), x);
+    }
+  if (g_str_equal (ev, "proxy_submitted"))
+    x->submitted = x->submitted ? x->submitted : t;
+  else
+    {
+      /* The first sign it ran: its agent's HELLO, or the scheduler's word
+       * (proxy_started's `started`, which a master that noticed a quick
+       * agent only after it left may give later than the HELLO). */
+      gint64 s = t;
+      if (g_str_equal (ev, "proxy_started"))
+        {
+          if (!int_member (o, "started", &s) || s <= 0)
+            s = t;
+          if (int_member (o, "wait_us", &v) && v >= 0 && x->wait_us < 0)
+            x->wait_us = v;
+        }
+      x->started = x->started ? MIN (x->started, s) : s;
+    }
+  return TRUE;
+}
+
+GPtrArray *
+datc_waits_load_trace (const char *path, guint *skipped, GError **error)
+{
+  FILE *f = fopen (path, "re");
+  if (f == NULL)
+    {
+      int e = errno;
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: %s", path,
+                   g_strerror (e));
+      return NULL;
+    }
+  g_autoptr (GPtrArray) proxies = g_ptr_array_new_with_free_func (proxy_times_free);
+  g_autoptr (GHashTable) index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  *skipped = 0;
+  while ((len = getline (&line, &cap, f)) >= 0)
+    {
+      /* A last line without its newline is still being written. */
+      if (line[len - 1] != '\n')
+        break;
+      /* Most events say nothing of queue waits: parse only those that do. */
+      gboolean wanted = FALSE;
+      for (guint i = 0; i < G_N_ELEMENTS (trace_events) && !wanted; i++)
+        {
+          g_autofree gchar *quoted = g_strdup_printf ("\"%s\"", trace_events[i]);
+          wanted = strstr (line, quoted) != NULL;
+        }
+      if (wanted && !see_trace_line (parser, line, len, index, proxies))
+        (*skipped)++;
+    }
+  gboolean ok = !ferror (f);
+  free (line);
+  fclose (f);
+  if (!ok)
+    {
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: read error", path);
+      return NULL;
+    }
+  g_autoptr (GPtrArray) sites
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_waits_free);
+  for (guint i = 0; i < proxies->len; i++)
+    {
+      const ProxyTimes *x = proxies->pdata[i];
+      double w;
+      if (x->started > 0 && x->submitted > 0 && x->started >= x->submitted)
+        w = (double) (x->started - x->submitted) / 1e6;
+      else if (x->wait_us >= 0)
+        w = (double) x->wait_us / 1e6;
+      else
+        continue; /* never started, or its submit time is lost */
+      g_array_append_val (site_waits_get (sites, x->site)->waits, w);
+    }
+  if (sites->len == 0)
+    {
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
+                   "%s: no proxy started on a site yet, so no queue waits (the embedded local "
+                   "site has no queue)", path);
+      return NULL;
+    }
+  return g_steal_pointer (&sites);
 }
 
 DatcWaitDist *

@@ -41,6 +41,28 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcWaitDist, datc_wait_dist_unref)
 /* Reads a waits file: one non-negative time per line.  (transfer full) */
 GArray *datc_waits_load_file (const char *path, GError **error);
 
+/* One site's queue waits, in seconds, in the order the trace has them. */
+typedef struct
+{
+  gchar *site;
+  GArray *waits; /* double */
+} DatcSiteWaits;
+
+void datc_site_waits_free (DatcSiteWaits *w);
+
+/* TRUE when `path` is a campaign's trace rather than a file of times: its
+ * first line that is not blank or a # comment is a JSON object. */
+gboolean datc_waits_file_is_trace (const char *path);
+/* The queue waits of a campaign, per site (sites in the order their
+ * first proxy was submitted), from its trace.jsonl: for each proxy that
+ * started, the first sign it ran (its agent's agent_connected, or the
+ * `started` of its proxy_started) less its proxy_submitted time, else the
+ * proxy_started's wait_us.  A last line without its newline is still being
+ * written and is left for later; other unreadable lines of those events
+ * are skipped and counted in *skipped.  Fails when no proxy started.
+ * (transfer full: DatcSiteWaits) */
+GPtrArray *datc_waits_load_trace (const char *path, guint *skipped, GError **error);
+
 DatcWaitKind datc_wait_dist_kind (const DatcWaitDist *d);
 double datc_wait_dist_sample (const DatcWaitDist *d, DatcRng *rng);
 /* The mean (INFINITY for a lomax with alpha <= 1). */

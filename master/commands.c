@@ -64,6 +64,24 @@ datc_cmd_take_dir (int *argc, char **argv)
   return NULL;
 }
 
+/* `datc CMD --help` prints CMD's usage before any DIR is looked for: a
+ * user asking for help is often one who does not know what DIR is. */
+static gboolean
+help_asked (int argc, char **argv, GOptionContext *ctx)
+{
+  for (int i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
+    if (g_str_equal (argv[i], "--help") || g_str_equal (argv[i], "-h")
+        || g_str_equal (argv[i], "-?"))
+      {
+        g_option_context_set_description (ctx, "DIR is a campaign directory; without it, "
+                                               "$DATC_DIR (which `datc shell DIR` sets).");
+        g_autofree gchar *help = g_option_context_get_help (ctx, TRUE, NULL);
+        fputs (help, stdout);
+        return TRUE;
+      }
+  return FALSE;
+}
+
 /* Offline writers hold the lock so no master starts meanwhile. */
 static int
 lock_offline (const char *dir)
@@ -161,12 +179,14 @@ datc_cmd_status (int argc, char **argv)
     { "interval", 0, 0, G_OPTION_ARG_DOUBLE, &interval, "Seconds between refreshes (default 1)", "S" },
     { NULL }
   };
-  g_autofree gchar *dir = datc_cmd_take_dir (&argc, argv);
-  if (dir == NULL)
-    return EXIT_INPUT;
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[DIR] - show a campaign");
   g_autoptr (GError) error = NULL;
   g_option_context_add_main_entries (ctx, entries, NULL);
+  if (help_asked (argc, argv, ctx))
+    return EXIT_OK;
+  g_autofree gchar *dir = datc_cmd_take_dir (&argc, argv);
+  if (dir == NULL)
+    return EXIT_INPUT;
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 1 || interval < 0.1)
     {
       g_printerr ("datc status: %s\n", error ? error->message : "unexpected arguments");
@@ -247,12 +267,14 @@ datc_cmd_submit (int argc, char **argv)
   g_ptr_array_add (opts, NULL);
   int opt_argc = (int) opts->len - 1;
   char **opt_argv = (char **) opts->pdata;
-  g_autofree gchar *dir = datc_cmd_take_dir (&opt_argc, opt_argv);
-  if (dir == NULL)
-    return EXIT_INPUT;
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[DIR] (--file FILE | -- COMMAND ...) - add tasks");
   g_autoptr (GError) error = NULL;
   g_option_context_add_main_entries (ctx, entries, NULL);
+  if (help_asked (opt_argc, opt_argv, ctx))
+    return EXIT_OK;
+  g_autofree gchar *dir = datc_cmd_take_dir (&opt_argc, opt_argv);
+  if (dir == NULL)
+    return EXIT_INPUT;
   if (!g_option_context_parse (ctx, &opt_argc, &opt_argv, &error) || opt_argc != 1)
     {
       g_printerr ("datc submit: %s\n", error ? error->message : "unexpected arguments");
@@ -374,6 +396,10 @@ datc_cmd_submit (int argc, char **argv)
 int
 datc_cmd_cancel (int argc, char **argv)
 {
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("[DIR] [ID ...] - cancel these tasks, or every unfinished one");
+  if (help_asked (argc, argv, ctx))
+    return EXIT_OK;
   g_autofree gchar *dir = datc_cmd_take_dir (&argc, argv);
   if (dir == NULL)
     return EXIT_INPUT;
@@ -445,6 +471,10 @@ datc_cmd_cancel (int argc, char **argv)
 int
 datc_cmd_close (int argc, char **argv)
 {
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("[DIR] - let an open campaign end when its bag is empty");
+  if (help_asked (argc, argv, ctx))
+    return EXIT_OK;
   g_autofree gchar *dir = datc_cmd_take_dir (&argc, argv);
   if (dir == NULL)
     return EXIT_INPUT;
@@ -474,6 +504,10 @@ datc_cmd_close (int argc, char **argv)
 int
 datc_cmd_shell (int argc, char **argv)
 {
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("[DIR] - a shell where datc commands need no DIR");
+  if (help_asked (argc, argv, ctx))
+    return EXIT_OK;
   g_autofree gchar *dir = datc_cmd_take_dir (&argc, argv);
   if (dir == NULL)
     return EXIT_INPUT;

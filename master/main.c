@@ -29,9 +29,10 @@ usage (FILE *out)
          "  datc sites check SITES.ini [--probe]\n"
          "  datc results DIR [--failed] [--json]\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--json]\n"
-         "  datc analyze waits FILE [--quantile q] [--confidence c]\n"
+         "  datc analyze waits FILE|DIR [--site NAME] [--quantile q] [--confidence c]\n"
          "  datc analyze trace DIR [--json]\n"
          "  datc report DIR [-o report.html]\n"
+         "  datc --version\n"
          "run `datc COMMAND --help` for a command's options\n",
          out);
 }
@@ -212,6 +213,17 @@ main (int argc, char **argv)
       usage (stdout);
       return 0;
     }
+  if (g_str_equal (cmd, "--version") || g_str_equal (cmd, "version"))
+    {
+      puts ("datc " DATC_VERSION);
+      return 0;
+    }
+  /* GOption's --help says "Usage: PRGNAME ...": name the whole command
+   * (GLib takes the name once, so analyze's subcommand is named here). */
+  g_autofree gchar *prgname = g_str_equal (cmd, "analyze") && argc > 2 && argv[2][0] != '-'
+                                  ? g_strdup_printf ("datc %s %s", cmd, argv[2])
+                                  : g_strdup_printf ("datc %s", cmd);
+  g_set_prgname (prgname);
   if (g_str_equal (cmd, "run"))
     return cmd_run (argc - 1, argv + 1);
   if (g_str_equal (cmd, "output"))

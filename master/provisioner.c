@@ -420,15 +420,37 @@ typedef struct {
   guint command_ms;
   gchar *upload_from, *workdir, *key_file;
   GBytes *key_data;
+  gchar *check_agent;       /* an agent path to look for on the site, or NULL */
   gchar *agent_path;        /* out: where the upload put it */
   GError *error;
 } PrepareJob;
+
+/* An agent path that is not on the site would only show as proxies that
+ * end before they connect, the reason in a log on the site: name the path.
+ * Only an absolute path is looked for: a bare name may be on the PATH of
+ * a batch job (a module loaded there) and not on that of a login shell. */
+static gboolean
+agent_is_there (DatcSite *site, const char *path, GError **error)
+{
+  const char *argv[] = { "/bin/sh", "-c", "test -x \"$1\"", "datc-agent-check", path, NULL };
+  DatcCommandResult res = { 0 };
+  gboolean ran = datc_site_run (site, argv, &res, error);
+  gboolean there = ran && res.exit_status == 0;
+  datc_command_result_clear (&res);
+  if (ran && !there)
+    g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                 "agent %s not found on site %s (or not executable there)", path,
+                 datc_site_name (site));
+  return there;
+}
 
 static void
 prepare_run (DatcSite *site, gpointer data)
 {
   PrepareJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
+  if (j->check_agent != NULL && !agent_is_there (site, j->check_agent, &j->error))
+    return;
   if (j->upload_from != NULL
       && !datc_site_upload_agent (site, j->upload_from, j->workdir, &j->agent_path, &j->error))
     return;
@@ -467,6 +489,7 @@ prepare_done (gpointer owner, gpointer data)
     }
   g_clear_error (&j->error);
   g_free (j->upload_from);
+  g_free (j->check_agent);
   g_free (j->workdir);
   g_free (j->key_file);
   g_clear_pointer (&j->key_data, g_bytes_unref);
@@ -487,6 +510,8 @@ prepare_site (SiteState *s)
   PrepareJob *j = g_new0 (PrepareJob, 1);
   j->s = s;
   j->command_ms = s->command_ms;
+  if (sp->upload_from == NULL && sp->agent_path != NULL && sp->agent_path[0] == '/')
+    j->check_agent = g_strdup (sp->agent_path);
   if (sp->upload_from != NULL && sp->agent_path == NULL)
     {
       s->n_put++;

@@ -500,7 +500,9 @@ datc_cmd_sites (int argc, char **argv)
       else
         {
           gboolean has = site_has (site, agent, &e);
-          line (&r, c->name, "agent deployable", has, has ? agent : "not found on the site");
+          g_autofree gchar *missing = g_strdup_printf ("agent %s not found on site %s", agent,
+                                                       c->name);
+          line (&r, c->name, "agent deployable", has, has ? agent : missing);
         }
       /* A probe of a site that already failed a check would only wait
        * for the same failure. */

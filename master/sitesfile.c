@@ -53,6 +53,52 @@ line_of (Index *ix, const char *group, const char *key)
 /* GKeyFile's own verdict on one line alone, so a syntax error it would stop
  * at is reported with its line and the rest of the file is still read.
  * `group` is NULL for a group header. */
+/* Edits (insertions, deletions, substitutions, swaps of two neighbours)
+ * that turn a into b: the optimal string alignment distance.  Keys are
+ * short (at most KEY_MAX is compared), so the table is on the stack. */
+#define KEY_MAX 32
+
+static guint
+edit_distance (const char *a, const char *b)
+{
+  gsize m = MIN (strlen (a), KEY_MAX), n = MIN (strlen (b), KEY_MAX);
+  guint d[KEY_MAX + 1][KEY_MAX + 1];
+  for (gsize i = 0; i <= m; i++)
+    d[i][0] = (guint) i;
+  for (gsize j = 0; j <= n; j++)
+    d[0][j] = (guint) j;
+  for (gsize i = 1; i <= m; i++)
+    for (gsize j = 1; j <= n; j++)
+      {
+        guint cost = a[i - 1] == b[j - 1] ? 0 : 1;
+        d[i][j] = MIN (MIN (d[i - 1][j] + 1, d[i][j - 1] + 1), d[i - 1][j - 1] + cost);
+        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+          d[i][j] = MIN (d[i][j], d[i - 2][j - 2] + 1);
+      }
+  return d[m][n];
+}
+
+/* The known key a typo most likely meant, or NULL when none is close: at
+ * most two edits, and at most one per three letters, so "colour" is not
+ * taken for "host". */
+static const char *
+nearest_key (const char *key, const char *const *known)
+{
+  const char *best = NULL;
+  guint best_d = G_MAXUINT;
+  for (guint i = 0; known[i] != NULL; i++)
+    {
+      guint d = edit_distance (key, known[i]);
+      if (d < best_d)
+        {
+          best_d = d;
+          best = known[i];
+        }
+    }
+  gsize len = MAX (strlen (key), best ? strlen (best) : 0);
+  return best != NULL && best_d <= 2 && best_d * 3 <= len ? best : NULL;
+}
+
 static gboolean
 line_parses (const char *group, const char *line, GError **error)
 {
@@ -278,7 +324,14 @@ datc_sites_file_load (const char *path, GError **error)
   f->sites = g_ptr_array_new_with_free_func (site_config_free);
   if (!g_file_get_contents (path, &text, &len, &local))
     {
-      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO, "%s", local->message);
+      /* Say what the file is: the command line may name several. */
+      const char *why = g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? "no such file"
+                        : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ISDIR)
+                            ? "a directory, not a file"
+                        : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ACCES)
+                            ? "permission denied"
+                            : local->message;
+      g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO, "sites file %s: %s", path, why);
       return NULL;
     }
   g_autofree gchar *clean = index_lines (&ix, text, len);
@@ -307,7 +360,12 @@ datc_sites_file_load (const char *path, GError **error)
       const char *const *known = is_master ? master_keys : site_keys;
       for (guint k = 0; keys && keys[k]; k++)
         if (!g_strv_contains (known, keys[k]))
-          problem (&ix, line_of (&ix, g, keys[k]), "unknown key \"%s\" in [%s]", keys[k], g);
+          {
+            const char *near = nearest_key (keys[k], known);
+            g_autofree gchar *hint = near ? g_strdup_printf (": did you mean %s?", near) : NULL;
+            problem (&ix, line_of (&ix, g, keys[k]), "unknown key \"%s\" in [%s]%s", keys[k], g,
+                     hint ? hint : "");
+          }
       if (is_master)
         {
           f->listen = g_key_file_get_string (f->keyfile, g, "listen", NULL);

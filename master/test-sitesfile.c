@@ -63,6 +63,12 @@ typedef struct {
 
 static const Bad bad[] = {
   { "unknown-key", "[site a]\nscheduler = fork\ncolour = red\n", ":3: unknown key \"colour\" in [site a]" },
+  { "unknown-key-near-a-known-one", "[site a]\nscheduler = fork\nslot_per_proxy = 2\n",
+    ":3: unknown key \"slot_per_proxy\" in [site a]: did you mean slots_per_proxy?" },
+  { "swapped-letters-in-a-key", "[site a]\nscheduler = fork\nhsot = x\n",
+    ":3: unknown key \"hsot\" in [site a]: did you mean host?" },
+  { "unknown-master-key-near-a-known-one", "[master]\nlistne = tcp://*:1\n[site a]\nscheduler = fork\n",
+    ":2: unknown key \"listne\" in [master]: did you mean listen?" },
   { "unknown-group", "[sites]\nx = 1\n", ":1: unknown group [sites]" },
   { "missing-scheduler", "[site a]\nqueue = q\n", ":1: [site a] needs scheduler" },
   { "unknown-scheduler", "[site a]\nscheduler = moab\n", ":2: unknown scheduler \"moab\"" },
@@ -187,6 +193,27 @@ test_missing_file (void)
   g_autoptr (DatcSitesFile) f = datc_sites_file_load ("/nonexistent/sites.ini", &error);
   g_assert_null (f);
   g_assert_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO);
+  g_assert_cmpstr (error->message, ==, "sites file /nonexistent/sites.ini: no such file");
+}
+
+/* A key far from every known one gets no guess: a wrong hint is worse
+ * than none. */
+static void
+test_no_far_fetched_suggestion (void)
+{
+  const char *keys[] = { "colour", "slots", "agnet_path", "walltimes_per_proxy" };
+  for (guint i = 0; i < G_N_ELEMENTS (keys); i++)
+    {
+      g_autofree gchar *content = g_strdup_printf ("[site a]\nscheduler = fork\n%s = 1\n", keys[i]);
+      g_autofree gchar *path = write_tmp (content);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+      g_assert_null (f);
+      g_autofree gchar *want = g_strdup_printf ("unknown key \"%s\" in [site a]", keys[i]);
+      g_assert_nonnull (strstr (error->message, want));
+      g_assert_null (strstr (error->message, "did you mean"));
+      g_unlink (path);
+    }
 }
 
 int
@@ -205,5 +232,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/parse/names-the-line-with-a-nul-byte", test_nul_byte_names_its_line);
   g_test_add_func ("/sites/duration/reads-the-usual-forms", test_durations);
   g_test_add_func ("/sites/parse/names-a-missing-file", test_missing_file);
+  g_test_add_func ("/sites/parse/suggests-no-far-fetched-key", test_no_far_fetched_suggestion);
   return g_test_run ();
 }

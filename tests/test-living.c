@@ -640,6 +640,43 @@ test_commands_say_what_is_wrong (void)
   g_assert_cmpstr (err, ==, want);
 }
 
+/* `datc CMD --help` prints CMD's own usage and exits 0, wherever it is run
+ * (not "which campaign?"); after `--` it is the task's argument. */
+static void
+test_every_command_has_help (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_unsetenv ("DATC_DIR");
+  static const char *const cmds[][2] = {
+    { "status", NULL }, { "submit", NULL }, { "cancel", NULL }, { "close", NULL },
+    { "shell", NULL }, { "results", NULL }, { "output", NULL }, { "run", NULL },
+    { "report", NULL }, { "sites", NULL }, { "analyze", "predict" }, { "analyze", "waits" },
+    { "analyze", "trace" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cmds); i++)
+    {
+      const char *argv[] = { tb_datc (), cmds[i][0], cmds[i][1] ? cmds[i][1] : "--help",
+                             cmds[i][1] ? "--help" : NULL, NULL };
+      g_autoptr (TbProc) p = tb_spawn (d, "help", argv);
+      g_assert_cmpint (tb_wait (p, 30), ==, 0);
+      g_autofree gchar *out = tb_proc_stdout (p);
+      g_autofree gchar *want = g_strdup_printf ("Usage:\n  datc %s%s%s [OPTION", cmds[i][0],
+                                                cmds[i][1] ? " " : "", cmds[i][1] ? cmds[i][1] : "");
+      if (!g_str_has_prefix (out, want))
+        g_error ("datc %s --help: expected \"%s...\", got \"%s\"", cmds[i][0], want, out);
+    }
+  const char *v_argv[] = { tb_datc (), "--version", NULL };
+  g_autoptr (TbProc) v = tb_spawn (d, "version", v_argv);
+  g_assert_cmpint (tb_wait (v, 30), ==, 0);
+  g_autofree gchar *version = tb_proc_stdout (v);
+  g_assert_true (g_regex_match_simple ("^datc [0-9]+\\.[0-9]+\\.[0-9]+\n$", version, 0, 0));
+
+  const char *task_argv[] = { tb_datc (), "submit", "--", "echo", "--help", NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, task_argv, 30, &err), ==, 2);
+  g_assert_nonnull (strstr (err, "which campaign?"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -658,5 +695,7 @@ main (int argc, char **argv)
                    test_control_refuses_garbage);
   g_test_add_func ("/living/commands-say-what-is-wrong-with-their-arguments",
                    test_commands_say_what_is_wrong);
+  g_test_add_func ("/living/every-command-prints-its-help-and-datc-its-version",
+                   test_every_command_has_help);
   return g_test_run ();
 }

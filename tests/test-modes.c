@@ -446,7 +446,7 @@ test_degraded_sites (void)
   g_autofree gchar *ini = g_strdup_printf (
       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
       "[site good]\nscheduler = fork\nslots_per_proxy = 1\n\n"
-      "[site dies]\nscheduler = fork\nagent = /nonexistent/datc-agent\n\n"
+      "[site dies]\nscheduler = fork\nagent = /bin/false\n\n"
       "[site refuses]\nscheduler = fork\nworkdir = /proc/datc-cannot-be-here\n\n"
       "[site down]\ntransport = ssh\nhost = 127.0.0.1\nport = 9\nknown_hosts = %s\n"
       "scheduler = slurm\n",

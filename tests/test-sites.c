@@ -87,6 +87,8 @@ test_broken_site_backs_off (void)
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                       "[site good]\nscheduler = fork\nslots_per_proxy = 2\n\n"
                                       "[site broken]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "agent = /bin/false\n\n"
+                                      "[site missing]\nscheduler = fork\n"
                                       "agent = /nonexistent/datc-agent\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
@@ -104,6 +106,10 @@ test_broken_site_backs_off (void)
   guint broken = count_events (dir, "proxy_submitted", "broken");
   g_assert_cmpuint (broken, >=, 1);
   g_assert_cmpuint (broken, <=, 5);
+  /* An agent path that is not on the site is named, and no proxy is
+   * submitted only to die there. */
+  g_assert_nonnull (strstr (err, "agent /nonexistent/datc-agent not found on site missing"));
+  g_assert_cmpuint (count_events (dir, "proxy_submitted", "missing"), ==, 0);
 }
 
 static gboolean
@@ -196,7 +202,8 @@ test_sites_check (void)
   g_autoptr (TbProc) p2 = tb_spawn (d, "check", a2);
   g_assert_cmpint (tb_wait (p2, 60), ==, 1);
   g_autofree gchar *out2 = tb_proc_stdout (p2);
-  g_assert_nonnull (strstr (out2, "agent deployable       FAIL"));
+  g_assert_nonnull (strstr (out2, "agent deployable       FAIL agent /nonexistent/agent not "
+                                  "found on site beta"));
   /* HTCondor refuses a queue: the check says so before any proxy would. */
   g_assert_nonnull (strstr (out2, "pool           queue exists           FAIL HTCondor has no queues"));
   /* Its commands go through `sh -c`, yet each program is looked for (this
