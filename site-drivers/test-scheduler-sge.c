@@ -137,7 +137,7 @@ test_argv(void)
 static void
 test_argv_refuses_ids_that_are_not_sge_ids(void)
 {
-  static const char *const bad[] = { "", "0", "07", "12.1", "12-20:2", "-1", "1;x", "$(x)",
+  static const char *const bad[] = { "", "0", "07", "12.0", "12.01", "12.", ".1", "12.1.2", "12-20:2", "-1", "1;x", "$(x)",
                                      "12 13", "1234567890123456789" };
 
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)

@@ -210,7 +210,7 @@ test_poll_cancel_and_lookup_argv(void)
   g_auto(GStrv) poll = slurm()->poll_argv(ids);
   g_auto(GStrv) cancel = slurm()->cancel_argv(ids);
   g_auto(GStrv) lookup = slurm()->lookup_argv("datc-c42-p7");
-  const char *want_poll[] = { "squeue", "-h", "-t", "all", "-j", "12,13,9007199254740993",
+  const char *want_poll[] = { "squeue", "-h", "-t", "all", "-r", "-j", "12,13,9007199254740993",
                               "-o", "%i %T", NULL };
   const char *want_cancel[] = { "scancel", "12", "13", "9007199254740993", NULL };
   const char *want_lookup[] = { "squeue", "-h", "-t", "all", "--name=datc-c42-p7",
@@ -226,7 +226,8 @@ test_argv_refuses_ids_that_are_not_slurm_ids(void)
 {
   static const char *const bad[] = {
     "", "0", "012", "-5", "12a", "12 34", "1;reboot", "$(reboot)", "12,13",
-    "1234567890123456789", " 12", "12\n", "12_3", "12+0", "12.batch",
+    "1234567890123456789", " 12", "12\n", "12_0", "12_03", "12_", "_3", "12_3_4",
+    "12_[1-3]", "12+0", "12.batch",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
