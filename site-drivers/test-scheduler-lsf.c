@@ -82,7 +82,7 @@ test_argv(void)
   g_assert_nonnull(strstr(cancel[2], "bkill \"$@\""));
   g_assert_cmpstrv(lookup, want_lookup);
 
-  static const char *const bad[] = { "", "0", "1234[1]", "12.3", "-1", "1 2", "1;x" };
+  static const char *const bad[] = { "", "0", "1234[0]", "1234[]", "1234[01]", "[1]", "1234[1]x", "12.3", "-1", "1 2", "1;x" };
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
     {
       const char *one[] = { "5", bad[i], NULL };

@@ -8,7 +8,7 @@
  *   # source: where it comes from (a test bed, or a documentation page)
  *   # command: the command that was run
  *   # exit: its exit status
- *   # kind: submit | poll | cancel | lookup | queue
+ *   # kind: submit | poll | cancel | lookup | queue | submit-array | lookup-array
  *   # ids: ID...                      (poll, cancel)
  *   # name: JOB-NAME                  (lookup)
  *   # queue: QUEUE                    (queue)
@@ -26,7 +26,9 @@
  * an error; lookup: the job id, "none", or an error; cancel: "ok" or
  * "error"; queue: "exists", "missing" (the scheduler says there is no
  * such queue), or an error.  For a queue the message (if any) is what the
- * answer must contain when there is no error.
+ * answer must contain when there is no error.  submit-array: the ids of
+ * the array's elements 1..k (k is how many there are), or an error;
+ * lookup-array (with name): the array's base id, "none", or an error.
  *
  * Each file is checked twice: its parser alone (parse_submit, parse_poll,
  * parse_lookup, parse_queue), and, where the test names the command, end to end through
@@ -227,7 +229,56 @@ recorded_check_parser(const DatcSchedulerClass *klass, const Recorded *r)
   DatcCommandResult res = { .exit_status = r->exit_status, .out = r->out, .err = r->err };
   g_autoptr(GError) error = NULL;
 
-  if (strcmp(r->kind, "submit") == 0)
+  if (strcmp(r->kind, "submit-array") == 0)
+    {
+      g_assert_nonnull(klass->arrays);
+      guint k = recorded_expects_error(r) ? DATC_ARRAY_MIN : g_strv_length(r->expect);
+      g_autofree gchar *base = NULL;
+      gboolean ok = klass->arrays->parse_submit(&res, k, &base, &error);
+
+      if (recorded_expects_error(r))
+        {
+          g_assert_false(ok);
+          g_assert_null(base);
+          recorded_assert_error(r, klass, error, recorded_error_code(r));
+        }
+      else
+        {
+          g_assert_no_error(error);
+          g_assert_true(ok);
+          for (guint i = 0; i < k; i++)
+            {
+              g_autofree gchar *element = klass->arrays->element_id(base, i + 1);
+              g_assert_cmpstr(element, ==, r->expect[i]);
+            }
+        }
+    }
+  else if (strcmp(r->kind, "lookup-array") == 0)
+    {
+      g_autofree gchar *base = NULL;
+
+      g_assert_nonnull(klass->arrays);
+      g_assert_nonnull(r->name);
+      g_auto(GStrv) argv = klass->arrays->lookup_argv(r->name);
+      g_assert_nonnull(argv);
+      gboolean ok = klass->arrays->parse_lookup(&res, &base, &error);
+      if (recorded_expects_error(r))
+        {
+          g_assert_false(ok);
+          g_assert_null(base);
+          recorded_assert_error(r, klass, error, recorded_error_code(r));
+        }
+      else
+        {
+          g_assert_no_error(error);
+          g_assert_true(ok);
+          if (strcmp(r->expect[0], "none") == 0)
+            g_assert_null(base);
+          else
+            g_assert_cmpstr(base, ==, r->expect[0]);
+        }
+    }
+  else if (strcmp(r->kind, "submit") == 0)
     {
       g_autofree gchar *id = NULL;
       gboolean ok = klass->parse_submit(&res, &id, &error);
@@ -440,7 +491,7 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
 {
   const char *command = NULL;
 
-  if (strcmp(r->kind, "submit") == 0)
+  if (strcmp(r->kind, "submit") == 0 || strcmp(r->kind, "submit-array") == 0)
     command = commands->submit;
   else if (strcmp(r->kind, "poll") == 0)
     command = commands->poll;
@@ -474,6 +525,25 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
       ok = datc_site_submit(site, &req, "proxy.sh", &id, &error);
       if (!recorded_expects_error(r))
         g_assert_cmpstr(id, ==, r->expect[0]);
+    }
+  else if (strcmp(r->kind, "submit-array") == 0)
+    {
+      g_auto(GStrv) elements = NULL;
+      guint k = recorded_expects_error(r) ? DATC_ARRAY_MIN : g_strv_length(r->expect);
+      workdir = g_build_filename(stub_dir, "work", NULL);
+      DatcProxyRequest req = {
+        .name = "datc-recorded-a1",
+        .slots = 2,
+        .walltime_s = 600,
+        .workdir = workdir,
+        .agent_command = "true",
+      };
+
+      ok = datc_site_submit_array(site, &req, k, "array.sh", &elements, &error);
+      if (!recorded_expects_error(r))
+        g_assert_cmpstrv(elements, r->expect);
+      else
+        g_assert_null(elements);
     }
   else if (strcmp(r->kind, "poll") == 0)
     {
