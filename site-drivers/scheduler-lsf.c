@@ -31,7 +31,11 @@
  *  - Lookup is `bjobs -a -w -J NAME`.
  *  - The queue is asked about with `bqueues -w Q` (-w: the name whole):
  *    a header QUEUE_NAME PRIO STATUS ... and the queue's row; an unknown
- *    one gives "Q: No such queue" (exit 255). */
+ *    one gives "Q: No such queue" (exit 255).
+ *  - Arrays (documentation only): `bsub -J "NAME[1-K]"` (the command line
+ *    overrides the script's -J NAME); element I is ID[I] for bjobs and
+ *    bkill; bjobs shows each element as a row with JOBID ID and JOB_NAME
+ *    NAME[I]. */
 
 #include "scheduler-batch.h"
 

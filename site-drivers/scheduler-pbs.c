@@ -35,7 +35,11 @@
  *  - The queue is asked about with `qstat -Q -f Q` (Q or Q@SERVER):
  *    "Queue: Q" then "    attr = value" lines (queue_type, enabled,
  *    started, ...); an unknown one gives "qstat: Unknown queue Q" and the
- *    error code as exit status (PBSE_UNKQUE 15018, seen as 170). */
+ *    error code as exit status (PBSE_UNKQUE 15018, seen as 170).
+ *  - Arrays (documentation only): `qsub -J 1-K` prints "SEQ[].SERVER";
+ *    subjob I is SEQ[I].SERVER, which qstat and qdel take; a finished
+ *    subjob is X.  qselect lists the array as SEQ[].SERVER.  X < Y in -J,
+ *    so there is no array of one. */
 
 #include "scheduler-batch.h"
 

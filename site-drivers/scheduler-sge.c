@@ -33,7 +33,12 @@
  *  - The queue is asked about with `qconf -sq Q` (any user may; Q is a
  *    cluster queue, an instance queue@host, or a list of them): its
  *    configuration, "qname Q" first, or 'No cluster queue or queue
- *    instance matches the phrase "Q"' (exit 1) for each unknown one. */
+ *    instance matches the phrase "Q"' (exit 1) for each unknown one.
+ *  - Arrays: `qsub -terse -t 1-K` prints "ID.1-K:1".  qstat has a line per
+ *    running task (its ja-task-ID) and one for the pending tasks with a
+ *    list ("2-5:1", "1,4").  qdel takes task ids ID.I, several at once
+ *    ("has deleted job-array task ID.I"; 'job "ID" task "I" does not
+ *    exist' for one already gone).  qstat -j NAME shows the array once. */
 
 #include "scheduler-batch.h"
 

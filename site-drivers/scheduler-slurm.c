@@ -18,7 +18,7 @@
  *    checks; W is a quarter of the limit, kept within 35..60 s.  The kill
  *    itself comes up to ~30 s after the limit: TERM, then KILL after
  *    KillWait.
- *  - Poll is `squeue -h -t all -j ID,ID -o '%i %T'`, which works without
+ *  - Poll is `squeue -h -t all -r -j ID,ID -o '%i %T'`, which works without
  *    slurmdbd and knows finished jobs for MinJobAge.  An id it no longer
  *    knows is left out of the answer (several ids) or makes it exit 1
  *    with "Invalid job id specified" (one id): either way FINISHED.
@@ -30,7 +30,13 @@
  *    State=UP ...), which says "Partition P not found" (on stdout, exit
  *    1) for an unknown one; sinfo would print nothing.  A list "a,b" (sbatch's
  *    --partition takes one) is asked about name by name, stopping at the
- *    first unknown. */
+ *    first unknown.
+ *  - Arrays: `sbatch --array=1-K` prints the array's id; element I is
+ *    ID_I, which squeue -j and scancel take (several in one scancel).
+ *    squeue collapses pending elements into "ID_[1-4]" unless -r; the
+ *    parser reads that form too.  Cancelled pending elements leave squeue
+ *    at once.  An array is found by name with `-o %F` (its base id on each
+ *    element's line). */
 
 #include "scheduler-batch.h"
 
