@@ -80,6 +80,41 @@ typedef struct {
   const char *agent_command;  /* the shell command line that starts the agent */
 } DatcProxyRequest;
 
+/* Proxies as one job array (optional per scheduler, see `arrays` below).
+ * An array of k proxies is one script submitted once; element i (1..k)
+ * runs the script with DATC_ARRAY_INDEX=i exported (from SLURM_ARRAY_TASK_ID,
+ * SGE_TASK_ID, PBS_ARRAY_INDEX or LSB_JOBINDEX) before the agent command,
+ * so that command can give each element its own proxy name:
+ * `--proxy NAME-"$DATC_ARRAY_INDEX"` (the script runs it with sh).  A script
+ * that finds no valid index exits 1 rather than start an agent under a
+ * wrong name. */
+#define DATC_ARRAY_INDEX_VAR "DATC_ARRAY_INDEX"
+/* Elements per array: 2 (one proxy is a plain job; PBS has no array of
+ * one) to DATC_ARRAY_MAX (LSF's and Slurm's default limits are 1000). */
+#define DATC_ARRAY_MIN 2u
+#define DATC_ARRAY_MAX 1000u
+
+typedef struct {
+  /* The proxy script of an array (its job name is the array's, unique per
+   * campaign; one log per element). */
+  gchar *(*script) (const DatcProxyRequest *req);
+  /* argv that submits the script at `script_path` as elements 1..k. */
+  GStrv (*submit_argv) (const DatcProxyRequest *req, guint k, const char *script_path);
+  /* The array's base id from the submit's result (checked against k where
+   * the answer says how many elements it made). */
+  gboolean (*parse_submit) (const DatcCommandResult *res, guint k, gchar **base_id,
+                            GError **error);
+  /* Element `index`'s id as poll and cancel take it and answer it (Slurm
+   * 123_4, Grid Engine 123.4, PBS 123[4].server, LSF 123[4]), or NULL when
+   * base_id is not an array id of this scheduler (transfer full). */
+  gchar *(*element_id) (const char *base_id, guint index);
+  /* Did a submit whose answer was lost go through?  As lookup_argv /
+   * parse_lookup of the scheduler, but the answer names the array's base
+   * id (NULL: none of that name). */
+  GStrv (*lookup_argv) (const char *job_name);
+  gboolean (*parse_lookup) (const DatcCommandResult *res, gchar **base_id, GError **error);
+} DatcSchedulerArrays;
+
 typedef struct {
   const char *name;
   /* The whole proxy script: #! line, directives, environment that tells
@@ -131,6 +166,11 @@ typedef struct {
    * which `datc sites check` looks for; many commands go through `sh -c`,
    * so their argv[0] would only say /bin/sh.  NULL: the argv[0]s. */
   const char *const *programs;
+  /* Optional (NULL in fork and condor): proxies as job arrays.  Poll and
+   * cancel above take element ids as well as plain ones, mixed, in one
+   * command; pending elements a scheduler shows collapsed (Slurm
+   * 123_[2-5], Grid Engine's task ranges) are answered one by one. */
+  const DatcSchedulerArrays *arrays;
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */
@@ -161,6 +201,22 @@ const char *datc_site_name (DatcSite *site);
 gboolean datc_site_submit (DatcSite *site, const DatcProxyRequest *req,
                            const char *script_name, gchar **job_id,
                            GError **error);
+/* Whether the scheduler can submit proxies as job arrays. */
+gboolean datc_site_scheduler_has_arrays (DatcSite *site);
+/* Writes the array's proxy script under req->workdir, submits it as k
+ * elements (DATC_ARRAY_MIN..DATC_ARRAY_MAX) in one command and returns
+ * their ids (transfer full, k of them, element i+1 at [i]), which poll and
+ * cancel take like any job id.  A submit lost in transit is looked up by
+ * req->name, as datc_site_submit does.  DATC_SITE_ERROR_CONFIG for a
+ * scheduler without arrays. */
+gboolean datc_site_submit_array (DatcSite *site, const DatcProxyRequest *req, guint k,
+                                 const char *script_name, GStrv *element_ids,
+                                 GError **error);
+/* Finds the array named `job_name` (a resume, a submit lost in transit):
+ * *element_ids its k element ids, or NULL when the scheduler has no such
+ * array.  As reliable as the scheduler's memory (see parse_lookup). */
+gboolean datc_site_lookup_array (DatcSite *site, const char *job_name, guint k,
+                                 GStrv *element_ids, GError **error);
 /* states[i] for ids[i], one command for all of them. */
 gboolean datc_site_poll (DatcSite *site, const char *const *ids,
                          DatcProxyState *states, GError **error);

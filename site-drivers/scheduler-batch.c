@@ -112,7 +112,42 @@ datc_batch_ids_are_valid(const char *const *ids, gboolean (*valid)(const char *i
   return TRUE;
 }
 
+gboolean
+datc_batch_id_is_element(const char *id, char sep)
+{
+  const char *at = id != NULL ? strchr(id, sep) : NULL;
+
+  if (at == NULL || strlen(id) > DATC_BATCH_ID_MAX)
+    return FALSE;
+  g_autofree gchar *base = g_strndup(id, (gsize)(at - id));
+  return datc_batch_id_is_numeric(base) && datc_batch_id_is_numeric(at + 1);
+}
+
+gboolean
+datc_batch_array_size_is_valid(guint k)
+{
+  return k >= DATC_ARRAY_MIN && k <= DATC_ARRAY_MAX;
+}
+
 /* ---- the script -------------------------------------------------------- */
+
+gchar *
+datc_batch_array_index_code(const char *variable, gboolean zero_based)
+{
+  g_return_val_if_fail(variable != NULL, NULL);
+
+  return g_strdup_printf("# The element of the array this proxy is: its agent's proxy name\n"
+                         "# ends in it.\n"
+                         "case ${%s:-} in\n"
+                         "  ''|*[!0-9]*|%s) echo \"datc: %s is '${%s:-}', not an array index\" >&2; "
+                         "exit 1 ;;\n"
+                         "esac\n"
+                         "%s=$(( %s%s ))\n"
+                         "export %s\n",
+                         variable, zero_based ? "0?*" : "0*", variable, variable,
+                         DATC_ARRAY_INDEX_VAR, variable, zero_based ? " + 1" : "",
+                         DATC_ARRAY_INDEX_VAR);
+}
 
 gchar *
 datc_batch_script(const DatcProxyRequest *req, const char *scheduler,

@@ -61,7 +61,20 @@ gboolean datc_batch_id_is_numeric(const char *id);
 gboolean datc_batch_ids_are_valid(const char *const *ids,
                                   gboolean (*valid)(const char *id));
 
+/* An array element's id "BASE<sep>INDEX", both numeric (Slurm 123_4 with
+ * '_', Grid Engine 123.4 with '.'). */
+gboolean datc_batch_id_is_element(const char *id, char sep);
+
+/* k is a size an array may have (DATC_ARRAY_MIN..DATC_ARRAY_MAX). */
+gboolean datc_batch_array_size_is_valid(guint k);
+
 /* ---- the script -------------------------------------------------------- */
+
+/* Lines for an array's script that export DATC_ARRAY_INDEX from the batch
+ * system's `variable` (+1 when `zero_based`), or exit 1 saying why when
+ * it is not an index: an agent must not start under a wrong proxy name
+ * (transfer full). */
+gchar *datc_batch_array_index_code(const char *variable, gboolean zero_based);
 
 /* The whole proxy script: "#!/bin/sh", `directives` (complete lines, may
  * be empty), a comment naming the proxy and `scheduler`, `slots_code`

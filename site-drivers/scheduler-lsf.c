@@ -31,7 +31,11 @@
  *  - Lookup is `bjobs -a -w -J NAME`.
  *  - The queue is asked about with `bqueues -w Q` (-w: the name whole):
  *    a header QUEUE_NAME PRIO STATUS ... and the queue's row; an unknown
- *    one gives "Q: No such queue" (exit 255). */
+ *    one gives "Q: No such queue" (exit 255).
+ *  - Arrays (documentation only): `bsub -J "NAME[1-K]"` (the command line
+ *    overrides the script's -J NAME); element I is ID[I] for bjobs and
+ *    bkill; bjobs shows each element as a row with JOBID ID and JOB_NAME
+ *    NAME[I]. */
 
 #include "scheduler-batch.h"
 
@@ -39,16 +43,29 @@
 
 #define LSF "lsf"
 
+/* A job's id, as bsub prints it. */
 static gboolean
-lsf_id_is_valid(const char *id)
+lsf_job_id_is_valid(const char *id)
 {
   return datc_batch_id_is_numeric(id);
 }
 
+/* What poll and cancel take: a job's id or an array element's, 123[4]. */
+static gboolean
+lsf_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id)
+         || (id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
+             && g_regex_match_simple("^[1-9][0-9]{0,17}\\[[1-9][0-9]{0,8}\\]$", id, 0, 0));
+}
+
 /* ---- script and submit ------------------------------------------------ */
 
+/* The script of one proxy or of an array (one log per element, and
+ * DATC_ARRAY_INDEX from LSB_JOBINDEX).  An array's -J NAME[1-K] is on the
+ * command line, which overrides the script's -J NAME. */
 static gchar *
-lsf_script(const DatcProxyRequest *req)
+lsf_write_script(const DatcProxyRequest *req, gboolean array)
 {
   g_return_val_if_fail(req != NULL, NULL);
 
@@ -59,7 +76,7 @@ lsf_script(const DatcProxyRequest *req)
   g_string_append_printf(d, "#BSUB -J %s\n", req->name);
   g_string_append_printf(d, "#BSUB -n %u\n", req->slots);
   g_string_append(d, "#BSUB -R \"span[hosts=1]\"\n");
-  g_string_append_printf(d, "#BSUB -o %s.%%J.log\n", req->name);
+  g_string_append_printf(d, "#BSUB -o %s.%s.log\n", req->name, array ? "%J_%I" : "%J");
   if (req->walltime_s > 0)
     {
       guint minutes = (req->walltime_s + 59) / 60;
@@ -71,11 +88,19 @@ lsf_script(const DatcProxyRequest *req)
   if (req->queue != NULL)
     g_string_append_printf(d, "#BSUB -q %s\n", req->queue);
 
-  return datc_batch_script(req, LSF, d->str, "DATC_SLOTS=${LSB_DJOB_NUMPROC:-}\n", NULL);
+  g_autofree gchar *index_code = array ? datc_batch_array_index_code("LSB_JOBINDEX", FALSE) : NULL;
+  return datc_batch_script(req, LSF, d->str, "DATC_SLOTS=${LSB_DJOB_NUMPROC:-}\n", index_code);
 }
 
+static gchar *
+lsf_script(const DatcProxyRequest *req)
+{
+  return lsf_write_script(req, FALSE);
+}
+
+/* bsub for one job (k == 0) or an array of elements 1..k. */
 static GStrv
-lsf_submit_argv(const DatcProxyRequest *req, const char *script_path)
+lsf_write_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
 {
   g_return_val_if_fail(req != NULL, NULL);
   g_return_val_if_fail(script_path != NULL, NULL);
@@ -88,6 +113,13 @@ lsf_submit_argv(const DatcProxyRequest *req, const char *script_path)
   g_autoptr(GPtrArray) args = datc_batch_argv_new();
   datc_batch_argv_add(args, req->workdir);
   datc_batch_argv_add(args, script_path);
+  if (k > 0)
+    {
+      if (!datc_batch_name_is_valid(req->name))
+        return NULL;
+      datc_batch_argv_add(args, "-J");
+      g_ptr_array_add(args, g_strdup_printf("%s[1-%u]", req->name, k));
+    }
   datc_batch_argv_add_all(args, (const char *const *)extra);
   g_ptr_array_add(args, NULL);
   return datc_batch_sh_argv("cd \"$1\" || exit 1\n"
@@ -95,6 +127,12 @@ lsf_submit_argv(const DatcProxyRequest *req, const char *script_path)
                             "shift 2\n"
                             "exec bsub \"$@\" <\"$s\"\n",
                             "datc-lsf-submit", (const char *const *)args->pdata);
+}
+
+static GStrv
+lsf_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  return lsf_write_submit_argv(req, 0, script_path);
 }
 
 static gboolean
@@ -126,7 +164,7 @@ lsf_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
           matches++;
         }
     }
-  if (matches != 1 || !lsf_id_is_valid(found))
+  if (matches != 1 || !lsf_job_id_is_valid(found))
     {
       g_autofree gchar *all = g_strjoinv("\n", lines);
       datc_batch_set_parse_error(error, LSF,
@@ -171,8 +209,27 @@ is_known_state(const char *word)
   return FALSE;
 }
 
-/* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job.
- * Ids a "Job <X> is not found" on stderr names are `gone`. */
+/* An array element's row has the array's JOBID and JOB_NAME NAME[INDEX]
+ * (after FROM_HOST and EXEC_HOST, which is empty while pending): its id
+ * is JOBID[INDEX].  A plain job's is its JOBID (transfer full). */
+static gchar *
+lsf_row_id(const char *const *words)
+{
+  for (gsize i = 4; words[i] != NULL; i++)
+    {
+      const char *open = strrchr(words[i], '[');
+      gsize len = strlen(words[i]);
+
+      if (open != NULL && len > 2 && words[i][len - 1] == ']' && open[1] != ']'
+          && strspn(open + 1, "0123456789") == (gsize)(words[i] + len - 1 - (open + 1)))
+        return g_strdup_printf("%s%s", words[0], open);
+    }
+  return g_strdup(words[0]);
+}
+
+/* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job
+ * (per element for arrays).  Ids a "Job <X> is not found" on stderr names
+ * are `gone`.  `order` gets each row's JOBID. */
 static gboolean
 lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *order,
                 GError **error)
@@ -212,13 +269,14 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
         continue;
 
       g_auto(GStrv) words = datc_batch_words(lines[i]);
-      if (g_strv_length(words) < 4 || !lsf_id_is_valid(words[0]) || !is_known_state(words[2]))
+      if (g_strv_length(words) < 4 || !lsf_job_id_is_valid(words[0]) || !is_known_state(words[2]))
         {
           datc_batch_set_parse_error(error, LSF, "expected 'JOBID USER STAT QUEUE ...' from bjobs",
                                      lines[i]);
           return FALSE;
         }
-      datc_batch_answers_set(answers, words[0],
+      g_autofree gchar *id = lsf_row_id((const char *const *)words);
+      datc_batch_answers_set(answers, id,
                              datc_batch_state_lookup(lsf_states, G_N_ELEMENTS(lsf_states),
                                                      words[2]));
       if (order != NULL)
@@ -246,7 +304,7 @@ static GStrv
 lsf_cancel_argv(const char *const *ids)
 {
   return datc_batch_cancel_argv("bkill",
-                                "^Job <[0-9]+>( is being terminated|: Job has already finished|"
+                                "^Job <[0-9]+(\\[[0-9]+\\])?>( is being terminated|: Job has already finished|"
                                 ": No matching job found| is not found)",
                                 "datc-lsf-cancel", ids, lsf_id_is_valid);
 }
@@ -276,6 +334,66 @@ lsf_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_ptr_array_add(found, NULL);
   return datc_batch_lookup_result((const char *const *)found->pdata, LSF, job_id, error);
 }
+
+/* ---- arrays ------------------------------------------------------------- */
+
+static gchar *
+lsf_array_script(const DatcProxyRequest *req)
+{
+  return lsf_write_script(req, TRUE);
+}
+
+static GStrv
+lsf_array_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
+{
+  if (!datc_batch_array_size_is_valid(k))
+    return NULL;
+  return lsf_write_submit_argv(req, k, script_path);
+}
+
+/* bsub says "Job <ID> is submitted ..." for an array too. */
+static gboolean
+lsf_array_parse_submit(const DatcCommandResult *res, guint k, gchar **base_id, GError **error)
+{
+  (void)k;
+  return lsf_parse_submit(res, base_id, error);
+}
+
+static gchar *
+lsf_element_id(const char *base_id, guint index)
+{
+  if (!lsf_job_id_is_valid(base_id) || index == 0)
+    return NULL;
+  return g_strdup_printf("%s[%u]", base_id, index);
+}
+
+/* bjobs -J NAME lists the array's elements, each with the array's JOBID. */
+static gboolean
+lsf_array_parse_lookup(const DatcCommandResult *res, gchar **base_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
+
+  *base_id = NULL;
+  g_autoptr(GHashTable) gone = datc_batch_answers_new();
+  g_autoptr(GPtrArray) rows = datc_batch_argv_new();
+  if (!lsf_parse_table(res, gone, rows, error))
+    return FALSE;
+  g_autoptr(GPtrArray) found = datc_batch_argv_new();
+  for (guint i = 0; i < rows->len; i++)
+    if (!g_ptr_array_find_with_equal_func(found, rows->pdata[i], g_str_equal, NULL))
+      datc_batch_argv_add(found, rows->pdata[i]);
+  g_ptr_array_add(found, NULL);
+  return datc_batch_lookup_result((const char *const *)found->pdata, LSF, base_id, error);
+}
+
+static const DatcSchedulerArrays lsf_arrays = {
+  .script = lsf_array_script,
+  .submit_argv = lsf_array_submit_argv,
+  .parse_submit = lsf_array_parse_submit,
+  .element_id = lsf_element_id,
+  .lookup_argv = lsf_lookup_argv,
+  .parse_lookup = lsf_array_parse_lookup,
+};
 
 /* ---- queue ------------------------------------------------------------ */
 
@@ -347,4 +465,5 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .queue_argv = lsf_queue_argv,
   .parse_queue = lsf_parse_queue,
   .programs = lsf_programs,
+  .arrays = &lsf_arrays,
 };

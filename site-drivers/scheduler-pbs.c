@@ -35,7 +35,11 @@
  *  - The queue is asked about with `qstat -Q -f Q` (Q or Q@SERVER):
  *    "Queue: Q" then "    attr = value" lines (queue_type, enabled,
  *    started, ...); an unknown one gives "qstat: Unknown queue Q" and the
- *    error code as exit status (PBSE_UNKQUE 15018, seen as 170). */
+ *    error code as exit status (PBSE_UNKQUE 15018, seen as 170).
+ *  - Arrays (documentation only): `qsub -J 1-K` prints "SEQ[].SERVER";
+ *    subjob I is SEQ[I].SERVER, which qstat and qdel take; a finished
+ *    subjob is X.  qselect lists the array as SEQ[].SERVER.  X < Y in -J,
+ *    so there is no array of one. */
 
 #include "scheduler-batch.h"
 
@@ -43,20 +47,33 @@
 
 #define PBS "pbs"
 
-/* SEQ[.SERVER][@SERVER], SERVER a host name. */
+/* SEQ[.SERVER][@SERVER], SERVER a host name; a subjob of an array is
+ * SEQ[INDEX][.SERVER]. */
 static gboolean
 pbs_id_is_valid(const char *id)
 {
   return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
-         && g_regex_match_simple("^[1-9][0-9]{0,17}(\\.[A-Za-z0-9][A-Za-z0-9.-]*)?"
+         && g_regex_match_simple("^[1-9][0-9]{0,17}(\\[[1-9][0-9]{0,8}\\])?"
+                                 "(\\.[A-Za-z0-9][A-Za-z0-9.-]*)?"
                                  "(@[A-Za-z0-9][A-Za-z0-9.-]*)?$",
                                  id, 0, 0);
 }
 
+/* An array job as qsub -J and qselect name it: SEQ[][.SERVER]. */
+static gboolean
+pbs_array_id_is_valid(const char *id)
+{
+  return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
+         && g_regex_match_simple("^[1-9][0-9]{0,17}\\[\\](\\.[A-Za-z0-9][A-Za-z0-9.-]*)?$", id, 0,
+                                 0);
+}
+
 /* ---- script and submit ------------------------------------------------ */
 
+/* The script of one proxy or of an array (DATC_ARRAY_INDEX from
+ * PBS_ARRAY_INDEX; PBS names each subjob's log NAME.oSEQ.INDEX itself). */
 static gchar *
-pbs_script(const DatcProxyRequest *req)
+pbs_write_script(const DatcProxyRequest *req, gboolean array)
 {
   g_return_val_if_fail(req != NULL, NULL);
 
@@ -74,13 +91,22 @@ pbs_script(const DatcProxyRequest *req)
   g_string_append(d, "#PBS -j oe\n");
 
   g_autofree gchar *workdir = g_shell_quote(req->workdir);
-  g_autofree gchar *cd = g_strdup_printf("cd %s || exit 1\n", workdir);
+  g_autofree gchar *index_code
+      = array ? datc_batch_array_index_code("PBS_ARRAY_INDEX", FALSE) : g_strdup("");
+  g_autofree gchar *cd = g_strdup_printf("%scd %s || exit 1\n", index_code, workdir);
   return datc_batch_script(req, PBS, d->str,
                            "DATC_SLOTS=${NCPUS:-${PBS_NUM_PPN:-${PBS_NP:-}}}\n", cd);
 }
 
+static gchar *
+pbs_script(const DatcProxyRequest *req)
+{
+  return pbs_write_script(req, FALSE);
+}
+
+/* qsub for one job (k == 0) or an array of subjobs 1..k. */
 static GStrv
-pbs_submit_argv(const DatcProxyRequest *req, const char *script_path)
+pbs_write_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
 {
   g_return_val_if_fail(req != NULL, NULL);
   g_return_val_if_fail(script_path != NULL, NULL);
@@ -92,6 +118,11 @@ pbs_submit_argv(const DatcProxyRequest *req, const char *script_path)
 
   g_autoptr(GPtrArray) args = datc_batch_argv_new();
   datc_batch_argv_add(args, req->workdir);
+  if (k > 0)
+    {
+      datc_batch_argv_add(args, "-J");
+      g_ptr_array_add(args, g_strdup_printf("1-%u", k));
+    }
   datc_batch_argv_add_all(args, (const char *const *)extra);
   datc_batch_argv_add(args, script_path);
   g_ptr_array_add(args, NULL);
@@ -99,6 +130,12 @@ pbs_submit_argv(const DatcProxyRequest *req, const char *script_path)
    * runs. */
   return datc_batch_sh_argv("cd \"$1\" || exit 1\nshift\nexec qsub \"$@\"\n",
                             "datc-pbs-submit", (const char *const *)args->pdata);
+}
+
+static GStrv
+pbs_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  return pbs_write_submit_argv(req, 0, script_path);
 }
 
 static gboolean
@@ -205,12 +242,20 @@ pbs_state(const char *state, const char *exit_status)
     }
 }
 
-/* The sequence number: what a job id means whatever server suffix the
- * answer prints (short or fully qualified). */
+/* The sequence number, with a subjob's [INDEX]: what a job id means
+ * whatever server suffix the answer prints (short or fully qualified). */
 static gchar *
 pbs_sequence(const char *id)
 {
-  return g_strndup(id, strspn(id, "0123456789"));
+  gsize len = strspn(id, "0123456789");
+
+  if (id[len] == '[')
+    {
+      const char *close = strchr(id + len, ']');
+      if (close != NULL)
+        len = (gsize)(close - id) + 1;
+    }
+  return g_strndup(id, len);
 }
 
 static gboolean
@@ -345,6 +390,86 @@ pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
                                "expected job ids from qselect", job_id, error);
 }
 
+/* ---- arrays ------------------------------------------------------------- */
+
+static gchar *
+pbs_array_script(const DatcProxyRequest *req)
+{
+  return pbs_write_script(req, TRUE);
+}
+
+static GStrv
+pbs_array_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
+{
+  if (!datc_batch_array_size_is_valid(k))
+    return NULL;
+  return pbs_write_submit_argv(req, k, script_path);
+}
+
+/* qsub -J prints the array's id, "SEQ[].SERVER". */
+static gboolean
+pbs_array_parse_submit(const DatcCommandResult *res, guint k, gchar **base_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
+  (void)k;
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, PBS, "qsub", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, PBS, "qsub's stdout", &lines, error))
+    return FALSE;
+  return datc_batch_one_id((const char *const *)lines, pbs_array_id_is_valid, PBS,
+                           "expected one array id SEQ[].SERVER from qsub -J", base_id, error);
+}
+
+/* SEQ[].SERVER -> SEQ[INDEX].SERVER */
+static gchar *
+pbs_element_id(const char *base_id, guint index)
+{
+  if (!pbs_array_id_is_valid(base_id) || index == 0)
+    return NULL;
+  const char *brackets = strstr(base_id, "[]");
+  return g_strdup_printf("%.*s[%u]%s", (int)(brackets - base_id), base_id, index,
+                         brackets + 2);
+}
+
+/* qselect lists an array once, by its SEQ[].SERVER. */
+static gboolean
+pbs_array_parse_lookup(const DatcCommandResult *res, gchar **base_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
+
+  *base_id = NULL;
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, PBS, "qselect", res);
+      return FALSE;
+    }
+
+  g_autofree gchar *out = NULL;
+  if (!datc_site_answer_text(res->out, "qselect's stdout", &out, error))
+    {
+      g_prefix_error(error, PBS ": ");
+      return FALSE;
+    }
+  g_auto(GStrv) ids = datc_batch_words(out);
+  return datc_batch_lookup_ids((const char *const *)ids, pbs_array_id_is_valid, PBS,
+                               "expected array ids SEQ[].SERVER from qselect", base_id, error);
+}
+
+static const DatcSchedulerArrays pbs_arrays = {
+  .script = pbs_array_script,
+  .submit_argv = pbs_array_submit_argv,
+  .parse_submit = pbs_array_parse_submit,
+  .element_id = pbs_element_id,
+  .lookup_argv = pbs_lookup_argv,
+  .parse_lookup = pbs_array_parse_lookup,
+};
+
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -426,4 +551,5 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .queue_argv = pbs_queue_argv,
   .parse_queue = pbs_parse_queue,
   .programs = pbs_programs,
+  .arrays = &pbs_arrays,
 };

@@ -33,7 +33,12 @@
  *  - The queue is asked about with `qconf -sq Q` (any user may; Q is a
  *    cluster queue, an instance queue@host, or a list of them): its
  *    configuration, "qname Q" first, or 'No cluster queue or queue
- *    instance matches the phrase "Q"' (exit 1) for each unknown one. */
+ *    instance matches the phrase "Q"' (exit 1) for each unknown one.
+ *  - Arrays: `qsub -terse -t 1-K` prints "ID.1-K:1".  qstat has a line per
+ *    running task (its ja-task-ID) and one for the pending tasks with a
+ *    list ("2-5:1", "1,4").  qdel takes task ids ID.I, several at once
+ *    ("has deleted job-array task ID.I"; 'job "ID" task "I" does not
+ *    exist' for one already gone).  qstat -j NAME shows the array once. */
 
 #include "scheduler-batch.h"
 
@@ -41,16 +46,26 @@
 
 #define SGE "sge"
 
+/* A job's id, as qsub prints it. */
 static gboolean
-sge_id_is_valid(const char *id)
+sge_job_id_is_valid(const char *id)
 {
   return datc_batch_id_is_numeric(id);
 }
 
+/* What poll and cancel take: a job's id or an array task's, 123.4. */
+static gboolean
+sge_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id) || datc_batch_id_is_element(id, '.');
+}
+
 /* ---- script and submit ------------------------------------------------ */
 
+/* The script of one proxy or of an array (one log per task, and
+ * DATC_ARRAY_INDEX from SGE_TASK_ID). */
 static gchar *
-sge_script(const DatcProxyRequest *req)
+sge_write_script(const DatcProxyRequest *req, gboolean array)
 {
   g_return_val_if_fail(req != NULL, NULL);
 
@@ -60,7 +75,7 @@ sge_script(const DatcProxyRequest *req)
   g_autoptr(GString) d = g_string_new("#$ -S /bin/sh\n");
   g_string_append_printf(d, "#$ -N %s\n", req->name);
   g_string_append(d, "#$ -j y\n");
-  g_string_append_printf(d, "#$ -o %s.$JOB_ID.log\n", req->name);
+  g_string_append_printf(d, "#$ -o %s.$JOB_ID%s.log\n", req->name, array ? ".$TASK_ID" : "");
   g_string_append(d, "#$ -notify\n");
   if (req->slots > 1)
     g_string_append_printf(d, "#$ -pe smp %u\n", req->slots);
@@ -69,11 +84,19 @@ sge_script(const DatcProxyRequest *req)
   if (req->queue != NULL)
     g_string_append_printf(d, "#$ -q %s\n", req->queue);
 
-  return datc_batch_script(req, SGE, d->str, "DATC_SLOTS=${NSLOTS:-}\n", NULL);
+  g_autofree gchar *index_code = array ? datc_batch_array_index_code("SGE_TASK_ID", FALSE) : NULL;
+  return datc_batch_script(req, SGE, d->str, "DATC_SLOTS=${NSLOTS:-}\n", index_code);
 }
 
+static gchar *
+sge_script(const DatcProxyRequest *req)
+{
+  return sge_write_script(req, FALSE);
+}
+
+/* qsub for one job (k == 0) or an array of tasks 1..k. */
 static GStrv
-sge_submit_argv(const DatcProxyRequest *req, const char *script_path)
+sge_write_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
 {
   g_return_val_if_fail(req != NULL, NULL);
   g_return_val_if_fail(script_path != NULL, NULL);
@@ -88,9 +111,20 @@ sge_submit_argv(const DatcProxyRequest *req, const char *script_path)
   datc_batch_argv_add(argv, "-terse");
   datc_batch_argv_add(argv, "-wd");
   datc_batch_argv_add(argv, req->workdir);
+  if (k > 0)
+    {
+      datc_batch_argv_add(argv, "-t");
+      g_ptr_array_add(argv, g_strdup_printf("1-%u", k));
+    }
   datc_batch_argv_add_all(argv, (const char *const *)extra);
   datc_batch_argv_add(argv, script_path);
   return datc_batch_argv_end(argv);
+}
+
+static GStrv
+sge_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  return sge_write_submit_argv(req, 0, script_path);
 }
 
 static gboolean
@@ -107,7 +141,7 @@ sge_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, SGE, "qsub's stdout", &lines, error))
     return FALSE;
-  return datc_batch_one_id((const char *const *)lines, sge_id_is_valid, SGE,
+  return datc_batch_one_id((const char *const *)lines, sge_job_id_is_valid, SGE,
                            "expected one job id from qsub -terse", job_id, error);
 }
 
@@ -146,6 +180,45 @@ is_dashes(const char *line)
   return line[0] == '-' && strspn(line, "-") == strlen(line);
 }
 
+/* An array's ja-task-ID "2-5:1,7" (ranges with a step, or single tasks,
+ * comma-separated): `state` for each task "JOB.T" of `job`.  Only tasks up
+ * to DATC_ARRAY_MAX are ours, so a range never makes more answers than
+ * that. */
+static gboolean
+sge_set_task_answers(GHashTable *answers, const char *job, const char *tasks,
+                     DatcProxyState state)
+{
+  g_auto(GStrv) items = g_strsplit(tasks, ",", -1);
+
+  for (gsize i = 0; items[i] != NULL; i++)
+    {
+      guint64 lo = 0, hi = 0, step = 1;
+      gchar *colon = strchr(items[i], ':');
+      gchar *dash = strchr(items[i], '-');
+
+      if (colon != NULL)
+        {
+          *colon = '\0';
+          if (dash == NULL || !g_ascii_string_to_unsigned(colon + 1, 10, 1, G_MAXINT32, &step,
+                                                          NULL))
+            return FALSE;
+        }
+      if (dash != NULL)
+        *dash = '\0';
+      if (!g_ascii_string_to_unsigned(items[i], 10, 1, G_MAXINT32, &lo, NULL))
+        return FALSE;
+      hi = lo;
+      if (dash != NULL && !g_ascii_string_to_unsigned(dash + 1, 10, lo, G_MAXINT32, &hi, NULL))
+        return FALSE;
+      for (guint64 t = lo; t <= hi && t <= DATC_ARRAY_MAX; t += step)
+        {
+          g_autofree gchar *id = g_strdup_printf("%s.%" G_GUINT64_FORMAT, job, t);
+          datc_batch_answers_set(answers, id, state);
+        }
+    }
+  return TRUE;
+}
+
 static gboolean
 sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
                DatcProxyState *states, GError **error)
@@ -163,8 +236,11 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
     return FALSE;
 
   /* Nothing at all when the user has no job; otherwise the header, a
-   * line of dashes, and one line per job (per task for arrays):
-   * job-ID prior name user state submit/start-at [queue] [slots] [ja-task-ID] */
+   * line of dashes, and one line per job:
+   * job-ID prior name user state submit/start-at [queue] slots [ja-task-ID]
+   * The queue (queue@host) is there once the job has one; an array has a
+   * line per running task and one for its pending tasks, whose ja-task-ID
+   * is a list ("2-5:1", "1,3,6"). */
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
   for (gsize i = 0; lines[i] != NULL; i++)
     {
@@ -174,17 +250,23 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
         continue;
 
       g_auto(GStrv) words = datc_batch_words(lines[i]);
+      guint n = g_strv_length(words);
       DatcProxyState state = DATC_PROXY_UNKNOWN;
-      if (g_strv_length(words) >= 7 && sge_id_is_valid(words[0]))
+      if (n >= 7 && sge_job_id_is_valid(words[0]))
         state = sge_state(words[4]);
-      if (state == DATC_PROXY_UNKNOWN)
+      /* Words after the date and time: [queue] slots [tasks]. */
+      guint slots_at = n > 7 && strchr(words[7], '@') != NULL ? 8 : 7;
+      const char *tasks = n == slots_at + 2 ? words[slots_at + 1] : NULL;
+      if (state == DATC_PROXY_UNKNOWN || n > slots_at + 2
+          || (tasks != NULL && !sge_set_task_answers(answers, words[0], tasks, state)))
         {
           datc_batch_set_parse_error(error, SGE,
                                      "expected 'job-ID prior name user state ...' from qstat",
                                      lines[i]);
           return FALSE;
         }
-      datc_batch_answers_set(answers, words[0], state);
+      if (tasks == NULL)
+        datc_batch_answers_set(answers, words[0], state);
     }
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
   return TRUE;
@@ -195,11 +277,14 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
 static GStrv
 sge_cancel_argv(const char *const *ids)
 {
-  /* Deleted now, registered for deletion, or already gone. */
+  /* Deleted now, registered for deletion, or already gone; a job or an
+   * array's task (qdel takes 123.4 and says "job-array task 123.4"). */
   return datc_batch_cancel_argv("qdel",
-                                "has (registered the job [0-9]+ for deletion|deleted job [0-9]+)"
+                                "has (registered the (job|job-array task) [0-9.]+ for deletion"
+                                "|deleted (job|job-array task) [0-9.]+)"
                                 "|^denied: job \"[0-9]+\" does not exist"
-                                "|job [0-9]+ is already in deletion",
+                                "|^job \"[0-9]+\" task \"[0-9]+\" does not exist"
+                                "|(job|job-array task) [0-9.]+ is already in deletion",
                                 "datc-sge-cancel", ids, sge_id_is_valid);
 }
 
@@ -248,7 +333,7 @@ sge_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
       if (!g_str_has_prefix(lines[i], "job_number:"))
         continue;
       g_auto(GStrv) words = datc_batch_words(lines[i]);
-      if (g_strv_length(words) != 2 || !sge_id_is_valid(words[1]))
+      if (g_strv_length(words) != 2 || !sge_job_id_is_valid(words[1]))
         {
           datc_batch_set_parse_error(error, SGE, "expected 'job_number: ID' from qstat -j",
                                      lines[i]);
@@ -265,6 +350,71 @@ sge_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_ptr_array_add(found, NULL);
   return datc_batch_lookup_result((const char *const *)found->pdata, SGE, job_id, error);
 }
+
+/* ---- arrays ------------------------------------------------------------- */
+
+static gchar *
+sge_array_script(const DatcProxyRequest *req)
+{
+  return sge_write_script(req, TRUE);
+}
+
+static GStrv
+sge_array_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
+{
+  if (!datc_batch_array_size_is_valid(k))
+    return NULL;
+  return sge_write_submit_argv(req, k, script_path);
+}
+
+/* qsub -terse -t 1-K prints "ID.1-K:1". */
+static gboolean
+sge_array_parse_submit(const DatcCommandResult *res, guint k, gchar **base_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
+
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SGE, "qsub", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SGE, "qsub's stdout", &lines, error))
+    return FALSE;
+  g_autofree gchar *tail = g_strdup_printf(".1-%u:1", k);
+  g_autofree gchar *id = NULL;
+  if (g_strv_length(lines) == 1 && g_str_has_suffix(lines[0], tail))
+    id = g_strndup(lines[0], strlen(lines[0]) - strlen(tail));
+  if (id == NULL || !sge_job_id_is_valid(id))
+    {
+      g_autofree gchar *all = g_strjoinv("\n", lines);
+      g_autofree gchar *what = g_strdup_printf("expected 'ID%s' from qsub -terse -t 1-%u", tail, k);
+      datc_batch_set_parse_error(error, SGE, what, all);
+      return FALSE;
+    }
+  *base_id = g_steal_pointer(&id);
+  return TRUE;
+}
+
+static gchar *
+sge_element_id(const char *base_id, guint index)
+{
+  if (!sge_job_id_is_valid(base_id) || index == 0)
+    return NULL;
+  return g_strdup_printf("%s.%u", base_id, index);
+}
+
+/* qstat -j NAME shows an array once, as its job_number: the plain lookup
+ * answers with the base id already. */
+static const DatcSchedulerArrays sge_arrays = {
+  .script = sge_array_script,
+  .submit_argv = sge_array_submit_argv,
+  .parse_submit = sge_array_parse_submit,
+  .element_id = sge_element_id,
+  .lookup_argv = sge_lookup_argv,
+  .parse_lookup = sge_parse_lookup,
+};
 
 /* ---- queue ------------------------------------------------------------ */
 
@@ -389,4 +539,5 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .queue_argv = sge_queue_argv,
   .parse_queue = sge_parse_queue,
   .programs = sge_programs,
+  .arrays = &sge_arrays,
 };

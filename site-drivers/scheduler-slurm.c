@@ -18,7 +18,7 @@
  *    checks; W is a quarter of the limit, kept within 35..60 s.  The kill
  *    itself comes up to ~30 s after the limit: TERM, then KILL after
  *    KillWait.
- *  - Poll is `squeue -h -t all -j ID,ID -o '%i %T'`, which works without
+ *  - Poll is `squeue -h -t all -r -j ID,ID -o '%i %T'`, which works without
  *    slurmdbd and knows finished jobs for MinJobAge.  An id it no longer
  *    knows is left out of the answer (several ids) or makes it exit 1
  *    with "Invalid job id specified" (one id): either way FINISHED.
@@ -30,7 +30,13 @@
  *    State=UP ...), which says "Partition P not found" (on stdout, exit
  *    1) for an unknown one; sinfo would print nothing.  A list "a,b" (sbatch's
  *    --partition takes one) is asked about name by name, stopping at the
- *    first unknown. */
+ *    first unknown.
+ *  - Arrays: `sbatch --array=1-K` prints the array's id; element I is
+ *    ID_I, which squeue -j and scancel take (several in one scancel).
+ *    squeue collapses pending elements into "ID_[1-4]" unless -r; the
+ *    parser reads that form too.  Cancelled pending elements leave squeue
+ *    at once.  An array is found by name with `-o %F` (its base id on each
+ *    element's line). */
 
 #include "scheduler-batch.h"
 
@@ -42,16 +48,26 @@
 #define SLURM_WARNING_MIN_S 35u
 #define SLURM_WARNING_MAX_S 60u
 
+/* A job's id, as sbatch prints it. */
 static gboolean
-slurm_id_is_valid(const char *id)
+slurm_job_id_is_valid(const char *id)
 {
   return datc_batch_id_is_numeric(id);
 }
 
+/* What poll and cancel take: a job's id or an array element's, 123_4. */
+static gboolean
+slurm_id_is_valid(const char *id)
+{
+  return datc_batch_id_is_numeric(id) || datc_batch_id_is_element(id, '_');
+}
+
 /* ---- script and submit ------------------------------------------------ */
 
+/* The script of one proxy or of an array (one log per element, and
+ * DATC_ARRAY_INDEX from SLURM_ARRAY_TASK_ID). */
 static gchar *
-slurm_script(const DatcProxyRequest *req)
+slurm_write_script(const DatcProxyRequest *req, gboolean array)
 {
   g_return_val_if_fail(req != NULL, NULL);
 
@@ -62,7 +78,7 @@ slurm_script(const DatcProxyRequest *req)
   g_string_append_printf(d, "#SBATCH --job-name=%s\n", req->name);
   g_string_append(d, "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n");
   g_string_append_printf(d, "#SBATCH --cpus-per-task=%u\n", req->slots);
-  g_string_append_printf(d, "#SBATCH --output=%s.%%j.log\n", req->name);
+  g_string_append_printf(d, "#SBATCH --output=%s.%s.log\n", req->name, array ? "%A_%a" : "%j");
   if (req->walltime_s > 0)
     {
       guint minutes = (req->walltime_s + 59) / 60;
@@ -74,12 +90,21 @@ slurm_script(const DatcProxyRequest *req)
   if (req->queue != NULL)
     g_string_append_printf(d, "#SBATCH --partition=%s\n", req->queue);
 
+  g_autofree gchar *index_code
+      = array ? datc_batch_array_index_code("SLURM_ARRAY_TASK_ID", FALSE) : NULL;
   return datc_batch_script(req, SLURM, d->str, "DATC_SLOTS=${SLURM_CPUS_ON_NODE:-}\n",
-                           NULL);
+                           index_code);
 }
 
+static gchar *
+slurm_script(const DatcProxyRequest *req)
+{
+  return slurm_write_script(req, FALSE);
+}
+
+/* sbatch for one job (k == 0) or an array of elements 1..k. */
 static GStrv
-slurm_submit_argv(const DatcProxyRequest *req, const char *script_path)
+slurm_write_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
 {
   g_return_val_if_fail(req != NULL, NULL);
   g_return_val_if_fail(script_path != NULL, NULL);
@@ -93,9 +118,17 @@ slurm_submit_argv(const DatcProxyRequest *req, const char *script_path)
   datc_batch_argv_add(argv, "sbatch");
   datc_batch_argv_add(argv, "--parsable");
   g_ptr_array_add(argv, g_strconcat("--chdir=", req->workdir, NULL));
+  if (k > 0)
+    g_ptr_array_add(argv, g_strdup_printf("--array=1-%u", k));
   datc_batch_argv_add_all(argv, (const char *const *)extra);
   datc_batch_argv_add(argv, script_path);
   return datc_batch_argv_end(argv);
+}
+
+static GStrv
+slurm_submit_argv(const DatcProxyRequest *req, const char *script_path)
+{
+  return slurm_write_submit_argv(req, 0, script_path);
 }
 
 static gboolean
@@ -125,7 +158,7 @@ slurm_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   gchar *semicolon = strchr(id, ';');
   if (semicolon != NULL)
     *semicolon = '\0';
-  if (!slurm_id_is_valid(id))
+  if (!slurm_job_id_is_valid(id))
     {
       datc_batch_set_parse_error(error, SLURM, "expected a job id from sbatch --parsable",
                                  lines[0]);
@@ -145,7 +178,9 @@ slurm_poll_argv(const char *const *ids)
 
   g_autofree gchar *list = g_strjoinv(",", (gchar **)ids);
   GPtrArray *argv = datc_batch_argv_new();
-  const char *const fixed[] = { "squeue", "-h", "-t", "all", "-j", NULL };
+  /* -r: an array's pending elements one per line (123_4), not collapsed
+   * (123_[2-5]). */
+  const char *const fixed[] = { "squeue", "-h", "-t", "all", "-r", "-j", NULL };
 
   datc_batch_argv_add_all(argv, fixed);
   datc_batch_argv_add(argv, list);
@@ -211,6 +246,94 @@ stderr_is_only_invalid_id(const DatcCommandResult *res)
          && datc_batch_lines_all_match(err, patterns);
 }
 
+/* Pending elements squeue shows on one line, "123_[2-5,7%4]" (without
+ * -r, or from an older squeue): base 123, indices 2..5 and 7. */
+typedef struct
+{
+  guint64 base;
+  guint64 lo, hi;
+  DatcProxyState state;
+} SlurmElements;
+
+static gboolean
+parse_index(const char *s, guint64 *value)
+{
+  return datc_batch_id_is_numeric(s) && g_ascii_string_to_unsigned(s, 10, 1, G_MAXINT64, value,
+                                                                    NULL);
+}
+
+/* Appends the ranges of `word` to `out`; FALSE when it is not of that
+ * shape. */
+static gboolean
+parse_collapsed(const char *word, DatcProxyState state, GArray *out)
+{
+  const char *open = strstr(word, "_[");
+  gsize len = strlen(word);
+
+  if (open == NULL || len < 4 || word[len - 1] != ']')
+    return FALSE;
+  g_autofree gchar *base_text = g_strndup(word, (gsize)(open - word));
+  g_autofree gchar *list = g_strndup(open + 2, (gsize)(word + len - 1 - (open + 2)));
+  guint64 base = 0;
+  gchar *throttle = strchr(list, '%');
+
+  if (!parse_index(base_text, &base))
+    return FALSE;
+  if (throttle != NULL)
+    {
+      guint64 ignored = 0;
+      if (!parse_index(throttle + 1, &ignored))
+        return FALSE;
+      *throttle = '\0';
+    }
+  g_auto(GStrv) items = g_strsplit(list, ",", -1);
+  if (items[0] == NULL)
+    return FALSE;
+  for (gsize i = 0; items[i] != NULL; i++)
+    {
+      SlurmElements e = { .base = base, .state = state };
+      gchar *dash = strchr(items[i], '-');
+
+      if (dash != NULL)
+        *dash = '\0';
+      /* Slurm counts array indices from 0. */
+      if (!(strcmp(items[i], "0") == 0 || parse_index(items[i], &e.lo)))
+        return FALSE;
+      e.hi = e.lo;
+      if (dash != NULL && !parse_index(dash + 1, &e.hi))
+        return FALSE;
+      if (e.hi < e.lo)
+        return FALSE;
+      g_array_append_val(out, e);
+    }
+  return TRUE;
+}
+
+/* The state of element id "BASE_INDEX" from the collapsed lines, if one
+ * covers it. */
+static gboolean
+collapsed_state(const GArray *collapsed, const char *id, DatcProxyState *state)
+{
+  const char *sep = strchr(id, '_');
+  guint64 base = 0, index = 0;
+
+  if (sep == NULL)
+    return FALSE;
+  g_autofree gchar *base_text = g_strndup(id, (gsize)(sep - id));
+  if (!parse_index(base_text, &base) || !parse_index(sep + 1, &index))
+    return FALSE;
+  for (guint i = 0; i < collapsed->len; i++)
+    {
+      const SlurmElements *e = &g_array_index(collapsed, SlurmElements, i);
+      if (e->base == base && index >= e->lo && index <= e->hi)
+        {
+          *state = e->state;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
 static gboolean
 slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
                  DatcProxyState *states, GError **error)
@@ -235,22 +358,29 @@ slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
     }
 
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr(GArray) collapsed = g_array_new(FALSE, FALSE, sizeof(SlurmElements));
   for (gsize i = 0; lines[i] != NULL; i++)
     {
       g_auto(GStrv) words = datc_batch_words(lines[i]);
+      gboolean shaped = g_strv_length(words) == 2 && is_state_word(words[1]);
+      DatcProxyState state = shaped ? datc_batch_state_lookup(slurm_states,
+                                                              G_N_ELEMENTS(slurm_states),
+                                                              words[1])
+                                    : DATC_PROXY_UNKNOWN;
 
-      if (g_strv_length(words) != 2 || !slurm_id_is_valid(words[0])
-          || !is_state_word(words[1]))
+      if (shaped && slurm_id_is_valid(words[0]))
+        datc_batch_answers_set(answers, words[0], state);
+      else if (!shaped || !parse_collapsed(words[0], state, collapsed))
         {
           datc_batch_set_parse_error(error, SLURM, "expected 'JOBID STATE' from squeue",
                                      lines[i]);
           return FALSE;
         }
-      datc_batch_answers_set(answers, words[0],
-                             datc_batch_state_lookup(slurm_states,
-                                                     G_N_ELEMENTS(slurm_states), words[1]));
     }
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  for (gsize i = 0; ids[i] != NULL; i++)
+    if (!g_hash_table_contains(answers, ids[i]))
+      (void)collapsed_state(collapsed, ids[i], &states[i]);
   return TRUE;
 }
 
@@ -299,9 +429,94 @@ slurm_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, SLURM, "squeue's stdout", &lines, error))
     return FALSE;
-  return datc_batch_lookup_ids((const char *const *)lines, slurm_id_is_valid, SLURM,
+  return datc_batch_lookup_ids((const char *const *)lines, slurm_job_id_is_valid, SLURM,
                                "expected a job id per line from squeue", job_id, error);
 }
+
+/* ---- arrays -------------------------------------------------------------- */
+
+static gchar *
+slurm_array_script(const DatcProxyRequest *req)
+{
+  return slurm_write_script(req, TRUE);
+}
+
+static GStrv
+slurm_array_submit_argv(const DatcProxyRequest *req, guint k, const char *script_path)
+{
+  if (!datc_batch_array_size_is_valid(k))
+    return NULL;
+  return slurm_write_submit_argv(req, k, script_path);
+}
+
+/* sbatch --parsable prints the array's job id like any other. */
+static gboolean
+slurm_array_parse_submit(const DatcCommandResult *res, guint k, gchar **base_id,
+                         GError **error)
+{
+  (void)k;
+  return slurm_parse_submit(res, base_id, error);
+}
+
+static gchar *
+slurm_element_id(const char *base_id, guint index)
+{
+  if (!slurm_job_id_is_valid(base_id) || index == 0)
+    return NULL;
+  return g_strdup_printf("%s_%u", base_id, index);
+}
+
+/* %F is the array's base id on each element's line (%i would be 123_4). */
+static GStrv
+slurm_array_lookup_argv(const char *job_name)
+{
+  if (!datc_batch_name_is_valid(job_name))
+    return NULL;
+
+  GPtrArray *argv = datc_batch_argv_new();
+  const char *const fixed[] = { "squeue", "-h", "-t", "all", "-r", NULL };
+
+  datc_batch_argv_add_all(argv, fixed);
+  g_ptr_array_add(argv, g_strconcat("--name=", job_name, NULL));
+  datc_batch_argv_add(argv, "-o");
+  datc_batch_argv_add(argv, "%F");
+  return datc_batch_argv_end(argv);
+}
+
+static gboolean
+slurm_array_parse_lookup(const DatcCommandResult *res, gchar **base_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
+
+  *base_id = NULL;
+  if (res->exit_status != 0)
+    {
+      datc_batch_set_command_error(error, SLURM, "squeue", res);
+      return FALSE;
+    }
+
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, SLURM, "squeue's stdout", &lines, error))
+    return FALSE;
+  /* One line per element, each naming the same base. */
+  g_autoptr(GPtrArray) bases = datc_batch_argv_new();
+  for (gsize i = 0; lines[i] != NULL; i++)
+    if (!g_ptr_array_find_with_equal_func(bases, lines[i], g_str_equal, NULL))
+      datc_batch_argv_add(bases, lines[i]);
+  g_ptr_array_add(bases, NULL);
+  return datc_batch_lookup_ids((const char *const *)bases->pdata, slurm_job_id_is_valid, SLURM,
+                               "expected an array's job id per line from squeue", base_id,
+                               error);
+}
+
+static const DatcSchedulerArrays slurm_arrays = {
+  .script = slurm_array_script,
+  .submit_argv = slurm_array_submit_argv,
+  .parse_submit = slurm_array_parse_submit,
+  .element_id = slurm_element_id,
+  .lookup_argv = slurm_array_lookup_argv,
+  .parse_lookup = slurm_array_parse_lookup,
+};
 
 /* ---- queue ------------------------------------------------------------ */
 
@@ -403,4 +618,5 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .queue_argv = slurm_queue_argv,
   .parse_queue = slurm_parse_queue,
   .programs = slurm_programs,
+  .arrays = &slurm_arrays,
 };

@@ -300,16 +300,14 @@ name_is_plain_file_name(const char *name)
          && strcmp(name, "..") != 0;
 }
 
-gboolean
-datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
-                 gchar **job_id, GError **error)
+/* What every submit checks and does first: the workdir and script name,
+ * then the script written under the workdir.  *script_path is where it
+ * went (transfer full). */
+static gboolean
+put_script(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+           gchar *(*write_script)(const DatcProxyRequest *req), gchar **script_path,
+           GError **error)
 {
-  g_return_val_if_fail(site != NULL, FALSE);
-  g_return_val_if_fail(req != NULL, FALSE);
-  g_return_val_if_fail(script_name != NULL, FALSE);
-  g_return_val_if_fail(job_id != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
-
   const DatcSchedulerClass *sched = site->scheduler;
 
   /* The scheduler's command may cd before it names the script, so only an
@@ -329,7 +327,7 @@ datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script
       return FALSE;
     }
 
-  g_autofree gchar *script = sched->script(req);
+  g_autofree gchar *script = write_script(req);
   if (script == NULL)
     {
       g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
@@ -338,14 +336,42 @@ datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script
       return FALSE;
     }
 
-  g_autofree gchar *script_path = g_build_filename(req->workdir, script_name, NULL);
+  g_autofree gchar *path = g_build_filename(req->workdir, script_name, NULL);
   gsize script_len = strlen(script);
   g_autoptr(GBytes) data = g_bytes_new_take(g_steal_pointer(&script), script_len);
-  if (!site->transport->klass->put(site->transport, data, script_path, 0700, error))
+  if (!site->transport->klass->put(site->transport, data, path, 0700, error))
     {
       g_prefix_error(error, "site %s: ", site->name);
       return FALSE;
     }
+  *script_path = g_steal_pointer(&path);
+  return TRUE;
+}
+
+/* A submit that failed this way may have reached the scheduler before the
+ * connection broke or the clock ran out. */
+static gboolean
+failed_in_transit(const GError *error)
+{
+  return g_error_matches(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT)
+         || g_error_matches(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT);
+}
+
+gboolean
+datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                 gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  g_return_val_if_fail(req != NULL, FALSE);
+  g_return_val_if_fail(script_name != NULL, FALSE);
+  g_return_val_if_fail(job_id != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  const DatcSchedulerClass *sched = site->scheduler;
+  g_autofree gchar *script_path = NULL;
+
+  if (!put_script(site, req, script_name, sched->script, &script_path, error))
+    return FALSE;
 
   g_auto(GStrv) argv = sched->submit_argv(req, script_path);
   if (argv == NULL)
@@ -364,10 +390,8 @@ datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script
       /* The submit may have reached the scheduler before the connection
        * broke or the clock ran out: never submit twice on a guess.  Look
        * the job up by its name (unique per campaign and proxy). */
-      gboolean in_transit = g_error_matches(run_error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT)
-                            || g_error_matches(run_error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT);
       g_autoptr(GError) lookup_error = NULL;
-      if (in_transit && req->name != NULL && sched->lookup_argv != NULL
+      if (failed_in_transit(run_error) && req->name != NULL && sched->lookup_argv != NULL
           && datc_site_lookup(site, req->name, &id, &lookup_error) && id != NULL)
         {
           g_message("site %s: submitting %s failed in transit (%s), but job %s went through",
@@ -417,6 +441,143 @@ datc_site_lookup(DatcSite *site, const char *job_name, gchar **job_id, GError **
       return FALSE;
     }
   return TRUE;
+}
+
+/* ---- proxies as job arrays ------------------------------------------- */
+
+gboolean
+datc_site_scheduler_has_arrays(DatcSite *site)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  return site->scheduler->arrays != NULL;
+}
+
+static gboolean
+check_arrays(DatcSite *site, guint k, GError **error)
+{
+  if (site->scheduler->arrays == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s has no job arrays", site->name, site->scheduler->name);
+      return FALSE;
+    }
+  if (k < DATC_ARRAY_MIN || k > DATC_ARRAY_MAX)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: an array of %u proxies (arrays have %u to %u)", site->name, k,
+                  DATC_ARRAY_MIN, DATC_ARRAY_MAX);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The ids of elements 1..k of the array `base_id` (transfer full). */
+static gboolean
+element_ids_new(DatcSite *site, const char *base_id, guint k, GStrv *element_ids,
+                GError **error)
+{
+  GStrv ids = g_new0(gchar *, k + 1);
+
+  for (guint i = 0; i < k; i++)
+    {
+      ids[i] = site->scheduler->arrays->element_id(base_id, i + 1);
+      if (ids[i] == NULL)
+        {
+          g_autofree gchar *escaped = g_strescape(base_id, NULL);
+          g_strfreev(ids);
+          g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+                      "site %s: '%s' is not a %s array id", site->name, escaped,
+                      site->scheduler->name);
+          return FALSE;
+        }
+    }
+  *element_ids = ids;
+  return TRUE;
+}
+
+gboolean
+datc_site_lookup_array(DatcSite *site, const char *job_name, guint k, GStrv *element_ids,
+                       GError **error)
+{
+  g_return_val_if_fail(site != NULL && job_name != NULL && element_ids != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  *element_ids = NULL;
+  if (!check_arrays(site, k, error))
+    return FALSE;
+
+  const DatcSchedulerArrays *arrays = site->scheduler->arrays;
+  g_auto(GStrv) argv = arrays->lookup_argv(job_name);
+  if (argv == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: '%s' is not a job name %s accepts", site->name, job_name,
+                  site->scheduler->name);
+      return FALSE;
+    }
+  g_auto(DatcCommandResult) res = { 0 };
+  g_autofree gchar *base_id = NULL;
+  if (!site_run(site, (const char *const *)argv, &res, error)
+      || !arrays->parse_lookup(&res, &base_id, error))
+    {
+      g_prefix_error(error, "site %s: looking up array %s: ", site->name, job_name);
+      return FALSE;
+    }
+  return base_id == NULL || element_ids_new(site, base_id, k, element_ids, error);
+}
+
+gboolean
+datc_site_submit_array(DatcSite *site, const DatcProxyRequest *req, guint k,
+                       const char *script_name, GStrv *element_ids, GError **error)
+{
+  g_return_val_if_fail(site != NULL && req != NULL && script_name != NULL, FALSE);
+  g_return_val_if_fail(element_ids != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  *element_ids = NULL;
+  if (!check_arrays(site, k, error))
+    return FALSE;
+
+  const DatcSchedulerArrays *arrays = site->scheduler->arrays;
+  g_autofree gchar *script_path = NULL;
+  if (!put_script(site, req, script_name, arrays->script, &script_path, error))
+    return FALSE;
+
+  g_auto(GStrv) argv = arrays->submit_argv(req, k, script_path);
+  if (argv == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: scheduler %s cannot submit %s as an array of %u", site->name,
+                  site->scheduler->name, script_path, k);
+      return FALSE;
+    }
+
+  g_auto(DatcCommandResult) res = { 0 };
+  g_autofree gchar *base_id = NULL;
+  g_autoptr(GError) run_error = NULL;
+  if (!site_run(site, (const char *const *)argv, &res, &run_error))
+    {
+      /* As datc_site_submit: never submit twice on a guess. */
+      g_autoptr(GError) lookup_error = NULL;
+      g_auto(GStrv) found = NULL;
+      if (failed_in_transit(run_error) && req->name != NULL
+          && datc_site_lookup_array(site, req->name, k, &found, &lookup_error) && found != NULL)
+        {
+          g_message("site %s: submitting %s failed in transit (%s), but array %s went through",
+                    site->name, script_path, run_error->message, found[0]);
+          *element_ids = g_steal_pointer(&found);
+          return TRUE;
+        }
+      g_propagate_prefixed_error(error, g_steal_pointer(&run_error), "site %s: submitting %s: ",
+                                 site->name, script_path);
+      return FALSE;
+    }
+  if (!arrays->parse_submit(&res, k, &base_id, error))
+    {
+      g_prefix_error(error, "site %s: submitting %s: ", site->name, script_path);
+      return FALSE;
+    }
+  return element_ids_new(site, base_id, k, element_ids, error);
 }
 
 gboolean

@@ -82,7 +82,7 @@ test_argv(void)
   g_assert_nonnull(strstr(cancel[2], "bkill \"$@\""));
   g_assert_cmpstrv(lookup, want_lookup);
 
-  static const char *const bad[] = { "", "0", "1234[1]", "12.3", "-1", "1 2", "1;x" };
+  static const char *const bad[] = { "", "0", "1234[0]", "1234[]", "1234[01]", "[1]", "1234[1]x", "12.3", "-1", "1 2", "1;x" };
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
     {
       const char *one[] = { "5", bad[i], NULL };
@@ -150,6 +150,27 @@ test_queue_argv_and_malformed_answers(void)
                      DATC_SITE_ERROR_COMMAND);
 }
 
+/* ---- arrays (from the documentation only: no LSF daemon here) ---------- */
+
+static void
+test_array_script_and_argv(void)
+{
+  g_autofree gchar *script = lsf()->arrays->script(&base_request);
+  DatcProxyRequest req = base_request;
+  req.submit_args = "-A proj";
+  g_auto(GStrv) submit = lsf()->arrays->submit_argv(&req, 4, "/scratch/datc/a.sh");
+  const char *want_args[] = { "/scratch/datc", "/scratch/datc/a.sh", "-J", "datc-c42-p7[1-4]",
+                              "-A", "proj", NULL };
+  g_assert_cmpstr(submit[0], ==, "/bin/sh");
+  g_assert_cmpstrv(submit + 4, want_args);
+  g_autofree gchar *element = lsf()->arrays->element_id("1250", 4);
+
+  g_assert_nonnull(strstr(script, "LSB_JOBINDEX"));
+  g_assert_nonnull(strstr(script, "#BSUB -o datc-c42-p7.%J_%I.log\n"));
+  g_assert_cmpstr(element, ==, "1250[4]");
+  check_array_script(lsf(), "LSB_JOBINDEX");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -161,6 +182,7 @@ main(int argc, char **argv)
   g_test_add_func("/site/lsf/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
   g_test_add_func("/site/lsf/parse/malformed-answers-are-parse-errors-naming-lsf",
                   test_malformed_answers_are_parse_errors_naming_lsf);
+  g_test_add_func("/site/lsf/array/script-and-argv", test_array_script_and_argv);
   g_test_add_func("/site/lsf/queue/argv-and-malformed-answers",
                   test_queue_argv_and_malformed_answers);
   recorded_add_tests(lsf(), (RecordedCommands){ .submit = "bsub", .poll = "bjobs",

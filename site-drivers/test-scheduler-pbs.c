@@ -159,6 +159,28 @@ test_queue_argv_and_malformed_answers(void)
   queue_answer_fails(pbs(), "workq", 2, "", "usage: qstat ...\n", DATC_SITE_ERROR_COMMAND);
 }
 
+/* ---- arrays (from the documentation only: no PBS daemon here) ---------- */
+
+static void
+test_array_script_and_argv(void)
+{
+  g_autofree gchar *script = pbs()->arrays->script(&base_request);
+  DatcProxyRequest req = base_request;
+  req.submit_args = "-A proj";
+  g_auto(GStrv) submit = pbs()->arrays->submit_argv(&req, 4, "/scratch/it's datc/a.sh");
+  const char *want_args[] = { "/scratch/it's datc", "-J", "1-4", "-A", "proj",
+                              "/scratch/it's datc/a.sh", NULL };
+  g_assert_cmpstr(submit[0], ==, "/bin/sh");
+  g_assert_cmpstrv(submit + 4, want_args);
+  g_autofree gchar *element = pbs()->arrays->element_id("1240[].srv", 4);
+
+  g_assert_nonnull(strstr(script, "PBS_ARRAY_INDEX"));
+  g_autofree gchar *not_array = pbs()->arrays->element_id("1240.srv", 1);
+  g_assert_null(not_array);
+  g_assert_cmpstr(element, ==, "1240[4].srv");
+  check_array_script(pbs(), "PBS_ARRAY_INDEX");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -170,6 +192,7 @@ main(int argc, char **argv)
   g_test_add_func("/site/pbs/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);
   g_test_add_func("/site/pbs/parse/malformed-answers-are-parse-errors-naming-pbs",
                   test_malformed_answers_are_parse_errors_naming_pbs);
+  g_test_add_func("/site/pbs/array/script-and-argv", test_array_script_and_argv);
   g_test_add_func("/site/pbs/queue/argv-and-malformed-answers",
                   test_queue_argv_and_malformed_answers);
   recorded_add_tests(pbs(), (RecordedCommands){ .submit = "qsub", .poll = "qstat",

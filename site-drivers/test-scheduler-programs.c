@@ -89,6 +89,13 @@ test_programs_cover_commands (gconstpointer data)
   check_argv (name, "lookup", lookup, k->programs);
   if (k->queue_argv != NULL)
     check_argv (name, "queue", queue, k->programs);
+  if (k->arrays != NULL)
+    {
+      g_auto (GStrv) array_submit = k->arrays->submit_argv (&req, 3, "/tmp/wd/p.sh");
+      g_auto (GStrv) array_lookup = k->arrays->lookup_argv ("datc-test-1");
+      check_argv (name, "array submit", array_submit, k->programs);
+      check_argv (name, "array lookup", array_lookup, k->programs);
+    }
 }
 
 int

@@ -137,7 +137,7 @@ test_argv(void)
 static void
 test_argv_refuses_ids_that_are_not_sge_ids(void)
 {
-  static const char *const bad[] = { "", "0", "07", "12.1", "12-20:2", "-1", "1;x", "$(x)",
+  static const char *const bad[] = { "", "0", "07", "12.0", "12.01", "12.", ".1", "12.1.2", "12-20:2", "-1", "1;x", "$(x)",
                                      "12 13", "1234567890123456789" };
 
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
@@ -259,6 +259,104 @@ test_queue_argv_and_malformed_answers(void)
                      DATC_SITE_ERROR_COMMAND);
 }
 
+/* ---- arrays ----------------------------------------------------------- */
+
+static void
+test_array_script_and_argv(void)
+{
+  g_autofree gchar *script = sge()->arrays->script(&base_request);
+  DatcProxyRequest req = base_request;
+  req.submit_args = "-P proj";
+  g_auto(GStrv) submit = sge()->arrays->submit_argv(&req, 5, "/scratch/datc/a.sh");
+  const char *want_submit[] = { "qsub", "-terse", "-wd", "/scratch/datc", "-t", "1-5", "-P",
+                                "proj", "/scratch/datc/a.sh", NULL };
+  g_autofree gchar *element = sge()->arrays->element_id("123", 4);
+
+  g_assert_nonnull(strstr(script, "#$ -N datc-c42-p7\n"));
+  g_assert_nonnull(strstr(script, "#$ -o datc-c42-p7.$JOB_ID.$TASK_ID.log\n"));
+  g_assert_cmpstrv(submit, want_submit);
+  g_assert_cmpstr(element, ==, "123.4");
+  check_array_script(sge(), "SGE_TASK_ID");
+
+  /* qsub -terse -t 1-K says "ID.1-K:1": another K is not our array. */
+  static const struct
+  {
+    const char *out;
+    guint k;
+  } bad[] = { { "12.1-5:1\n", 4 }, { "12\n", 3 }, { "12.1-3:2\n", 3 }, { "x.1-3:1\n", 3 },
+              { "12.1-3:1\n13.1-3:1\n", 3 }, { "", 3 } };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      g_auto(DatcCommandResult) res = { .out = g_bytes_new_static(bad[i].out, strlen(bad[i].out)) };
+      g_autofree gchar *base = NULL;
+      g_autoptr(GError) error = NULL;
+
+      g_test_message("qsub said '%s' for %u", bad[i].out, bad[i].k);
+      g_assert_false(sge()->arrays->parse_submit(&res, bad[i].k, &base, &error));
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(error->message, "sge: "));
+      g_assert_null(base);
+    }
+}
+
+/* Task lists as qstat prints them: ranges with a step, single tasks,
+ * comma lists; running tasks on lines of their own. */
+static void
+test_poll_reads_task_lists(void)
+{
+  const char *out
+      = "job-ID  prior   name       user         state submit/start at     queue                "
+        "          slots ja-task-ID \n"
+        "-----------------------------------------------------------------------------------------"
+        "------------------------\n"
+        "      7 0.25000 a          root         r     11/24/2026 06:37:45 all.q@vm              "
+        "             1 2\n"
+        "      7 0.25000 a          root         qw    11/24/2026 06:37:45                       "
+        "             1 1,3-9:3,20\n"
+        "      8 0.25000 b          root         Eqw   11/24/2026 06:37:45                       "
+        "             1 1-2:1\n"
+        "      9 0.25000 c          root         r     11/24/2026 06:37:45 all.q@vm              "
+        "             1\n"
+        "     10 0.25000 d          root         qw    11/24/2026 06:37:45                       "
+        "             2\n";
+  g_auto(DatcCommandResult) res = { .out = g_bytes_new_static(out, strlen(out)) };
+  const char *ids[] = { "7.1", "7.2", "7.3", "7.4", "7.6", "7.9", "7.20", "7.21", "8.2", "9",
+                        "10", "9.1", NULL };
+  const DatcProxyState want[] = { DATC_PROXY_PENDING,  DATC_PROXY_RUNNING, DATC_PROXY_PENDING,
+                                  DATC_PROXY_FINISHED, DATC_PROXY_PENDING, DATC_PROXY_PENDING,
+                                  DATC_PROXY_PENDING,  DATC_PROXY_FINISHED, DATC_PROXY_FAILED,
+                                  DATC_PROXY_RUNNING,  DATC_PROXY_PENDING, DATC_PROXY_FINISHED };
+  DatcProxyState states[G_N_ELEMENTS(want)];
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(sge()->parse_poll(&res, ids, states, &error));
+  g_assert_no_error(error);
+  for (gsize i = 0; i < G_N_ELEMENTS(want); i++)
+    {
+      g_test_message("%s", ids[i]);
+      g_assert_cmpstr(datc_proxy_state_name(states[i]), ==, datc_proxy_state_name(want[i]));
+    }
+
+  static const char *const bad[] = {
+    "      7 0.25 a root qw 11/24/2026 06:37:45 1 2-\n",
+    "      7 0.25 a root qw 11/24/2026 06:37:45 1 5-2:1\n",
+    "      7 0.25 a root qw 11/24/2026 06:37:45 1 1-4:0\n",
+    "      7 0.25 a root qw 11/24/2026 06:37:45 1 1,,2\n",
+    "      7 0.25 a root qw 11/24/2026 06:37:45 1 x\n",
+    "      7 0.25 a root r 11/24/2026 06:37:45 all.q@vm 1 2 extra\n",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      g_auto(DatcCommandResult) bad_res = { .out = g_bytes_new_static(bad[i], strlen(bad[i])) };
+      g_autoptr(GError) bad_error = NULL;
+
+      g_test_message("answer '%s'", bad[i]);
+      g_assert_false(sge()->parse_poll(&bad_res, ids, states, &bad_error));
+      g_assert_error(bad_error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(bad_error->message, "sge: "));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -277,6 +375,8 @@ main(int argc, char **argv)
   g_test_add_func("/site/sge/parse/poll-maps-state-letters", test_poll_maps_state_letters);
   g_test_add_func("/site/sge/parse/malformed-answers-are-parse-errors-naming-sge",
                   test_malformed_answers_are_parse_errors_naming_sge);
+  g_test_add_func("/site/sge/array/script-and-argv", test_array_script_and_argv);
+  g_test_add_func("/site/sge/array/poll-reads-task-lists", test_poll_reads_task_lists);
   g_test_add_func("/site/sge/queue/argv-and-malformed-answers",
                   test_queue_argv_and_malformed_answers);
   recorded_add_tests(sge(), (RecordedCommands){ .submit = "qsub", .poll = "qstat",

@@ -210,7 +210,7 @@ test_poll_cancel_and_lookup_argv(void)
   g_auto(GStrv) poll = slurm()->poll_argv(ids);
   g_auto(GStrv) cancel = slurm()->cancel_argv(ids);
   g_auto(GStrv) lookup = slurm()->lookup_argv("datc-c42-p7");
-  const char *want_poll[] = { "squeue", "-h", "-t", "all", "-j", "12,13,9007199254740993",
+  const char *want_poll[] = { "squeue", "-h", "-t", "all", "-r", "-j", "12,13,9007199254740993",
                               "-o", "%i %T", NULL };
   const char *want_cancel[] = { "scancel", "12", "13", "9007199254740993", NULL };
   const char *want_lookup[] = { "squeue", "-h", "-t", "all", "--name=datc-c42-p7",
@@ -226,7 +226,8 @@ test_argv_refuses_ids_that_are_not_slurm_ids(void)
 {
   static const char *const bad[] = {
     "", "0", "012", "-5", "12a", "12 34", "1;reboot", "$(reboot)", "12,13",
-    "1234567890123456789", " 12", "12\n", "12_3", "12+0", "12.batch",
+    "1234567890123456789", " 12", "12\n", "12_0", "12_03", "12_", "_3", "12_3_4",
+    "12_[1-3]", "12+0", "12.batch",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
@@ -396,6 +397,71 @@ test_poll_maps_every_state(void)
     }
 }
 
+/* ---- arrays ----------------------------------------------------------- */
+
+static void
+test_array_script_and_argv(void)
+{
+  g_autofree gchar *script = slurm()->arrays->script(&base_request);
+  DatcProxyRequest req = base_request;
+  req.submit_args = "--qos=long";
+  g_auto(GStrv) submit = slurm()->arrays->submit_argv(&req, 4, "/scratch/datc/a.sh");
+  const char *want_submit[] = { "sbatch", "--parsable", "--chdir=/scratch/datc", "--array=1-4",
+                                "--qos=long", "/scratch/datc/a.sh", NULL };
+  g_auto(GStrv) lookup = slurm()->arrays->lookup_argv("datc-c42-p7");
+  const char *want_lookup[] = { "squeue", "-h", "-t", "all", "-r", "--name=datc-c42-p7",
+                                "-o", "%F", NULL };
+  g_autofree gchar *element = slurm()->arrays->element_id("123", 4);
+
+  g_assert_true(g_str_has_prefix(script, "#!/bin/sh\n#SBATCH --job-name=datc-c42-p7\n"));
+  g_assert_nonnull(strstr(script, "#SBATCH --output=datc-c42-p7.%A_%a.log\n"));
+  g_assert_nonnull(strstr(script, "SLURM_ARRAY_TASK_ID"));
+  g_assert_cmpstrv(submit, want_submit);
+  g_assert_cmpstrv(lookup, want_lookup);
+  g_assert_cmpstr(element, ==, "123_4");
+  check_array_script(slurm(), "SLURM_ARRAY_TASK_ID");
+}
+
+/* squeue without -r (or another version) shows pending elements on one
+ * line; each element asked about gets that line's state. */
+static void
+test_poll_reads_collapsed_elements(void)
+{
+  const char *out = "12_[1-3,7%2] PENDING\n12_4 RUNNING\n15_[0-2] PENDING\n13 RUNNING\n";
+  g_auto(DatcCommandResult) res = { .out = g_bytes_new(out, strlen(out)) };
+  const char *ids[] = { "12_1", "12_3", "12_4", "12_5", "12_7", "12_8", "13", "15_2", "16_1",
+                        "12", NULL };
+  const DatcProxyState want[] = { DATC_PROXY_PENDING, DATC_PROXY_PENDING, DATC_PROXY_RUNNING,
+                                  DATC_PROXY_FINISHED, DATC_PROXY_PENDING, DATC_PROXY_FINISHED,
+                                  DATC_PROXY_RUNNING, DATC_PROXY_PENDING, DATC_PROXY_FINISHED,
+                                  DATC_PROXY_FINISHED };
+  DatcProxyState states[G_N_ELEMENTS(want)];
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(slurm()->parse_poll(&res, ids, states, &error));
+  g_assert_no_error(error);
+  for (gsize i = 0; i < G_N_ELEMENTS(want); i++)
+    {
+      g_test_message("%s", ids[i]);
+      g_assert_cmpstr(datc_proxy_state_name(states[i]), ==, datc_proxy_state_name(want[i]));
+    }
+
+  static const char *const bad[] = { "12_[] PENDING\n",      "12_[3-1] PENDING\n",
+                                     "12_[1-3 PENDING\n",    "12_[a] PENDING\n",
+                                     "_[1-3] PENDING\n",     "12_[1-3%] PENDING\n",
+                                     "12_[1,,2] PENDING\n",  "12_[1-3] pending\n" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      g_auto(DatcCommandResult) bad_res = { .out = g_bytes_new(bad[i], strlen(bad[i])) };
+      g_autoptr(GError) bad_error = NULL;
+
+      g_test_message("answer '%s'", bad[i]);
+      g_assert_false(slurm()->parse_poll(&bad_res, ids, states, &bad_error));
+      g_assert_error(bad_error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE);
+      g_assert_true(g_str_has_prefix(bad_error->message, "slurm: "));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -421,6 +487,9 @@ main(int argc, char **argv)
   g_test_add_func("/site/slurm/parse/poll-maps-every-state", test_poll_maps_every_state);
   g_test_add_func("/site/slurm/argv/queue", test_queue_argv);
   g_test_add_func("/site/slurm/parse/queue-malformed-answers", test_queue_malformed_answers);
+  g_test_add_func("/site/slurm/array/script-and-argv", test_array_script_and_argv);
+  g_test_add_func("/site/slurm/array/poll-reads-collapsed-elements",
+                  test_poll_reads_collapsed_elements);
   recorded_add_tests(slurm(), (RecordedCommands){ .submit = "sbatch", .poll = "squeue",
                                                   .cancel = "scancel", .queue = "scontrol" });
 

@@ -178,6 +178,21 @@ test_lookup_finds_a_proxy_by_name(void)
   await_state(SGE, id, DATC_PROXY_FINISHED, 30);
 }
 
+static void
+qdel_as_root(const char *id)
+{
+  const char *argv[] = { "qdel", id, NULL };
+  g_free(run_command(argv, NULL));
+}
+
+static void
+test_array_pending_cancel_two_then_one_runs(void)
+{
+  g_autofree gchar *competitor = competitor_submit();
+  await_any_state(competitor, "r", 30);
+  check_array_behind_a_competitor(SGE, competitor, qdel_as_root);
+}
+
 /* h_rt with -notify: SIGUSR2 at the walltime, SIGKILL the notify time
  * (5 s here) later. */
 static void
@@ -222,6 +237,8 @@ main(int argc, char **argv)
                   test_pending_behind_a_competitor_then_running);
   g_test_add_func("/site/sge-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
   g_test_add_func("/site/sge-real/lookup-finds-a-proxy-by-name", test_lookup_finds_a_proxy_by_name);
+  g_test_add_func("/site/sge-real/array-pending-cancel-two-then-one-runs",
+                  test_array_pending_cancel_two_then_one_runs);
   g_test_add_func("/site/sge-real/walltime-warning-comes-before-the-kill",
                   test_walltime_warning_comes_before_the_kill);
 

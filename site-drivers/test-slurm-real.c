@@ -151,6 +151,14 @@ test_lookup_finds_a_proxy_by_name(void)
   await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
 }
 
+static void
+test_array_pending_cancel_two_then_one_runs(void)
+{
+  g_autofree gchar *competitor = competitor_submit("sleep 600");
+  await_state(SLURM, competitor, DATC_PROXY_RUNNING, 30);
+  check_array_behind_a_competitor(SLURM, competitor, scancel_as_root);
+}
+
 /* A proxy that runs into its walltime gets USR1 first, then the kill. */
 static void
 test_walltime_warning_comes_before_the_kill(void)
@@ -198,6 +206,8 @@ main(int argc, char **argv)
   g_test_add_func("/site/slurm-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
   g_test_add_func("/site/slurm-real/lookup-finds-a-proxy-by-name",
                   test_lookup_finds_a_proxy_by_name);
+  g_test_add_func("/site/slurm-real/array-pending-cancel-two-then-one-runs",
+                  test_array_pending_cancel_two_then_one_runs);
   g_test_add_func("/site/slurm-real/walltime-warning-comes-before-the-kill",
                   test_walltime_warning_comes_before_the_kill);
 

@@ -109,6 +109,51 @@ test_lookup (void)
   g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
 }
 
+/* An array whose answer was lost is found by the array's name: the ids of
+ * its elements come back, and it is not submitted again. */
+static void
+test_array_went_through (void)
+{
+  g_autofree gchar *marker = g_build_filename (work, "array-submitted", NULL);
+  g_unlink (marker);
+  g_autofree gchar *sbatch = g_strdup_printf ("touch %s; exec sleep 30", marker);
+  /* squeue -r --name=... -o %F: the base id once per element. */
+  g_autofree gchar *squeue
+      = g_strdup_printf ("[ -e %s ] && printf '515\\n515\\n515\\n'; exit 0", marker);
+  write_stub ("sbatch", sbatch);
+  write_stub ("squeue", squeue);
+  g_autoptr (DatcSite) site = slurm_site ();
+  DatcProxyRequest req = request ();
+  g_auto (GStrv) ids = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *want[] = { "515_1", "515_2", "515_3", NULL };
+  g_assert_true (datc_site_scheduler_has_arrays (site));
+  g_assert_true (datc_site_submit_array (site, &req, 3, "a1.sh", &ids, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstrv (ids, want);
+
+  /* Not gone through: the timeout, and no ids. */
+  g_unlink (marker);
+  write_stub ("sbatch", "exec sleep 30");
+  g_clear_pointer (&ids, g_strfreev);
+  g_assert_false (datc_site_submit_array (site, &req, 3, "a2.sh", &ids, &error));
+  g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT);
+  g_assert_null (ids);
+  g_clear_error (&error);
+
+  /* Sizes out of range, and a scheduler without arrays, are refused
+   * before anything runs. */
+  g_assert_false (datc_site_submit_array (site, &req, 1, "a3.sh", &ids, &error));
+  g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+  g_clear_error (&error);
+  g_autoptr (DatcSite) fork = datc_site_new ("f", "local", "fork", NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (datc_site_scheduler_has_arrays (fork));
+  g_assert_false (datc_site_submit_array (fork, &req, 3, "a4.sh", &ids, &error));
+  g_assert_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+  g_assert_null (ids);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -121,6 +166,7 @@ main (int argc, char **argv)
   g_test_add_func ("/site/submit/in-transit-and-not-queued-is-an-error", test_did_not_go_through);
   g_test_add_func ("/site/submit/answered-needs-no-lookup", test_plain_submit_needs_no_lookup);
   g_test_add_func ("/site/lookup/finds-a-job-by-name", test_lookup);
+  g_test_add_func ("/site/submit-array/in-transit-but-queued-is-kept", test_array_went_through);
   int rc = g_test_run ();
   const char *rm[] = { "/bin/rm", "-rf", stubs, work, NULL };
   g_spawn_sync (NULL, (gchar **) rm, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);

@@ -355,3 +355,87 @@ signal_recording_agent(const char *log)
       q, q);
   return agent_sh(script);
 }
+
+/* ---- arrays ------------------------------------------------------------- */
+
+/* An array of 3 proxies submitted behind a competitor that holds the whole
+ * cluster (its job `competitor`, let go by `release_competitor`): one poll
+ * sees the 3 elements pending, one cancel takes elements 2 and 3 away, the
+ * next poll has them gone while 1 still waits, a lookup by the array's name
+ * finds the same 3 ids, and once the competitor is gone element 1 runs with
+ * its own proxy name (the agent command's --proxy NAME-"$DATC_ARRAY_INDEX",
+ * as the site manager writes it). */
+static void
+check_array_behind_a_competitor(const char *scheduler, const char *competitor,
+                                void (*release_competitor)(const char *id))
+{
+  g_autofree gchar *seen = work_file("array-a1");
+  g_autofree gchar *release = work_file("release-a1");
+  g_autofree gchar *qseen = g_shell_quote(seen);
+  g_autofree gchar *qrelease = g_shell_quote(release);
+  /* $1 $2 are the agent's --proxy NAME: what it would say HELLO with. */
+  g_autofree gchar *script = g_strdup_printf(
+      "echo \"$1 $2\" >%s.$DATC_ARRAY_INDEX.tmp && mv %s.$DATC_ARRAY_INDEX.tmp "
+      "%s.$DATC_ARRAY_INDEX; while [ ! -e %s ]; do sleep 0.2; done",
+      qseen, qseen, qseen, qrelease);
+  g_autofree gchar *quoted = g_shell_quote(script);
+  g_autofree gchar *agent
+      = g_strdup_printf("/bin/sh -c %s datc-agent --proxy datc-test-a1-\"$DATC_ARRAY_INDEX\"",
+                        quoted);
+  DatcProxyRequest req = {
+    .name = "datc-test-a1",
+    .slots = 1,
+    .walltime_s = 600,
+    .workdir = bed.work,
+    .agent_command = agent,
+  };
+  g_auto(GStrv) ids = NULL;
+  g_auto(GStrv) found = NULL;
+  g_autoptr(GError) error = NULL;
+  DatcProxyState states[3];
+
+  g_assert_true(datc_site_scheduler_has_arrays(bed_site(scheduler)));
+  g_assert_true(datc_site_submit_array(bed_site(scheduler), &req, 3, "datc-test-a1.sh", &ids,
+                                       &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(g_strv_length(ids), ==, 3);
+  g_test_message("submitted array datc-test-a1 as %s %s %s", ids[0], ids[1], ids[2]);
+
+  g_assert_true(datc_site_poll(bed_site(scheduler), (const char *const *)ids, states, &error));
+  g_assert_no_error(error);
+  for (guint i = 0; i < 3; i++)
+    g_assert_cmpstr(datc_proxy_state_name(states[i]), ==, "pending");
+  assert_stays(scheduler, ids[0], DATC_PROXY_PENDING, 2);
+
+  const char *two[] = { ids[1], ids[2], NULL };
+  g_assert_true(datc_site_cancel(bed_site(scheduler), two, &error));
+  g_assert_no_error(error);
+  g_assert_true(datc_site_poll(bed_site(scheduler), (const char *const *)ids, states, &error));
+  g_assert_no_error(error);
+  g_assert_cmpstr(datc_proxy_state_name(states[0]), ==, "pending");
+  g_assert_cmpstr(datc_proxy_state_name(states[1]), ==, "finished");
+  g_assert_cmpstr(datc_proxy_state_name(states[2]), ==, "finished");
+
+  /* A resume finds the array by its name. */
+  g_assert_true(datc_site_lookup_array(bed_site(scheduler), "datc-test-a1", 3, &found, &error));
+  g_assert_no_error(error);
+  g_assert_cmpstrv(found, ids);
+  g_auto(GStrv) nobody = NULL;
+  g_assert_true(
+      datc_site_lookup_array(bed_site(scheduler), "datc-test-nobody", 3, &nobody, &error));
+  g_assert_no_error(error);
+  g_assert_null(nobody);
+
+  release_competitor(competitor);
+  await_state(scheduler, ids[0], DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *seen1_path = g_strconcat(seen, ".1", NULL);
+  g_autofree gchar *seen1 = await_file(seen1_path, 30);
+  g_assert_cmpstr(g_strstrip(seen1), ==, "--proxy datc-test-a1-1");
+  touch(release);
+  await_state(scheduler, ids[0], DATC_PROXY_FINISHED, 30);
+  for (guint i = 2; i <= 3; i++)
+    {
+      g_autofree gchar *never = g_strdup_printf("%s.%u", seen, i);
+      g_assert_false(g_file_test(never, G_FILE_TEST_EXISTS));
+    }
+}

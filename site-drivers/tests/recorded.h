@@ -8,7 +8,7 @@
  *   # source: where it comes from (a test bed, or a documentation page)
  *   # command: the command that was run
  *   # exit: its exit status
- *   # kind: submit | poll | cancel | lookup | queue
+ *   # kind: submit | poll | cancel | lookup | queue | submit-array | lookup-array
  *   # ids: ID...                      (poll, cancel)
  *   # name: JOB-NAME                  (lookup)
  *   # queue: QUEUE                    (queue)
@@ -26,7 +26,9 @@
  * an error; lookup: the job id, "none", or an error; cancel: "ok" or
  * "error"; queue: "exists", "missing" (the scheduler says there is no
  * such queue), or an error.  For a queue the message (if any) is what the
- * answer must contain when there is no error.
+ * answer must contain when there is no error.  submit-array: the ids of
+ * the array's elements 1..k (k is how many there are), or an error;
+ * lookup-array (with name): the array's base id, "none", or an error.
  *
  * Each file is checked twice: its parser alone (parse_submit, parse_poll,
  * parse_lookup, parse_queue), and, where the test names the command, end to end through
@@ -227,7 +229,56 @@ recorded_check_parser(const DatcSchedulerClass *klass, const Recorded *r)
   DatcCommandResult res = { .exit_status = r->exit_status, .out = r->out, .err = r->err };
   g_autoptr(GError) error = NULL;
 
-  if (strcmp(r->kind, "submit") == 0)
+  if (strcmp(r->kind, "submit-array") == 0)
+    {
+      g_assert_nonnull(klass->arrays);
+      guint k = recorded_expects_error(r) ? DATC_ARRAY_MIN : g_strv_length(r->expect);
+      g_autofree gchar *base = NULL;
+      gboolean ok = klass->arrays->parse_submit(&res, k, &base, &error);
+
+      if (recorded_expects_error(r))
+        {
+          g_assert_false(ok);
+          g_assert_null(base);
+          recorded_assert_error(r, klass, error, recorded_error_code(r));
+        }
+      else
+        {
+          g_assert_no_error(error);
+          g_assert_true(ok);
+          for (guint i = 0; i < k; i++)
+            {
+              g_autofree gchar *element = klass->arrays->element_id(base, i + 1);
+              g_assert_cmpstr(element, ==, r->expect[i]);
+            }
+        }
+    }
+  else if (strcmp(r->kind, "lookup-array") == 0)
+    {
+      g_autofree gchar *base = NULL;
+
+      g_assert_nonnull(klass->arrays);
+      g_assert_nonnull(r->name);
+      g_auto(GStrv) argv = klass->arrays->lookup_argv(r->name);
+      g_assert_nonnull(argv);
+      gboolean ok = klass->arrays->parse_lookup(&res, &base, &error);
+      if (recorded_expects_error(r))
+        {
+          g_assert_false(ok);
+          g_assert_null(base);
+          recorded_assert_error(r, klass, error, recorded_error_code(r));
+        }
+      else
+        {
+          g_assert_no_error(error);
+          g_assert_true(ok);
+          if (strcmp(r->expect[0], "none") == 0)
+            g_assert_null(base);
+          else
+            g_assert_cmpstr(base, ==, r->expect[0]);
+        }
+    }
+  else if (strcmp(r->kind, "submit") == 0)
     {
       g_autofree gchar *id = NULL;
       gboolean ok = klass->parse_submit(&res, &id, &error);
@@ -440,7 +491,7 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
 {
   const char *command = NULL;
 
-  if (strcmp(r->kind, "submit") == 0)
+  if (strcmp(r->kind, "submit") == 0 || strcmp(r->kind, "submit-array") == 0)
     command = commands->submit;
   else if (strcmp(r->kind, "poll") == 0)
     command = commands->poll;
@@ -474,6 +525,25 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
       ok = datc_site_submit(site, &req, "proxy.sh", &id, &error);
       if (!recorded_expects_error(r))
         g_assert_cmpstr(id, ==, r->expect[0]);
+    }
+  else if (strcmp(r->kind, "submit-array") == 0)
+    {
+      g_auto(GStrv) elements = NULL;
+      guint k = recorded_expects_error(r) ? DATC_ARRAY_MIN : g_strv_length(r->expect);
+      workdir = g_build_filename(stub_dir, "work", NULL);
+      DatcProxyRequest req = {
+        .name = "datc-recorded-a1",
+        .slots = 2,
+        .walltime_s = 600,
+        .workdir = workdir,
+        .agent_command = "true",
+      };
+
+      ok = datc_site_submit_array(site, &req, k, "array.sh", &elements, &error);
+      if (!recorded_expects_error(r))
+        g_assert_cmpstrv(elements, r->expect);
+      else
+        g_assert_null(elements);
     }
   else if (strcmp(r->kind, "poll") == 0)
     {
@@ -600,8 +670,21 @@ recorded_add_tests(const DatcSchedulerClass *klass, RecordedCommands commands)
 /* Runs `script` with /bin/sh in an environment of only PATH and `env`
  * ("NAME=value" strings, may be NULL) and returns its stdout: the scripts'
  * `exec` line is then whatever the test put in agent_command. */
+static gchar *run_script_status(const char *script, const char *const *env, gint *status);
+
 static gchar *
 run_script(const char *script, const char *const *env)
+{
+  gint status = 0;
+  gchar *out = run_script_status(script, env, &status);
+
+  g_assert_true(g_spawn_check_wait_status(status, NULL));
+  return out;
+}
+
+/* As run_script, but the script may fail: *status is its wait status. */
+static gchar *
+run_script_status(const char *script, const char *const *env, gint *status)
 {
   g_autoptr(GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp("datc-script-XXXXXX", &error);
@@ -617,11 +700,9 @@ run_script(const char *script, const char *const *env)
 
   const char *argv[] = { "/bin/sh", path, NULL };
   gchar *out = NULL;
-  gint status = 0;
-  g_assert_true(g_spawn_sync(dir, (gchar **)argv, (gchar **)envp->pdata, G_SPAWN_DEFAULT, NULL,
-                             NULL, &out, NULL, &status, &error));
+  g_assert_true(g_spawn_sync(dir, (gchar **)argv, (gchar **)envp->pdata,
+                             G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL, status, &error));
   g_assert_no_error(error);
-  g_assert_true(g_spawn_check_wait_status(status, NULL));
   (void)g_unlink(path);
   (void)g_rmdir(dir);
   return out;
@@ -650,6 +731,69 @@ check_script_env(const char *script, const char *const *env, guint want_slots,
       gint64 end = g_ascii_strtoll(words[1], NULL, 10);
       g_assert_cmpint(end, >=, before + walltime_s);
       g_assert_cmpint(end, <=, after + walltime_s);
+    }
+}
+
+/* An array's script (`klass` has arrays) gives each element's agent its
+ * index from the scheduler's `variable`, usable in the agent command as
+ * the proxy name's end, and refuses to start an agent without a valid
+ * one.  Also: the array argv builders take k in DATC_ARRAY_MIN..MAX
+ * only, and element_id builds ids from a base only. */
+G_GNUC_UNUSED static void
+check_array_script(const DatcSchedulerClass *klass, const char *variable)
+{
+  DatcProxyRequest req = {
+    .name = "datc-c42-a3",
+    .slots = 2,
+    .walltime_s = 600,
+    .workdir = "/tmp",
+    .agent_command = "echo --proxy site-c42-3-\"$DATC_ARRAY_INDEX\" \"$DATC_SLOTS\"",
+  };
+  g_assert_nonnull(klass->arrays);
+  g_autofree gchar *script = klass->arrays->script(&req);
+  g_assert_nonnull(script);
+  g_autofree gchar *seven = g_strdup_printf("%s=7", variable);
+  const char *env[] = { seven, NULL };
+  gint status = 0;
+  g_autofree gchar *out = run_script_status(script, env, &status);
+
+  g_assert_true(g_spawn_check_wait_status(status, NULL));
+  g_assert_cmpstr(out, ==, "--proxy site-c42-3-7 2\n");
+
+  static const char *const bad[] = { NULL, "", "0", "07", "x", "3x", "-1", "undefined" };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
+    {
+      g_autofree gchar *var = bad[i] != NULL ? g_strdup_printf("%s=%s", variable, bad[i]) : NULL;
+      const char *bad_env[] = { var, NULL };
+      g_autofree gchar *bad_out = run_script_status(script, bad_env, &status);
+
+      g_test_message("%s=%s", variable, bad[i] != NULL ? bad[i] : "(unset)");
+      g_assert_false(g_spawn_check_wait_status(status, NULL));
+      g_assert_cmpstr(bad_out, ==, "");
+    }
+
+  /* The plain script knows nothing of arrays. */
+  g_autofree gchar *plain = klass->script(&req);
+  g_assert_null(strstr(plain, variable));
+  g_assert_null(strstr(plain, "export " DATC_ARRAY_INDEX_VAR));
+
+  static const guint bad_k[] = { 0, 1, DATC_ARRAY_MAX + 1, G_MAXUINT };
+  for (gsize i = 0; i < G_N_ELEMENTS(bad_k); i++)
+    g_assert_null(klass->arrays->submit_argv(&req, bad_k[i], "/tmp/a.sh"));
+  g_auto(GStrv) two = klass->arrays->submit_argv(&req, DATC_ARRAY_MIN, "/tmp/a.sh");
+  g_auto(GStrv) most = klass->arrays->submit_argv(&req, DATC_ARRAY_MAX, "/tmp/a.sh");
+  g_assert_nonnull(two);
+  g_assert_nonnull(most);
+  req.name = "7up";
+  g_assert_null(klass->arrays->script(&req));
+  g_assert_null(klass->arrays->lookup_argv("7up"));
+
+  static const char *const not_bases[] = { "", "0", "x", "12;x", "12_1", "12.1.2", "12[3]" };
+  for (gsize i = 0; i < G_N_ELEMENTS(not_bases); i++)
+    {
+      g_autofree gchar *element = klass->arrays->element_id(not_bases[i], 1);
+      g_test_message("base '%s'", not_bases[i]);
+      g_assert_null(element);
     }
 }
 

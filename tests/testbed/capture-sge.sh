@@ -7,7 +7,8 @@
 #
 # The commands here must stay the ones the driver builds: qsub -terse -wd W
 # [args] SCRIPT; /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll;
-# qdel IDS; qstat -j NAME; qconf -sq QUEUE.
+# qdel IDS; qstat -j NAME; qconf -sq QUEUE; for arrays qsub -terse -wd W -t
+# 1-K SCRIPT, and qdel with task ids (JOB.TASK).
 #
 # Takes about a minute (sge_qmaster needs ~9 s to stop, twice).  Needs
 # root and the packages of install-batch.sh; brings Grid Engine up and
@@ -90,6 +91,25 @@ tb_record "$out/poll-mixed.txt" "kind: poll" "ids: 1 $jerr $j3 $jc $j5 $j6 999" 
   "expect: finished failed running finished pending pending finished" \
   "note: $jc belongs to another user, so this user's qstat does not list it" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
 tb_record "$out/lookup-found.txt" "kind: lookup" "name: datc-cap-p5" "expect: $j5" -- qstat -j datc-cap-p5
+
+# An array of 4 proxies, pending behind the competitor (shaped like the
+# driver's array script: one log per task).
+printf '#!/bin/sh\n#$ -S /bin/sh\n#$ -N %s\n#$ -j y\n#$ -o %s.$JOB_ID.$TASK_ID.log\n#$ -notify\n%s\n' \
+  datc-cap-arr datc-cap-arr 'echo "task $SGE_TASK_ID"; sleep 600' >"$W/datc-cap-arr.sh"
+chmod 755 "$W/datc-cap-arr.sh"
+ja=$((jt2 + 1))
+tb_record "$out/submit-array.txt" "kind: submit-array" "expect: $ja.1 $ja.2 $ja.3 $ja.4" \
+  -- qsub -terse -wd "$W" -t 1-4 "$W/datc-cap-arr.sh"
+await_state "$ja" qw
+tb_record "$out/poll-array-pending.txt" "kind: poll" "ids: $ja.1 $ja.2 $ja.3 $ja.4 $ja.9 $j3" \
+  "expect: pending pending pending pending finished running" \
+  "note: pending tasks share one line, ja-task-ID 1-4:1" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
+tb_record "$out/lookup-array-found.txt" "kind: lookup-array" "name: datc-cap-arr" "expect: $ja" -- qstat -j datc-cap-arr
+tb_record "$out/cancel-array-tasks.txt" "kind: cancel" "ids: $ja.2 $ja.3" "expect: ok" -- qdel "$ja.2" "$ja.3"
+tb_record "$out/poll-array-after-cancel.txt" "kind: poll" "ids: $ja.1 $ja.2 $ja.3 $ja.4" \
+  "expect: pending finished finished pending" "note: the pending tasks left: ja-task-ID 1,4" \
+  -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
+tb_record "$out/cancel-array-unknown-task.txt" "kind: cancel" "ids: $ja.9 $ja.2" "expect: ok" -- qdel "$ja.9" "$ja.2"
 tb_record "$out/lookup-none.txt" "kind: lookup" "name: datc-cap-nobody" "expect: none" -- qstat -j datc-cap-nobody
 tb_record "$out/lookup-two-of-a-name.txt" "kind: lookup" "name: datc-cap-twin" "expect: error parse" \
   "message: several jobs" -- qstat -j datc-cap-twin
@@ -112,6 +132,13 @@ tb_record "$out/cancel-several.txt" "kind: cancel" "ids: $j5 $jt1 $jt2 998 $jerr
 runuser -u competitor -- qdel "$jc" >/dev/null
 await_state "$j3" ""
 await_state "$jc" ""
+task_state() { qstat -u '*' | awk -v id="$1" -v t="$2" '$1 == id && $NF == t { print $5 }'; }
+is_task_state() { [ "$(task_state "$1" "$2")" = "$3" ]; }
+tb_await 30 is_task_state "$ja" 1 r || tb_die "task $ja.1 never ran"
+tb_await 30 is_task_state "$ja" 4 r || tb_die "task $ja.4 never ran"
+tb_record "$out/poll-array-running.txt" "kind: poll" "ids: $ja.1 $ja.4 $ja.2" "expect: running running finished" \
+  "note: a running task has a line of its own" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
+tb_record "$out/cancel-array-running.txt" "kind: cancel" "ids: $ja.1 $ja.4" "expect: ok" -- qdel "$ja.1" "$ja.4"
 tb_wait_none() { [ -z "$(qstat -u '*')" ]; }
 tb_await 30 tb_wait_none || tb_die "jobs left: $(qstat -u '*')"
 tb_record "$out/poll-no-jobs.txt" "kind: poll" "ids: $j3 $j5" "expect: finished finished" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll

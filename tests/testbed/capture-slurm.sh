@@ -7,9 +7,10 @@
 # running, ...).
 #
 # The commands here must stay the ones the driver builds: sbatch --parsable
-# --chdir=W [args] SCRIPT; squeue -h -t all -j IDS -o '%i %T'; scancel IDS;
+# --chdir=W [args] SCRIPT; squeue -h -t all -r -j IDS -o '%i %T'; scancel IDS;
 # squeue -h -t all --name=NAME -o %i; scontrol -a -o show partition P (and
-# the sh loop over it for a list P1,P2).
+# the sh loop over it for a list P1,P2); for arrays sbatch --parsable
+# --chdir=W --array=1-K SCRIPT and squeue -h -t all -r --name=NAME -o %F.
 #
 # Takes about two minutes: one job is left to run into its time limit,
 # which slurmctld enforces up to 30 s late.  Needs root and the packages of
@@ -49,7 +50,7 @@ proxy() {
   chmod 755 "$W/$1.sh"
 }
 submit() { sbatch --parsable --chdir="$W" "$@"; }
-state_of() { squeue -h -t all -j "$1" -o %T 2>/dev/null || true; }
+state_of() { squeue -h -t all -r -j "$1" -o %T 2>/dev/null || true; }
 is_state() { [ "$(state_of "$1")" = "$2" ]; }
 await_state() {
   tb_await "${3:-30}" is_state "$1" "$2" || tb_die "job $1 never became $2 (is $(state_of "$1"))"
@@ -89,11 +90,11 @@ tb_record "$out/cancel-pending.txt" "kind: cancel" "ids: $j6" "expect: ok" -- sc
 await_state "$j6" CANCELLED
 tb_record "$out/poll-mixed.txt" "kind: poll" "ids: 1 $j2 $jc $j5 $j6 999" \
   "expect: finished failed running pending finished finished" \
-  -- squeue -h -t all -j "1,$j2,$jc,$j5,$j6,999" -o '%i %T'
+  -- squeue -h -t all -r -j "1,$j2,$jc,$j5,$j6,999" -o '%i %T'
 tb_record "$out/poll-one-forgotten-id.txt" "kind: poll" "ids: 999" "expect: finished" \
-  -- squeue -h -t all -j 999 -o '%i %T'
+  -- squeue -h -t all -r -j 999 -o '%i %T'
 tb_record "$out/poll-only-forgotten-ids.txt" "kind: poll" "ids: 998 999" "expect: finished finished" \
-  -- squeue -h -t all -j 998,999 -o '%i %T'
+  -- squeue -h -t all -r -j 998,999 -o '%i %T'
 tb_record "$out/lookup-found.txt" "kind: lookup" "name: datc-cap-p5" "expect: $j5" \
   -- squeue -h -t all --name=datc-cap-p5 -o %i
 tb_record "$out/lookup-none.txt" "kind: lookup" "name: datc-cap-nobody" "expect: none" \
@@ -105,18 +106,60 @@ tb_record "$out/cancel-not-allowed.txt" "kind: cancel" "ids: $j5" "expect: error
   -- runuser -u competitor -- env SLURM_CONF="$SLURM_CONF" scancel "$j5"
 tb_record "$out/cancel-several.txt" "kind: cancel" "ids: $j5 $jt1 $jt2 998" "expect: ok" \
   -- scancel "$j5" "$jt1" "$jt2" 998
+
+# ---- an array of 4 proxies, pending behind the competitor -----------------
+# array NAME BODY: a script shaped like the driver's array script, in W.
+array() {
+  printf '#!/bin/sh\n#SBATCH --job-name=%s\n#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n#SBATCH --output=%s.%%A_%%a.log\n%s\n' \
+    "$1" "$1" "$2" >"$W/$1.sh"
+  chmod 755 "$W/$1.sh"
+}
+array datc-cap-arr 'echo "element $SLURM_ARRAY_TASK_ID"; sleep 600'
+ja=$((jt2 + 1))
+tb_record "$out/submit-array.txt" "kind: submit-array" "expect: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4" \
+  -- sbatch --parsable --chdir="$W" --array=1-4 "$W/datc-cap-arr.sh"
+await_state "${ja}_4" PENDING
+tb_record "$out/poll-array-pending.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_9 $jc" \
+  "expect: pending pending pending pending finished running" \
+  "note: ${ja}_9 was never an element: left out of the answer" \
+  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4,${ja}_9,$jc" -o '%i %T'
+tb_record "$out/poll-array-collapsed.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_5 $jc" \
+  "expect: pending pending pending pending finished running" \
+  "note: without -r (the driver passes it) squeue collapses pending elements into one line" \
+  -- squeue -h -t all -j "$ja,$jc" -o '%i %T'
+tb_record "$out/lookup-array-found.txt" "kind: lookup-array" "name: datc-cap-arr" "expect: $ja" \
+  -- squeue -h -t all -r --name=datc-cap-arr -o %F
+tb_record "$out/lookup-array-none.txt" "kind: lookup-array" "name: datc-cap-nobody" "expect: none" \
+  -- squeue -h -t all -r --name=datc-cap-nobody -o %F
+tb_record "$out/lookup-array-by-plain-lookup.txt" "kind: lookup" "name: datc-cap-arr" "expect: error parse" \
+  "note: the plain lookup (%i) finds elements, not a job: arrays have their own" \
+  -- squeue -h -t all --name=datc-cap-arr -o %i
+tb_record "$out/cancel-array-elements.txt" "kind: cancel" "ids: ${ja}_3 ${ja}_4" "expect: ok" \
+  -- scancel "${ja}_3" "${ja}_4"
+tb_record "$out/poll-array-after-cancel.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4" \
+  "expect: pending pending finished finished" "note: cancelled pending elements leave squeue at once" \
+  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4" -o '%i %T'
+tb_record "$out/cancel-array-unknown-elements.txt" "kind: cancel" "ids: ${ja}_9 999_1" "expect: ok" \
+  -- scancel "${ja}_9" 999_1
 tb_record "$out/cancel-competitor.txt" "kind: cancel" "ids: $jc" "expect: ok" -- scancel "$jc"
 await_state "$jc" CANCELLED
+await_state "${ja}_1" RUNNING
+await_state "${ja}_2" RUNNING
+tb_record "$out/poll-array-running.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3" \
+  "expect: running running finished" -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3" -o '%i %T'
+tb_record "$out/cancel-array-running.txt" "kind: cancel" "ids: ${ja}_1 ${ja}_2" "expect: ok" \
+  -- scancel "${ja}_1" "${ja}_2"
+await_state "${ja}_1" CANCELLED
 
 # ---- the time limit: TIMEOUT, after the USR1 warning --------------------
 proxy datc-cap-limit 'trap "echo USR1 \$(date +%s)" USR1; trap "echo TERM \$(date +%s)" TERM; date +%s; while :; do sleep 1 & wait $!; done'
 jl=$(submit --time=1 --signal=B:USR1@35 "$W/datc-cap-limit.sh")
 await_state "$jl" RUNNING
 tb_record "$out/poll-running.txt" "kind: poll" "ids: $jl" "expect: running" \
-  -- squeue -h -t all -j "$jl" -o '%i %T'
+  -- squeue -h -t all -r -j "$jl" -o '%i %T'
 await_state "$jl" TIMEOUT 150
 tb_record "$out/poll-timeout.txt" "kind: poll" "ids: $jl 1" "expect: finished finished" \
-  -- squeue -h -t all -j "$jl,1" -o '%i %T'
+  -- squeue -h -t all -r -j "$jl,1" -o '%i %T'
 
 # ---- partitions (the queue check of `datc sites check`) -------------------
 queue_loop='for p do scontrol -a -o show partition "$p" || exit; done'
@@ -148,7 +191,7 @@ tb_stop "$(cat "$work/full/run/slurmctld.pid")" slurmctld 30
 tb_record "$out/submit-controller-down.txt" "kind: submit" "expect: error command" \
   "message: Unable to contact slurm controller" -- sbatch --parsable --chdir="$W" "$W/datc-cap-full.sh"
 tb_record "$out/poll-controller-down.txt" "kind: poll" "ids: 1" "expect: error command" \
-  "message: Unable to contact slurm controller" -- squeue -h -t all -j 1 -o '%i %T'
+  "message: Unable to contact slurm controller" -- squeue -h -t all -r -j 1 -o '%i %T'
 tb_record "$out/cancel-controller-down.txt" "kind: cancel" "ids: 1" "expect: error" \
   "message: Unable to contact slurm controller" -- scancel 1
 tb_record "$out/lookup-controller-down.txt" "kind: lookup" "name: datc-cap-full" "expect: error command" \
