@@ -68,9 +68,14 @@ typedef struct {
   double rate;             /* the healthy site's tasks/s */
   guint done_here, results;
   GArray *cli_ms, *raw_ms; /* status latencies (double) */
+  double cli_max, raw_max;
+  double cli_max_at, raw_max_at; /* when the slowest answer came, after datc run started */
+  gchar *missed_first;     /* the first "no word from the master" line */
   guint cli_failed, raw_failed;
   guint cut;               /* in-process questions the master's exit left unanswered */
   double cut_ms;           /* the longest of them */
+  guint cli_cut;           /* the same for `datc status` (its own timeout is 30 s) */
+  double cli_cut_ms;
   guint lost;              /* agent_lost in the trace */
   guint lapsed, reconnect; /* agents' "no word from the master" lines: lease lapsed, lost */
   guint degraded;          /* site_degraded events for the hung site */
@@ -85,6 +90,7 @@ run_clear (Run *r)
   g_clear_pointer (&r->cli_ms, g_array_unref);
   g_clear_pointer (&r->raw_ms, g_array_unref);
   g_clear_pointer (&r->degraded_error, g_free);
+  g_clear_pointer (&r->missed_first, g_free);
 }
 
 static void
@@ -230,6 +236,8 @@ count_missed (const char *dir, Run *r)
       for (guint i = 0; lines[i] != NULL; i++)
         if (strstr (lines[i], "no word from the master") != NULL)
           {
+            if (r->missed_first == NULL)
+              r->missed_first = g_strdup (g_strstrip (lines[i]));
             if (strstr (lines[i], "reconnecting") != NULL)
               r->reconnect++;
             else
@@ -379,12 +387,12 @@ run_once (const char *tmp, guint index, const char *tasks, const char *hung_grou
           gint64 a = g_get_monotonic_time ();
           g_autoptr (JsonNode) st = datc_control_call (dir, req, STATUS_TIMEOUT_MS, &error);
           double raw = (g_get_monotonic_time () - a) / 1000.0;
-          a = g_get_monotonic_time ();
-          pid_t s = spawn (st_argv, "/dev/null", "/dev/null");
-          int cli_status = s > 0 ? wait_status (s) : -1;
-          double cli = (g_get_monotonic_time () - a) / 1000.0;
-          /* A question the master's exit cut short is not a slow answer. */
+          /* A question the master's exit left unanswered is not a slow
+           * answer: counted apart, with how long its asker waited. */
           gboolean gone = !datc_control_master_running (dir);
+          gdouble at = (g_get_monotonic_time () - t0) / 1e6;
+          if (st != NULL && (r->raw_ms->len == 0 || raw > r->raw_max))
+            r->raw_max = raw, r->raw_max_at = at;
           if (st != NULL)
             g_array_append_val (r->raw_ms, raw);
           else if (gone)
@@ -398,10 +406,24 @@ run_once (const char *tmp, guint index, const char *tasks, const char *hung_grou
               g_printerr ("bench-hang: status (in-process) after %.1f ms: %s\n", raw,
                           error->message);
             }
-          if (cli_status == 0)
-            g_array_append_val (r->cli_ms, cli);
-          else if (!gone)
-            r->cli_failed++;
+          if (!gone)
+            {
+              a = g_get_monotonic_time ();
+              pid_t s = spawn (st_argv, "/dev/null", "/dev/null");
+              int cli_status = s > 0 ? wait_status (s) : -1;
+              double cli = (g_get_monotonic_time () - a) / 1000.0;
+              if (cli_status == 0 && (r->cli_ms->len == 0 || cli > r->cli_max))
+                r->cli_max = cli, r->cli_max_at = (g_get_monotonic_time () - t0) / 1e6;
+              if (cli_status == 0)
+                g_array_append_val (r->cli_ms, cli);
+              else if (!datc_control_master_running (dir))
+                {
+                  r->cli_cut++;
+                  r->cli_cut_ms = MAX (r->cli_cut_ms, cli);
+                }
+              else
+                r->cli_failed++;
+            }
           if (r->degraded_live_s < 0 && shows_degraded (st))
             r->degraded_live_s = (g_get_monotonic_time () - t0) / 1e6;
         }
@@ -454,12 +476,15 @@ print_run (const char *label, const Run *r, guint n)
   tail_of (r->raw_ms, &rp99, &rmax);
   printf ("  %s %5.0f tasks/s here (%u/%u done; datc run %.2f s, exit %d)\n", label, r->rate,
           r->done_here, n, r->wall_s, r->status);
-  printf ("      status, %u answers: datc p99 %.1f max %.1f ms (%u failed); in-process p99 %.1f "
-          "max %.1f ms (%u failed",
-          r->cli_ms->len, cp99, cmax, r->cli_failed, rp99, rmax, r->raw_failed);
-  if (r->cut > 0)
-    printf (", %u unanswered when the master exited, after %.0f ms", r->cut, r->cut_ms);
-  printf (")\n      agent_lost %u; no word from the master %u (lease lapsed %u, lost %u)", r->lost,
+  printf ("      status, %u answers: datc p99 %.1f max %.1f ms (at %.1f s; %u failed); in-process "
+          "p99 %.1f max %.1f ms (at %.1f s; %u failed)\n",
+          r->cli_ms->len, cp99, cmax, r->cli_max_at, r->cli_failed, rp99, rmax, r->raw_max_at,
+          r->raw_failed);
+  if (r->cut + r->cli_cut > 0)
+    printf ("      unanswered when the master exited: datc %u (waited %.0f ms), in-process %u "
+            "(waited %.0f ms)\n",
+            r->cli_cut, r->cli_cut_ms, r->cut, r->cut_ms);
+  printf ("      agent_lost %u; no word from the master %u (lease lapsed %u, lost %u)", r->lost,
           r->lapsed + r->reconnect, r->lapsed, r->reconnect);
   if (r->hung && r->degraded > 0)
     printf ("; hung site degraded %u x, first %.2f s after campaign_started (status: %.2f s "
@@ -468,6 +493,8 @@ print_run (const char *label, const Run *r, guint n)
   else if (r->hung)
     printf ("; hung site NOT degraded");
   printf ("\n");
+  if (r->missed_first != NULL)
+    printf ("      first: %s\n", r->missed_first);
   fflush (stdout);
 }
 
@@ -594,13 +621,14 @@ main (int argc, char **argv)
           measured++;
         }
     }
-  /* Continued first: a stopped sshd would only take the SIGTERM later.
-   * (testbed_sshd_clear keeps the directory outside a GTest run.) */
+  /* Continued first: a stopped sshd would take the SIGTERM only later.
+   * Stopped and removed here, for testbed_sshd_clear() would keep the
+   * directory outside a GTest run (g_test_failed() says TRUE there). */
   kill (sshd_pid, SIGCONT);
-  g_autofree gchar *sshd_dir = g_strdup (sshd.dir);
+  if (testbed_sshd_stop (&sshd) && !keep)
+    testbed_remove_tree (sshd.dir);
+  sshd.owner = FALSE;
   testbed_sshd_clear (&sshd);
-  if (!keep)
-    testbed_remove_tree (sshd_dir);
 
   if (measured > 0)
     {
@@ -616,7 +644,7 @@ main (int argc, char **argv)
           guint nv = kind ? measured : measured + 1;
           g_autoptr (GArray) cli = g_array_new (FALSE, FALSE, sizeof (double));
           g_autoptr (GArray) raw = g_array_new (FALSE, FALSE, sizeof (double));
-          guint lost = 0, missed = 0, failed = 0;
+          guint lost = 0, missed = 0, failed = 0, cut = 0, cli_cut = 0;
           for (guint i = 0; i < nv; i++)
             {
               if (v[i].cli_ms == NULL)
@@ -626,13 +654,17 @@ main (int argc, char **argv)
               lost += v[i].lost;
               missed += v[i].lapsed + v[i].reconnect;
               failed += v[i].cli_failed + v[i].raw_failed;
+              cut += v[i].cut;
+              cli_cut += v[i].cli_cut;
             }
           double cp99, cmax, rp99, rmax;
           tail_of (cli, &cp99, &cmax);
           tail_of (raw, &rp99, &rmax);
           printf ("  all %s: status datc p99 %.1f max %.1f ms, in-process p99 %.1f max %.1f ms "
-                  "(%u questions, %u failed); agent_lost %u; no word from the master %u\n",
-                  kind ? "B" : "A", cp99, cmax, rp99, rmax, cli->len, failed, lost, missed);
+                  "(%u answers, %u failed; unanswered at the master's exit: datc %u, in-process %u); "
+                  "agent_lost %u; no word from the master %u\n",
+                  kind ? "B" : "A", cp99, cmax, rp99, rmax, cli->len, failed, cli_cut, cut, lost,
+                  missed);
         }
     }
   if (interrupted)
