@@ -283,11 +283,13 @@ datc_provisioner_free (DatcProvisioner *p)
 {
   if (p == NULL)
     return;
-  /* Workers first, while the state their jobs come back to is whole. */
+  /* Workers first, while the state their jobs come back to is whole; one
+   * stuck in a command that hangs is not waited for long: the exit ends it,
+   * and meanwhile nobody answers `datc status`. */
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
-      if (datc_site_worker_free (s->worker, p, 2000))
+      if (datc_site_worker_free (s->worker, p, 200))
         s->worker = NULL;
     }
   g_ptr_array_unref (p->sites);
