@@ -134,7 +134,7 @@ test_offline_status_keeps_site_errors (void)
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                       "[site good]\nscheduler = fork\nslots_per_proxy = 1\n\n"
                                       "[site broken]\nscheduler = fork\nslots_per_proxy = 1\n"
-                                      "agent = /nonexistent/datc-agent\n");
+                                      "agent = /bin/false\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
