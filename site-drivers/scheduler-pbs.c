@@ -367,12 +367,13 @@ pbs_lookup_argv(const char *job_name)
   return datc_batch_argv_end(argv);
 }
 
+/* qselect's answer: the ids of the jobs of one name, each checked by
+ * `valid` (a plain job id, or an array's SEQ[].SERVER). */
 static gboolean
-pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+parse_qselect_ids(const DatcCommandResult *res, gboolean (*valid)(const char *),
+                  const char *expected, gchar **id, GError **error)
 {
-  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
-
-  *job_id = NULL;
+  *id = NULL;
   if (res->exit_status != 0)
     {
       datc_batch_set_command_error(error, PBS, "qselect", res);
@@ -386,8 +387,14 @@ pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
       return FALSE;
     }
   g_auto(GStrv) ids = datc_batch_words(out);
-  return datc_batch_lookup_ids((const char *const *)ids, pbs_id_is_valid, PBS,
-                               "expected job ids from qselect", job_id, error);
+  return datc_batch_lookup_ids((const char *const *)ids, valid, PBS, expected, id, error);
+}
+
+static gboolean
+pbs_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+{
+  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+  return parse_qselect_ids(res, pbs_id_is_valid, "expected job ids from qselect", job_id, error);
 }
 
 /* ---- arrays ------------------------------------------------------------- */
@@ -442,23 +449,8 @@ static gboolean
 pbs_array_parse_lookup(const DatcCommandResult *res, gchar **base_id, GError **error)
 {
   g_return_val_if_fail(res != NULL && base_id != NULL, FALSE);
-
-  *base_id = NULL;
-  if (res->exit_status != 0)
-    {
-      datc_batch_set_command_error(error, PBS, "qselect", res);
-      return FALSE;
-    }
-
-  g_autofree gchar *out = NULL;
-  if (!datc_site_answer_text(res->out, "qselect's stdout", &out, error))
-    {
-      g_prefix_error(error, PBS ": ");
-      return FALSE;
-    }
-  g_auto(GStrv) ids = datc_batch_words(out);
-  return datc_batch_lookup_ids((const char *const *)ids, pbs_array_id_is_valid, PBS,
-                               "expected array ids SEQ[].SERVER from qselect", base_id, error);
+  return parse_qselect_ids(res, pbs_array_id_is_valid,
+                           "expected array ids SEQ[].SERVER from qselect", base_id, error);
 }
 
 static const DatcSchedulerArrays pbs_arrays = {

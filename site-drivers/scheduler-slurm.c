@@ -398,8 +398,10 @@ slurm_cancel_argv(const char *const *ids)
   return datc_batch_argv_end(argv);
 }
 
+/* squeue for the jobs named `job_name` (one line per array element with
+ * `elements`), each line in `format`. */
 static GStrv
-slurm_lookup_argv(const char *job_name)
+squeue_by_name(const char *job_name, gboolean elements, const char *format)
 {
   if (!datc_batch_name_is_valid(job_name))
     return NULL;
@@ -408,10 +410,18 @@ slurm_lookup_argv(const char *job_name)
   const char *const fixed[] = { "squeue", "-h", "-t", "all", NULL };
 
   datc_batch_argv_add_all(argv, fixed);
+  if (elements)
+    datc_batch_argv_add(argv, "-r");
   g_ptr_array_add(argv, g_strconcat("--name=", job_name, NULL));
   datc_batch_argv_add(argv, "-o");
-  datc_batch_argv_add(argv, "%i");
+  datc_batch_argv_add(argv, format);
   return datc_batch_argv_end(argv);
+}
+
+static GStrv
+slurm_lookup_argv(const char *job_name)
+{
+  return squeue_by_name(job_name, FALSE, "%i");
 }
 
 static gboolean
@@ -470,17 +480,7 @@ slurm_element_id(const char *base_id, guint index)
 static GStrv
 slurm_array_lookup_argv(const char *job_name)
 {
-  if (!datc_batch_name_is_valid(job_name))
-    return NULL;
-
-  GPtrArray *argv = datc_batch_argv_new();
-  const char *const fixed[] = { "squeue", "-h", "-t", "all", "-r", NULL };
-
-  datc_batch_argv_add_all(argv, fixed);
-  g_ptr_array_add(argv, g_strconcat("--name=", job_name, NULL));
-  datc_batch_argv_add(argv, "-o");
-  datc_batch_argv_add(argv, "%F");
-  return datc_batch_argv_end(argv);
+  return squeue_by_name(job_name, TRUE, "%F");
 }
 
 static gboolean
