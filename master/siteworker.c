@@ -132,12 +132,6 @@ datc_site_worker_collect (DatcSiteWorker *w, gpointer owner)
   return n;
 }
 
-guint
-datc_site_worker_pending (DatcSiteWorker *w)
-{
-  return w->pending;
-}
-
 gint64
 datc_site_worker_busy_since (DatcSiteWorker *w)
 {

@@ -43,8 +43,6 @@ void *datc_site_worker_socket (DatcSiteWorker *w);
 /* Runs done() for every job that came back; returns how many.  Never
  * blocks. */
 guint datc_site_worker_collect (DatcSiteWorker *w, gpointer owner);
-/* Jobs posted and not collected. */
-guint datc_site_worker_pending (DatcSiteWorker *w);
 /* Since when (monotonic) the job the worker runs now has been running; 0
  * when idle. */
 gint64 datc_site_worker_busy_since (DatcSiteWorker *w);
