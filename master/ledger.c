@@ -105,6 +105,7 @@ struct DatcLedger {
   GHashTable *proxies_seen; /* "site\nproxy" of every agent that said HELLO */
   GPtrArray *sources;       /* SourceInfo* */
   GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
+  GHashTable *submits;      /* "site\tid" -> k, submissions whose outcome is not journaled */
   int results_fd;
   GString *line;            /* scratch for a results line */
   GString *results_out;     /* lines waiting for their journal commit */
@@ -625,6 +626,11 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
    * be on its site, and a restarted master must find and end it. */
   if (g_str_equal (event, "submitted"))
     g_hash_table_replace (l->proxies, g_steal_pointer (&key), g_strdup (job_id));
+  else if (g_str_equal (event, "submitting"))
+    /* job_id: how many proxies (1, or an array's k) */
+    g_hash_table_replace (l->submits, g_steal_pointer (&key), g_strdup (job_id));
+  else if (g_str_equal (event, "settled"))
+    g_hash_table_remove (l->submits, key);
   else if (g_str_equal (event, "ended"))
     {
       g_hash_table_remove (l->proxies, key);
@@ -1106,6 +1112,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->proxies_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
   l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  l->submits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   l->line = g_string_sized_new (512);
   l->results_out = g_string_sized_new (1 << 16);
   l->results_fd = -1;
@@ -1426,6 +1433,7 @@ datc_ledger_free (DatcLedger *l)
   g_hash_table_unref (l->proxies_seen);
   g_ptr_array_unref (l->sources);
   g_hash_table_unref (l->proxies);
+  g_hash_table_unref (l->submits);
   g_string_free (l->line, TRUE);
   g_array_unref (l->pick);
   g_array_unref (l->deferred);
@@ -1975,6 +1983,18 @@ datc_ledger_open_proxies (DatcLedger *l)
   GHashTableIter it;
   gpointer k, v;
   g_hash_table_iter_init (&it, l->proxies);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_ptr_array_add (out, g_strdup_printf ("%s\t%s", (char *) k, (char *) v));
+  return out;
+}
+
+GPtrArray *
+datc_ledger_open_submits (DatcLedger *l)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->submits);
   while (g_hash_table_iter_next (&it, &k, &v))
     g_ptr_array_add (out, g_strdup_printf ("%s\t%s", (char *) k, (char *) v));
   return out;

@@ -187,12 +187,20 @@ void datc_ledger_requeue (DatcLedger *ledger, guint32 agent, guint64 id, guint32
 gboolean datc_ledger_proxy_connected (DatcLedger *ledger, const char *site, const char *proxy);
 
 /* Proxies, journaled so a restarted master still knows what it left on
- * each site: event is "submitted", "ended" or "cancelled". */
+ * each site: event is "submitted", "ended" or "cancelled".  A submit
+ * itself is bracketed by "submitting" (proxy: the submission's id, the
+ * job name's; job_id: how many proxies, 1 or an array's k), synced before
+ * the command goes out, and "settled" (same id) once its outcome is
+ * journaled: a master killed in between finds that submission open and
+ * asks the scheduler for it by name. */
 void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
                         const char *job_id, const char *event);
 /* Proxies submitted and not seen ended (cancelled ones included), as
  * site\tproxy\tjob_id strings. */
 GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);
+/* Submissions journaled "submitting" and not "settled", as site\tid\tk
+ * strings. */
+GPtrArray *datc_ledger_open_submits (DatcLedger *ledger);
 
 /* Adds the tasks in `data` (a task file's content, `name` for messages)
  * to the bag and the queue, all or nothing; ids continue after the last

@@ -60,7 +60,10 @@ typedef struct {
   guint timeout_ms;        /* its command timeout (command_timeout) */
   guint command_ms;        /* the timeout each command gets now (shorter at shutdown) */
   gboolean prepared;       /* agent and key are on the site */
-  gboolean preparing, polling, cancelling;  /* such a job is with the worker */
+  gboolean preparing, polling, cancelling, looking_up;  /* such a job is with the worker */
+  GPtrArray *lookups;      /* gchar* "ID\tK": submissions an earlier master did not see
+                            * come back, to find by name */
+  gint64 next_lookup_us;   /* backoff after a failed lookup */
   guint submitting;        /* submits with the worker */
   gint64 poll_us;
   gint64 next_poll_us, next_submit_us;
@@ -75,7 +78,7 @@ typedef struct {
   gint64 next_cancel_us;   /* backoff after a failed cancel */
   guint early_deaths;      /* proxies that ended before their agent connected, in a row */
   guint early_deaths_total, submitted_total, cancelled_total;
-  guint64 n_submit, n_poll, n_cancel, n_put;  /* commands issued to the site */
+  guint64 n_submit, n_poll, n_cancel, n_put, n_lookup;  /* commands issued to the site */
   Health health;
   gchar *last_error;
   gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
@@ -159,6 +162,7 @@ site_state_free (gpointer p)
 {
   SiteState *s = p;
   g_ptr_array_unref (s->proxies);
+  g_ptr_array_unref (s->lookups);
   g_free (s->calls);
   if (s->worker != NULL && s->spec != NULL)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
@@ -189,6 +193,26 @@ adopt_open_proxies (DatcProvisioner *p)
           x->slots = s->spec->slots_per_proxy;
           x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
           g_ptr_array_add (s->proxies, x);
+        }
+    }
+}
+
+/* Submits an earlier master sent and never saw come back: each may have
+ * placed jobs on its site, to be found by name (lookup_submits). */
+static void
+adopt_open_submits (DatcProvisioner *p)
+{
+  g_autoptr (GPtrArray) open = datc_ledger_open_submits (p->ledger);
+  for (guint i = 0; i < open->len; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (open->pdata[i], "\t", 3);
+      if (g_strv_length (f) != 3)
+        continue;
+      for (guint j = 0; j < p->sites->len; j++)
+        {
+          SiteState *s = p->sites->pdata[j];
+          if (g_str_equal (s->spec->name, f[0]))
+            g_ptr_array_add (s->lookups, g_strdup_printf ("%s\t%s", f[1], f[2]));
         }
     }
 }
@@ -251,6 +275,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->spec = specs->pdata[i];
       s->index = i;
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
+      s->lookups = g_ptr_array_new_with_free_func (g_free);
       s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
       s->timeout_ms = s->spec->command_timeout_s ? s->spec->command_timeout_s * 1000u
                                                  : DATC_SITE_COMMAND_TIMEOUT_MS;
@@ -271,6 +296,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   g_ptr_array_unref (specs);
 
   adopt_open_proxies (p);
+  adopt_open_submits (p);
   if (p->mode == DATC_MODE_STATIC && p->sites->len > 0)
     split_bag (p);
   else if (p->mode == DATC_MODE_DIRECT)
@@ -338,13 +364,19 @@ site_recovered (DatcProvisioner *p, SiteState *s, Health what)
 
 /* ---- submit --------------------------------------------------------- */
 
+/* The agent's command line in a proxy script.  An array's elements share
+ * one script: each names its proxy `ID-INDEX` from the index its script
+ * exports (DATC_ARRAY_INDEX_VAR), the proxy ids the provisioner gave them. */
 static gchar *
-agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, guint slots)
+agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean array,
+               guint slots)
 {
   g_autofree gchar *agent = g_shell_quote (s->spec->agent_path);
   g_autofree gchar *ep = g_shell_quote (p->endpoint);
   g_autofree gchar *site = g_shell_quote (s->spec->name);
-  g_autofree gchar *proxy = g_shell_quote (proxy_id);
+  g_autofree gchar *quoted = g_shell_quote (proxy_id);
+  g_autofree gchar *proxy = array ? g_strdup_printf ("%s-\"$%s\"", quoted, DATC_ARRAY_INDEX_VAR)
+                                  : g_steal_pointer (&quoted);
   GString *cmd = g_string_new (NULL);
   g_string_printf (cmd, "%s --connect %s --site %s --proxy %s --slots \"${DATC_SLOTS:-%u}\"",
                    agent, ep, site, proxy, slots);
@@ -533,11 +565,14 @@ prepare_site (SiteState *s)
 
 typedef struct {
   SiteState *s;
-  Proxy *x;                 /* its placeholder in s->proxies */
+  GPtrArray *xs;            /* its placeholders in s->proxies (Proxy*, element i+1 at [i]);
+                             * the loop's: the worker only reads k */
+  guint k;                  /* proxies: 1 is a plain job, more an array */
   guint command_ms;
+  gchar *id;                /* the submission's (its proxies' ids are ID, or ID-1..ID-k) */
   gchar *name, *queue, *submit_args, *workdir, *command, *script;
   guint slots, walltime_s;
-  gchar *job_id;            /* out */
+  GStrv job_ids;            /* out: k of them */
   GError *error;
 } SubmitJob;
 
@@ -555,7 +590,17 @@ submit_run (DatcSite *site, gpointer data)
     .agent_command = j->command,
   };
   datc_site_set_command_timeout (site, j->command_ms);
-  datc_site_submit (site, &req, j->script, &j->job_id, &j->error);
+  if (j->k > 1)
+    {
+      datc_site_submit_array (site, &req, j->k, j->script, &j->job_ids, &j->error);
+      return;
+    }
+  gchar *id = NULL;
+  if (datc_site_submit (site, &req, j->script, &id, &j->error))
+    {
+      j->job_ids = g_new0 (gchar *, 2);
+      j->job_ids[0] = id;
+    }
 }
 
 static void
@@ -564,42 +609,58 @@ submit_done (gpointer owner, gpointer data)
   DatcProvisioner *p = owner;
   SubmitJob *j = data;
   SiteState *s = j->s;
-  Proxy *x = j->x;
   s->submitting--;
   if (j->error != NULL)
     {
       submit_failed (p, s, j->error);
-      if (x->task != 0)
+      for (guint i = 0; i < j->xs->len; i++)
         {
-          datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
-          datc_ledger_release (p->ledger, x->task);
+          Proxy *x = j->xs->pdata[i];
+          if (x->task != 0)
+            {
+              datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
+              datc_ledger_release (p->ledger, x->task);
+            }
+          g_ptr_array_remove (s->proxies, x);
         }
-      g_ptr_array_remove (s->proxies, x);
     }
   else
     {
       s->failures = 0;
-      s->submitted_total++;
+      s->submitted_total += j->k;
       site_recovered (p, s, HEALTH_SUBMIT);
       site_recovered (p, s, HEALTH_HUNG);
-      x->job_id = g_steal_pointer (&j->job_id);
-      x->state = DATC_PROXY_PENDING;
-      datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+      for (guint i = 0; i < j->xs->len; i++)
+        {
+          Proxy *x = j->xs->pdata[i];
+          x->job_id = g_strdup (j->job_ids[i]);
+          x->state = DATC_PROXY_PENDING;
+          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+        }
       /* Durable now, not at the next group commit: a master that dies in
-       * between would not know this job, submit another in its place, and
-       * leave this one on the site.  A submit costs more than the sync. */
+       * between would not know these jobs, submit others in their place,
+       * and leave these on the site.  A submit costs more than the sync. */
       g_autoptr (GError) sync_error = NULL;
       if (!datc_ledger_commit (p->ledger, &sync_error))
-        g_warning ("site %s: proxy %s (job %s) could not be journaled: %s", s->spec->name, x->id,
-                   x->job_id, sync_error->message);
-      datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's',
-                        x->id, "job", 's', x->job_id, "slots", 'i', (gint64) x->slots,
-                        "walltime", 'i', (gint64) s->spec->walltime_s, "task", 'i',
-                        (gint64) x->task, NULL);
-      g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
+        g_warning ("site %s: %u proxies (%s...) could not be journaled: %s", s->spec->name, j->k,
+                   j->job_ids[0], sync_error->message);
+      for (guint i = 0; i < j->xs->len; i++)
+        {
+          Proxy *x = j->xs->pdata[i];
+          /* An array's elements also name the array (its job name). */
+          datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's',
+                            x->id, "job", 's', x->job_id, "slots", 'i', (gint64) x->slots,
+                            "walltime", 'i', (gint64) s->spec->walltime_s, "task", 'i',
+                            (gint64) x->task, j->k > 1 ? "array" : NULL, 's', j->name, NULL);
+          g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
+        }
     }
+  if (datc_site_scheduler_can_lookup (s->spec->site))
+    datc_ledger_proxy (p->ledger, s->spec->name, j->id, "", "settled");
   g_clear_error (&j->error);
-  g_free (j->job_id);
+  g_free (j->id);
+  g_ptr_array_unref (j->xs);
+  g_strfreev (j->job_ids);
   g_free (j->name);
   g_free (j->queue);
   g_free (j->submit_args);
@@ -609,12 +670,15 @@ submit_done (gpointer owner, gpointer data)
   g_free (j);
 }
 
-/* Hands a submit to the site's worker.  The proxy exists at once (pending,
- * without a job id), so the plan counts it as coming capacity and against
- * max_proxies while the submit is out; FALSE when the site is not ready
- * (its agent and key are still being put there). */
+/* Hands the submit of k proxies (1..DATC_ARRAY_MAX) to the site's worker:
+ * one command either way, a job array when k > 1.  The proxies exist at
+ * once (pending, without a job id), so the plan counts them as coming
+ * capacity and against max_proxies while the submit is out.  `tasks`:
+ * direct mode, the task bound to each (else NULL).  FALSE when the site
+ * is not ready (its agent and key are still being put there) or the
+ * budget has no room. */
 static gboolean
-submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
+submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint64 *tasks)
 {
   if (!prepare_site (s))
     return FALSE;
@@ -626,33 +690,70 @@ submit_one (DatcProvisioner *p, SiteState *s, guint slots, guint64 task)
     }
   s->calls_short = FALSE;
   SubmitJob *j = g_new0 (SubmitJob, 1);
-  gchar *id = g_strdup_printf ("%s-%04x-%u", s->spec->name, p->tag, ++s->serial);
+  /* An array's elements are ID-1..ID-k, as their agents name themselves. */
+  gchar *id = g_strdup_printf ("%s-%04x-%s%u", s->spec->name, p->tag, k > 1 ? "a" : "",
+                               ++s->serial);
   j->s = s;
+  j->k = k;
+  j->xs = g_ptr_array_new ();
   j->command_ms = s->command_ms;
   j->name = g_strdup_printf ("datc-%s", id);
   j->script = g_strdup_printf ("%s.sh", id);
-  j->command = agent_command (p, s, id, slots);
+  j->command = agent_command (p, s, id, k > 1, slots);
   j->queue = g_strdup (s->spec->queue);
   j->submit_args = g_strdup (s->spec->submit_args);
   j->workdir = g_strdup (s->spec->workdir);
   j->slots = slots;
   j->walltime_s = s->spec->walltime_s;
-  Proxy *x = g_new0 (Proxy, 1);
-  x->id = id;
-  x->state = DATC_PROXY_PENDING;
-  x->slots = slots;
-  x->submitted_us = g_get_real_time ();
-  x->task = task;
-  g_ptr_array_add (s->proxies, x);
-  /* Bound now: a fork site's agent may say HELLO before the submit's
-   * answer is back here. */
-  if (task != 0)
-    datc_dispatcher_bind (p->disp, s->spec->name, x->id, task);
-  j->x = x;
+  for (guint i = 0; i < k; i++)
+    {
+      Proxy *x = g_new0 (Proxy, 1);
+      x->id = k > 1 ? g_strdup_printf ("%s-%u", id, i + 1) : g_strdup (id);
+      x->state = DATC_PROXY_PENDING;
+      x->slots = slots;
+      x->submitted_us = g_get_real_time ();
+      x->task = tasks != NULL ? tasks[i] : 0;
+      g_ptr_array_add (s->proxies, x);
+      g_ptr_array_add (j->xs, x);
+      /* Bound now: a fork site's agent may say HELLO before the submit's
+       * answer is back here. */
+      if (x->task != 0)
+        datc_dispatcher_bind (p->disp, s->spec->name, x->id, x->task);
+    }
+  j->id = id;
+  /* Durable before the command goes out: a master killed while it is out
+   * asks the scheduler for it by name when the campaign resumes (a fork
+   * site's proxies are this process's own: nothing to find). */
+  if (datc_site_scheduler_can_lookup (s->spec->site))
+    {
+      g_autofree gchar *count = g_strdup_printf ("%u", k);
+      datc_ledger_proxy (p->ledger, s->spec->name, id, count, "submitting");
+      g_autoptr (GError) sync_error = NULL;
+      if (!datc_ledger_commit (p->ledger, &sync_error))
+        g_warning ("site %s: submit %s could not be journaled: %s", s->spec->name, id,
+                   sync_error->message);
+    }
   s->n_submit++;
   s->submitting++;
   datc_site_worker_post (s->worker, submit_run, submit_done, j);
   return TRUE;
+}
+
+/* Submits up to k proxies and says how many went out: all k as one array
+ * where the scheduler has arrays (a thousand at most), else as plain jobs
+ * one by one while the site and the budget allow. */
+static guint
+submit_proxies (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint64 *tasks)
+{
+  if (k >= DATC_ARRAY_MIN && datc_site_scheduler_has_arrays (s->spec->site))
+    {
+      k = MIN (k, DATC_ARRAY_MAX);
+      return submit_job (p, s, slots, k, tasks) ? k : 0;
+    }
+  guint n = 0;
+  while (n < k && submit_job (p, s, slots, 1, tasks != NULL ? tasks + n : NULL))
+    n++;
+  return n;
 }
 
 /* ---- poll ----------------------------------------------------------- */
@@ -807,6 +908,115 @@ poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
   s->polling = TRUE;
   datc_site_worker_post (s->worker, poll_run, poll_done, j);
   return TRUE;
+}
+
+/* ---- lookups: submits an earlier master did not see come back ------- */
+
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  gchar *id;                /* the submission's */
+  guint k;
+  GStrv job_ids;            /* out: its k jobs, or NULL: the scheduler has none of that name */
+  GError *error;
+} LookupJob;
+
+static void
+lookup_run (DatcSite *site, gpointer data)
+{
+  LookupJob *j = data;
+  g_autofree gchar *name = g_strdup_printf ("datc-%s", j->id);
+  datc_site_set_command_timeout (site, j->command_ms);
+  if (j->k > 1)
+    {
+      datc_site_lookup_array (site, name, j->k, &j->job_ids, &j->error);
+      return;
+    }
+  gchar *id = NULL;
+  if (datc_site_lookup (site, name, &id, &j->error) && id != NULL)
+    {
+      j->job_ids = g_new0 (gchar *, 2);
+      j->job_ids[0] = id;
+    }
+}
+
+static void
+lookup_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  LookupJob *j = data;
+  SiteState *s = j->s;
+  s->looking_up = FALSE;
+  if (j->error != NULL)
+    {
+      s->next_lookup_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (++s->poll_failures));
+      g_warning ("site %s: could not look up submit %s of an earlier run: %s", s->spec->name,
+                 j->id, j->error->message);
+      site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
+    }
+  else
+    {
+      s->poll_failures = 0;
+      site_recovered (p, s, HEALTH_POLL);
+      site_recovered (p, s, HEALTH_HUNG);
+      /* Its jobs are ours like any adopted proxy: ended at the latest
+       * when the campaign ends. */
+      for (guint i = 0; j->job_ids != NULL && j->job_ids[i] != NULL; i++)
+        {
+          Proxy *x = g_new0 (Proxy, 1);
+          x->id = j->k > 1 ? g_strdup_printf ("%s-%u", j->id, i + 1) : g_strdup (j->id);
+          x->job_id = g_strdup (j->job_ids[i]);
+          x->state = DATC_PROXY_UNKNOWN;
+          x->slots = s->spec->slots_per_proxy;
+          x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+          g_ptr_array_add (s->proxies, x);
+          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+        }
+      g_message ("site %s: submit %s of an earlier run, never seen to come back, %s",
+                 s->spec->name, j->id, j->job_ids != NULL ? "went through: its proxies are adopted"
+                                                         : "did not go through");
+      datc_ledger_proxy (p->ledger, s->spec->name, j->id, "", "settled");
+      for (guint i = 0; i < s->lookups->len; i++)
+        if (g_str_has_prefix (s->lookups->pdata[i], j->id)
+            && ((char *) s->lookups->pdata[i])[strlen (j->id)] == '\t')
+          {
+            g_ptr_array_remove_index (s->lookups, i);
+            break;
+          }
+      s->next_poll_us = 0;
+    }
+  g_clear_error (&j->error);
+  g_strfreev (j->job_ids);
+  g_free (j->id);
+  g_free (j);
+}
+
+/* Looks for the site's first open submission of an earlier master, one
+ * at a time, within the budget (less `reserve`). */
+static void
+lookup_submits (DatcProvisioner *p, SiteState *s, guint reserve)
+{
+  if (s->lookups->len == 0 || s->looking_up || g_get_monotonic_time () < s->next_lookup_us)
+    return;
+  g_auto (GStrv) f = g_strsplit (s->lookups->pdata[0], "\t", 2);
+  guint64 k = 0;
+  if (g_strv_length (f) != 2 || !g_ascii_string_to_unsigned (f[1], 10, 1, DATC_ARRAY_MAX, &k, NULL))
+    {
+      g_warning ("site %s: journal: a submit record \"%s\" makes no sense: not looked up",
+                 s->spec->name, (char *) s->lookups->pdata[0]);
+      g_ptr_array_remove_index (s->lookups, 0);
+      return;
+    }
+  if (!take_calls (p, s, 1, reserve, "lookup"))
+    return;
+  LookupJob *j = g_new0 (LookupJob, 1);
+  j->s = s;
+  j->command_ms = s->command_ms;
+  j->id = g_strdup (f[0]);
+  j->k = (guint) k;
+  s->n_lookup++;
+  s->looking_up = TRUE;
+  datc_site_worker_post (s->worker, lookup_run, lookup_done, j);
 }
 
 /* ---- cancel --------------------------------------------------------- */
@@ -1027,23 +1237,26 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 
 /* ---- plans ---------------------------------------------------------- */
 
-/* A proxy was just submitted (the last of the site's): it counts against
- * max_proxies, and it replaces the oldest expiring proxy that made room
+/* The last n proxies of the site were just submitted: they count against
+ * max_proxies, and each replaces the oldest expiring proxy that made room
  * and has no replacement yet.  Every such proxy gets its own: proxies
  * that started together are all replaced ahead of time. */
 static void
-count_submitted (SiteState *s)
+count_submitted (SiteState *s, guint n)
 {
-  s->alive++;
-  Proxy *fresh = s->proxies->pdata[s->proxies->len - 1];
-  for (guint i = 0; i + 1 < s->proxies->len; i++)
+  s->alive += n;
+  for (guint f = s->proxies->len - n; f < s->proxies->len; f++)
     {
-      Proxy *x = s->proxies->pdata[i];
-      if (x->expiring && x->replaces == NULL && x->replaced_by == NULL && !x->cancelling)
+      Proxy *fresh = s->proxies->pdata[f];
+      for (guint i = 0; i < s->proxies->len - n; i++)
         {
-          x->replaced_by = fresh;
-          fresh->replaces = x;
-          return;
+          Proxy *x = s->proxies->pdata[i];
+          if (x->expiring && x->replaces == NULL && x->replaced_by == NULL && !x->cancelling)
+            {
+              x->replaced_by = fresh;
+              fresh->replaces = x;
+              break;
+            }
         }
     }
 }
@@ -1052,6 +1265,25 @@ static gboolean
 can_submit (const SiteState *s, gint64 now)
 {
   return now >= s->next_submit_us && s->alive < s->spec->max_proxies;
+}
+
+/* Proxies of the site for `slots` more slots of work, at once (an array
+ * where the scheduler has them), as far as max_proxies allows; returns
+ * the slots submitted. */
+static guint64
+submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
+{
+  guint64 per = s->spec->slots_per_proxy, added = 0;
+  while (added < slots && can_submit (s, now))
+    {
+      guint64 want = MIN ((slots - added + per - 1) / per, s->spec->max_proxies - s->alive);
+      guint n = submit_proxies (p, s, (guint) per, (guint) MIN (want, DATC_ARRAY_MAX), NULL);
+      if (n == 0)
+        break;
+      count_submitted (s, n);
+      added += n * per;
+    }
+  return added;
 }
 
 /* Work that needs slots: queued tasks plus those running on agents whose
@@ -1083,12 +1315,7 @@ plan_pull (DatcProvisioner *p, gint64 now)
         SiteState *s = p->sites->pdata[i];
         if ((s->health == HEALTH_OK) != (pass == 0))
           continue;
-        while (demand > supply && can_submit (s, now)
-               && submit_one (p, s, s->spec->slots_per_proxy, 0))
-          {
-            count_submitted (s);
-            supply += s->spec->slots_per_proxy;
-          }
+        supply += submit_for (p, s, demand - supply, now);
       }
 }
 
@@ -1106,12 +1333,8 @@ plan_static (DatcProvisioner *p, gint64 now)
           cancel_pending (p, s, "the work left fits in the running slots", BUDGET_RESERVE);
           continue;
         }
-      while (demand > supply && can_submit (s, now)
-             && submit_one (p, s, s->spec->slots_per_proxy, 0))
-        {
-          count_submitted (s);
-          supply += s->spec->slots_per_proxy;
-        }
+      if (demand > supply)
+        submit_for (p, s, demand - supply, now);
     }
 }
 
@@ -1126,15 +1349,22 @@ plan_direct (DatcProvisioner *p, gint64 now)
         SiteState *s = p->sites->pdata[i];
         if ((s->health == HEALTH_OK) != (pass == 0))
           continue;
-        guint64 task;
-        while (can_submit (s, now) && datc_ledger_hold (p->ledger, &task))
+        g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
+        while (can_submit (s, now))
           {
-            if (!submit_one (p, s, 1, task))
-              {
-                datc_ledger_release (p->ledger, task);
-                break;
-              }
-            count_submitted (s);
+            guint room = MIN (s->spec->max_proxies - s->alive, DATC_ARRAY_MAX);
+            guint64 task;
+            g_array_set_size (tasks, 0);
+            while (tasks->len < room && datc_ledger_hold (p->ledger, &task))
+              g_array_append_val (tasks, task);
+            if (tasks->len == 0)
+              break;
+            guint n = submit_proxies (p, s, 1, tasks->len, (const guint64 *) tasks->data);
+            for (guint t = n; t < tasks->len; t++)
+              datc_ledger_release (p->ledger, g_array_index (tasks, guint64, t));
+            if (n == 0)
+              break;
+            count_submitted (s, n);
           }
       }
 }
@@ -1214,6 +1444,7 @@ datc_provisioner_tick (DatcProvisioner *p)
     {
       SiteState *s = p->sites->pdata[i];
       check_hung (p, s, now);
+      lookup_submits (p, s, BUDGET_RESERVE);
       if (now >= s->next_poll_us)
         {
           s->next_poll_us = now + s->poll_us;
@@ -1262,7 +1493,8 @@ trace_commands (DatcProvisioner *p)
       SiteState *s = p->sites->pdata[i];
       datc_trace_event (p->trace, "site_commands", "site", 's', s->spec->name, "submit", 'i',
                         (gint64) s->n_submit, "poll", 'i', (gint64) s->n_poll, "cancel", 'i',
-                        (gint64) s->n_cancel, "put", 'i', (gint64) s->n_put, NULL);
+                        (gint64) s->n_cancel, "put", 'i', (gint64) s->n_put, "lookup", 'i',
+                        (gint64) s->n_lookup, NULL);
     }
 }
 
@@ -1320,13 +1552,17 @@ bound_commands (DatcProvisioner *p, gint64 deadline)
     }
 }
 
-/* Submits still out: each may yet bring back a job to cancel. */
+/* Submits still out, and those of an earlier master still to be looked
+ * up: each may yet bring back a job to cancel. */
 static guint
 submits_out (DatcProvisioner *p)
 {
   guint n = 0;
   for (guint i = 0; i < p->sites->len; i++)
-    n += ((SiteState *) p->sites->pdata[i])->submitting;
+    {
+      SiteState *s = p->sites->pdata[i];
+      n += s->submitting + s->lookups->len;
+    }
   return n;
 }
 
@@ -1413,6 +1649,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
       for (guint i = 0; i < p->sites->len; i++)
         {
           SiteState *s = p->sites->pdata[i];
+          lookup_submits (p, s, 0);
           cancel_pending (p, s, why, 0);
           if (now >= s->next_poll_us && poll_site (p, s, 0))
             s->next_poll_us = now + wait_us;
@@ -1447,8 +1684,20 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
                      timeout_ms / 1000);
         }
     }
+  gboolean looked_up = TRUE;
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      for (guint j = 0; j < s->lookups->len; j++)
+        {
+          g_auto (GStrv) f = g_strsplit (s->lookups->pdata[j], "\t", 2);
+          g_warning ("site %s: a submit of an earlier run could not be looked up: jobs named "
+                     "datc-%s may still be there", s->spec->name, f[0]);
+          looked_up = FALSE;
+        }
+    }
   bound_commands (p, deadline);
-  gboolean clean = remove_keys (p, deadline) && datc_provisioner_alive (p) == 0;
+  gboolean clean = remove_keys (p, deadline) && datc_provisioner_alive (p) == 0 && looked_up;
   trace_commands (p);
   return clean;
 }
@@ -1497,7 +1746,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_died_early", s->early_deaths_total);
   member_int (b, "proxies_submitted", s->submitted_total);
   member_int (b, "proxies_cancelled", s->cancelled_total);
-  guint64 commands = s->n_submit + s->n_poll + s->n_cancel + s->n_put;
+  guint64 commands = s->n_submit + s->n_poll + s->n_cancel + s->n_put + s->n_lookup;
   member_int (b, "commands", (gint64) commands);
   /* What the site's admins see of us: per kind, and per 1,000 tasks done
    * there (null until one is). */
@@ -1507,6 +1756,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "poll", (gint64) s->n_poll);
   member_int (b, "cancel", (gint64) s->n_cancel);
   member_int (b, "put", (gint64) s->n_put);
+  member_int (b, "lookup", (gint64) s->n_lookup);
   json_builder_end_object (b);
   json_builder_set_member_name (b, "max_calls_per_minute");
   if (s->calls_per_minute > 0)

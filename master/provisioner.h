@@ -91,7 +91,7 @@ guint datc_provisioner_alive (DatcProvisioner *p);
 /* Adds "mode" and "sites": [{name, state, last_error, proxies, proxies_pending,
  * proxies_running, proxies_expiring, agents, slots_per_proxy, max_proxies,
  * done, submit_failures, proxies_died_early, proxies_submitted,
- * proxies_cancelled, commands, commands_by_kind {submit, poll, cancel, put},
+ * proxies_cancelled, commands, commands_by_kind {submit, poll, cancel, put, lookup},
  * commands_per_1000_tasks (null before a task is done there),
  * queue_wait_s}] to an object being built. */
 void datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b);

@@ -234,6 +234,9 @@ gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResu
  * reported as failed, so a proxy is never submitted twice on a guess. */
 gboolean datc_site_lookup (DatcSite *site, const char *job_name, gchar **job_id,
                            GError **error);
+/* Whether the scheduler can find a job by its name (not fork: its proxies
+ * are the caller's own processes). */
+gboolean datc_site_scheduler_can_lookup (DatcSite *site);
 /* Asks the scheduler whether `queue` exists: *exists and *answer (transfer
  * full) as the scheduler's parse_queue says.  DATC_SITE_ERROR_CONFIG for a
  * scheduler without queues (its no_queues in the message) or a name it

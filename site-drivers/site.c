@@ -413,6 +413,13 @@ datc_site_submit(DatcSite *site, const DatcProxyRequest *req, const char *script
 }
 
 gboolean
+datc_site_scheduler_can_lookup(DatcSite *site)
+{
+  g_return_val_if_fail(site != NULL, FALSE);
+  return site->scheduler->lookup_argv != NULL && site->scheduler->parse_lookup != NULL;
+}
+
+gboolean
 datc_site_lookup(DatcSite *site, const char *job_name, gchar **job_id, GError **error)
 {
   g_return_val_if_fail(site != NULL && job_name != NULL && job_id != NULL, FALSE);
