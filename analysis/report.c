@@ -271,8 +271,8 @@ calls_table (const DatcCampaignLog *log, GString *o)
       const DatcSiteLog *s = datc_campaign_log_site (log, i);
       g_string_append (o, "<tr><td>");
       escaped (o, s->name);
-      g_string_append_printf (o, "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT
-                              "</td><td>%" G_GUINT64_FORMAT "</td>",
+      g_string_append_printf (o, "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT
+                              "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT "</td>",
                               s->calls, s->calls_submit, s->calls_poll, s->calls_cancel);
       double per = datc_trace_summary_calls_per_1000 (s);
       if (isfinite (per))

@@ -120,15 +120,18 @@ test_campaignlog_counts_scheduler_calls (void)
   g_autofree gchar *json = datc_trace_summary_to_json (log, NULL);
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_assert_true (json_parser_load_from_data (parser, json, -1, NULL));
-  JsonObject *sites = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)), "sites");
-  JsonObject *sa = json_object_get_object_member (sites, "A"), *sb = json_object_get_object_member (sites, "B");
+  JsonObject *root = json_node_get_object (json_parser_get_root (parser));
+  JsonObject *sites = json_object_get_object_member (root, "sites");
+  JsonObject *sa = json_object_get_object_member (sites, "A");
+  JsonObject *sb = json_object_get_object_member (sites, "B");
   JsonObject *ca = json_object_get_object_member (sa, "scheduler_calls");
   g_assert_cmpint (json_object_get_int_member (ca, "total"), ==, 7);
   g_assert_cmpint (json_object_get_int_member (ca, "submit"), ==, 4);
   g_assert_cmpint (json_object_get_int_member (ca, "poll"), ==, 3);
   g_assert_cmpint (json_object_get_int_member (ca, "cancel"), ==, 0);
   g_assert_cmpfloat (json_object_get_double_member (sa, "scheduler_calls_per_1000_tasks"), ==, 875);
-  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (sb, "scheduler_calls"), "cancel"), ==, 1);
+  JsonObject *cb = json_object_get_object_member (sb, "scheduler_calls");
+  g_assert_cmpint (json_object_get_int_member (cb, "cancel"), ==, 1);
   g_assert_true (json_object_get_null_member (sb, "scheduler_calls_per_1000_tasks"));
 
   g_autofree gchar *text = datc_trace_summary_to_text (log, NULL);
@@ -179,7 +182,8 @@ test_campaignlog_skips_a_site_command_without_calls (void)
   g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, 2);
   for (guint i = 0; i < 2; i++)
     {
-      g_autofree gchar *want = g_strdup_printf ("%s/trace.jsonl:%u: site_command without", dir, lines + 1 + i);
+      g_autofree gchar *want
+        = g_strdup_printf ("%s/trace.jsonl:%u: site_command without", dir, lines + 1 + i);
       if (!g_str_has_prefix (datc_campaign_log_warning (log, i), want))
         g_error ("warning %u: \"%s\", want prefix \"%s\"", i, datc_campaign_log_warning (log, i), want);
     }
@@ -293,8 +297,10 @@ main (int argc, char **argv)
   g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);
   g_test_add_func ("/campaignlog/load/skips-unreadable-lines-naming-file-and-line",
                    test_campaignlog_skips_unreadable_lines_with_file_and_line);
-  g_test_add_func ("/campaignlog/calls/counted-per-kind-and-per-1000-tasks", test_campaignlog_counts_scheduler_calls);
-  g_test_add_func ("/campaignlog/calls/a-site-first-named-by-a-command", test_campaignlog_site_first_named_by_a_command);
+  g_test_add_func ("/campaignlog/calls/counted-per-kind-and-per-1000-tasks",
+                   test_campaignlog_counts_scheduler_calls);
+  g_test_add_func ("/campaignlog/calls/a-site-first-named-by-a-command",
+                   test_campaignlog_site_first_named_by_a_command);
   g_test_add_func ("/campaignlog/calls/skips-a-site-command-without-calls",
                    test_campaignlog_skips_a_site_command_without_calls);
   g_test_add_func ("/campaignlog/load/reads-a-running-campaign", test_campaignlog_reads_a_running_campaign);

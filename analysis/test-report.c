@@ -54,7 +54,8 @@ test_report_shows_scheduler_calls (void)
   g_assert_nonnull (strstr (html, "<h2>Scheduler calls</h2>"));
   /* Calls, not events (a submit counts 2), per kind; per 1000 tasks
    * finished there, none on B. */
-  g_assert_nonnull (strstr (html, "<tr><td>A</td><td>7</td><td>4</td><td>3</td><td>0</td><td>875.0</td></tr>"));
+  g_assert_nonnull (
+    strstr (html, "<tr><td>A</td><td>7</td><td>4</td><td>3</td><td>0</td><td>875.0</td></tr>"));
   g_assert_nonnull (strstr (html, "<tr><td>B</td><td>3</td><td>2</td><td>0</td><td>1</td><td>–</td></tr>"));
   fixture_remove_tree (dir);
 }
