@@ -205,6 +205,31 @@ see_time (DatcCampaignLog *log, gint64 t)
     log->first_seen = t;
 }
 
+/* One scheduler command the master's budget counted: site, kind, calls. */
+static gboolean
+on_site_command (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
+{
+  const char *site = get_str (o, "site"), *kind = get_str (o, "kind");
+  gint64 calls;
+  if (site == NULL || kind == NULL || !get_int (o, "calls", &calls) || calls < 0
+      || calls > DATC_LOG_MAX_CALLS_PER_EVENT)
+    {
+      warn (log, path, line, "site_command without \"site\", \"kind\" and \"calls\" (0 to %u), skipped",
+            DATC_LOG_MAX_CALLS_PER_EVENT);
+      return FALSE;
+    }
+  guint i = site_get (log, site); /* before reading pdata: it may grow it */
+  DatcSiteLog *s = log->sites->pdata[i];
+  s->calls += (guint64) calls;
+  if (g_str_equal (kind, "submit"))
+    s->calls_submit += (guint64) calls;
+  else if (g_str_equal (kind, "poll"))
+    s->calls_poll += (guint64) calls;
+  else if (g_str_equal (kind, "cancel"))
+    s->calls_cancel += (guint64) calls;
+  return TRUE;
+}
+
 static gboolean
 on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
 {
@@ -238,6 +263,10 @@ on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
       see_time (log, t);
       return TRUE;
     }
+  /* Not a time seen: the commands of the end (cancels, polls) would move
+   * the end of proxies the trace does not see end. */
+  if (g_str_equal (ev, "site_command"))
+    return on_site_command (log, o, path, line);
   gboolean is_proxy = g_str_has_prefix (ev, "proxy_"), is_agent = g_str_has_prefix (ev, "agent_");
   if (!is_proxy && !is_agent)
     return TRUE; /* an event of a newer master */

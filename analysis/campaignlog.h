@@ -12,6 +12,8 @@
 
 G_BEGIN_DECLS
 
+/* Scheduler calls one site_command event may count, at most. */
+#define DATC_LOG_MAX_CALLS_PER_EVENT 1000000u
 /* Lines longer than this are skipped, not read into memory. */
 #define DATC_LOG_MAX_LINE (1u << 20)
 /* Results and proxies kept, at most. */
@@ -31,13 +33,18 @@ typedef struct
 } DatcProxyLog;
 
 /* One site: a plain value record.  Waits are start - submitted of its
- * proxies that started, in seconds, in the order they started. */
+ * proxies that started, in seconds, in the order they started.  Calls
+ * are the scheduler calls the master's budget counted (site_command
+ * events, summed over sessions): a submit counts 2, itself and the
+ * lookup that may check it; `calls` also holds kinds this reader does
+ * not know. */
 typedef struct
 {
   gchar *name;
   guint submitted, started, cancelled;
   GArray *waits; /* double */
   guint64 done, failed;
+  guint64 calls, calls_submit, calls_poll, calls_cancel;
   double busy_seconds;    /* summed run time of its tasks */
   double held_seconds;    /* summed slots x (end - start) of its proxies */
   double task_mean, task_cv;

@@ -260,6 +260,32 @@ site_table (const DatcCampaignLog *log, GString *o)
   g_string_append (o, "</table>\n");
 }
 
+/* What each site's scheduler was asked: what its admins see of us. */
+static void
+calls_table (const DatcCampaignLog *log, GString *o)
+{
+  g_string_append (o, "<table class=\"calls\"><tr><th>site</th><th>scheduler calls</th><th>submit</th>"
+                      "<th>poll</th><th>cancel</th><th>per 1000 tasks</th></tr>\n");
+  for (guint i = 0; i < datc_campaign_log_n_sites (log); i++)
+    {
+      const DatcSiteLog *s = datc_campaign_log_site (log, i);
+      g_string_append (o, "<tr><td>");
+      escaped (o, s->name);
+      g_string_append_printf (o, "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT
+                              "</td><td>%" G_GUINT64_FORMAT "</td><td>%" G_GUINT64_FORMAT "</td>",
+                              s->calls, s->calls_submit, s->calls_poll, s->calls_cancel);
+      double per = datc_trace_summary_calls_per_1000 (s);
+      if (isfinite (per))
+        g_string_append_printf (o, "<td>%.1f</td>", per);
+      else
+        g_string_append (o, "<td>–</td>");
+      g_string_append (o, "</tr>\n");
+    }
+  g_string_append (o, "</table>\n<p class=\"note\">The calls the master counted against each site's "
+                      "max_calls_per_minute: a submit counts 2, itself and the lookup that may check it. "
+                      "Per 1000 tasks finished on the site.</p>\n");
+}
+
 static void
 model_table (const DatcCampaignModel *m, GString *o)
 {
@@ -321,6 +347,8 @@ datc_report_render (const DatcCampaignLog *log, const DatcCampaignModel *model)
     }
   g_string_append (o, "<h2>Sites</h2>\n");
   site_table (log, o);
+  g_string_append (o, "<h2>Scheduler calls</h2>\n");
+  calls_table (log, o);
   g_string_append (o, "<h2>Proxies per site over time</h2>\n<p class=\"note\">Solid: running; dashed: "
                       "submitted and waiting in the queue.</p>\n");
   plot_proxies (log, o);

@@ -98,6 +98,99 @@ test_campaignlog_model_matches_the_run (void)
   fixture_remove_tree (dir);
 }
 
+/* site_command events: calls (not events) per kind and site, per 1,000
+ * tasks finished there, in the log, the JSON and the text. */
+static void
+test_campaignlog_counts_scheduler_calls (void)
+{
+  g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, 0);
+  const DatcSiteLog *a = site_named (log, "A"), *b = site_named (log, "B");
+  g_assert_cmpuint (a->calls, ==, 7);
+  g_assert_cmpuint (a->calls_submit, ==, 4);
+  g_assert_cmpuint (a->calls_poll, ==, 3);
+  g_assert_cmpuint (a->calls_cancel, ==, 0);
+  g_assert_cmpuint (b->calls, ==, 3);
+  g_assert_cmpuint (b->calls_submit, ==, 2);
+  g_assert_cmpuint (b->calls_cancel, ==, 1);
+  g_assert_cmpfloat (datc_trace_summary_calls_per_1000 (a), ==, 875);
+  g_assert_true (isnan (datc_trace_summary_calls_per_1000 (b)));
+
+  g_autofree gchar *json = datc_trace_summary_to_json (log, NULL);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (parser, json, -1, NULL));
+  JsonObject *root = json_node_get_object (json_parser_get_root (parser));
+  JsonObject *sites = json_object_get_object_member (root, "sites");
+  JsonObject *sa = json_object_get_object_member (sites, "A");
+  JsonObject *sb = json_object_get_object_member (sites, "B");
+  JsonObject *ca = json_object_get_object_member (sa, "scheduler_calls");
+  g_assert_cmpint (json_object_get_int_member (ca, "total"), ==, 7);
+  g_assert_cmpint (json_object_get_int_member (ca, "submit"), ==, 4);
+  g_assert_cmpint (json_object_get_int_member (ca, "poll"), ==, 3);
+  g_assert_cmpint (json_object_get_int_member (ca, "cancel"), ==, 0);
+  g_assert_cmpfloat (json_object_get_double_member (sa, "scheduler_calls_per_1000_tasks"), ==, 875);
+  JsonObject *cb = json_object_get_object_member (sb, "scheduler_calls");
+  g_assert_cmpint (json_object_get_int_member (cb, "cancel"), ==, 1);
+  g_assert_true (json_object_get_null_member (sb, "scheduler_calls_per_1000_tasks"));
+
+  g_autofree gchar *text = datc_trace_summary_to_text (log, NULL);
+  g_assert_nonnull (strstr (text, "\nsite                 calls   submit     poll   cancel  per 1000 tasks\n"
+                                  "A                        7        4        3        0           875.0\n"
+                                  "B                        3        2        0        1               -\n"));
+  fixture_remove_tree (dir);
+}
+
+/* The master writes a submit's site_command before its proxy_submitted:
+ * the first line that names a site may be one (it used to crash). */
+static void
+test_campaignlog_site_first_named_by_a_command (void)
+{
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-campaign-XXXXXX", NULL);
+  g_autofree gchar *tp = g_build_filename (dir, "trace.jsonl", NULL);
+  g_assert_true (g_file_set_contents (tp,
+                                      "{\"time\":1700000000000000,\"event\":\"campaign_started\",\"tasks\":1}\n"
+                                      "{\"time\":1700000001000000,\"event\":\"site_command\",\"site\":\"Z\","
+                                      "\"kind\":\"submit\",\"calls\":2}\n",
+                                      -1, NULL));
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_assert_nonnull (log);
+  g_assert_cmpuint (datc_campaign_log_n_sites (log), ==, 1);
+  g_assert_cmpuint (site_named (log, "Z")->calls_submit, ==, 2);
+  fixture_remove_tree (dir);
+}
+
+/* A site_command line without its calls is named and not counted. */
+static void
+test_campaignlog_skips_a_site_command_without_calls (void)
+{
+  g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+  g_autofree gchar *tp = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autofree gchar *old = NULL;
+  g_assert_true (g_file_get_contents (tp, &old, NULL, NULL));
+  guint lines = 0;
+  for (const char *c = old; *c; c++)
+    lines += *c == '\n';
+  g_autofree gchar *all = g_strconcat (old,
+                                       "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
+                                       "\"kind\":\"poll\",\"calls\":-5}\n"
+                                       "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
+                                       "\"kind\":\"poll\"}\n",
+                                       NULL);
+  g_assert_true (g_file_set_contents (tp, all, -1, NULL));
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, 2);
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autofree gchar *want
+        = g_strdup_printf ("%s/trace.jsonl:%u: site_command without", dir, lines + 1 + i);
+      if (!g_str_has_prefix (datc_campaign_log_warning (log, i), want))
+        g_error ("warning %u: \"%s\", want prefix \"%s\"", i, datc_campaign_log_warning (log, i), want);
+    }
+  g_assert_cmpuint (site_named (log, "A")->calls_poll, ==, 3);
+  fixture_remove_tree (dir);
+}
+
 static void
 test_campaignlog_skips_unreadable_lines_with_file_and_line (void)
 {
@@ -204,6 +297,12 @@ main (int argc, char **argv)
   g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);
   g_test_add_func ("/campaignlog/load/skips-unreadable-lines-naming-file-and-line",
                    test_campaignlog_skips_unreadable_lines_with_file_and_line);
+  g_test_add_func ("/campaignlog/calls/counted-per-kind-and-per-1000-tasks",
+                   test_campaignlog_counts_scheduler_calls);
+  g_test_add_func ("/campaignlog/calls/a-site-first-named-by-a-command",
+                   test_campaignlog_site_first_named_by_a_command);
+  g_test_add_func ("/campaignlog/calls/skips-a-site-command-without-calls",
+                   test_campaignlog_skips_a_site_command_without_calls);
   g_test_add_func ("/campaignlog/load/reads-a-running-campaign", test_campaignlog_reads_a_running_campaign);
   g_test_add_func ("/campaignlog/load/refuses-what-is-not-a-campaign",
                    test_campaignlog_refuses_what_is_not_a_campaign);

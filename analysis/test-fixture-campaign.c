@@ -33,6 +33,15 @@ fixture_campaign_write (const char *dir, FixtureFlags flags)
       g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\"}\n", S (3));
       g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"from_the_future\",\"x\":1}\n", S (3));
     }
+  /* The scheduler calls of the run, here to leave the garbage lines where
+   * they are: a submit takes 2 (itself and the lookup that may check it). */
+  const struct { double t; const char *site, *kind; int calls; } calls[] = {
+    { 0.9, "A", "submit", 2 }, { 0.9, "B", "submit", 2 }, { 1.9, "A", "submit", 2 },
+    { 10, "A", "poll", 1 }, { 20, "A", "poll", 1 }, { 25.1, "B", "cancel", 1 }, { 30, "A", "poll", 1 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (calls); i++)
+    g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"site_command\",\"site\":\"%s\",\"kind\":\"%s\",\"calls\":%d}\n",
+                            S (calls[i].t), calls[i].site, calls[i].kind, calls[i].calls);
   g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\",\"site\":\"A\",\"proxy\":\"a1\",\"agent\":\"g-a1\",\"host\":\"h\",\"slots\":2}\n", S (5));
   g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\",\"site\":\"A\",\"proxy\":\"a2\",\"agent\":\"g-a2\",\"host\":\"h\",\"slots\":2}\n", S (15));
   g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_exited\",\"site\":\"A\",\"proxy\":\"a2\",\"agent\":\"g-a2\"}\n", S (25));

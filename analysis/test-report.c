@@ -1,6 +1,7 @@
 /* test-report.c: the report of a known campaign is one self-contained
  * HTML file that loads in headless Chromium without errors, with its four
- * plots present and drawn; names from the trace are escaped. */
+ * plots present and drawn, and each site's scheduler calls; names from
+ * the trace are escaped. */
 #include "report.h"
 
 #include <string.h>
@@ -46,6 +47,20 @@ test_report_is_self_contained (void)
 }
 
 static void
+test_report_shows_scheduler_calls (void)
+{
+  g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+  g_autofree gchar *html = render (dir);
+  g_assert_nonnull (strstr (html, "<h2>Scheduler calls</h2>"));
+  /* Calls, not events (a submit counts 2), per kind; per 1000 tasks
+   * finished there, none on B. */
+  g_assert_nonnull (
+    strstr (html, "<tr><td>A</td><td>7</td><td>4</td><td>3</td><td>0</td><td>875.0</td></tr>"));
+  g_assert_nonnull (strstr (html, "<tr><td>B</td><td>3</td><td>2</td><td>0</td><td>1</td><td>–</td></tr>"));
+  fixture_remove_tree (dir);
+}
+
+static void
 test_report_renders_in_chromium (void)
 {
   g_autofree gchar *dir = fixture_campaign_new (FIXTURE_GARBAGE);
@@ -80,6 +95,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/report/html/is-self-contained", test_report_is_self_contained);
+  g_test_add_func ("/report/html/shows-scheduler-calls-per-site", test_report_shows_scheduler_calls);
   g_test_add_func ("/report/html/escapes-names-from-the-trace", test_report_escapes_names_from_the_trace);
   g_test_add_func ("/report/chromium/loads-it-and-draws-every-plot", test_report_renders_in_chromium);
   return g_test_run ();

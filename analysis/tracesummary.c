@@ -57,6 +57,13 @@ turnaround (const DatcCampaignLog *log)
   return (double) (end - datc_campaign_log_start (log)) / 1e6;
 }
 
+double
+datc_trace_summary_calls_per_1000 (const DatcSiteLog *s)
+{
+  guint64 n = s->done + s->failed;
+  return n > 0 ? 1000.0 * (double) s->calls / (double) n : NAN;
+}
+
 gchar *
 datc_trace_summary_to_json (const DatcCampaignLog *log, const DatcCampaignModel *model)
 {
@@ -120,6 +127,20 @@ datc_trace_summary_to_json (const DatcCampaignLog *log, const DatcCampaignModel 
       datc_json_number (o, s->busy_seconds / 3600, 6);
       datc_json_key (o, &f, "utilisation");
       datc_json_number (o, s->held_seconds > 0 ? MIN (1.0, s->busy_seconds / s->held_seconds) : NAN, 4);
+      datc_json_key (o, &f, "scheduler_calls");
+      gboolean cf = TRUE;
+      g_string_append_c (o, '{');
+      datc_json_key (o, &cf, "total");
+      g_string_append_printf (o, "%" G_GUINT64_FORMAT, s->calls);
+      datc_json_key (o, &cf, "submit");
+      g_string_append_printf (o, "%" G_GUINT64_FORMAT, s->calls_submit);
+      datc_json_key (o, &cf, "poll");
+      g_string_append_printf (o, "%" G_GUINT64_FORMAT, s->calls_poll);
+      datc_json_key (o, &cf, "cancel");
+      g_string_append_printf (o, "%" G_GUINT64_FORMAT, s->calls_cancel);
+      g_string_append_c (o, '}');
+      datc_json_key (o, &f, "scheduler_calls_per_1000_tasks");
+      datc_json_number (o, datc_trace_summary_calls_per_1000 (s), 3);
       g_string_append_c (o, '}');
     }
   g_string_append_c (o, '}');
@@ -136,6 +157,30 @@ static gchar *
 fmt_duration (double s)
 {
   return isnan (s) ? g_strdup ("-") : datc_duration_format (s);
+}
+
+/* What each site's scheduler was asked, per kind and per 1,000 tasks
+ * finished there; nothing from a trace without site_command events. */
+static void
+append_calls_text (const DatcCampaignLog *log, GString *o)
+{
+  guint64 total = 0;
+  for (guint i = 0; i < datc_campaign_log_n_sites (log); i++)
+    total += datc_campaign_log_site (log, i)->calls;
+  if (total == 0)
+    return;
+  g_string_append (o, "scheduler calls (a submit counts 2: itself and the lookup that may check it):\n");
+  g_string_append_printf (o, "%-16s %9s %8s %8s %8s %15s\n", "site", "calls", "submit", "poll", "cancel",
+                          "per 1000 tasks");
+  for (guint i = 0; i < datc_campaign_log_n_sites (log); i++)
+    {
+      const DatcSiteLog *s = datc_campaign_log_site (log, i);
+      double per = datc_trace_summary_calls_per_1000 (s);
+      g_autofree gchar *per_s = isnan (per) ? g_strdup ("-") : g_strdup_printf ("%.1f", per);
+      g_string_append_printf (o, "%-16s %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT
+                              " %8" G_GUINT64_FORMAT " %15s\n",
+                              s->name, s->calls, s->calls_submit, s->calls_poll, s->calls_cancel, per_s);
+    }
 }
 
 gchar *
@@ -168,6 +213,7 @@ datc_trace_summary_to_text (const DatcCampaignLog *log, const DatcCampaignModel 
                               s->name, s->submitted, s->started, s->cancelled, wmin, wmed, wmax, s->done, s->failed,
                               tm, util);
     }
+  append_calls_text (log, o);
   if (model != NULL)
     datc_campaign_model_append_text (model, o);
   else

@@ -262,6 +262,53 @@ datc_status_line (JsonObject *st)
                           agents && json_array_get_length (agents) == 1 ? "" : "s");
 }
 
+static gint64
+kind_member (JsonObject *site, const char *kind)
+{
+  JsonObject *k = json_object_get_object_member (site, "commands_by_kind");
+  return k ? json_object_get_int_member_with_default (k, kind, 0) : 0;
+}
+
+/* What a site's admins see of us: commands per kind, per 1,000 tasks
+ * finished there, and the use of its max_calls_per_minute.  A table of
+ * its own, so both fit in 80 columns. */
+static void
+print_site_commands (JsonArray *sites, FILE *out)
+{
+  fprintf (out, "\n%-16s %8s %7s %7s %7s %5s %9s  %s\n", "SITE", "COMMANDS", "SUBMIT", "POLL",
+           "CANCEL", "PUT", "PER 1000", "CALLS/MINUTE");
+  for (guint i = 0; i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      JsonNode *per = json_object_get_member (s, "commands_per_1000_tasks");
+      g_autofree gchar *per_s = per && JSON_NODE_HOLDS_VALUE (per)
+                                    ? g_strdup_printf ("%.1f", json_node_get_double (per))
+                                    : g_strdup ("-");
+      /* null or absent: the site has no budget. */
+      gint64 max = json_object_get_int_member_with_default (s, "max_calls_per_minute", 0);
+      g_autofree gchar *budget
+          = max > 0 ? g_strdup_printf ("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
+                                       json_object_get_int_member_with_default (s, "calls_last_minute", 0),
+                                       max)
+                    : g_strdup ("unlimited");
+      fprintf (out, "%-16s %8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %7" G_GINT64_FORMAT
+               " %7" G_GINT64_FORMAT " %5" G_GINT64_FORMAT " %9s  %s\n",
+               json_object_get_string_member_with_default (s, "name", "?"),
+               json_object_get_int_member_with_default (s, "commands", 0), kind_member (s, "submit"),
+               kind_member (s, "poll"), kind_member (s, "cancel"), kind_member (s, "put"), per_s, budget);
+    }
+  for (guint i = 0; i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      if (json_object_get_boolean_member_with_default (s, "waiting_for_calls", FALSE))
+        fprintf (out, "site %s: a submit waits for its budget (%" G_GINT64_FORMAT
+                 " commands in the last minute, max_calls_per_minute = %" G_GINT64_FORMAT ")\n",
+                 json_object_get_string_member_with_default (s, "name", "?"),
+                 json_object_get_int_member_with_default (s, "calls_last_minute", 0),
+                 json_object_get_int_member_with_default (s, "max_calls_per_minute", 0));
+    }
+}
+
 void
 datc_status_print (JsonObject *st, FILE *out)
 {
@@ -339,6 +386,7 @@ datc_status_print (JsonObject *st, FILE *out)
                      json_object_get_string_member_with_default (s, "name", "?"),
                      error ? error : "(no message)");
         }
+      print_site_commands (sites, out);
     }
   JsonArray *agents = json_object_get_array_member (st, "agents");
   if (agents && json_array_get_length (agents) > 0)

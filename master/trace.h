@@ -15,10 +15,13 @@
  *   split             site, tasks, weight (static mode: each site's share at start)
  *   site_degraded     site, error (the scheduler's or transport's own message)
  *   site_ok           site (working again)
+ *   site_command      site, kind ("submit" | "poll" | "cancel"), calls (drawn from its
+ *                     max_calls_per_minute: 2 for a submit, itself and the lookup that may check it)
  *   site_commands     site, submit, poll, cancel, put (commands issued to it; at the end)
  * proxy_started is the first sign that a proxy runs: its scheduler said
  * so, or its first agent connected.  Lines are appended with one write
- * each (events are per proxy, agent and site, never per task). */
+ * each (events are per proxy, agent, site and scheduler command, never
+ * per task). */
 #pragma once
 
 #include <glib.h>

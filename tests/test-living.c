@@ -431,6 +431,22 @@ test_prefetched_apart (void)
   g_autofree gchar *out = tb_proc_stdout (text);
   g_assert_nonnull (strstr (out, " running, "));
   g_assert_nonnull (strstr (out, " prefetched, "));
+  /* And what the local site was asked: commands by kind, none per 1,000
+   * tasks before one is done, and no budget on a fork site. */
+  const char *head = "\nSITE             COMMANDS  SUBMIT    POLL  CANCEL   PUT  PER 1000  CALLS/MINUTE\n";
+  const char *calls = strstr (out, head);
+  g_assert_nonnull (calls);
+  g_auto (GStrv) row = g_strsplit (calls + strlen (head), "\n", 2);
+  gint64 total, submit, poll, cancel, put;
+  char per[16], budget[16];
+  g_assert_cmpint (sscanf (row[0], "local %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+                                   " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %15s %15s",
+                           &total, &submit, &poll, &cancel, &put, per, budget),
+                   ==, 7);
+  g_assert_cmpint (submit, >=, 1);
+  g_assert_cmpint (total, ==, submit + poll + cancel + put);
+  g_assert_cmpstr (per, ==, "-");
+  g_assert_cmpstr (budget, ==, "unlimited");
   json_object_unref (w.st);
   g_assert_true (tb_proc_signal (master, SIGTERM));
   tb_wait (master, 60);

@@ -162,6 +162,68 @@ test_offline_status_keeps_site_errors (void)
                             "ended before its agent connected"));
 }
 
+typedef struct {
+  const char *dir;
+  JsonObject *site;  /* its last live status of site "tight" */
+} BudgetWatch;
+
+static gboolean
+waits_for_calls (gpointer data)
+{
+  BudgetWatch *w = data;
+  g_autoptr (JsonObject) st = tb_status (w->dir);
+  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
+  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      if (g_str_equal (json_object_get_string_member (s, "name"), "tight")
+          && json_object_get_boolean_member (s, "waiting_for_calls"))
+        {
+          w->site = json_object_ref (s);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* A site whose budget (4 calls a minute, 2 kept for the end) allows one
+ * submit: status shows the calls of the last minute against it, and says
+ * that a submit waits for it. */
+static void
+test_status_shows_the_call_budget (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 6; i++)
+    g_string_append (t, "sleep 60\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site tight]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "max_proxies = 3\nmax_calls_per_minute = 4\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  BudgetWatch w = { dir, NULL };
+  g_assert_true (tb_await (waits_for_calls, &w, 60));
+  g_assert_cmpint (json_object_get_int_member (w.site, "max_calls_per_minute"), ==, 4);
+  g_assert_cmpint (json_object_get_int_member (w.site, "calls_last_minute"), ==, 2);
+  g_assert_cmpint (json_object_get_int_member (
+                     json_object_get_object_member (w.site, "commands_by_kind"), "submit"), ==, 1);
+  json_object_unref (w.site);
+
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, "  CALLS/MINUTE\ntight "));
+  g_assert_nonnull (strstr (out, "  2/4\n"));
+  g_assert_nonnull (strstr (out, "site tight: a submit waits for its budget (2 commands in the last "
+                                 "minute, max_calls_per_minute = 4)\n"));
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+}
+
 static void
 test_bad_sites_file (void)
 {
@@ -383,6 +445,8 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/a-broken-site-is-backed-off-not-hammered", test_broken_site_backs_off);
   g_test_add_func ("/sites/offline-status-keeps-each-site-s-degradation",
                    test_offline_status_keeps_site_errors);
+  g_test_add_func ("/sites/status-shows-the-call-budget-and-a-submit-waiting-for-it",
+                   test_status_shows_the_call_budget);
   g_test_add_func ("/sites/a-bad-sites-file-starts-nothing", test_bad_sites_file);
   g_test_add_func ("/sites/check-reports-each-site-and-probes-it", test_sites_check);
   g_test_add_func ("/sites/check-fails-a-workdir-that-cannot-be-made-or-is-open",
