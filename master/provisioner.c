@@ -69,8 +69,7 @@ typedef struct {
   gint64 next_poll_us, next_submit_us;
   gint64 last_poll_us;     /* when it was last asked about its proxies */
   guint calls_per_minute;  /* scheduler commands allowed in any minute; 0: no limit */
-  gint64 *calls;           /* ring: when the last calls_per_minute commands were issued */
-  guint calls_head;        /* its oldest */
+  GArray *calls;           /* gint64: when each call of the last minute was taken, oldest first */
   gboolean calls_short;    /* the plan wanted a submit the budget did not allow */
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
@@ -163,7 +162,7 @@ site_state_free (gpointer p)
   SiteState *s = p;
   g_ptr_array_unref (s->proxies);
   g_ptr_array_unref (s->lookups);
-  g_free (s->calls);
+  g_array_unref (s->calls);
   if (s->worker != NULL && s->spec != NULL)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
@@ -284,8 +283,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       if (s->calls_per_minute == DATC_SITE_CALLS_DEFAULT)
         s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
                                   ? 0 : DATC_SITE_CALLS_PER_MINUTE;
-      if (s->calls_per_minute > 0)
-        s->calls = g_new0 (gint64, s->calls_per_minute);
+      s->calls = g_array_new (FALSE, FALSE, sizeof (gint64));
       g_autoptr (GError) error = NULL;
       s->worker = datc_site_worker_new (s->spec->site, &error);
       if (s->worker == NULL)
@@ -398,50 +396,49 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean 
  * RPC limit, "one squeue every 2 minutes"), and flooding a controller gets
  * accounts suspended.  Every scheduler command (submit, poll, cancel, and
  * the lookup a submit may need) draws on the site's budget: at most
- * calls_per_minute in ANY 60 s, kept exactly by the times of the last
- * calls_per_minute commands (a sliding window, not a bucket that refills
- * in bursts).  The end of a campaign keeps BUDGET_RESERVE of them (a
- * cancel and a poll) for itself, so the plan cannot spend what shutdown
- * needs. */
+ * calls_per_minute in ANY 60 s, kept exactly by the times of the calls of
+ * the last minute (a sliding window, not a bucket that refills in
+ * bursts).  The end of a campaign keeps BUDGET_RESERVE of them (a cancel
+ * and a poll) for itself, so the plan cannot spend what shutdown needs;
+ * while a submit waits for the budget, polls leave it room (the proxies
+ * they ask about are not going anywhere). */
 #define BUDGET_RESERVE 2
 #define BUDGET_WINDOW_US (60 * G_USEC_PER_SEC)
 
-/* Takes `n` commands of the budget (leaving `reserve` untouched), or
- * FALSE when they would exceed it. */
+/* Forgets the calls that left the window. */
+static void
+prune_calls (SiteState *s, gint64 now)
+{
+  guint old = 0;
+  while (old < s->calls->len && now - g_array_index (s->calls, gint64, old) >= BUDGET_WINDOW_US)
+    old++;
+  g_array_remove_range (s->calls, 0, old);
+}
+
+/* Takes `n` calls of the budget for one command of `kind` (a submit takes
+ * two: the submit and the lookup that checks one lost in transit),
+ * leaving `reserve` untouched, or FALSE when they would exceed it. */
 static gboolean
 take_calls (DatcProvisioner *p, SiteState *s, guint n, guint reserve, const char *kind)
 {
   gint64 now = g_get_monotonic_time ();
-  if (s->calls_per_minute > 0)
-    {
-      guint need = n + reserve;
-      if (need > s->calls_per_minute)
-        return FALSE;
-      /* Allowed when the (need)-th oldest of the last calls is out of the
-       * window: then fewer than calls_per_minute - need + 1 are in it. */
-      gint64 t = s->calls[(s->calls_head + need - 1) % s->calls_per_minute];
-      if (t != 0 && now - t < BUDGET_WINDOW_US)
-        return FALSE;
-      for (guint i = 0; i < n; i++)
-        {
-          s->calls[s->calls_head] = now;
-          s->calls_head = (s->calls_head + 1) % s->calls_per_minute;
-        }
-    }
+  prune_calls (s, now);
+  if (s->calls_per_minute > 0 && s->calls->len + n + reserve > s->calls_per_minute)
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    g_array_append_val (s->calls, now);
+  /* One command; `budget`: what it took of the budget. */
   datc_trace_event (p->trace, "site_command", "site", 's', s->spec->name, "kind", 's', kind,
-                    "calls", 'i', (gint64) n, NULL);
+                    "calls", 'i', (gint64) 1, "budget", 'i', (gint64) n, NULL);
   return TRUE;
 }
 
-/* Commands issued in the last minute. */
+/* Calls taken in the last minute. */
 static guint
-calls_last_minute (const SiteState *s)
+calls_last_minute (SiteState *s)
 {
-  guint n = 0;
-  gint64 now = g_get_monotonic_time ();
-  for (guint i = 0; i < s->calls_per_minute; i++)
-    n += s->calls[i] != 0 && now - s->calls[i] < BUDGET_WINDOW_US;
-  return n;
+  prune_calls (s, g_get_monotonic_time ());
+  return s->calls->len;
 }
 
 /* ---- jobs: what runs on a site's worker ----------------------------- */
@@ -1450,7 +1447,7 @@ datc_provisioner_tick (DatcProvisioner *p)
           s->next_poll_us = now + s->poll_us;
           if (needs_poll (s, now))
             {
-              if (poll_site (p, s, BUDGET_RESERVE))
+              if (poll_site (p, s, BUDGET_RESERVE + (s->calls_short ? 2 : 0)))
                 s->last_poll_us = now;
               else if (!s->polling)
                 s->next_poll_us = now + G_USEC_PER_SEC; /* the budget: try again soon */
@@ -1746,10 +1743,11 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_died_early", s->early_deaths_total);
   member_int (b, "proxies_submitted", s->submitted_total);
   member_int (b, "proxies_cancelled", s->cancelled_total);
-  guint64 commands = s->n_submit + s->n_poll + s->n_cancel + s->n_put + s->n_lookup;
-  member_int (b, "commands", (gint64) commands);
-  /* What the site's admins see of us: per kind, and per 1,000 tasks done
-   * there (null until one is). */
+  guint64 calls = s->n_submit + s->n_poll + s->n_cancel + s->n_lookup;
+  member_int (b, "commands", (gint64) (calls + s->n_put));
+  /* What the site's admins see of us: scheduler commands (not the puts),
+   * per kind, and per 1,000 tasks done there (null until one is). */
+  member_int (b, "scheduler_calls", (gint64) calls);
   json_builder_set_member_name (b, "commands_by_kind");
   json_builder_begin_object (b);
   member_int (b, "submit", (gint64) s->n_submit);
@@ -1768,9 +1766,9 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   json_builder_set_member_name (b, "waiting_for_calls");
   json_builder_add_boolean_value (b, s->calls_short);
   guint64 done = datc_dispatcher_site_done (p->disp, s->spec->name);
-  json_builder_set_member_name (b, "commands_per_1000_tasks");
+  json_builder_set_member_name (b, "scheduler_calls_per_1000_tasks");
   if (done > 0)
-    json_builder_add_double_value (b, 1000.0 * (double) commands / (double) done);
+    json_builder_add_double_value (b, 1000.0 * (double) calls / (double) done);
   else
     json_builder_add_null_value (b);
   json_builder_set_member_name (b, "queue_wait_s");

@@ -91,9 +91,13 @@ guint datc_provisioner_alive (DatcProvisioner *p);
 /* Adds "mode" and "sites": [{name, state, last_error, proxies, proxies_pending,
  * proxies_running, proxies_expiring, agents, slots_per_proxy, max_proxies,
  * done, submit_failures, proxies_died_early, proxies_submitted,
- * proxies_cancelled, commands, commands_by_kind {submit, poll, cancel, put, lookup},
- * commands_per_1000_tasks (null before a task is done there),
- * queue_wait_s}] to an object being built. */
+ * proxies_cancelled, commands (every command on the site), scheduler_calls
+ * (submit, poll, cancel and lookup commands), commands_by_kind {submit,
+ * poll, cancel, put, lookup}, scheduler_calls_per_1000_tasks (null before
+ * a task is done there), max_calls_per_minute (null: no limit),
+ * calls_last_minute (budget taken: a submit takes 2), waiting_for_calls
+ * (a submit waits for the budget), queue_wait_s}] to an object being
+ * built. */
 void datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b);
 
 /* The end of every run, whatever ended it: cancels every proxy still

@@ -275,12 +275,12 @@ kind_member (JsonObject *site, const char *kind)
 static void
 print_site_commands (JsonArray *sites, FILE *out)
 {
-  fprintf (out, "\n%-16s %8s %7s %7s %7s %5s %9s  %s\n", "SITE", "COMMANDS", "SUBMIT", "POLL",
-           "CANCEL", "PUT", "PER 1000", "CALLS/MINUTE");
+  fprintf (out, "\n%-16s %8s %7s %7s %7s %5s %9s  %s\n", "SITE", "CALLS", "SUBMIT", "POLL",
+           "CANCEL", "PUT", "PER 1000", "BUDGET/MINUTE");
   for (guint i = 0; i < json_array_get_length (sites); i++)
     {
       JsonObject *s = json_array_get_object_element (sites, i);
-      JsonNode *per = json_object_get_member (s, "commands_per_1000_tasks");
+      JsonNode *per = json_object_get_member (s, "scheduler_calls_per_1000_tasks");
       g_autofree gchar *per_s = per && JSON_NODE_HOLDS_VALUE (per)
                                     ? g_strdup_printf ("%.1f", json_node_get_double (per))
                                     : g_strdup ("-");
@@ -294,7 +294,7 @@ print_site_commands (JsonArray *sites, FILE *out)
       fprintf (out, "%-16s %8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %7" G_GINT64_FORMAT
                " %7" G_GINT64_FORMAT " %5" G_GINT64_FORMAT " %9s  %s\n",
                json_object_get_string_member_with_default (s, "name", "?"),
-               json_object_get_int_member_with_default (s, "commands", 0), kind_member (s, "submit"),
+               json_object_get_int_member_with_default (s, "scheduler_calls", 0), kind_member (s, "submit"),
                kind_member (s, "poll"), kind_member (s, "cancel"), kind_member (s, "put"), per_s, budget);
     }
   for (guint i = 0; i < json_array_get_length (sites); i++)
@@ -302,7 +302,7 @@ print_site_commands (JsonArray *sites, FILE *out)
       JsonObject *s = json_array_get_object_element (sites, i);
       if (json_object_get_boolean_member_with_default (s, "waiting_for_calls", FALSE))
         fprintf (out, "site %s: a submit waits for its budget (%" G_GINT64_FORMAT
-                 " commands in the last minute, max_calls_per_minute = %" G_GINT64_FORMAT ")\n",
+                 " calls taken in the last minute, max_calls_per_minute = %" G_GINT64_FORMAT ")\n",
                  json_object_get_string_member_with_default (s, "name", "?"),
                  json_object_get_int_member_with_default (s, "calls_last_minute", 0),
                  json_object_get_int_member_with_default (s, "max_calls_per_minute", 0));

@@ -216,10 +216,10 @@ test_status_shows_the_call_budget (void)
   g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
   g_assert_cmpint (tb_wait (text, 60), ==, 0);
   g_autofree gchar *out = tb_proc_stdout (text);
-  g_assert_nonnull (strstr (out, "  CALLS/MINUTE\ntight "));
+  g_assert_nonnull (strstr (out, "  BUDGET/MINUTE\ntight "));
   g_assert_nonnull (strstr (out, "  2/4\n"));
-  g_assert_nonnull (strstr (out, "site tight: a submit waits for its budget (2 commands in the last "
-                                 "minute, max_calls_per_minute = 4)\n"));
+  g_assert_nonnull (strstr (out, "site tight: a submit waits for its budget (2 calls taken in the "
+                                 "last minute, max_calls_per_minute = 4)\n"));
   g_assert_true (tb_proc_signal (master, SIGTERM));
   tb_wait (master, 60);
 }
