@@ -1648,8 +1648,11 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
           SiteState *s = p->sites->pdata[i];
           lookup_submits (p, s, 0);
           cancel_pending (p, s, why, 0);
+          /* A site with a budget is asked at most twice a second: its
+           * proxies take that long to leave the queue anyway. */
           if (now >= s->next_poll_us && poll_site (p, s, 0))
-            s->next_poll_us = now + wait_us;
+            s->next_poll_us = now + (s->calls_per_minute > 0 ? MAX (wait_us, G_USEC_PER_SEC / 2)
+                                                             : wait_us);
         }
       if (datc_provisioner_alive (p) == 0 && submits_out (p) == 0)
         break;
