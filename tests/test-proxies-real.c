@@ -23,7 +23,10 @@
  *     --signal USR1 warning; Grid Engine: the agent's own end, which the
  *     proxy script exports, comes before h_rt's USR2), and a new proxy
  *     finishes the tasks.  Slurm's limit is a whole minute, so its case
- *     runs once, over ssh.
+ *     runs once, over ssh;
+ *  4. (Slurm, local) a campaign that wants 8 proxies keeps to a budget of
+ *     6 scheduler calls a minute, by its own trace and by a log of the
+ *     commands that reached Slurm (tests/testbed/command-log.sh).
  *
  * Tasks that must be interrupted are slow on their first attempt only
  * (they leave a mark in the proxy's working directory), so a test ends
