@@ -23,7 +23,10 @@
  *     --signal USR1 warning; Grid Engine: the agent's own end, which the
  *     proxy script exports, comes before h_rt's USR2), and a new proxy
  *     finishes the tasks.  Slurm's limit is a whole minute, so its case
- *     runs once, over ssh.
+ *     runs once, over ssh;
+ *  4. (Slurm, local) a campaign that wants 8 proxies keeps to a budget of
+ *     6 scheduler calls a minute, by its own trace and by a log of the
+ *     commands that reached Slurm (tests/testbed/command-log.sh).
  *
  * Tasks that must be interrupted are slow on their first attempt only
  * (they leave a mark in the proxy's working directory), so a test ends
@@ -345,17 +348,27 @@ note_master(int pid)
   g_assert_cmpint(fclose(f), ==, 0);
 }
 
+/* How a campaign's site is set beyond its slots and walltime. */
+typedef struct
+{
+  guint max_proxies;
+  const char *site_keys;  /* more "key = value\n" lines for the site's group, or NULL */
+  const char *path_first; /* local: a directory put first on the master's PATH, or NULL */
+} CampaignOptions;
+
 static gchar *
-sites_ini(const Campaign *c, guint slots, const char *walltime)
+sites_ini(const Campaign *c, guint slots, const char *walltime, const CampaignOptions *o)
 {
   const Site *s = c->site;
   GString *ini = g_string_new(NULL);
   g_string_append_printf(ini,
                          "[master]\nlisten = tcp://%s:0\n\n[site %s]\nscheduler = %s\n"
-                         "slots_per_proxy = %u\nmax_proxies = 1\nwalltime = %s\n"
+                         "slots_per_proxy = %u\nmax_proxies = %u\nwalltime = %s\n"
                          "workdir = %s\n",
                          s->ssh ? s->master_addr : "127.0.0.1", s->scheduler,
-                         s->scheduler, slots, walltime, c->workdir);
+                         s->scheduler, slots, o->max_proxies, walltime, c->workdir);
+  if (o->site_keys != NULL)
+    g_string_append(ini, o->site_keys);
   if (s->ssh)
     g_string_append_printf(
         ini,
@@ -366,11 +379,11 @@ sites_ini(const Campaign *c, guint slots, const char *walltime)
   return g_string_free(ini, FALSE);
 }
 
-/* Starts `datc run` on `tasks` with one proxy of `slots` slots at a time
- * on the site: here, or (ssh) in the master's namespace. */
+/* Starts `datc run` on `tasks` with proxies of `slots` slots on the
+ * site: here, or (ssh) in the master's namespace. */
 static Campaign *
-campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
-               const char *walltime)
+campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
+                    const char *walltime, const CampaignOptions *o)
 {
   Campaign *c = g_new0(Campaign, 1);
   c->site = s;
@@ -385,7 +398,7 @@ campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
   else
     c->workdir = g_build_filename(d->path, "work", NULL);
   g_autofree gchar *file = tb_write(d, "tasks.txt", tasks);
-  g_autofree gchar *ini_text = sites_ini(c, slots, walltime);
+  g_autofree gchar *ini_text = sites_ini(c, slots, walltime, o);
   g_autofree gchar *ini = tb_write(d, "sites.ini", ini_text);
 
   g_autoptr(GStrvBuilder) b = g_strv_builder_new();
@@ -399,6 +412,12 @@ campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
       g_strv_builder_add(b, "env");
       for (guint i = 0; i < s->client_env->len; i++)
         g_strv_builder_add(b, s->client_env->pdata[i]);
+      g_autofree gchar *path
+          = o->path_first != NULL
+                ? g_strdup_printf("PATH=%s:%s", o->path_first, g_getenv("PATH"))
+                : NULL;
+      if (path != NULL)
+        g_strv_builder_add(b, path);
     }
   g_autofree gchar *agent = g_strdup_printf("DATC_AGENT=%s", tb_agent());
   g_strv_builder_add_many(b, agent, tb_datc(), "run", "--dir", c->dir, "--sites", ini,
@@ -407,6 +426,15 @@ campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
   c->master = tb_spawn(d, "master", (const char *const *)argv);
   note_master(tb_proc_pid(c->master));
   return c;
+}
+
+/* One proxy at a time. */
+static Campaign *
+campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
+               const char *walltime)
+{
+  const CampaignOptions one = { .max_proxies = 1 };
+  return campaign_start_with(s, d, tasks, slots, walltime, &one);
 }
 
 static void
@@ -748,6 +776,281 @@ walltime_drains_before_the_kill(const Site *s)
   step("nothing left in the queue");
 }
 
+/* ---- 4. the budget of scheduler commands ------------------------------ */
+
+/* A campaign that wants many proxies on a site whose scheduler may be
+ * asked BUDGET times a minute (max_calls_per_minute): submits (the sbatch
+ * and, counted with it, the squeue lookup run only when its answer is
+ * lost), polls and cancels.  Without the budget it would ask far more (8
+ * submits at once, a poll a second while a proxy waits for its agent).
+ *
+ * datc's trace says when the budget let each command go; command-log.sh's
+ * wrappers say when it reached Slurm, a little later (the site's worker
+ * runs one command at a time; a submit puts its script first).  So Slurm
+ * is held to the budget over windows shorter than a minute by the largest
+ * of those delays, after checking that every command datc announced
+ * reached Slurm and no other did. */
+#define BUDGET 6
+#define MINUTE_US (60 * G_USEC_PER_SEC)
+/* The most a command may take from the budget's word to the cluster. */
+#define MAX_LAG_US (5 * G_USEC_PER_SEC)
+
+typedef enum
+{
+  CMD_SUBMIT,
+  CMD_POLL,
+  CMD_CANCEL,
+  CMD_LOOKUP, /* the submit's second call */
+  CMD_OTHER,
+  N_CMD
+} CmdKind;
+
+static const char *const cmd_names[N_CMD]
+    = { "submit", "poll", "cancel", "lookup", "other" };
+
+typedef struct
+{
+  gint64 time; /* microseconds since the epoch */
+  CmdKind kind;
+  gint64 calls;
+} Cmd;
+
+static gint
+cmd_by_time(gconstpointer a, gconstpointer b)
+{
+  gint64 ta = ((const Cmd *)a)->time, tb = ((const Cmd *)b)->time;
+  return ta < tb ? -1 : ta > tb;
+}
+
+/* The most calls in any `window_us` [t, t + window_us) of `cmds` (sorted). */
+static gint64
+max_in_window(GArray *cmds, gint64 window_us)
+{
+  gint64 most = 0;
+  for (guint i = 0; i < cmds->len; i++)
+    {
+      const Cmd *first = &g_array_index(cmds, Cmd, i);
+      gint64 n = 0;
+      for (guint j = i;
+           j < cmds->len && g_array_index(cmds, Cmd, j).time < first->time + window_us;
+           j++)
+        n += g_array_index(cmds, Cmd, j).calls;
+      most = MAX(most, n);
+    }
+  return most;
+}
+
+/* What datc says it asked the site: its site_command trace events. */
+static GArray *
+datc_commands(Campaign *c)
+{
+  GArray *cmds = g_array_new(FALSE, FALSE, sizeof(Cmd));
+  g_autoptr(GPtrArray) trace = tb_trace(c->dir);
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (!g_str_equal(json_object_get_string_member(o, "event"), "site_command")
+          || !g_str_equal(str_member(o, "site"), c->site->scheduler))
+        continue;
+      const char *kind = str_member(o, "kind");
+      Cmd cmd = { .time = json_object_get_int_member(o, "time"),
+                  .calls = json_object_get_int_member(o, "calls") };
+      if (g_str_equal(kind, "submit"))
+        cmd.kind = CMD_SUBMIT;
+      else if (g_str_equal(kind, "poll"))
+        cmd.kind = CMD_POLL;
+      else if (g_str_equal(kind, "cancel"))
+        cmd.kind = CMD_CANCEL;
+      else
+        g_error("%s/trace.jsonl: a site_command of unknown kind \"%s\"", c->dir, kind);
+      g_assert_cmpint(cmd.calls, >=, 1);
+      g_array_append_val(cmds, cmd);
+    }
+  g_array_sort(cmds, cmd_by_time);
+  return cmds;
+}
+
+/* What reached Slurm: command-log.sh's log (TIME_US PROG ARG...). */
+static GArray *
+slurm_commands(const char *log)
+{
+  g_autofree gchar *text = NULL;
+  g_autoptr(GError) error = NULL;
+  if (!g_file_get_contents(log, &text, NULL, &error))
+    g_error("%s", error->message);
+  GArray *cmds = g_array_new(FALSE, FALSE, sizeof(Cmd));
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      if (lines[i][0] == '\0')
+        continue;
+      g_auto(GStrv) argv = NULL;
+      if (!g_shell_parse_argv(lines[i], NULL, &argv, &error) || g_strv_length(argv) < 2)
+        g_error("%s:%u: not TIME PROG ARG...: %s", log, i + 1, lines[i]);
+      Cmd cmd
+          = { .time = g_ascii_strtoll(argv[0], NULL, 10), .calls = 1, .kind = CMD_OTHER };
+      if (g_str_equal(argv[1], "sbatch"))
+        cmd.kind = CMD_SUBMIT;
+      else if (g_str_equal(argv[1], "scancel"))
+        cmd.kind = CMD_CANCEL;
+      else if (g_str_equal(argv[1], "squeue"))
+        for (guint k = 2; argv[k] != NULL; k++)
+          {
+            /* A poll names its jobs, a lookup the submit's job name. */
+            if (g_str_equal(argv[k], "-j"))
+              cmd.kind = CMD_POLL;
+            else if (g_str_has_prefix(argv[k], "--name="))
+              cmd.kind = CMD_LOOKUP;
+          }
+      if (cmd.kind == CMD_OTHER)
+        g_printerr("# %s:%u: not a command datc counts: %s\n", log, i + 1, lines[i]);
+      g_array_append_val(cmds, cmd);
+    }
+  g_array_sort(cmds, cmd_by_time);
+  return cmds;
+}
+
+static guint
+count_kind(GArray *cmds, CmdKind kind)
+{
+  guint n = 0;
+  for (guint i = 0; i < cmds->len; i++)
+    n += g_array_index(cmds, Cmd, i).kind == kind;
+  return n;
+}
+
+/* The calls of `kind` beyond one per command: for submits, the lookups
+ * the budget set aside. */
+static gint64
+extra_calls(GArray *cmds, CmdKind kind)
+{
+  gint64 n = 0;
+  for (guint i = 0; i < cmds->len; i++)
+    if (g_array_index(cmds, Cmd, i).kind == kind)
+      n += g_array_index(cmds, Cmd, i).calls - 1;
+  return n;
+}
+
+/* The i-th command of each kind datc announced is the i-th Slurm saw
+ * (one worker runs a site's commands in order): the largest delay from
+ * the budget's decision to the cluster; a lookup belongs to the submit
+ * before it. */
+static gint64
+max_lag(GArray *datc, GArray *slurm)
+{
+  gint64 most = 0;
+  for (CmdKind kind = CMD_SUBMIT; kind <= CMD_CANCEL; kind++)
+    {
+      guint j = 0;
+      for (guint i = 0; i < slurm->len; i++)
+        {
+          const Cmd *seen = &g_array_index(slurm, Cmd, i);
+          if (seen->kind != kind)
+            continue;
+          while (j < datc->len && g_array_index(datc, Cmd, j).kind != kind)
+            j++;
+          g_assert_cmpuint(j, <, datc->len);
+          gint64 lag = seen->time - g_array_index(datc, Cmd, j).time;
+          if (lag < 0 || lag > MAX_LAG_US)
+            g_error("the %s Slurm saw at %" G_GINT64_FORMAT " came %.3f s after datc's "
+                    "trace said it (not within 0-%d s)",
+                    cmd_names[kind], seen->time, lag / 1e6,
+                    (int)(MAX_LAG_US / G_USEC_PER_SEC));
+          most = MAX(most, lag);
+          j++;
+        }
+    }
+  for (guint i = 0; i < slurm->len; i++)
+    {
+      const Cmd *seen = &g_array_index(slurm, Cmd, i);
+      if (seen->kind != CMD_LOOKUP)
+        continue;
+      const Cmd *submit = NULL;
+      for (guint j = 0; j < datc->len; j++)
+        {
+          const Cmd *said = &g_array_index(datc, Cmd, j);
+          if (said->kind == CMD_SUBMIT && said->time <= seen->time)
+            submit = said;
+        }
+      g_assert_nonnull(submit);
+      g_assert_cmpint(seen->time - submit->time, <=, MAX_LAG_US);
+      most = MAX(most, seen->time - submit->time);
+    }
+  return most;
+}
+
+static void
+budget_holds_with_many_proxies(const Site *s)
+{
+  g_autoptr(TbDir) d = tb_dir_new();
+  g_autofree gchar *log_dir = g_build_filename(d->path, "command-log", NULL);
+  const char *log_args[] = { log_dir, "sbatch", "squeue", "scancel", "scontrol", NULL };
+  g_assert_true(tb_script("command-log.sh", log_args, NULL));
+  g_autofree gchar *log_bin = g_build_filename(log_dir, "bin", NULL);
+  g_autofree gchar *log = g_build_filename(log_dir, "commands.log", NULL);
+
+  /* 375 slot-seconds: about two minutes at the pace the budget lets
+   * proxies in (two submits a minute, one slot each). */
+  guint n_tasks = 75;
+  GString *tasks = g_string_new(NULL);
+  for (guint i = 0; i < n_tasks; i++)
+    g_string_append(tasks, "sleep 5\n");
+  g_autofree gchar *tasks_text = g_string_free(tasks, FALSE);
+  g_autofree gchar *keys
+      = g_strdup_printf("poll_interval = 1s\nmax_calls_per_minute = %d\n", BUDGET);
+  const CampaignOptions o
+      = { .max_proxies = 8, .site_keys = keys, .path_first = log_bin };
+  g_autoptr(Campaign) c = campaign_start_with(s, d, tasks_text, 1, "10m", &o);
+  g_assert_cmpint(campaign_finish(c, 240), ==, 0);
+  step("campaign finished");
+  g_autoptr(GHashTable) res = tb_results(c->dir);
+  g_assert_cmpuint(g_hash_table_size(res), ==, n_tasks);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, res);
+  while (g_hash_table_iter_next(&it, NULL, &v))
+    g_assert_cmpint(json_object_get_int_member(v, "exit_code"), ==, 0);
+  await_queue_empty(s, 30);
+  step("nothing left in the queue");
+
+  /* (a) datc's own account: never more than the budget in any minute. */
+  g_autoptr(GArray) datc = datc_commands(c);
+  gint64 total = 0;
+  for (guint i = 0; i < datc->len; i++)
+    total += g_array_index(datc, Cmd, i).calls;
+  gint64 most = max_in_window(datc, MINUTE_US);
+  step("datc: %u submits, %u polls, %u cancels (%" G_GINT64_FORMAT " calls) over %.0f s; "
+       "at most %" G_GINT64_FORMAT " in a minute",
+       count_kind(datc, CMD_SUBMIT), count_kind(datc, CMD_POLL),
+       count_kind(datc, CMD_CANCEL), total,
+       datc->len ? (g_array_index(datc, Cmd, datc->len - 1).time
+                    - g_array_index(datc, Cmd, 0).time)
+                       / 1e6
+                 : 0.0,
+       most);
+  g_assert_cmpint(total, >, 0);
+  g_assert_cmpint(most, <=, BUDGET);
+  /* Several proxies went through it (8 were wanted at once). */
+  g_assert_cmpuint(count_kind(datc, CMD_SUBMIT), >=, 4);
+
+  /* (b) Slurm's side: the same commands reached it, each soon after datc
+   * decided it, so no window shorter by that delay holds more. */
+  g_autoptr(GArray) slurm = slurm_commands(log);
+  g_assert_cmpuint(count_kind(slurm, CMD_OTHER), ==, 0);
+  g_assert_cmpuint(count_kind(slurm, CMD_SUBMIT), ==, count_kind(datc, CMD_SUBMIT));
+  g_assert_cmpuint(count_kind(slurm, CMD_POLL), ==, count_kind(datc, CMD_POLL));
+  g_assert_cmpuint(count_kind(slurm, CMD_CANCEL), ==, count_kind(datc, CMD_CANCEL));
+  g_assert_cmpint(count_kind(slurm, CMD_LOOKUP), <=, extra_calls(datc, CMD_SUBMIT));
+  gint64 lag = max_lag(datc, slurm);
+  gint64 seen_most = max_in_window(slurm, MINUTE_US - lag);
+  gint64 seen_minute = max_in_window(slurm, MINUTE_US);
+  step("Slurm: %u commands (%u lookups), at most %" G_GINT64_FORMAT " in %.3f s, "
+       "%" G_GINT64_FORMAT " in a minute (largest delay after datc's word %.3f s)",
+       slurm->len, count_kind(slurm, CMD_LOOKUP), seen_most, (MINUTE_US - lag) / 1e6,
+       seen_minute, lag / 1e6);
+  g_assert_cmpint(seen_most, <=, BUDGET);
+}
+
 /* ---- the beds (parent) ------------------------------------------------- */
 
 typedef enum
@@ -984,6 +1287,7 @@ test_case(gconstpointer data)
 static const Case cases[] = {
   { "slurm", FALSE, pending_behind_a_competitor },
   { "slurm", FALSE, cancelled_proxy_gives_its_tasks_back },
+  { "slurm", FALSE, budget_holds_with_many_proxies },
   { "slurm", TRUE, pending_behind_a_competitor },
   { "slurm", TRUE, cancelled_proxy_gives_its_tasks_back },
   { "slurm", TRUE, walltime_drains_before_the_kill },
@@ -1002,6 +1306,8 @@ case_name(const Case *k)
     return "pending-behind-a-competitor-then-runs-the-tasks";
   if (k->body == cancelled_proxy_gives_its_tasks_back)
     return "cancelled-proxy-gives-its-tasks-back";
+  if (k->body == budget_holds_with_many_proxies)
+    return "scheduler-calls-within-the-budget-with-many-proxies";
   return "walltime-drains-the-agent-before-the-kill";
 }
 
