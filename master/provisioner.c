@@ -968,6 +968,8 @@ lookup_done (gpointer owner, gpointer data)
           x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
           g_ptr_array_add (s->proxies, x);
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+          datc_trace_event (p->trace, "proxy_found", "site", 's', s->spec->name, "proxy", 's',
+                            x->id, "job", 's', x->job_id, NULL);
         }
       g_message ("site %s: submit %s of an earlier run, never seen to come back, %s",
                  s->spec->name, j->id, j->job_ids != NULL ? "went through: its proxies are adopted"

@@ -5,7 +5,10 @@
  * event is about:
  *   campaign_started  tasks, resumed (bool)
  *   campaign_finished done, failed, cancelled
- *   proxy_submitted   site, proxy, job, slots, walltime (s, 0: none), task (direct mode; 0: none)
+ *   proxy_submitted   site, proxy, job, slots, walltime (s, 0: none), task (direct mode; 0: none),
+ *                     array (an element's: the array's job name)
+ *   proxy_found       site, proxy, job (a submit an earlier master never saw come back,
+ *                     found by name and adopted)
  *   proxy_started     site, proxy, job, seen_by ("scheduler" | "agent"), started (µs), wait_us
  *   proxy_ended       site, proxy, job
  *   proxy_cancelled   site, proxy, job, reason
@@ -15,9 +18,10 @@
  *   split             site, tasks, weight (static mode: each site's share at start)
  *   site_degraded     site, error (the scheduler's or transport's own message)
  *   site_ok           site (working again)
- *   site_command      site, kind ("submit" | "poll" | "cancel"), calls (drawn from its
- *                     max_calls_per_minute: 2 for a submit, itself and the lookup that may check it)
- *   site_commands     site, submit, poll, cancel, put (commands issued to it; at the end)
+ *   site_command      site, kind ("submit" | "poll" | "cancel" | "lookup"), calls (1: one
+ *                     command), budget (drawn from its max_calls_per_minute: 2 for a
+ *                     submit, itself and the lookup that may check it)
+ *   site_commands     site, submit, poll, cancel, put, lookup (commands issued to it; at the end)
  * proxy_started is the first sign that a proxy runs: its scheduler said
  * so, or its first agent connected.  Lines are appended with one write
  * each (events are per proxy, agent, site and scheduler command, never

@@ -354,6 +354,7 @@ typedef struct
   guint max_proxies;
   const char *site_keys;  /* more "key = value\n" lines for the site's group, or NULL */
   const char *path_first; /* local: a directory put first on the master's PATH, or NULL */
+  const char *mode;       /* datc run --mode, or NULL: pull */
 } CampaignOptions;
 
 static gchar *
@@ -421,7 +422,7 @@ campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
     }
   g_autofree gchar *agent = g_strdup_printf("DATC_AGENT=%s", tb_agent());
   g_strv_builder_add_many(b, agent, tb_datc(), "run", "--dir", c->dir, "--sites", ini,
-                          file, NULL);
+                          "--mode", o->mode != NULL ? o->mode : "pull", file, NULL);
   g_auto(GStrv) argv = g_strv_builder_end(b);
   c->master = tb_spawn(d, "master", (const char *const *)argv);
   note_master(tb_proc_pid(c->master));
@@ -853,14 +854,17 @@ datc_commands(Campaign *c)
           || !g_str_equal(str_member(o, "site"), c->site->scheduler))
         continue;
       const char *kind = str_member(o, "kind");
+      /* What it took of the budget (a submit 2: its lookup set aside). */
       Cmd cmd = { .time = json_object_get_int_member(o, "time"),
-                  .calls = json_object_get_int_member(o, "calls") };
+                  .calls = json_object_get_int_member(o, "budget") };
       if (g_str_equal(kind, "submit"))
         cmd.kind = CMD_SUBMIT;
       else if (g_str_equal(kind, "poll"))
         cmd.kind = CMD_POLL;
       else if (g_str_equal(kind, "cancel"))
         cmd.kind = CMD_CANCEL;
+      else if (g_str_equal(kind, "lookup"))
+        cmd.kind = CMD_LOOKUP;
       else
         g_error("%s/trace.jsonl: a site_command of unknown kind \"%s\"", c->dir, kind);
       g_assert_cmpint(cmd.calls, >=, 1);
@@ -1049,6 +1053,201 @@ budget_holds_with_many_proxies(const Site *s)
        slurm->len, count_kind(slurm, CMD_LOOKUP), seen_most, (MINUTE_US - lag) / 1e6,
        seen_minute, lag / 1e6);
   g_assert_cmpint(seen_most, <=, BUDGET);
+}
+
+/* ---- 5. proxies as one job array --------------------------------------- */
+
+/* The proxy_submitted events of the trace (borrowed). */
+static GPtrArray *
+trace_all(GPtrArray *trace, const char *event)
+{
+  GPtrArray *out = g_ptr_array_new();
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal(json_object_get_string_member(trace->pdata[i], "event"), event))
+      g_ptr_array_add(out, trace->pdata[i]);
+  return out;
+}
+
+static guint
+site_commands_of(GPtrArray *trace, const char *kind)
+{
+  guint n = 0;
+  g_autoptr(GPtrArray) cmds = trace_all(trace, "site_command");
+  for (guint i = 0; i < cmds->len; i++)
+    n += g_str_equal(str_member(cmds->pdata[i], "kind"), kind);
+  return n;
+}
+
+/* A site that needs K proxies at once gets them in one submit: K elements
+ * of one array, each a proxy of its own (ID-1..ID-K as its agent names
+ * itself, the element's job id), polled and ended on its own.  In direct
+ * mode each element runs the one task bound to it. */
+#define ARRAY_K 3
+
+static void
+proxies_as_one_array(const Site *s, const char *mode)
+{
+  gboolean direct = g_str_equal(mode, "direct");
+  g_autoptr(TbDir) d = tb_dir_new();
+  /* Pull: twice the slots, so all K are wanted at once; direct: one task
+   * per element. */
+  guint n_tasks = direct ? ARRAY_K : 2 * ARRAY_K;
+  GString *tasks = g_string_new(NULL);
+  for (guint i = 0; i < n_tasks; i++)
+    g_string_append(tasks, "sleep 2\n");
+  g_autofree gchar *tasks_text = g_string_free(tasks, FALSE);
+  const CampaignOptions o = { .max_proxies = ARRAY_K, .mode = mode };
+  g_autoptr(Campaign) c = campaign_start_with(s, d, tasks_text, 1, "10m", &o);
+  g_assert_cmpint(campaign_finish(c, 180), ==, 0);
+  step("campaign finished (%s)", mode);
+
+  g_autoptr(GPtrArray) trace = tb_trace(c->dir);
+  g_autoptr(GPtrArray) submitted = trace_all(trace, "proxy_submitted");
+  g_assert_cmpuint(submitted->len, ==, ARRAY_K);
+  g_assert_cmpuint(site_commands_of(trace, "submit"), ==, 1);
+  const char *array = str_member(submitted->pdata[0], "array");
+  g_assert_true(g_str_has_prefix(array, "datc-"));
+  const char *sep = is_slurm(s) ? "_" : ".";
+  g_autoptr(GHashTable) elements = g_hash_table_new(g_str_hash, g_str_equal);
+  g_autofree gchar *base = NULL;
+  for (guint i = 0; i < submitted->len; i++)
+    {
+      JsonObject *e = submitted->pdata[i];
+      g_assert_cmpstr(str_member(e, "array"), ==, array);
+      g_autofree gchar *want = g_strdup_printf("%s-%u", array + strlen("datc-"), i + 1);
+      g_assert_cmpstr(str_member(e, "proxy"), ==, want);
+      /* Element i+1 of one scheduler array: BASE_I (Slurm), BASE.I (SGE). */
+      const char *job = str_member(e, "job");
+      g_autofree gchar *suffix = g_strdup_printf("%s%u", sep, i + 1);
+      g_assert_true(g_str_has_suffix(job, suffix));
+      g_autofree gchar *b = g_strndup(job, strlen(job) - strlen(suffix));
+      if (base == NULL)
+        base = g_strdup(b);
+      g_assert_cmpstr(b, ==, base);
+      g_assert_nonnull(trace_find(trace, "proxy_ended", want, NULL));
+      g_hash_table_add(elements, (gpointer)str_member(e, "proxy"));
+    }
+  step("one submit: array %s, jobs %s%s1..%u, every element ended", array, base, sep,
+       ARRAY_K);
+
+  /* The elements' agents ran the tasks, each under its own name. */
+  g_autoptr(GHashTable) res = tb_results(c->dir);
+  g_assert_cmpuint(g_hash_table_size(res), ==, n_tasks);
+  g_autoptr(GHashTable) ran = g_hash_table_new(g_str_hash, g_str_equal);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, res);
+  while (g_hash_table_iter_next(&it, NULL, &v))
+    {
+      const char *proxy = json_object_get_string_member(v, "proxy");
+      g_assert_cmpint(json_object_get_int_member(v, "exit_code"), ==, 0);
+      g_assert_true(g_hash_table_contains(elements, proxy));
+      g_hash_table_add(ran, (gpointer)proxy);
+    }
+  /* Direct: one task per element; pull: the elements started together. */
+  g_assert_cmpuint(g_hash_table_size(ran), >=, direct ? ARRAY_K : 2);
+  await_queue_empty(s, 30);
+  step("tasks ran on %u elements; nothing left in the queue", g_hash_table_size(ran));
+}
+
+static void
+pull_proxies_as_one_array(const Site *s)
+{
+  proxies_as_one_array(s, "pull");
+}
+
+static void
+direct_tasks_as_one_array(const Site *s)
+{
+  proxies_as_one_array(s, "direct");
+}
+
+/* ---- 6. a submit the master never saw come back ------------------------ */
+
+typedef struct
+{
+  const char *path;
+} FileWatch;
+
+static gboolean
+file_is_there(gpointer data)
+{
+  return g_file_test(((FileWatch *)data)->path, G_FILE_TEST_EXISTS);
+}
+
+/* The master is killed while its sbatch is out: the job is at Slurm, the
+ * journal does not have its id.  The resumed master finds it by its job
+ * name, adopts it (it counts against max_proxies: no second job is
+ * submitted in its place), lets its agent work, and ends it. */
+static void
+resume_finds_a_lost_submit(const Site *s)
+{
+  g_autoptr(TbDir) d = tb_dir_new();
+  g_autofree gchar *competitor = competitor_fill(s);
+  await_job(s, competitor, state_is_running, "running", 30);
+
+  /* An sbatch that goes through, then never answers. */
+  g_autofree gchar *shim = g_build_filename(d->path, "shim", NULL);
+  g_assert_cmpint(g_mkdir(shim, 0755), ==, 0);
+  g_autofree gchar *out = g_build_filename(d->path, "sbatch.out", NULL);
+  g_autofree gchar *pid = g_build_filename(d->path, "sbatch.pid", NULL);
+  const char *which[] = { "sh", "-c", "command -v sbatch", NULL };
+  g_auto(GStrv) which_argv = site_argv(s, which);
+  g_autofree gchar *real = tb_capture((const char *const *)which_argv, NULL);
+  g_autofree gchar *script = g_strdup_printf(
+      "#!/bin/sh\n%s \"$@\" >%s.tmp || exit $?\necho $$ >%s\nmv %s.tmp %s\nexec sleep 600\n",
+      g_strstrip(real), out, pid, out, out);
+  g_autofree gchar *sbatch = g_build_filename(shim, "sbatch", NULL);
+  g_assert_true(g_file_set_contents(sbatch, script, -1, NULL));
+  g_assert_cmpint(g_chmod(sbatch, 0755), ==, 0);
+
+  g_autofree gchar *tasks = g_strdup("sleep 1\nsleep 1\n");
+  const CampaignOptions stalled
+      = { .max_proxies = 1, .path_first = shim, .site_keys = "command_timeout = 5m\n" };
+  g_autoptr(Campaign) first = campaign_start_with(s, d, tasks, 2, "10m", &stalled);
+  FileWatch w = { out };
+  g_assert_true(tb_await(file_is_there, &w, 60));
+  g_autofree gchar *said = NULL;
+  g_assert_true(g_file_get_contents(out, &said, NULL, NULL));
+  g_autofree gchar *job = g_strdup(g_strstrip(said));
+  g_assert_true(g_ascii_isdigit(job[0]));
+  g_assert_true(tb_proc_signal(first->master, SIGKILL));
+  tb_wait(first->master, 30);
+  g_autofree gchar *stuck = NULL;
+  g_assert_true(g_file_get_contents(pid, &stuck, NULL, NULL));
+  kill((pid_t)g_ascii_strtoll(stuck, NULL, 10), SIGKILL);
+  g_autofree gchar *state = job_state(s, job);
+  g_assert_true(state_is_pending(s, state));
+  g_autoptr(GPtrArray) before = tb_trace(first->dir);
+  g_assert_null(trace_find(before, "proxy_submitted", NULL, NULL));
+  step("master killed with its sbatch out; job %s pending, not in the trace", job);
+
+  const CampaignOptions plain = { .max_proxies = 1 };
+  g_autoptr(Campaign) again = campaign_start_with(s, d, tasks, 2, "10m", &plain);
+  g_autoptr(JsonObject) found = await_event(again, "proxy_found", NULL, NULL);
+  g_assert_cmpstr(str_member(found, "job"), ==, job);
+  const char *proxy = str_member(found, "proxy");
+  step("the resumed master found job %s (proxy %s)", job, proxy);
+  /* It stands for the proxy the campaign wants: none other is submitted
+   * while it waits. */
+  await_proxies(again, 1, 0);
+  g_autoptr(GPtrArray) during = tb_trace(again->dir);
+  g_assert_null(trace_find(during, "proxy_submitted", NULL, NULL));
+
+  job_cancel(s, competitor);
+  g_assert_cmpint(campaign_finish(again, 120), ==, 0);
+  g_autoptr(GPtrArray) trace = tb_trace(again->dir);
+  g_assert_null(trace_find(trace, "proxy_submitted", NULL, NULL));
+  g_assert_nonnull(trace_find(trace, "proxy_ended", proxy, NULL));
+  g_autoptr(GHashTable) res = tb_results(again->dir);
+  g_assert_cmpuint(g_hash_table_size(res), ==, 2);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init(&it, res);
+  while (g_hash_table_iter_next(&it, NULL, &v))
+    g_assert_cmpstr(json_object_get_string_member(v, "proxy"), ==, proxy);
+  await_queue_empty(s, 30);
+  step("its agent ran both tasks; nothing left in the queue");
 }
 
 /* ---- the beds (parent) ------------------------------------------------- */
@@ -1297,6 +1496,11 @@ static const Case cases[] = {
   { "sge", TRUE, pending_behind_a_competitor },
   { "sge", TRUE, cancelled_proxy_gives_its_tasks_back },
   { "sge", TRUE, walltime_drains_before_the_kill },
+  { "slurm", FALSE, pull_proxies_as_one_array },
+  { "slurm", FALSE, direct_tasks_as_one_array },
+  { "slurm", FALSE, resume_finds_a_lost_submit },
+  { "sge", FALSE, pull_proxies_as_one_array },
+  { "sge", FALSE, direct_tasks_as_one_array },
 };
 
 static const char *
@@ -1308,6 +1512,12 @@ case_name(const Case *k)
     return "cancelled-proxy-gives-its-tasks-back";
   if (k->body == budget_holds_with_many_proxies)
     return "scheduler-calls-within-the-budget-with-many-proxies";
+  if (k->body == pull_proxies_as_one_array)
+    return "proxies-wanted-at-once-are-one-array";
+  if (k->body == direct_tasks_as_one_array)
+    return "direct-mode-tasks-are-one-array";
+  if (k->body == resume_finds_a_lost_submit)
+    return "resume-finds-a-submit-the-master-never-saw-come-back";
   return "walltime-drains-the-agent-before-the-kill";
 }
 
