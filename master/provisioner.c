@@ -284,6 +284,8 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
         s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
                                   ? 0 : DATC_SITE_CALLS_PER_MINUTE;
       s->calls = g_array_new (FALSE, FALSE, sizeof (gint64));
+      /* Every command counted: none run again behind the budget's back. */
+      datc_site_set_retry (s->spec->site, s->calls_per_minute == 0);
       g_autoptr (GError) error = NULL;
       s->worker = datc_site_worker_new (s->spec->site, &error);
       if (s->worker == NULL)

@@ -245,6 +245,12 @@ gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exi
                                 gchar **answer, GError **error);
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
+/* Whether a poll or cancel that failed in the transport (the connection
+ * dropped) runs once more (the default).  A caller that counts every
+ * scheduler command against a budget turns it off: a command cut off
+ * mid-way may have reached the scheduler, and the retry would be a call
+ * it did not count. */
+void datc_site_set_retry (DatcSite *site, gboolean retry);
 const char *datc_site_scheduler_name (DatcSite *site);
 const char *datc_site_transport_name (DatcSite *site);
 

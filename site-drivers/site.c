@@ -23,6 +23,7 @@ struct DatcSite
   DatcTransport *transport;
   const DatcSchedulerClass *scheduler;
   guint timeout_ms;          /* per command */
+  gboolean no_retry;         /* poll and cancel are not run again after a transport error */
 };
 
 void
@@ -257,7 +258,7 @@ site_run_idempotent(DatcSite *site, const char *const *argv, DatcCommandResult *
 
   if (site_run(site, argv, res, &first))
     return TRUE;
-  if (!g_error_matches(first, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT))
+  if (site->no_retry || !g_error_matches(first, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT))
     {
       g_propagate_error(error, g_steal_pointer(&first));
       return FALSE;
@@ -628,6 +629,13 @@ datc_site_set_command_timeout(DatcSite *site, guint timeout_ms)
 {
   g_return_if_fail(site != NULL && timeout_ms > 0);
   site->timeout_ms = timeout_ms;
+}
+
+void
+datc_site_set_retry(DatcSite *site, gboolean retry)
+{
+  g_return_if_fail(site != NULL);
+  site->no_retry = !retry;
 }
 
 gboolean

@@ -920,14 +920,17 @@ await_stopped(pid_t pid)
     }
 }
 
+/* A poll whose connection is cut mid-way runs once more on a new one;
+ * not when the caller turned retries off (it counts every command). */
 static void
-test_connection_cut_mid_poll_is_retried(Fixture *f)
+cut_mid_poll(Fixture *f, gboolean retry)
 {
   TestbedSshd *sshd = &f->sshd;
   GKeyFile *config = f->config;
   g_autoptr(GError) error = NULL;
   g_autoptr(DatcSite) site = datc_site_new("tb", "ssh", "fork", config, GROUP, &error);
   g_assert_no_error(error);
+  datc_site_set_retry(site, retry);
 
   DatcProxyRequest req = {
     .name = "datc-test-proxy",
@@ -964,6 +967,15 @@ test_connection_cut_mid_poll_is_retried(Fixture *f)
   gboolean polled = datc_site_poll(site, ids, states, &error);
   g_thread_join(thread);
   g_assert_true(cutter.cut);
+  if (!retry)
+    {
+      /* Failed, not run again; the next call connects afresh. */
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT);
+      g_assert_false(polled);
+      g_assert_null(strstr(error->message, "retried once"));
+      g_clear_error(&error);
+      polled = datc_site_poll(site, ids, states, &error);
+    }
   g_assert_no_error(error);
   g_assert_true(polled);
   g_assert_cmpint(states[0], ==, DATC_PROXY_RUNNING);
@@ -986,6 +998,18 @@ test_connection_cut_mid_poll_is_retried(Fixture *f)
   while (states[0] != DATC_PROXY_FINISHED && g_get_monotonic_time() < deadline
          && (g_usleep(20 * 1000), TRUE));
   g_assert_cmpint(states[0], ==, DATC_PROXY_FINISHED);
+}
+
+static void
+test_connection_cut_mid_poll_is_retried(Fixture *f)
+{
+  cut_mid_poll(f, TRUE);
+}
+
+static void
+test_connection_cut_mid_poll_not_retried_when_off(Fixture *f)
+{
+  cut_mid_poll(f, FALSE);
 }
 
 /* ---- across network namespaces --------------------------------------- */
@@ -1055,6 +1079,8 @@ static const SshTest tests[] = {
     test_backs_off_after_failed_attempts },
   { "/site/ssh/reconnect/connection-cut-mid-poll-is-retried",
     test_connection_cut_mid_poll_is_retried },
+  { "/site/ssh/reconnect/connection-cut-mid-poll-not-retried-when-retries-are-off",
+    test_connection_cut_mid_poll_not_retried_when_off },
   { "/site/ssh/netns/site-reached-from-master-namespace",
     test_netns_site_reached_from_master_namespace, TRUE },
   { "/site/ssh/netns/connection-cut-mid-poll-is-retried",
