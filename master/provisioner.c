@@ -1249,9 +1249,16 @@ log_done (gpointer owner, gpointer data)
           g_free (s->unreachable);
           s->unreachable = g_strdup (f[1]);
           g_warning ("site %s: %s", s->spec->name, why);
-          /* Degraded at once: its proxies will not bring capacity. */
-          s->health = HEALTH_OK;
-          site_failed (p, s, HEALTH_UNREACHABLE, DEGRADED_AFTER, why);
+          g_free (s->last_error);
+          s->last_error = g_strdup (why);
+          /* Degraded at once (said just above): its proxies will not
+           * bring capacity.  An agent that connects makes it ok again. */
+          if (s->health == HEALTH_OK)
+            {
+              s->health = HEALTH_UNREACHABLE;
+              datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error",
+                                's', why, NULL);
+            }
         }
     }
   g_clear_error (&j->error);
