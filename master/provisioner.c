@@ -22,6 +22,20 @@
 #define DEGRADED_AFTER 3
 #define MAX_BACKOFF_MS 60000u
 
+/* Reading proxies' logs (a transport command, not a scheduler call, so
+ * outside the budget): once per proxy, one at a time per site, at most
+ * one every LOG_READ_SPACING_US, and only their last LOG_TAIL_BYTES. */
+#define LOG_READ_SPACING_US (10 * G_USEC_PER_SEC)
+#define LOG_TAIL_BYTES 4096
+/* The line an agent that cannot reach the master prints (worker-agent/
+ * reach.h; the two folders do not include each other, and
+ * tests/test-sites.c runs the two together):
+ * "datc-agent on HOST: cannot reach ENDPOINT: WHY (retrying)". */
+#define DATC_REACH_FAILED ": cannot reach "
+#define DATC_REACH_RETRYING " (retrying)"
+/* What of an agent's line goes into a report, at most. */
+#define REACH_TEXT_MAX 300
+
 typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's; NULL while its submit is out */
@@ -42,6 +56,9 @@ typedef struct Proxy {
   gboolean start_traced;   /* proxy_started is in the trace */
   guint32 free, running;   /* its agent's load, when online */
   gboolean starved;        /* its agent has free slots but no queued task fits its time left */
+  gchar *log;              /* its log on the site, or NULL: not known */
+  gint64 running_since_us; /* when a poll first said it runs (monotonic); 0: not yet */
+  gboolean log_read;       /* its log was read for why its agent does not connect */
 } Proxy;
 
 typedef enum {
@@ -50,6 +67,7 @@ typedef enum {
   HEALTH_EARLY_DEATH,      /* proxies keep ending before their agent connects */
   HEALTH_POLL,             /* the scheduler cannot be asked */
   HEALTH_HUNG,             /* a command outlived its timeout: the login node does not answer */
+  HEALTH_UNREACHABLE,      /* proxies run, and their agents say they cannot reach the master */
 } Health;
 
 typedef struct {
@@ -80,6 +98,11 @@ typedef struct {
   guint64 n_submit, n_poll, n_cancel, n_put, n_lookup;  /* commands issued to the site */
   Health health;
   gchar *last_error;
+  gint64 connect_wait_us;  /* running this long without its agent: its log is read */
+  gboolean reading_log;    /* a log read is with the worker */
+  gint64 next_log_us;
+  guint64 n_log;           /* logs read */
+  gchar *unreachable;      /* what an agent's log said of the master, until one connects */
   gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
   guint n_waits;
   guint serial;
@@ -153,6 +176,7 @@ proxy_free (gpointer p)
     return;
   g_free (x->id);
   g_free (x->job_id);
+  g_free (x->log);
   g_free (x);
 }
 
@@ -167,6 +191,7 @@ site_state_free (gpointer p)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
   g_free (s->last_error);
+  g_free (s->unreachable);
   g_free (s);
 }
 
@@ -279,6 +304,8 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->timeout_ms = s->spec->command_timeout_s ? s->spec->command_timeout_s * 1000u
                                                  : DATC_SITE_COMMAND_TIMEOUT_MS;
       s->command_ms = s->timeout_ms;
+      s->connect_wait_us = (gint64) (s->spec->connect_wait_s ? s->spec->connect_wait_s
+                                                             : DATC_CONNECT_WAIT_S) * G_USEC_PER_SEC;
       s->calls_per_minute = s->spec->calls_per_minute;
       if (s->calls_per_minute == DATC_SITE_CALLS_DEFAULT)
         s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
@@ -629,10 +656,14 @@ submit_done (gpointer owner, gpointer data)
       s->submitted_total += j->k;
       site_recovered (p, s, HEALTH_SUBMIT);
       site_recovered (p, s, HEALTH_HUNG);
+      /* Where each proxy's log is, as its scheduler names it (an array's
+       * elements each have their own). */
+      DatcProxyRequest req = { .name = j->name, .workdir = j->workdir };
       for (guint i = 0; i < j->xs->len; i++)
         {
           Proxy *x = j->xs->pdata[i];
           x->job_id = g_strdup (j->job_ids[i]);
+          x->log = datc_site_proxy_log (s->spec->site, &req, j->script, x->job_id);
           x->state = DATC_PROXY_PENDING;
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
         }
@@ -866,6 +897,8 @@ poll_done (gpointer owner, gpointer data)
           x->state = j->states[k];
           if (x->state == DATC_PROXY_RUNNING)
             trace_started (p, s, x, "scheduler", g_get_real_time ());
+          if (x->state == DATC_PROXY_RUNNING && x->running_since_us == 0)
+            x->running_since_us = g_get_monotonic_time ();
           if (!x->connected)
             x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
           if (x->state == DATC_PROXY_FINISHED || x->state == DATC_PROXY_FAILED)
@@ -1125,6 +1158,151 @@ cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve
   cancel_proxies (p, s, which, why, reserve);
 }
 
+/* ---- agents that cannot reach the master ---------------------------- */
+
+/* A job can run while its agent never connects: told an address the
+ * nodes cannot reach (a wildcard listen, a wrong advertise, a firewall).
+ * The agent says why in its log (worker-agent/reach.c); the master reads
+ * the end of that log through the site's transport, once per proxy, when
+ * a proxy has run for connect_wait without its agent, and says it on
+ * stderr (once per reason and site), in `datc status` and in the trace. */
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  gchar *proxy, *job, *log;
+  gchar *tail;              /* out: the log's last bytes, or NULL */
+  GError *error;
+} LogJob;
+
+static void
+log_run (DatcSite *site, gpointer data)
+{
+  LogJob *j = data;
+  g_autofree gchar *bytes = g_strdup_printf ("%d", LOG_TAIL_BYTES);
+  const char *argv[] = { "tail", "-c", bytes, "--", j->log, NULL };
+  DatcCommandResult res = { 0 };
+  datc_site_set_command_timeout (site, j->command_ms);
+  if (datc_site_run (site, argv, &res, &j->error) && res.exit_status == 0 && res.out != NULL)
+    j->tail = g_strndup (g_bytes_get_data (res.out, NULL),
+                         MIN (g_bytes_get_size (res.out), (gsize) LOG_TAIL_BYTES));
+  datc_command_result_clear (&res);
+}
+
+/* The agent's last word on reaching the master, from its log: "HOST\tWHAT"
+ * (WHAT: "ENDPOINT: WHY"), or NULL when its last such line says it got
+ * through, or there is none.  The log is data from the site: made valid
+ * UTF-8, control characters replaced, cut to REACH_TEXT_MAX. */
+static gchar *
+reach_failure (const char *tail)
+{
+  g_autofree gchar *valid = g_utf8_make_valid (tail, -1);
+  g_auto (GStrv) lines = g_strsplit (valid, "\n", -1);
+  for (guint n = g_strv_length (lines); n > 0; n--)
+    {
+      const char *l = lines[n - 1];
+      if (!g_str_has_prefix (l, "datc-agent on "))
+        continue;
+      const char *host = l + strlen ("datc-agent on ");
+      const char *failed = strstr (host, DATC_REACH_FAILED);
+      if (failed == NULL)
+        {
+          if (strstr (host, ": reached ") != NULL)
+            return NULL;
+          continue;
+        }
+      const char *what = failed + strlen (DATC_REACH_FAILED);
+      gsize len = strlen (what);
+      if (g_str_has_suffix (what, DATC_REACH_RETRYING))
+        len -= strlen (DATC_REACH_RETRYING);
+      GString *out = g_string_new (NULL);
+      g_string_append_len (out, host, MIN ((gssize) (failed - host), 64));
+      g_string_append_c (out, '\t');
+      g_string_append_len (out, what, (gssize) MIN (len, (gsize) REACH_TEXT_MAX));
+      for (gchar *c = out->str; *c; c++)
+        if ((guchar) *c < 0x20 && *c != '\t')
+          *c = '?';
+      return g_string_free (out, FALSE);
+    }
+  return NULL;
+}
+
+static void
+log_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  LogJob *j = data;
+  SiteState *s = j->s;
+  s->reading_log = FALSE;
+  g_autofree gchar *found = j->tail != NULL ? reach_failure (j->tail) : NULL;
+  if (j->error != NULL)
+    g_debug ("site %s: reading %s: %s", s->spec->name, j->log, j->error->message);
+  else if (found == NULL)
+    g_debug ("site %s: proxy %s runs without its agent; its log %s says nothing of why",
+             s->spec->name, j->proxy, j->log);
+  else
+    {
+      g_auto (GStrv) f = g_strsplit (found, "\t", 2);
+      g_autofree gchar *why = g_strdup_printf (
+          "job %s runs on %s but its agent cannot reach %s; set [master] advertise = an "
+          "address the nodes can reach (the proxy's log: %s)", j->job, f[0], f[1], j->log);
+      datc_trace_event (p->trace, "agent_unreachable", "site", 's', s->spec->name, "proxy", 's',
+                        j->proxy, "job", 's', j->job, "host", 's', f[0], "error", 's', f[1], NULL);
+      /* Once per site and reason, not per proxy. */
+      if (g_strcmp0 (s->unreachable, f[1]) != 0)
+        {
+          g_free (s->unreachable);
+          s->unreachable = g_strdup (f[1]);
+          g_warning ("site %s: %s", s->spec->name, why);
+          g_free (s->last_error);
+          s->last_error = g_strdup (why);
+          /* Degraded at once (said just above): its proxies will not
+           * bring capacity.  An agent that connects makes it ok again. */
+          if (s->health == HEALTH_OK)
+            {
+              s->health = HEALTH_UNREACHABLE;
+              datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error",
+                                's', why, NULL);
+            }
+        }
+    }
+  g_clear_error (&j->error);
+  g_free (j->proxy);
+  g_free (j->job);
+  g_free (j->log);
+  g_free (j->tail);
+  g_free (j);
+}
+
+/* At most one log read at a time per site, one every LOG_READ_SPACING_US,
+ * once per proxy: a proxy the scheduler has said runs for connect_wait
+ * whose agent has not connected. */
+static void
+check_reach (DatcProvisioner *p, SiteState *s, gint64 now)
+{
+  if (s->reading_log || now < s->next_log_us)
+    return;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      Proxy *x = s->proxies->pdata[i];
+      if (x->log == NULL || x->log_read || x->connected || x->cancelling
+          || x->state != DATC_PROXY_RUNNING || x->running_since_us == 0
+          || now - x->running_since_us < s->connect_wait_us)
+        continue;
+      x->log_read = TRUE;
+      LogJob *j = g_new0 (LogJob, 1);
+      j->s = s;
+      j->command_ms = s->command_ms;
+      j->proxy = g_strdup (x->id);
+      j->job = g_strdup (x->job_id);
+      j->log = g_strdup (x->log);
+      s->n_log++;
+      s->reading_log = TRUE;
+      s->next_log_us = now + LOG_READ_SPACING_US;
+      datc_site_worker_post (s->worker, log_run, log_done, j);
+      return;
+    }
+}
+
 /* ---- observe -------------------------------------------------------- */
 
 static gint64
@@ -1174,6 +1352,7 @@ proxy_connected (DatcProvisioner *p, SiteState *s, Proxy *x, const DatcAgentLoad
     x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
   x->connected = TRUE;
   s->early_deaths = 0;
+  g_clear_pointer (&s->unreachable, g_free);
   site_recovered (p, s, HEALTH_OK);
   trace_started (p, s, x, "agent", x->started_us);
 }
@@ -1445,6 +1624,7 @@ datc_provisioner_tick (DatcProvisioner *p)
     {
       SiteState *s = p->sites->pdata[i];
       check_hung (p, s, now);
+      check_reach (p, s, now);
       lookup_submits (p, s, BUDGET_RESERVE);
       if (now >= s->next_poll_us)
         {
@@ -1751,7 +1931,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_submitted", s->submitted_total);
   member_int (b, "proxies_cancelled", s->cancelled_total);
   guint64 calls = s->n_submit + s->n_poll + s->n_cancel + s->n_lookup;
-  member_int (b, "commands", (gint64) (calls + s->n_put));
+  member_int (b, "commands", (gint64) (calls + s->n_put + s->n_log));
   /* What the site's admins see of us: scheduler commands (not the puts),
    * per kind, and per 1,000 tasks done there (null until one is). */
   member_int (b, "scheduler_calls", (gint64) calls);
@@ -1762,7 +1942,15 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "cancel", (gint64) s->n_cancel);
   member_int (b, "put", (gint64) s->n_put);
   member_int (b, "lookup", (gint64) s->n_lookup);
+  member_int (b, "log", (gint64) s->n_log);
   json_builder_end_object (b);
+  /* What an agent's log said of reaching the master ("ENDPOINT: WHY"),
+   * until one of the site's agents connects. */
+  json_builder_set_member_name (b, "agents_cannot_reach");
+  if (s->unreachable != NULL)
+    json_builder_add_string_value (b, s->unreachable);
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "max_calls_per_minute");
   if (s->calls_per_minute > 0)
     json_builder_add_int_value (b, s->calls_per_minute);

@@ -39,6 +39,7 @@ typedef struct {
   guint walltime_s;        /* 0: none */
   guint poll_s;            /* 0: the provisioner's default */
   guint command_timeout_s; /* 0: DATC_SITE_COMMAND_TIMEOUT_MS */
+  guint connect_wait_s;    /* 0: DATC_CONNECT_WAIT_S */
   guint calls_per_minute;  /* scheduler commands in any minute; 0: no limit;
                             * DATC_SITE_CALLS_DEFAULT: the scheduler's default */
   gchar *queue, *submit_args;
@@ -57,6 +58,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSiteSpec, datc_site_spec_free)
  * machine). */
 #define DATC_SITE_CALLS_DEFAULT G_MAXUINT
 #define DATC_SITE_CALLS_PER_MINUTE 12u
+
+/* A proxy the scheduler says runs and whose agent has not connected this
+ * long after has its log read on the site (SITES.ini connect_wait): an
+ * agent that cannot reach the master says so there. */
+#define DATC_CONNECT_WAIT_S 60u
 
 typedef struct DatcProvisioner DatcProvisioner;
 

@@ -209,6 +209,7 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
         spec->workdir = g_strdup_printf ("/tmp/datc-%.16s/%s", tag, c->name);
       spec->poll_s = c->poll_s;
       spec->command_timeout_s = c->command_timeout_s;
+      spec->connect_wait_s = c->connect_wait_s;
       spec->calls_per_minute = c->calls_set ? c->calls_per_minute : DATC_SITE_CALLS_DEFAULT;
       /* The agent and the key reach the site at its first submit (see
        * provisioner.c), so a site unreachable now only delays itself. */

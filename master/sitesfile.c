@@ -18,7 +18,7 @@ static const char *const master_keys[] = { "listen", "advertise", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", "command_timeout", "max_calls_per_minute", NULL,
+  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", NULL,
 };
 
 typedef struct {
@@ -298,6 +298,55 @@ uint_key (Index *ix, GKeyFile *kf, const char *group, const char *key, guint min
   return TRUE;
 }
 
+/* A listen address that is every address of this machine (0.0.0.0, ::,
+ * *): no node can connect to it as such, so agents are told this host's
+ * own name, which a compute node may not know or route to. */
+static gboolean
+listen_is_wildcard (const char *listen)
+{
+  if (!g_str_has_prefix (listen, "tcp://"))
+    return FALSE;
+  const char *host = listen + strlen ("tcp://");
+  const char *colon = strrchr (host, ':');
+  g_autofree gchar *h = g_strndup (host, colon ? (gsize) (colon - host) : strlen (host));
+  return h[0] == '\0' || g_str_equal (h, "*") || g_str_equal (h, "0.0.0.0")
+         || g_str_equal (h, "::") || g_str_equal (h, "[::]");
+}
+
+/* Agents on another machine (an ssh site) connect to what the master
+ * advertises.  Without a listen they would be told an ipc:// socket on
+ * this machine; with a wildcard listen and no advertise, this machine's
+ * host name: either way the jobs would run and no agent would ever
+ * connect, so the file is refused at once, naming the fix. */
+static void
+check_reach (Index *ix, DatcSitesFile *f)
+{
+  gboolean said_wildcard = FALSE;
+  for (guint i = 0; i < f->sites->len; i++)
+    {
+      DatcSiteConfig *c = f->sites->pdata[i];
+      if (g_strcmp0 (c->transport, "ssh") != 0)
+        continue;
+      guint line = line_of (ix, c->group, "transport");
+      if (f->listen == NULL)
+        problem (ix, line,
+                 "site %s is on another machine (transport ssh), but [master] has no listen: "
+                 "its agents would be told a socket on this machine; add [master] with "
+                 "listen = tcp://0.0.0.0:0 and advertise = HOST the nodes can reach",
+                 c->name);
+      else if (f->advertise == NULL && listen_is_wildcard (f->listen) && !said_wildcard)
+        {
+          said_wildcard = TRUE;
+          problem (ix, line_of (ix, "master", "listen"),
+                   "listen = %s is every address of this machine, and site %s (line %u) is on "
+                   "another machine (transport ssh): its agents would be told this host's name "
+                   "(%s), which its nodes may not reach; set advertise = HOST the nodes can "
+                   "reach",
+                   f->listen, c->name, line, g_get_host_name ());
+        }
+    }
+}
+
 static gboolean
 names_ok (const char *name)
 {
@@ -435,6 +484,11 @@ datc_sites_file_load (const char *path, GError **error)
                          || c->command_timeout_s == 0 || c->command_timeout_s > 3600))
         problem (&ix, line_of (&ix, g, "command_timeout"),
                  "command_timeout \"%s\": expected a duration from 1s to 1h (30s, 2m, ...)", ct);
+      g_autofree gchar *cw = g_key_file_get_string (f->keyfile, g, "connect_wait", NULL);
+      if (cw != NULL && (!datc_parse_duration (g_strstrip (cw), &c->connect_wait_s)
+                         || c->connect_wait_s == 0 || c->connect_wait_s > 86400))
+        problem (&ix, line_of (&ix, g, "connect_wait"),
+                 "connect_wait \"%s\": expected a duration from 1s to 24h (60s, 5m, ...)", cw);
       c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");
@@ -442,6 +496,7 @@ datc_sites_file_load (const char *path, GError **error)
     }
   if (f->sites->len == 0 && ix.problems->len == 0)
     problem (&ix, 1, "no [site NAME] group");
+  check_reach (&ix, f);
 
   if (ix.problems->len > 0)
     {

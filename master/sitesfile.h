@@ -2,7 +2,10 @@
  *
  *   [master]
  *   listen = tcp://0.0.0.0:0     # where agents connect (port 0: any free port)
- *   advertise = 10.1.2.3         # the address agents use to reach it
+ *   advertise = 10.1.2.3         # the address agents use to reach it: required with a
+ *                                # wildcard listen (0.0.0.0, ::, *) when a site uses ssh
+ *                                # (else agents get this host's name); an ssh site also
+ *                                # needs a listen (else agents get an ipc:// socket here)
  *
  *   [site NAME]
  *   transport = ssh              # local (default) | ssh
@@ -18,6 +21,10 @@
  *                                # longer fails, and the site shows degraded; default 30s
  *   max_calls_per_minute = 12    # scheduler commands (submit, poll, cancel, lookup) in any
  *                                # minute, honoured exactly; 0: no limit; default 12 (fork: 0)
+ *   connect_wait = 60s           # a proxy the scheduler says runs and whose agent has not
+ *                                # connected after this has its log read on the site: an
+ *                                # agent that cannot reach the master is reported (datc run,
+ *                                # datc status); default 60s
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
  *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
@@ -50,6 +57,7 @@ typedef struct {
   guint command_timeout_s;     /* 0: the default (30 s) */
   guint calls_per_minute;      /* max_calls_per_minute; 0: no limit */
   gboolean calls_set;          /* max_calls_per_minute was given */
+  guint connect_wait_s;        /* 0: the default (60 s) */
   gchar *agent;            /* "upload" or a path on the site */
   gchar *workdir;
 } DatcSiteConfig;

@@ -90,6 +90,26 @@ static const Bad bad[] = {
   { "empty-group-name", "[site a]\nscheduler = fork\n[]\n", ":3: Invalid group name" },
   { "invalid-key-name", "[site a]\nscheduler = fork\nqueue[x y] = q\n", ":3: Invalid key name" },
   { "unbalanced-quotes", "[site a]\nscheduler = fork\nsubmit_args = --name 'x\n", ":3: submit_args: unbalanced quotes" },
+  { "bad-connect-wait", "[site a]\nscheduler = fork\nconnect_wait = 0\n", ":3: connect_wait \"0\"" },
+  /* Remote agents would be told this host's name, or an ipc:// socket here. */
+  { "wildcard-listen-without-advertise-for-an-ssh-site",
+    "[master]\nlisten = tcp://0.0.0.0:0\n\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    ":2: listen = tcp://0.0.0.0:0 is every address of this machine, and site hpc (line 5) is on "
+    "another machine (transport ssh)" },
+  { "ipv6-wildcard-listen-without-advertise-for-an-ssh-site",
+    "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n[master]\nlisten = tcp://[::]:7000\n",
+    ":6: listen = tcp://[::]:7000 is every address" },
+  { "star-listen-without-advertise-for-an-ssh-site",
+    "[master]\nlisten = tcp://*:0\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    ":2: listen = tcp://*:0 is every address" },
+  { "ssh-site-without-a-listen",
+    "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n",
+    ":3: site hpc is on another machine (transport ssh), but [master] has no listen" },
+  { "ssh-site-with-a-master-but-no-listen",
+    "[master]\nadvertise = 10.1.2.3\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    ":4: site hpc is on another machine (transport ssh), but [master] has no listen: its agents "
+    "would be told a socket on this machine; add [master] with listen = tcp://0.0.0.0:0 and "
+    "advertise = HOST the nodes can reach" },
 };
 
 static void
@@ -168,6 +188,49 @@ test_nul_byte_names_its_line (void)
   g_unlink (path);
 }
 
+/* The refusal of a wildcard listen says what agents would be told and
+ * what to set instead. */
+static void
+test_wildcard_listen_names_the_fix (void)
+{
+  g_autofree gchar *path = write_tmp ("[master]\nlisten = tcp://0.0.0.0:0\n"
+                                      "[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+  g_assert_null (f);
+  g_autofree gchar *name = g_strdup_printf ("would be told this host's name (%s)", g_get_host_name ());
+  g_assert_nonnull (strstr (error->message, name));
+  g_assert_true (g_str_has_suffix (error->message, "; set advertise = HOST the nodes can reach"));
+  g_unlink (path);
+}
+
+/* What stays allowed: a wildcard listen for local sites only (their agents
+ * run here), or with advertise; an ssh site with a listen that names an
+ * address. */
+static void
+test_reachable_listens (void)
+{
+  const char *ok[] = {
+    "[master]\nlisten = tcp://0.0.0.0:0\n[site a]\nscheduler = fork\n",
+    "[master]\nlisten = tcp://0.0.0.0:0\nadvertise = 10.1.2.3\n"
+    "[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    "[master]\nlisten = tcp://10.1.2.3:0\n[site hpc]\ntransport = ssh\nhost = login\n"
+    "scheduler = slurm\nconnect_wait = 5m\n",
+    "[site a]\nscheduler = fork\n",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (ok); i++)
+    {
+      g_autofree gchar *path = write_tmp (ok[i]);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (f);
+      if (i == 2)
+        g_assert_cmpuint (((DatcSiteConfig *) f->sites->pdata[0])->connect_wait_s, ==, 300);
+      g_unlink (path);
+    }
+}
+
 static void
 test_durations (void)
 {
@@ -230,6 +293,8 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/parse/a-syntax-error-hides-no-other-problem",
                    test_syntax_error_hides_nothing);
   g_test_add_func ("/sites/parse/names-the-line-with-a-nul-byte", test_nul_byte_names_its_line);
+  g_test_add_func ("/sites/parse/allows-listens-agents-can-reach", test_reachable_listens);
+  g_test_add_func ("/sites/parse/a-wildcard-listen-names-the-fix", test_wildcard_listen_names_the_fix);
   g_test_add_func ("/sites/duration/reads-the-usual-forms", test_durations);
   g_test_add_func ("/sites/parse/names-a-missing-file", test_missing_file);
   g_test_add_func ("/sites/parse/suggests-no-far-fetched-key", test_no_far_fetched_suggestion);

@@ -166,6 +166,13 @@ typedef struct {
    * which `datc sites check` looks for; many commands go through `sh -c`,
    * so their argv[0] would only say /bin/sh.  NULL: the argv[0]s. */
   const char *const *programs;
+  /* Where the proxy's output (the agent's stderr) goes on the site: the
+   * log of job `job_id` (an element's id for an array's element) of the
+   * request `req` whose script is at `script_path` (absolute), as the
+   * script's directives or the submit command name it; NULL when job_id
+   * is not one of this scheduler's (transfer full). */
+  gchar *(*log_path) (const DatcProxyRequest *req, const char *script_path,
+                      const char *job_id);
   /* Optional (NULL in fork and condor): proxies as job arrays.  Poll and
    * cancel above take element ids as well as plain ones, mixed, in one
    * command; pending elements a scheduler shows collapsed (Slurm
@@ -243,6 +250,12 @@ gboolean datc_site_scheduler_can_lookup (DatcSite *site);
  * refuses; otherwise the errors of a command and its parser. */
 gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exists,
                                 gchar **answer, GError **error);
+/* The absolute path of job `job_id`'s log on the site (the agent's stderr
+ * is there), for the request whose script was `script_name` in
+ * req->workdir (an array's: `job_id` is an element's); NULL when it
+ * cannot be known (transfer full).  Runs nothing. */
+gchar *datc_site_proxy_log (DatcSite *site, const DatcProxyRequest *req,
+                            const char *script_name, const char *job_id);
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 /* Whether a poll or cancel that failed in the transport (the connection

@@ -101,6 +101,19 @@ condor_description(const DatcProxyRequest *req, const char *script_path)
   return d;
 }
 
+/* error = NAME.$(ClusterId).err in the workdir (initialdir): the agent's
+ * stderr. */
+static gchar *
+condor_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)script_path;
+  if (!condor_id_is_valid(job_id) || req->name == NULL)
+    return NULL;
+  g_autofree gchar *base = g_strdup_printf("%s.%.*s.err", req->name,
+                                           (int)strcspn(job_id, "."), job_id);
+  return g_build_filename(req->workdir, base, NULL);
+}
+
 static GStrv
 condor_submit_argv(const DatcProxyRequest *req, const char *script_path)
 {
@@ -359,5 +372,6 @@ const DatcSchedulerClass datc_scheduler_condor = {
   .parse_lookup = condor_parse_lookup,
   /* A request naming a queue is refused (see the top of this file). */
   .no_queues = "HTCondor has no queues: leave `queue` unset",
+  .log_path = condor_log_path,
   .programs = condor_programs,
 };

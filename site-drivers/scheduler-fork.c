@@ -124,6 +124,16 @@ fork_submit_argv(const DatcProxyRequest *req, const char *script_path)
   return argv;
 }
 
+/* The submit command sends the proxy's output beside its script. */
+static gchar *
+fork_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)req;
+  if (!fork_id_is_valid(job_id))
+    return NULL;
+  return g_strconcat(script_path, ".log", NULL);
+}
+
 static gboolean
 fork_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
 {
@@ -301,5 +311,6 @@ const DatcSchedulerClass datc_scheduler_fork = {
   .poll_argv = fork_poll_argv,
   .parse_poll = fork_parse_poll,
   .cancel_argv = fork_cancel_argv,
+  .log_path = fork_log_path,
   .no_queues = "fork has no queues: `queue` is ignored",
 };

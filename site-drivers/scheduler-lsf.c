@@ -395,6 +395,21 @@ static const DatcSchedulerArrays lsf_arrays = {
   .parse_lookup = lsf_array_parse_lookup,
 };
 
+/* -o NAME.%J.log, an array element's NAME.%J_%I.log (element 123[4]:
+ * 123_4), where bsub ran: the workdir. */
+static gchar *
+lsf_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)script_path;
+  if (!lsf_id_is_valid(job_id) || req->name == NULL)
+    return NULL;
+  g_autofree gchar *id = g_strdup(job_id);
+  g_strdelimit(id, "[", '_');
+  g_strdelimit(id, "]", '\0');
+  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, id);
+  return g_build_filename(req->workdir, base, NULL);
+}
+
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -464,6 +479,7 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_lookup = lsf_parse_lookup,
   .queue_argv = lsf_queue_argv,
   .parse_queue = lsf_parse_queue,
+  .log_path = lsf_log_path,
   .programs = lsf_programs,
   .arrays = &lsf_arrays,
 };

@@ -68,6 +68,24 @@ pbs_array_id_is_valid(const char *id)
                                  0);
 }
 
+/* -j oe with no -o: PBS writes NAME.oSEQ (a subjob NAME.oSEQ.INDEX)
+ * where qsub ran, the workdir. */
+static gchar *
+pbs_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)script_path;
+  if (!pbs_id_is_valid(job_id) || req->name == NULL)
+    return NULL;
+  gsize seq = strspn(job_id, "0123456789");
+  g_autofree gchar *base = NULL;
+  if (job_id[seq] == '[')
+    base = g_strdup_printf("%s.o%.*s.%.*s", req->name, (int)seq, job_id,
+                           (int)strspn(job_id + seq + 1, "0123456789"), job_id + seq + 1);
+  else
+    base = g_strdup_printf("%s.o%.*s", req->name, (int)seq, job_id);
+  return g_build_filename(req->workdir, base, NULL);
+}
+
 /* ---- script and submit ------------------------------------------------ */
 
 /* The script of one proxy or of an array (DATC_ARRAY_INDEX from
@@ -542,6 +560,7 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .parse_lookup = pbs_parse_lookup,
   .queue_argv = pbs_queue_argv,
   .parse_queue = pbs_parse_queue,
+  .log_path = pbs_log_path,
   .programs = pbs_programs,
   .arrays = &pbs_arrays,
 };

@@ -416,6 +416,18 @@ static const DatcSchedulerArrays sge_arrays = {
   .parse_lookup = sge_parse_lookup,
 };
 
+/* -o NAME.$JOB_ID.log, an array task's NAME.$JOB_ID.$TASK_ID.log: the id
+ * either way (123, or the element's 123.4), in the workdir (-wd). */
+static gchar *
+sge_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)script_path;
+  if (!sge_id_is_valid(job_id) || req->name == NULL)
+    return NULL;
+  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, job_id);
+  return g_build_filename(req->workdir, base, NULL);
+}
+
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -538,6 +550,7 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .parse_lookup = sge_parse_lookup,
   .queue_argv = sge_queue_argv,
   .parse_queue = sge_parse_queue,
+  .log_path = sge_log_path,
   .programs = sge_programs,
   .arrays = &sge_arrays,
 };

@@ -168,6 +168,18 @@ slurm_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   return TRUE;
 }
 
+/* --output=NAME.%j.log, an array's NAME.%A_%a.log: the id either way
+ * (123, or the element's 123_4), in the workdir. */
+static gchar *
+slurm_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
+{
+  (void)script_path;
+  if (!slurm_id_is_valid(job_id) || req->name == NULL)
+    return NULL;
+  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, job_id);
+  return g_build_filename(req->workdir, base, NULL);
+}
+
 /* ---- poll ------------------------------------------------------------- */
 
 static GStrv
@@ -617,6 +629,7 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .parse_lookup = slurm_parse_lookup,
   .queue_argv = slurm_queue_argv,
   .parse_queue = slurm_parse_queue,
+  .log_path = slurm_log_path,
   .programs = slurm_programs,
   .arrays = &slurm_arrays,
 };

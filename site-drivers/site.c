@@ -349,6 +349,19 @@ put_script(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
   return TRUE;
 }
 
+gchar *
+datc_site_proxy_log(DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                    const char *job_id)
+{
+  g_return_val_if_fail(site != NULL && req != NULL && script_name != NULL, NULL);
+
+  if (site->scheduler->log_path == NULL || job_id == NULL || req->workdir == NULL
+      || !g_path_is_absolute(req->workdir) || !name_is_plain_file_name(script_name))
+    return NULL;
+  g_autofree gchar *script_path = g_build_filename(req->workdir, script_name, NULL);
+  return site->scheduler->log_path(req, script_path, job_id);
+}
+
 /* A submit that failed this way may have reached the scheduler before the
  * connection broke or the clock ran out. */
 static gboolean

@@ -1,7 +1,9 @@
 /* test-scheduler-programs.c: each scheduler's `programs` list (what
  * `datc sites check` looks for on a site) covers every command it runs:
  * a command's argv[0] is on the list, or, for a command wrapped in
- * `sh -c`, its script names a program of the list and only those. */
+ * `sh -c`, its script names a program of the list and only those.  And
+ * each scheduler's proxy log is where its directives or submit put it
+ * (the master reads the agent's "cannot reach" line there). */
 #include <glib.h>
 #include <string.h>
 
@@ -98,10 +100,56 @@ test_programs_cover_commands (gconstpointer data)
     }
 }
 
+/* The log of a plain job and of an array's element, as each script's
+ * directives name it (slurm %j / %A_%a, sge $JOB_ID[.$TASK_ID], lsf
+ * %J / %J_%I, pbs's own NAME.oSEQ[.INDEX], condor's error file, fork's
+ * redirection beside the script); ids not of the scheduler get none. */
+static void
+test_log_paths (void)
+{
+  static const struct { const char *sched, *job, *log; } cases[] = {
+    { "fork", "4242", "/w/p1.sh.log" },
+    { "slurm", "123", "/w/datc-p1.123.log" },
+    { "slurm", "123_4", "/w/datc-p1.123_4.log" },
+    { "sge", "123", "/w/datc-p1.123.log" },
+    { "sge", "123.4", "/w/datc-p1.123.4.log" },
+    { "lsf", "123", "/w/datc-p1.123.log" },
+    { "lsf", "123[4]", "/w/datc-p1.123_4.log" },
+    { "pbs", "123.server", "/w/datc-p1.o123" },
+    { "pbs", "123[4].server", "/w/datc-p1.o123.4" },
+    { "condor", "77.0", "/w/datc-p1.77.err" },
+    { "fork", "../x", NULL },
+    { "slurm", "123/../x", NULL },
+  };
+  DatcProxyRequest req = { .name = "datc-p1", .slots = 1, .workdir = "/w",
+                           .agent_command = "datc-agent" };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSite) site = datc_site_new ("t", "local", cases[i].sched, NULL, NULL, &error);
+      g_assert_no_error (error);
+      g_autofree gchar *log = datc_site_proxy_log (site, &req, "p1.sh", cases[i].job);
+      g_assert_cmpstr (log, ==, cases[i].log);
+    }
+  /* Among the directives, with the scheduler's own placeholders. */
+  static const struct { const char *sched, *directive; } named[] = {
+    { "slurm", "--output=datc-p1.%j.log" }, { "sge", "-o datc-p1.$JOB_ID.log" },
+    { "lsf", "-o datc-p1.%J.log" },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (named); i++)
+    {
+      const DatcSchedulerClass *k = datc_scheduler_lookup (named[i].sched);
+      g_autofree gchar *script = k->script (&req);
+      g_assert_nonnull (script);
+      g_assert_nonnull (strstr (script, named[i].directive));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/scheduler/each-names-where-a-proxy-s-log-is", test_log_paths);
   static const char *const batch[] = { "slurm", "sge", "pbs", "condor", "lsf" };
   for (guint i = 0; i < G_N_ELEMENTS (batch); i++)
     {

@@ -6,7 +6,10 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -614,6 +617,60 @@ test_unknown_master_host (void)
   datc_curve_keypair_clear (&agent);
 }
 
+/* ---- a master the agent cannot reach --------------------------------- */
+
+typedef struct {
+  TbProc *agent;
+  const char *line;
+} StderrWatch;
+
+static gboolean
+stderr_has (gpointer data)
+{
+  StderrWatch *w = data;
+  g_autofree gchar *err = tb_proc_stderr (w->agent);
+  return err != NULL && strstr (err, w->line) != NULL;
+}
+
+/* A port bound but not listening refuses every connect, and stays ours
+ * while the test runs.  ZeroMQ would retry it in silence every 100 ms; the
+ * agent says why at once, and once, not once per retry. */
+static void
+test_agent_says_it_cannot_reach (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GError) error = NULL;
+  int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof sin;
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &sin, sizeof sin), ==, 0);
+  g_assert_cmpint (getsockname (fd, (struct sockaddr *) &sin, &len), ==, 0);
+  DatcCurveKeypair server, agent;
+  g_assert_true (datc_curve_keypair_generate (&server, &error));
+  g_assert_true (datc_curve_keypair_generate (&agent, &error));
+  g_autofree gchar *key = g_build_filename (d->path, "agent.key", NULL);
+  g_assert_true (datc_curve_keypair_save (&agent, key, &error));
+  g_assert_no_error (error);
+  g_autofree gchar *endpoint = g_strdup_printf ("tcp://127.0.0.1:%u", ntohs (sin.sin_port));
+  const char *argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server.public_z85,
+                         "--key-file", key, "--slots", "1", "--reconnect-timeout", "3", NULL };
+  gint64 t0 = g_get_monotonic_time ();
+  g_autoptr (TbProc) p = tb_spawn (d, "agent", argv);
+  g_autofree gchar *line = g_strdup_printf ("datc-agent on %s: cannot reach %s: Connection "
+                                            "refused (retrying)\n", g_get_host_name (), endpoint);
+  StderrWatch w = { p, line };
+  g_assert_true (tb_await (stderr_has, &w, 10));
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 3 * G_USEC_PER_SEC);
+  g_assert_cmpint (tb_wait (p, 30), ==, 3);
+  g_autofree gchar *err = tb_proc_stderr (p);
+  const char *first = strstr (err, "cannot reach");
+  g_assert_nonnull (first);
+  g_assert_null (strstr (first + 1, "cannot reach"));
+  close (fd);
+  datc_curve_keypair_clear (&server);
+  datc_curve_keypair_clear (&agent);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -630,6 +687,8 @@ main (int argc, char **argv)
   g_test_add_func ("/campaign/refuses-another-task-file", test_other_taskfile_refused);
   g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
   g_test_add_func ("/campaign/400-slots-under-a-1024-file-limit", test_wide_agent_under_file_limit);
+  g_test_add_func ("/campaign/agent-says-once-that-it-cannot-reach-its-master",
+                   test_agent_says_it_cannot_reach);
   g_test_add_func ("/campaign/agent-names-a-master-host-it-cannot-resolve",
                    test_unknown_master_host);
   g_test_add_func ("/campaign/agent-killed-its-tasks-run-elsewhere", test_agent_killed);

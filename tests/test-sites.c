@@ -224,6 +224,76 @@ test_status_shows_the_call_budget (void)
   tb_wait (master, 60);
 }
 
+static gboolean
+two_unreachable_reads (gpointer dir)
+{
+  return count_events (dir, "agent_unreachable", "far") >= 2;
+}
+
+static gboolean
+status_says_unreachable (gpointer data)
+{
+  BudgetWatch *w = data;
+  g_autoptr (JsonObject) st = tb_status (w->dir);
+  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
+  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      if (g_str_equal (json_object_get_string_member (s, "name"), "far")
+          && json_object_get_string_member_with_default (s, "agents_cannot_reach", NULL) != NULL)
+        {
+          w->site = json_object_ref (s);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* Agents told an address where nothing listens (the master listens on
+ * 127.0.0.1 only, they are told 127.0.0.2): the jobs run, no agent
+ * connects.  After connect_wait the master reads the proxies' logs on the
+ * site and names the problem in its stderr (once for the site, though
+ * both proxies' logs say it) and in `datc status` (--json and text). */
+static void
+test_unreachable_master_is_reported (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tasks_file (d, 4);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\nadvertise = 127.0.0.2\n\n"
+                                      "[site far]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "max_proxies = 2\nconnect_wait = 1s\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  BudgetWatch w = { dir, NULL };
+  g_assert_true (tb_await (status_says_unreachable, &w, 30));
+  const char *what = json_object_get_string_member (w.site, "agents_cannot_reach");
+  g_assert_true (g_str_has_prefix (what, "tcp://127.0.0.2:"));
+  g_assert_true (g_str_has_suffix (what, ": Connection refused"));
+  g_assert_cmpstr (json_object_get_string_member (w.site, "state"), ==, "degraded");
+  const char *error = json_object_get_string_member (w.site, "last_error");
+  g_assert_nonnull (strstr (error, " but its agent cannot reach tcp://127.0.0.2:"));
+  g_assert_nonnull (strstr (error, "set [master] advertise"));
+  json_object_unref (w.site);
+
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, "site far is degraded: job "));
+
+  /* Both proxies' logs were read; the master said it once. */
+  g_assert_true (tb_await (two_unreachable_reads, dir, 60));
+  g_autofree gchar *err = tb_proc_stderr (master);
+  const char *said = strstr (err, "site far: job ");
+  g_assert_nonnull (said);
+  g_assert_nonnull (strstr (said, "cannot reach tcp://127.0.0.2:"));
+  g_assert_null (strstr (said + 1, "site far: job "));
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+}
+
 static void
 test_bad_sites_file (void)
 {
@@ -447,6 +517,8 @@ main (int argc, char **argv)
                    test_offline_status_keeps_site_errors);
   g_test_add_func ("/sites/status-shows-the-call-budget-and-a-submit-waiting-for-it",
                    test_status_shows_the_call_budget);
+  g_test_add_func ("/sites/agents-that-cannot-reach-the-master-are-reported",
+                   test_unreachable_master_is_reported);
   g_test_add_func ("/sites/a-bad-sites-file-starts-nothing", test_bad_sites_file);
   g_test_add_func ("/sites/check-reports-each-site-and-probes-it", test_sites_check);
   g_test_add_func ("/sites/check-fails-a-workdir-that-cannot-be-made-or-is-open",

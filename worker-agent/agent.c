@@ -38,6 +38,7 @@
 #include "curve.h"
 #include "datc-limits.h"
 #include "message.h"
+#include "reach.h"
 #include "runner.h"
 
 #define DATC_AGENT_ERROR (datc_agent_error_quark ())
@@ -57,6 +58,7 @@ typedef struct {
   int zfd;                  /* the socket's ZMQ_FD: its mailbox has news */
   gboolean zmq_used;        /* the socket was used since it was last asked */
   int sfd;
+  DatcReach *reach;         /* says why the socket does not connect */
   DatcRunner *runner;
   gchar *agent_id, *host;
 
@@ -747,6 +749,10 @@ open_socket (Agent *a, GError **error)
     }
   if (!check_endpoint_host (a->o->connect, error) || !check_ipc_peer (a->o->connect, error))
     return FALSE;
+  /* Before the connect, so that its first failure is seen. */
+  a->reach = datc_reach_new (a->ctx, a->sock, a->o->connect, a->host, error);
+  if (a->reach == NULL)
+    return FALSE;
   if (zmq_connect (a->sock, a->o->connect) != 0)
     {
       g_set_error (error, DATC_AGENT_ERROR, 0, "cannot connect to %s: %s",
@@ -828,6 +834,7 @@ datc_agent_run (const DatcAgentOptions *o)
       if (error == NULL)
         g_set_error (&error, DATC_AGENT_ERROR, 0, "ZMQ_FD: %s", zmq_strerror (errno));
       g_printerr ("datc-agent: %s\n", error->message);
+      datc_reach_free (a.reach);
       if (a.sock)
         zmq_close (a.sock);
       zmq_ctx_term (a.ctx);
@@ -856,6 +863,7 @@ datc_agent_run (const DatcAgentOptions *o)
         wake = MIN (wake, (a.outbox_since_us ? a.outbox_since_us : now) + RESULT_LINGER_US);
       if (o->walltime_end_us > 0 && !a.draining)
         wake = MIN (wake, now + 1000 * 1000);
+      wake = MIN (wake, datc_reach_next_us (a.reach));
       int rt = datc_runner_next_timeout_ms (a.runner);
       /* Rounded up: rounded down, the last part of a millisecond before
        * each deadline would be spent polling with a zero timeout. */
@@ -868,18 +876,24 @@ datc_agent_run (const DatcAgentOptions *o)
       gboolean input = zmq_has_input (&a);
       if (input)
         timeout = 0;
-      struct pollfd fds[3] = {
+      struct pollfd fds[3 + DATC_REACH_FDS] = {
         { a.zfd, POLLIN, 0 },
         { datc_runner_get_fd (a.runner), POLLIN, 0 },
         { a.sfd, POLLIN, 0 },
       };
-      if (poll (fds, 3, (int) MIN (timeout, (long) G_MAXINT)) < 0 && errno != EINTR)
+      guint nfds = 3 + datc_reach_pollfds (a.reach, fds + 3);
+      if (poll (fds, nfds, (int) MIN (timeout, (long) G_MAXINT)) < 0 && errno != EINTR)
         {
           g_printerr ("datc-agent: poll: %s\n", g_strerror (errno));
           a.status = 3;
           break;
         }
       now = g_get_monotonic_time ();
+      gboolean reach_news = now >= datc_reach_next_us (a.reach);
+      for (guint i = 3; i < nfds; i++)
+        reach_news = reach_news || fds[i].revents != 0;
+      if (reach_news)
+        datc_reach_dispatch (a.reach, now);
 
       /* Before reading: frames that waited in a buffer while we were
        * stopped or cut off must not renew a lease that lapsed. */
@@ -982,6 +996,7 @@ datc_agent_run (const DatcAgentOptions *o)
       g_ptr_array_set_size (finished, 0);
     }
 
+  datc_reach_free (a.reach);
   zmq_close (a.sock);
   zmq_ctx_term (a.ctx);
   datc_runner_free (a.runner);
