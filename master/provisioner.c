@@ -87,7 +87,10 @@ typedef struct {
   guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
   guint64 running_expiring;/* tasks running on agents near their walltime */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
-  guint alive;             /* proxies counted against max_proxies */
+  guint alive;             /* proxies counted against max_jobs */
+  guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
+                            * mode max_proxies x slots_per_proxy one-slot proxies, the
+                            * slots pull would have */
 } SiteState;
 
 struct DatcProvisioner {
@@ -273,6 +276,12 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       SiteState *s = g_new0 (SiteState, 1);
       s->spec = specs->pdata[i];
       s->index = i;
+      /* Direct mode gets the slots of the same sites file as pull, one job
+       * per slot, so that one file compares the modes on equal terms. */
+      s->max_jobs = s->spec->max_proxies;
+      if (p->mode == DATC_MODE_DIRECT)
+        s->max_jobs = (guint) MIN ((guint64) s->spec->max_proxies * s->spec->slots_per_proxy,
+                                   (guint64) G_MAXUINT);
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
       s->lookups = g_ptr_array_new_with_free_func (g_free);
       s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
@@ -1217,7 +1226,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
        * counts against max_proxies, its replacement does in its place.
        * Not a replacement whose own predecessor is still there.  Not in
        * direct mode: a proxy there is bound to its one task, nothing can
-       * replace it, and max_proxies is a hard cap (per-user job limits). */
+       * replace it, and max_jobs is a hard cap (per-user job limits). */
       if (p->mode == DATC_MODE_DIRECT || !x->expiring || x->replaces != NULL)
         s->alive++;
       if (x->online && x->expiring)
@@ -1261,7 +1270,7 @@ count_submitted (SiteState *s, guint n)
 static gboolean
 can_submit (const SiteState *s, gint64 now)
 {
-  return now >= s->next_submit_us && s->alive < s->spec->max_proxies;
+  return now >= s->next_submit_us && s->alive < s->max_jobs;
 }
 
 /* Proxies of the site for `slots` more slots of work, at once (an array
@@ -1273,7 +1282,7 @@ submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
   guint64 per = s->spec->slots_per_proxy, added = 0;
   while (added < slots && can_submit (s, now))
     {
-      guint64 want = MIN ((slots - added + per - 1) / per, s->spec->max_proxies - s->alive);
+      guint64 want = MIN ((slots - added + per - 1) / per, s->max_jobs - s->alive);
       guint n = submit_proxies (p, s, (guint) per, (guint) MIN (want, DATC_ARRAY_MAX), NULL);
       if (n == 0)
         break;
@@ -1336,7 +1345,7 @@ plan_static (DatcProvisioner *p, gint64 now)
 }
 
 /* One single-slot proxy per task, bound to it at submission, up to
- * max_proxies queued or running per site. */
+ * max_jobs (max_proxies x slots_per_proxy) queued or running per site. */
 static void
 plan_direct (DatcProvisioner *p, gint64 now)
 {
@@ -1349,7 +1358,7 @@ plan_direct (DatcProvisioner *p, gint64 now)
         g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
         while (can_submit (s, now))
           {
-            guint room = MIN (s->spec->max_proxies - s->alive, DATC_ARRAY_MAX);
+            guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
             guint64 task;
             g_array_set_size (tasks, 0);
             while (tasks->len < room && datc_ledger_hold (p->ledger, &task))
