@@ -103,6 +103,7 @@ struct DatcProvisioner {
   guint32 tag;             /* distinguishes proxy ids across master restarts */
   DatcTrace *trace;
   gint64 next_plan_us;
+  gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
   guint keys_out;          /* key removals with the workers */
 };
@@ -1464,7 +1465,11 @@ datc_provisioner_tick (DatcProvisioner *p)
         }
     }
   if (now < p->next_plan_us)
-    return;
+    {
+      p->plan_due = TRUE;
+      return;
+    }
+  p->plan_due = FALSE;
   p->next_plan_us = now + DATC_PROVISIONER_PERIOD_MS * 1000;
 
   gint64 now_real = g_get_real_time ();
@@ -1479,6 +1484,23 @@ datc_provisioner_tick (DatcProvisioner *p)
     case DATC_MODE_STATIC: plan_static (p, now); break;
     case DATC_MODE_DIRECT: plan_direct (p, now); break;
     }
+}
+
+int
+datc_provisioner_next_timeout_ms (DatcProvisioner *p)
+{
+  gint64 now = g_get_monotonic_time (), next = G_MAXINT64;
+  if (p->plan_due)
+    next = p->next_plan_us;
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (!s->polling && needs_poll (s, now))
+        next = MIN (next, s->next_poll_us);
+    }
+  if (next == G_MAXINT64)
+    return -1;
+  return next <= now ? 0 : (int) MIN ((next - now + 999) / 1000, (gint64) G_MAXINT);
 }
 
 guint

@@ -564,6 +564,9 @@ datc_run (const DatcRunOptions *o)
     {
       datc_provisioner_tick (prov);
       int timeout = datc_dispatcher_next_timeout_ms (disp);
+      int prov_timeout = datc_provisioner_next_timeout_ms (prov);
+      if (prov_timeout >= 0 && prov_timeout < timeout)
+        timeout = prov_timeout;
       if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
           && errno != EINTR)
         {
