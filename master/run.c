@@ -417,8 +417,10 @@ datc_run (const DatcRunOptions *o)
   {
     DatcLedgerCounts c0;
     datc_ledger_counts (ledger, &c0);
+    /* The mode of this session: `analyze trace` models the one that ran. */
     datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
-                      datc_campaign_resumed (campaign), NULL);
+                      datc_campaign_resumed (campaign), "mode", 's', datc_mode_name (o->mode),
+                      NULL);
   }
 
   /* 3. Signals become readable on a fd; block them before ZeroMQ starts
