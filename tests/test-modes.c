@@ -165,6 +165,11 @@ test_same_results_in_every_mode (void)
       g_autoptr (GHashTable) res = tb_results (dir);
       g_autoptr (GPtrArray) trace = read_trace (dir);
       g_assert_cmpuint (g_hash_table_size (res), ==, MODE_TASKS);
+      /* The trace says the mode, so `analyze trace` models the one that ran. */
+      for (guint i = 0; i < trace->len; i++)
+        if (g_str_equal (str_member (trace->pdata[i], "event"), "campaign_started"))
+          g_assert_cmpstr (str_member (trace->pdata[i], "mode"), ==, modes[m]);
+      g_assert_cmpuint (count_events (trace, "campaign_started", NULL), ==, 1);
 
       if (g_str_equal (modes[m], "static"))
         {
