@@ -166,6 +166,8 @@ add_direct_sites (const DatcCampaignLog *log, gint64 t0, DatcScenario *sc, guint
                                 : datc_wait_dist_new_empirical (w, waits->len);
       DatcSiteSpec *spec = datc_scenario_add_site (sc, s->name, 1, (guint) MAX (most, 1), t, cv,
                                                    wait);
+      /* The observed overhead holds the polls that saw jobs end. */
+      spec->poll_interval = 0;
       spec->job_overhead = alive_n > 0 ? MAX (0, alive_sum / alive_n - t) : 0;
       overhead_sum += spec->job_overhead;
       *random |= cv > 0 || !same;

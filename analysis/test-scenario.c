@@ -47,6 +47,7 @@ static const char issue_example[] =
   "walltime = 2h               # optional\n"
   "fail_rate = 0.05            # optional, per proxy-hour\n"
   "outage = 0.2 24h            # optional, probability and length\n"
+  "poll_interval = 1s          # direct\n"
   "job_overhead = 2s           # direct\n"
   "max_calls_per_minute = 12   # direct\n"
   "\n"
@@ -78,10 +79,12 @@ test_scenario_reads_the_issue_example (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (a->fail_rate, ==, 0.05);
   g_assert_cmpfloat (a->outage_probability, ==, 0.2);
   g_assert_cmpfloat (a->outage_length, ==, 86400);
+  g_assert_cmpfloat (a->poll_interval, ==, 1);
   g_assert_cmpfloat (a->job_overhead, ==, 2);
   g_assert_cmpuint (a->calls_per_minute, ==, 12);
   g_assert_cmpstr (b->name, ==, "B");
-  g_assert_cmpfloat (b->job_overhead, ==, DATC_SCENARIO_JOB_OVERHEAD);
+  g_assert_cmpfloat (b->poll_interval, ==, DATC_SCENARIO_POLL_INTERVAL);
+  g_assert_cmpfloat (b->job_overhead, ==, 0);
   g_assert_cmpuint (b->calls_per_minute, ==, 0);
   g_assert_cmpuint (b->proxies, ==, 1);
   g_assert_cmpfloat (b->task_cv, ==, 0);

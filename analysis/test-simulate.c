@@ -145,6 +145,7 @@ test_simulate_direct_mode_waits_add_up_per_place (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (6);
   DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 1, 2, 10, 0, datc_wait_dist_new_const (4));
+  s->poll_interval = 0;
   s->job_overhead = 1;
   DatcOutcome o = run1 (sc, DATC_POLICY_DIRECT, 1, 0);
   g_assert_cmpfloat (o.turnaround, ==, 44);
@@ -155,6 +156,18 @@ test_simulate_direct_mode_waits_add_up_per_place (void)
    * second pair waits from 15 to 30 and the third from 45 to 60. */
   s->calls_per_minute = 6;
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 74);
+  /* The master's polls: 0.5 s after a job's end unless the regular poll
+   * (every 3 s from the last poll) is sooner.  Polls at 3, ..., 12, then
+   * the ends at 14 are seen at 14.5 (before 15); the next regular poll
+   * is at 17.5, then 29.5, so the ends at 28.5 are seen at 29; the last
+   * pair ends at 43. */
+  s->calls_per_minute = 0;
+  s->job_overhead = 0;
+  s->poll_interval = 3;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 43);
+  /* Every 7 s: the regular polls at 14 and 28 see the ends at once. */
+  s->poll_interval = 7;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 42);
 }
 
 /* Tasks come from one bag and are bound to a job when it is submitted:
@@ -164,8 +177,8 @@ static void
 test_simulate_direct_mode_binds_a_task_at_submission (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (3);
-  datc_scenario_add_site (sc, "fast", 1, 1, 10, 0, datc_wait_dist_new_const (0))->job_overhead = 0;
-  datc_scenario_add_site (sc, "slow", 1, 1, 10, 0, datc_wait_dist_new_const (100))->job_overhead = 0;
+  datc_scenario_add_site (sc, "fast", 1, 1, 10, 0, datc_wait_dist_new_const (0))->poll_interval = 0;
+  datc_scenario_add_site (sc, "slow", 1, 1, 10, 0, datc_wait_dist_new_const (100))->poll_interval = 0;
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 110);
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_PULL, 1, 0).turnaround, ==, 30);
 }
