@@ -246,9 +246,10 @@ datc_campaign_model_describe (const DatcCampaignModel *m)
     {
       g_autofree gchar *oh = datc_duration_format (m->overhead);
       return g_strdup_printf (
-          "direct mode: %" G_GUINT64_FORMAT " tasks of the %s, a job each, at most %u at once (each "
-          "site's most), waits drawn from the %u observed, observed task times, %s from a task's "
-          "end to the next submit; fluid, ect, pull: the same slots pulling",
+          "direct mode: %" G_GUINT64_FORMAT " tasks of the %s, a job each, at most %u "
+          "at once (each site's most), waits drawn from the %u observed, observed task "
+          "times, %s from a task's end to the next submit; fluid, ect, pull: the same "
+          "slots pulling",
           m->tasks, basis, m->places, m->proxies, oh);
     }
   const char *note = m->mode == NULL ? "; the trace does not say the mode: taken as pull"

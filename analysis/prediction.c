@@ -401,9 +401,10 @@ append_direct_limits (const DatcPrediction *p, GString *o)
                         "while earlier jobs run (not what `datc run --mode direct` does)\n");
   if (!(p->mask & (1u << DATC_POLICY_DIRECT)))
     return;
-  g_string_append (o, "direct: `datc run --mode direct`, slots_per_proxy x proxies jobs at once per "
-                      "site, each waiting from its submission, its end seen by the master's next "
-                      "poll (poll_interval), then job_overhead before the next submit");
+  g_string_append (o, "direct: `datc run --mode direct`, slots_per_proxy x proxies jobs at "
+                      "once per site, each waiting from its submission, its end seen by the "
+                      "master's next poll (poll_interval), then job_overhead before the next "
+                      "submit");
   gboolean budget = FALSE;
   for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)
     budget |= datc_scenario_site (p->sc, i)->calls_per_minute > 0;

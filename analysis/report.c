@@ -305,8 +305,9 @@ model_table (const DatcCampaignModel *m, GString *o)
       const DatcPolicyStats *st = datc_prediction_stats (p, k);
       if (st == NULL)
         continue;
+      gboolean ran = (int) k == datc_campaign_model_matches (m);
       g_string_append_printf (o, "<tr><td>%s%s</td>", datc_policy_name (k),
-                              (int) k == datc_campaign_model_matches (m) ? " (the mode that ran)" : "");
+                              ran ? " (the mode that ran)" : "");
       cell_time (o, st->mean);
       cell_time (o, st->median);
       cell_time (o, st->p95);
