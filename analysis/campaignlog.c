@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "analysis-error.h"
@@ -23,6 +25,7 @@ struct DatcCampaignLog
   guint64 tasks, done, failed;
   gboolean finished, saw_start;
   guint sessions;
+  gchar *mode;              /* of the last session that said, or campaign.json's; NULL: unknown */
   gint64 start, last_session, end, first_seen;
   GPtrArray *sites;         /* DatcSiteLog* */
   GHashTable *site_index;   /* name -> index + 1 */
@@ -58,6 +61,7 @@ datc_campaign_log_free (DatcCampaignLog *log)
   if (log == NULL)
     return;
   g_free (log->dir);
+  g_free (log->mode);
   g_ptr_array_unref (log->warnings);
   g_ptr_array_unref (log->sites);
   g_hash_table_unref (log->site_index);
@@ -245,6 +249,12 @@ on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
       gint64 tasks = 0;
       if (get_int (o, "tasks", &tasks) && tasks >= 0)
         log->tasks = (guint64) tasks;
+      const char *mode = get_str (o, "mode");
+      if (mode != NULL)
+        {
+          g_free (log->mode);
+          log->mode = g_strdup (mode);
+        }
       if (!log->saw_start)
         log->start = t;
       log->saw_start = TRUE;
@@ -386,6 +396,23 @@ cmp_proxy_start (const void *a, const void *b)
   return (x->submitted > y->submitted) - (x->submitted < y->submitted);
 }
 
+/* The mode campaign.json recorded when the campaign was created: traces
+ * written before campaign_started said it.  NULL when it does not say. */
+static gchar *
+mode_from_campaign_json (const char *dir)
+{
+  g_autofree gchar *path = g_build_filename (dir, "campaign.json", NULL);
+  GStatBuf st;
+  if (g_stat (path, &st) != 0 || !S_ISREG (st.st_mode) || st.st_size > DATC_LOG_MAX_LINE)
+    return NULL;
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_file (parser, path, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return NULL;
+  const char *mode = get_str (json_node_get_object (json_parser_get_root (parser)), "mode");
+  return g_strdup (mode);
+}
+
 DatcCampaignLog *
 datc_campaign_log_load (const char *dir, GError **error)
 {
@@ -429,6 +456,8 @@ datc_campaign_log_load (const char *dir, GError **error)
     g_ptr_array_add (log->warnings, g_strdup_printf ("%s/trace.jsonl: missing; proxies are unknown", dir));
   if (log->suppressed > 0)
     g_ptr_array_add (log->warnings, g_strdup_printf ("... and %u more lines skipped", log->suppressed));
+  if (log->mode == NULL)
+    log->mode = mode_from_campaign_json (dir);
   if (!log->saw_start)
     log->start = log->first_seen;
   if (log->tasks == 0)
@@ -517,6 +546,12 @@ gboolean
 datc_campaign_log_finished (const DatcCampaignLog *log)
 {
   return log->finished;
+}
+
+const char *
+datc_campaign_log_mode (const DatcCampaignLog *log)
+{
+  return log->mode;
 }
 
 guint

@@ -74,6 +74,9 @@ guint64 datc_campaign_log_tasks (const DatcCampaignLog *log);
 guint64 datc_campaign_log_done (const DatcCampaignLog *log);
 guint64 datc_campaign_log_failed (const DatcCampaignLog *log);
 gboolean datc_campaign_log_finished (const DatcCampaignLog *log);
+/* The mode that ran ("pull", "static", "direct"): the last session's
+ * campaign_started, else DIR/campaign.json; NULL when neither says. */
+const char *datc_campaign_log_mode (const DatcCampaignLog *log);
 guint datc_campaign_log_sessions (const DatcCampaignLog *log);
 /* First campaign start, last session's start, and the last thing seen. */
 gint64 datc_campaign_log_start (const DatcCampaignLog *log);

@@ -389,6 +389,31 @@ append_time (GString *o, double s)
   g_string_append_printf (o, " %10s", t);
 }
 
+/* What the direct policies leave out, said where their numbers are: the
+ * ideal ones are far below a run of `datc run --mode direct`, whose jobs
+ * wait one after the other in a few places. */
+static void
+append_direct_limits (const DatcPrediction *p, GString *o)
+{
+  guint ideal = (1u << DATC_POLICY_DIRECT_COMMON) | (1u << DATC_POLICY_DIRECT_CAP);
+  if (p->mask & ideal)
+    g_string_append (o, "direct-common, direct-cap: every job queued at time 0, its wait elapsing "
+                        "while earlier jobs run (not what `datc run --mode direct` does)\n");
+  if (!(p->mask & (1u << DATC_POLICY_DIRECT)))
+    return;
+  g_string_append (o, "direct: `datc run --mode direct`, slots_per_proxy x proxies jobs at "
+                      "once per site, each waiting from its submission, its end seen by the "
+                      "master's next poll (poll_interval), then job_overhead before the next "
+                      "submit");
+  gboolean budget = FALSE;
+  for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)
+    budget |= datc_scenario_site (p->sc, i)->calls_per_minute > 0;
+  if (budget)
+    g_string_append (o, ", max_calls_per_minute as one poll and one array submit per 180/B s "
+                        "(no arrays, as fork and HTCondor: optimistic)");
+  g_string_append (o, "; walltime ignored\n");
+}
+
 gchar *
 datc_prediction_to_text (const DatcPrediction *p)
 {
@@ -424,6 +449,7 @@ datc_prediction_to_text (const DatcPrediction *p)
     if (p->skipped & (1u << k))
       g_string_append_printf (o, "%-14s left out: it keeps every job in memory, at most %u tasks\n",
                               datc_policy_name (k), DATC_PREDICT_MAX_DIRECT_TASKS);
+  append_direct_limits (p, o);
   DatcPolicy ref = datc_prediction_reference (p);
   g_autofree gchar *reft = datc_duration_format (p->stats[ref].mean);
   g_string_append_printf (o, "proxies worth submitting (mean start + one task before the %s mean of %s):\n",

@@ -291,12 +291,10 @@ model_table (const DatcCampaignModel *m, GString *o)
 {
   const DatcPrediction *p = datc_campaign_model_prediction (m);
   double actual = datc_campaign_model_actual (m);
-  g_string_append_printf (o,
-                          "<p>The model of the %s: %" G_GUINT64_FORMAT " tasks on the %u proxies that started, "
-                          "each from the time it actually started, with each site's observed task times "
-                          "(%" G_GUINT64_FORMAT " trial%s).</p>\n",
-                          datc_campaign_model_basis (m), datc_campaign_model_tasks (m),
-                          datc_campaign_model_proxies (m), datc_prediction_trials (p),
+  g_autofree gchar *what = datc_campaign_model_describe (m);
+  g_string_append_printf (o, "<p>The model of the %s (", datc_campaign_model_basis (m));
+  escaped (o, what);
+  g_string_append_printf (o, "; %" G_GUINT64_FORMAT " trial%s).</p>\n", datc_prediction_trials (p),
                           datc_prediction_trials (p) == 1 ? "" : "s");
   g_string_append (o, "<table class=\"model\"><tr><th></th><th>turnaround</th><th>median</th><th>p95</th>"
                       "<th>vs actual</th></tr>\n<tr><td>actual</td>");
@@ -307,7 +305,9 @@ model_table (const DatcCampaignModel *m, GString *o)
       const DatcPolicyStats *st = datc_prediction_stats (p, k);
       if (st == NULL)
         continue;
-      g_string_append_printf (o, "<tr><td>%s</td>", datc_policy_name (k));
+      gboolean ran = (int) k == datc_campaign_model_matches (m);
+      g_string_append_printf (o, "<tr><td>%s%s</td>", datc_policy_name (k),
+                              ran ? " (the mode that ran)" : "");
       cell_time (o, st->mean);
       cell_time (o, st->median);
       cell_time (o, st->p95);

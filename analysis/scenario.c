@@ -58,6 +58,7 @@ datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_prox
   s->task_time = task_time;
   s->task_cv = task_cv;
   s->wait = wait != NULL ? wait : datc_wait_dist_new_const (0);
+  s->poll_interval = DATC_SCENARIO_POLL_INTERVAL;
   g_ptr_array_add (sc->sites, s);
   return s;
 }
@@ -215,6 +216,16 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
           set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
                   "[site %s]: walltime is shorter than task_time: no task would ever fit",
                   s->name);
+          return FALSE;
+        }
+      if (!(s->job_overhead >= 0) || s->job_overhead > DATC_DURATION_MAX
+          || !(s->poll_interval >= 0) || s->poll_interval > DATC_DURATION_MAX
+          || s->calls_per_minute > DATC_SCENARIO_MAX_CALLS_PER_MINUTE)
+        {
+          set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
+                  "[site %s]: poll_interval and job_overhead must be times and "
+                  "max_calls_per_minute 0 to %u",
+                  s->name, DATC_SCENARIO_MAX_CALLS_PER_MINUTE);
           return FALSE;
         }
       if (!(s->fail_rate >= 0) || s->fail_rate > 1000 || !(s->outage_probability >= 0)
@@ -471,7 +482,9 @@ static gboolean
 read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, GError **error)
 {
   static const char *const known[] = { "slots_per_proxy", "proxies", "task_time", "task_cv",
-                                        "wait", "walltime", "fail_rate", "outage", NULL };
+                                        "wait", "walltime", "fail_rate", "outage",
+                                        "poll_interval", "job_overhead", "max_calls_per_minute",
+                                        NULL };
   guint line = line_of (r->ix, r->group, NULL);
   if (!check_keys (r, known, error))
     return FALSE;
@@ -504,9 +517,15 @@ read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, 
   DatcSiteSpec *s = datc_scenario_add_site (sc, name, (guint) slots, (guint) proxies, task_time,
                                             cv, g_steal_pointer (&wait));
   s->line = line;
+  guint64 calls = 0;
   if (!get_time (r, "walltime", FALSE, &s->walltime, error)
-      || !get_number (r, "fail_rate", 0, 1000, &s->fail_rate, error))
+      || !get_number (r, "fail_rate", 0, 1000, &s->fail_rate, error)
+      || !get_time (r, "poll_interval", FALSE, &s->poll_interval, error)
+      || !get_time (r, "job_overhead", FALSE, &s->job_overhead, error)
+      || !get_uint (r, "max_calls_per_minute", 0, DATC_SCENARIO_MAX_CALLS_PER_MINUTE, FALSE, &calls,
+                    error))
     return FALSE;
+  s->calls_per_minute = (guint) calls;
   if (s->walltime > 0 && s->walltime < s->task_time)
     {
       set_at (error, DATC_ANALYSIS_ERROR_INPUT, r->path, line_of (r->ix, r->group, "walltime"),

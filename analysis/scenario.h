@@ -12,6 +12,9 @@
  *   walltime = 2h            # optional
  *   fail_rate = 0.05         # optional, proxy failures per proxy-hour
  *   outage = 0.2 24h         # optional: probability and length
+ *   poll_interval = 5s       # direct: the site's poll interval (fork: 1s); default 5s
+ *   job_overhead = 0         # direct: from a job seen ended to the next submit; default 0
+ *   max_calls_per_minute = 12 # direct: scheduler calls in any minute, 0 (default): no limit
  *
  * Times take s, m, h suffixes; plain numbers are seconds.  Text after " #"
  * is a comment.  Every error is "FILE:LINE: what is wrong". */
@@ -46,7 +49,18 @@ typedef struct
   double fail_rate;  /* failures per running proxy-hour */
   double outage_probability;
   double outage_length; /* seconds from time 0 */
+  /* The `direct` policy (datc --mode direct): the site's poll interval
+   * (0: a job's end is seen at once), what a job takes past being seen
+   * ended before the next submit in its place, and the site's budget of
+   * scheduler calls (0: none). */
+  double poll_interval;
+  double job_overhead;
+  guint calls_per_minute;
 } DatcSiteSpec;
+
+/* The master's default poll interval of a batch site (fork sites: 1 s). */
+#define DATC_SCENARIO_POLL_INTERVAL 5.0
+#define DATC_SCENARIO_MAX_CALLS_PER_MINUTE 100000u
 
 typedef struct DatcScenario DatcScenario;
 

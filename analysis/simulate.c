@@ -30,6 +30,8 @@ enum
   TAG_TASK,
   TAG_DIRECT_WAIT,
   TAG_DIRECT_FAIL,
+  TAG_DIRECT_MODE_WAIT,
+  TAG_DIRECT_MODE_FAIL,
 };
 
 static const char *const policy_names[DATC_N_POLICIES] = {
@@ -41,6 +43,7 @@ static const char *const policy_names[DATC_N_POLICIES] = {
   [DATC_POLICY_STATIC_PROC] = "static-proc",
   [DATC_POLICY_DIRECT_COMMON] = "direct-common",
   [DATC_POLICY_DIRECT_CAP] = "direct-cap",
+  [DATC_POLICY_DIRECT] = "direct",
 };
 
 const char *
@@ -71,7 +74,7 @@ datc_policy_mask_parse (const char *list, guint *mask, GError **error)
         {
           g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
                        "unknown policy '%s': expected fluid, ect, pull, pull+rep, static-cap, "
-                       "static-proc, direct-common, direct-cap or all",
+                       "static-proc, direct-common, direct-cap, direct or all",
                        n);
           return FALSE;
         }
@@ -979,6 +982,131 @@ run_direct (DatcSimulation *sim, guint64 trial, gboolean common, DatcOutcome *ou
   out->resubmissions = resub;
 }
 
+/* The master polls a site half a second after one of its agents leaves
+ * (provisioner.c, observe), unless its regular poll comes sooner. */
+#define DIRECT_SEEN_AFTER 0.5
+
+/* datc's own direct mode.  Site i has slots x proxies places, each one
+ * job queued or running at a time (the master's cap), all of them filled
+ * at the start.  A job submitted at a waits its own queue wait and runs
+ * its task; the master sees it end at its next poll (DIRECT_SEEN_AFTER
+ * after the end, or the site's regular poll if sooner; every poll puts
+ * the regular one poll_interval later; poll_interval 0: at once), and
+ * job_overhead after that its place takes the next task of the one bag,
+ * so a site whose jobs cycle faster runs more of them.  What a cap of
+ * places costs against direct-cap: a job's wait starts only when its
+ * place is free, so waits add up along each place instead of elapsing
+ * while earlier jobs run.  A budget of B scheduler calls a minute allows
+ * a site one cycle of a poll (1 call) and a submit of every free place
+ * as one array (2) per 180/B s.  Places are the simulation's slot
+ * entities in the heap, each either a job running to its end or a place
+ * free from then on; walltime is ignored. */
+static void
+run_direct_mode (DatcSimulation *sim, guint64 trial, DatcOutcome *out)
+{
+  guint64 base = trial_key (sim, trial);
+  draw_outages (sim, base);
+  sim->task_key = datc_rng_key (base, TAG_TASK);
+  g_autofree DatcRng *wait = g_new (DatcRng, sim->n_sites);
+  g_autofree DatcRng *fail = g_new (DatcRng, sim->n_sites);
+  /* Per site: the next submit the budget allows, the next regular poll,
+   * the last poll planned. */
+  g_autofree double *next_submit = g_new0 (double, sim->n_sites);
+  g_autofree double *regular_poll = g_new0 (double, sim->n_sites);
+  g_autofree double *last_poll = g_new (double, sim->n_sites);
+  for (guint i = 0; i < sim->n_sites; i++)
+    {
+      datc_rng_init (&wait[i], datc_rng_key (datc_rng_key (base, TAG_DIRECT_MODE_WAIT), i));
+      datc_rng_init (&fail[i], datc_rng_key (datc_rng_key (base, TAG_DIRECT_MODE_FAIL), i));
+      regular_poll[i] = datc_scenario_site (sim->sc, i)->poll_interval;
+      last_poll[i] = -INFINITY;
+    }
+  /* A place whose job failed submits its task again: retry[place], a run
+   * number of 0 meaning none (a retry is run 1 or later).  ended[place]:
+   * its event is its job's end, not its being free. */
+  Pending *retry = sim->requeue_ws;
+  guint *ended = sim->idle_ws;
+  datc_event_heap_clear (sim->heap);
+  for (guint k = 0; k < sim->n_slots; k++)
+    {
+      retry[k] = (Pending){ 0, 0 };
+      ended[k] = FALSE;
+      datc_event_heap_set (sim->heap, k, 0);
+    }
+  double T = 0, charged = 0, useful = 0;
+  guint64 resub = 0, next_task = 0, remaining = sim->N;
+  guint e;
+  double t;
+  while (remaining > 0 && datc_event_heap_pop (sim->heap, &e, &t))
+    {
+      guint i = sim->proxies[sim->slots[e].proxy].site;
+      const Site *s = &sim->sites[i];
+      const DatcSiteSpec *spec = datc_scenario_site (sim->sc, i);
+      if (ended[e])
+        {
+          /* Seen ended by the poll already planned, else by the next. */
+          double seen = t, every = spec->poll_interval;
+          if (every > 0 && last_poll[i] >= t)
+            seen = last_poll[i];
+          else if (every > 0)
+            {
+              if (regular_poll[i] < t)
+                regular_poll[i] += every * ceil ((t - regular_poll[i]) / every);
+              seen = MIN (regular_poll[i], t + DIRECT_SEEN_AFTER);
+              last_poll[i] = seen;
+              regular_poll[i] = seen + every;
+            }
+          ended[e] = FALSE;
+          datc_event_heap_set (sim->heap, e, seen + spec->job_overhead);
+          continue;
+        }
+      guint64 task;
+      guint32 draw = 0;
+      if (retry[e].draw > 0)
+        {
+          task = retry[e].task;
+          draw = retry[e].draw;
+          retry[e].draw = 0;
+        }
+      else if (next_task < sim->N)
+        task = next_task++;
+      else
+        continue; /* the bag is dry: this place stays empty */
+      double a = t;
+      if (spec->calls_per_minute > 0)
+        {
+          /* Joins the submit already planned at or after it, else waits
+           * for the budget's next cycle. */
+          if (a > next_submit[i])
+            next_submit[i] = MAX (a, next_submit[i] + 180.0 / spec->calls_per_minute);
+          a = next_submit[i];
+        }
+      double start = start_after (sim, i, a, &wait[i]);
+      double rt = run_time (sim, s, task, draw);
+      double broke = isfinite (s->fail_mean) ? datc_rng_exp (&fail[i], s->fail_mean) : INFINITY;
+      ended[e] = TRUE;
+      if (broke < rt)
+        {
+          /* Its node failed: the same task goes out again from this place. */
+          charged += broke;
+          resub++;
+          retry[e] = (Pending){ task, draw + 1 };
+          datc_event_heap_set (sim->heap, e, start + broke);
+          continue;
+        }
+      charged += rt;
+      useful += rt;
+      T = MAX (T, start + rt);
+      remaining--;
+      datc_event_heap_set (sim->heap, e, start + rt);
+    }
+  datc_event_heap_clear (sim->heap);
+  out->turnaround = remaining == 0 ? T : INFINITY;
+  out->charged = charged;
+  out->wasted = MAX (0, charged - useful);
+  out->resubmissions = resub;
+}
+
 void
 datc_simulation_run (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *out)
 {
@@ -997,6 +1125,9 @@ datc_simulation_run (DatcSimulation *sim, guint64 trial, DatcPolicy policy, Datc
     case DATC_POLICY_DIRECT_COMMON:
     case DATC_POLICY_DIRECT_CAP:
       run_direct (sim, trial, policy == DATC_POLICY_DIRECT_COMMON, out);
+      return;
+    case DATC_POLICY_DIRECT:
+      run_direct_mode (sim, trial, out);
       return;
     case DATC_N_POLICIES:
       break;

@@ -11,6 +11,10 @@
  *   pull, pull+rep    event-driven: one bag, every slot pulls
  *   static-cap/-proc  the same engine with one bag per site
  *   direct-common/-cap one batch job per task, a capped queue per site
+ *   direct            what `datc run --mode direct` does: per site, one job
+ *                     per task, at most slots x proxies queued or running,
+ *                     each waiting its own wait from its submission, the
+ *                     next one submitted once the master sees one end
  *
  * A simulation owns its workspace (slots, proxies, heap, bags), sized once
  * from the scenario: the event loop allocates nothing, and pull costs
@@ -33,6 +37,7 @@ typedef enum
   DATC_POLICY_STATIC_PROC,
   DATC_POLICY_DIRECT_COMMON,
   DATC_POLICY_DIRECT_CAP,
+  DATC_POLICY_DIRECT,
   DATC_N_POLICIES
 } DatcPolicy;
 

@@ -98,6 +98,63 @@ test_campaignlog_model_matches_the_run (void)
   fixture_remove_tree (dir);
 }
 
+/* A direct-mode run is modelled as one: its own model gives what happened
+ * (44 s), where the per-proxy pull model of a pull campaign would say 29 s;
+ * the text and the JSON name the model of the mode that ran.  The mode
+ * comes from campaign_started, or from campaign.json for older traces. */
+static void
+test_campaignlog_direct_campaign_modelled_as_direct (gconstpointer data)
+{
+  gboolean mode_in_json = GPOINTER_TO_INT (data);
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-direct-XXXXXX", NULL);
+  fixture_direct_campaign_write (dir, mode_in_json);
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, 0);
+  g_assert_cmpstr (datc_campaign_log_mode (log), ==, "direct");
+  g_autoptr (DatcCampaignModel) m = datc_campaign_model_run (log);
+  g_assert_nonnull (m);
+  g_assert_cmpfloat (datc_campaign_model_actual (m), ==, 44);
+  g_assert_cmpint (datc_campaign_model_matches (m), ==, DATC_POLICY_DIRECT);
+  const DatcPrediction *p = datc_campaign_model_prediction (m);
+  g_assert_true (datc_prediction_deterministic (p));
+  g_assert_cmpfloat_with_epsilon (datc_prediction_stats (p, DATC_POLICY_DIRECT)->mean, 44, 1e-6);
+  /* The same two slots pulling, each started once at 4 s: 3 rounds. */
+  g_assert_cmpfloat_with_epsilon (datc_prediction_stats (p, DATC_POLICY_PULL)->mean, 34, 1e-6);
+
+  g_autofree gchar *json = datc_trace_summary_to_json (log, m);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_assert_true (json_parser_load_from_data (parser, json, -1, NULL));
+  JsonObject *model = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
+                                                     "model");
+  g_assert_cmpstr (json_object_get_string_member (model, "mode"), ==, "direct");
+  g_assert_cmpstr (json_object_get_string_member (model, "matches"), ==, "direct");
+  g_assert_cmpint (json_object_get_int_member (model, "places"), ==, 2);
+  g_assert_cmpfloat (json_object_get_double_member (model, "job_overhead"), ==, 1);
+  JsonObject *direct = json_object_get_object_member (json_object_get_object_member (model, "policies"),
+                                                      "direct");
+  g_assert_cmpfloat (json_object_get_double_member (direct, "mean"), ==, 44);
+
+  g_autofree gchar *text = datc_trace_summary_to_text (log, m);
+  g_assert_nonnull (strstr (text, "direct mode"));
+  g_assert_nonnull (strstr (text, "(44.0s)  <- the mode that ran (direct)"));
+  fixture_remove_tree (dir);
+}
+
+/* A pull campaign's text names pull as the model of the mode that ran. */
+static void
+test_campaignlog_pull_campaign_names_pull (void)
+{
+  g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_autoptr (DatcCampaignModel) m = datc_campaign_model_run (log);
+  g_assert_cmpint (datc_campaign_model_matches (m), ==, DATC_POLICY_PULL);
+  g_autofree gchar *text = datc_trace_summary_to_text (log, m);
+  g_assert_nonnull (strstr (text, "(35.0s)  <- the mode that ran (pull)"));
+  g_assert_nonnull (strstr (text, "does not say the mode"));
+  g_assert_null (strstr (text, "direct"));
+  fixture_remove_tree (dir);
+}
+
 /* site_command events: calls (not events) per kind and site, per 1,000
  * tasks finished there, in the log, the JSON and the text. */
 static void
@@ -295,6 +352,12 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/campaignlog/load/counts-what-happened", test_campaignlog_counts_what_happened);
   g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);
+  g_test_add_data_func ("/campaignlog/model/of-a-direct-campaign-is-direct",
+                        GINT_TO_POINTER (FALSE), test_campaignlog_direct_campaign_modelled_as_direct);
+  g_test_add_data_func ("/campaignlog/model/of-a-direct-campaign-by-campaign-json",
+                        GINT_TO_POINTER (TRUE), test_campaignlog_direct_campaign_modelled_as_direct);
+  g_test_add_func ("/campaignlog/model/of-a-pull-campaign-names-pull",
+                   test_campaignlog_pull_campaign_names_pull);
   g_test_add_func ("/campaignlog/load/skips-unreadable-lines-naming-file-and-line",
                    test_campaignlog_skips_unreadable_lines_with_file_and_line);
   g_test_add_func ("/campaignlog/calls/counted-per-kind-and-per-1000-tasks",

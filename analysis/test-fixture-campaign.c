@@ -77,6 +77,43 @@ fixture_campaign_write (const char *dir, FixtureFlags flags)
   g_string_free (r, TRUE);
 }
 
+void
+fixture_direct_campaign_write (const char *dir, gboolean mode_in_json)
+{
+  GString *t = g_string_new (NULL), *r = g_string_new (NULL);
+  g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"campaign_started\",\"tasks\":6,"
+                          "\"resumed\":false%s}\n", S (0), mode_in_json ? "" : ",\"mode\":\"direct\"");
+  for (guint j = 0; j < 6; j++)
+    {
+      double sub = 15.0 * (j / 2);
+      g_autofree gchar *proxy = g_strdup_printf ("a%u", j + 1);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\",\"site\":\"A\","
+                              "\"proxy\":\"%s\",\"job\":\"%u\",\"slots\":1,\"walltime\":0,\"task\":%u}\n",
+                              S (sub), proxy, j + 1, j + 1);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\",\"site\":\"A\","
+                              "\"proxy\":\"%s\",\"agent\":\"g-%s\",\"host\":\"h\",\"slots\":1}\n",
+                              S (sub + 4), proxy, proxy);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_exited\",\"site\":\"A\","
+                              "\"proxy\":\"%s\",\"agent\":\"g-%s\"}\n", S (sub + 14), proxy, proxy);
+      g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_ended\",\"site\":\"A\","
+                              "\"proxy\":\"%s\",\"job\":\"%u\"}\n", S (sub + 15), proxy, j + 1);
+      result (r, j + 1, proxy, sub + 4, sub + 14, 0);
+    }
+  g_string_append_printf (t, "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"campaign_finished\",\"done\":6,"
+                          "\"failed\":0,\"cancelled\":0}\n", S (45));
+  g_autofree gchar *tp = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autofree gchar *rp = g_build_filename (dir, "results.jsonl", NULL);
+  g_assert_true (g_file_set_contents (tp, t->str, (gssize) t->len, NULL));
+  g_assert_true (g_file_set_contents (rp, r->str, (gssize) r->len, NULL));
+  if (mode_in_json)
+    {
+      g_autofree gchar *cp = g_build_filename (dir, "campaign.json", NULL);
+      g_assert_true (g_file_set_contents (cp, "{\"version\": 1, \"mode\": \"direct\"}\n", -1, NULL));
+    }
+  g_string_free (t, TRUE);
+  g_string_free (r, TRUE);
+}
+
 gchar *
 fixture_campaign_new (FixtureFlags flags)
 {

@@ -21,6 +21,14 @@ typedef enum
 
 /* Writes DIR/trace.jsonl and DIR/results.jsonl. */
 void fixture_campaign_write (const char *dir, FixtureFlags flags);
+/* A direct-mode campaign (`"mode":"direct"` in campaign_started, or only
+ * in DIR/campaign.json with `mode_in_json`): site A runs 6 tasks of
+ * exactly 10 s, one job each, at most 2 jobs at once; every job waits 4 s
+ * from its submission and is seen ended 1 s after its task, and the next
+ * two go out then: jobs submitted at 0, 15 and 30, tasks ending at 14, 29
+ * and 44.  The direct model gives 44 s exactly; the same six jobs pulling
+ * from where they started would have finished at 29 s. */
+void fixture_direct_campaign_write (const char *dir, gboolean mode_in_json);
 /* A fresh temporary directory holding the fixture. (transfer full) */
 gchar *fixture_campaign_new (FixtureFlags flags);
 /* Removes a directory tree made by a test. */

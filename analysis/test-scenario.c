@@ -47,6 +47,9 @@ static const char issue_example[] =
   "walltime = 2h               # optional\n"
   "fail_rate = 0.05            # optional, per proxy-hour\n"
   "outage = 0.2 24h            # optional, probability and length\n"
+  "poll_interval = 1s          # direct\n"
+  "job_overhead = 2s           # direct\n"
+  "max_calls_per_minute = 12   # direct\n"
   "\n"
   "# a second site with the defaults\n"
   "[site B]\n"
@@ -76,7 +79,13 @@ test_scenario_reads_the_issue_example (Fixture *f, gconstpointer data)
   g_assert_cmpfloat (a->fail_rate, ==, 0.05);
   g_assert_cmpfloat (a->outage_probability, ==, 0.2);
   g_assert_cmpfloat (a->outage_length, ==, 86400);
+  g_assert_cmpfloat (a->poll_interval, ==, 1);
+  g_assert_cmpfloat (a->job_overhead, ==, 2);
+  g_assert_cmpuint (a->calls_per_minute, ==, 12);
   g_assert_cmpstr (b->name, ==, "B");
+  g_assert_cmpfloat (b->poll_interval, ==, DATC_SCENARIO_POLL_INTERVAL);
+  g_assert_cmpfloat (b->job_overhead, ==, 0);
+  g_assert_cmpuint (b->calls_per_minute, ==, 0);
   g_assert_cmpuint (b->proxies, ==, 1);
   g_assert_cmpfloat (b->task_cv, ==, 0);
   g_assert_cmpfloat (b->walltime, ==, 0);
@@ -118,6 +127,10 @@ static const Malformed malformed[] = {
     "unknown key 'walltim'" },
   { "locale-key", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time=1\nwait[fr] = const 1\n", 6,
     "unknown key" },
+  { "overhead-not-a-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\njob_overhead = soon\n", 6,
+    "job_overhead" },
+  { "calls-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nmax_calls_per_minute = -1\n",
+    6, "whole number" },
   { "slots-zero", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=0\ntask_time=1\n", 4, "whole number" },
   { "slots-too-many", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100001\ntask_time=1\n", 4, "whole number" },
   { "proxies-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=-1\ntask_time=1\n", 5,

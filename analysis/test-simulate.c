@@ -136,6 +136,53 @@ test_simulate_static_and_direct_split_by_capacity (void)
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT_COMMON, 1, 0).turnaround, ==, 360);
 }
 
+/* datc's direct mode: 2 places, 10 s tasks, every job waiting 4 s from its
+ * submission and freeing its place 1 s after its task.  Jobs go out at 0,
+ * 15 and 30; their tasks end at 14, 29, 44.  direct-cap queues all six at
+ * time 0, so their waits elapse while the first ones run: 4 + 3 x 10. */
+static void
+test_simulate_direct_mode_waits_add_up_per_place (void)
+{
+  g_autoptr (DatcScenario) sc = datc_scenario_new (6);
+  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 1, 2, 10, 0, datc_wait_dist_new_const (4));
+  s->poll_interval = 0;
+  s->job_overhead = 1;
+  DatcOutcome o = run1 (sc, DATC_POLICY_DIRECT, 1, 0);
+  g_assert_cmpfloat (o.turnaround, ==, 44);
+  g_assert_cmpfloat (o.charged, ==, 60);
+  g_assert_cmpfloat (o.wasted, ==, 0);
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT_CAP, 1, 0).turnaround, ==, 34);
+  /* A budget of 6 calls a minute: a poll and a submit every 30 s, so the
+   * second pair waits from 15 to 30 and the third from 45 to 60. */
+  s->calls_per_minute = 6;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 74);
+  /* The master's polls: 0.5 s after a job's end unless the regular poll
+   * (every 3 s from the last poll) is sooner.  Polls at 3, ..., 12, then
+   * the ends at 14 are seen at 14.5 (before 15); the next regular poll
+   * is at 17.5, then 29.5, so the ends at 28.5 are seen at 29; the last
+   * pair ends at 43. */
+  s->calls_per_minute = 0;
+  s->job_overhead = 0;
+  s->poll_interval = 3;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 43);
+  /* Every 7 s: the regular polls at 14 and 28 see the ends at once. */
+  s->poll_interval = 7;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 42);
+}
+
+/* Tasks come from one bag and are bound to a job when it is submitted:
+ * at time 0 the slow site's one place takes task 2, which then waits its
+ * 100 s there while the fast site runs tasks 1 and 3. */
+static void
+test_simulate_direct_mode_binds_a_task_at_submission (void)
+{
+  g_autoptr (DatcScenario) sc = datc_scenario_new (3);
+  datc_scenario_add_site (sc, "fast", 1, 1, 10, 0, datc_wait_dist_new_const (0))->poll_interval = 0;
+  datc_scenario_add_site (sc, "slow", 1, 1, 10, 0, datc_wait_dist_new_const (100))->poll_interval = 0;
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 110);
+  g_assert_cmpfloat (run1 (sc, DATC_POLICY_PULL, 1, 0).turnaround, ==, 30);
+}
+
 static void
 test_simulate_walltime_resubmits_the_proxy (void)
 {
@@ -421,6 +468,10 @@ main (int argc, char **argv)
                    test_simulate_ect_is_the_nth_completion_slot_exactly);
   g_test_add_func ("/simulate/exact/static-and-direct-split-by-capacity",
                    test_simulate_static_and_direct_split_by_capacity);
+  g_test_add_func ("/simulate/exact/direct-mode-waits-add-up-per-place",
+                   test_simulate_direct_mode_waits_add_up_per_place);
+  g_test_add_func ("/simulate/exact/direct-mode-binds-a-task-at-submission",
+                   test_simulate_direct_mode_binds_a_task_at_submission);
   g_test_add_func ("/simulate/exact/walltime-resubmits-the-proxy", test_simulate_walltime_resubmits_the_proxy);
   g_test_add_func ("/simulate/exact/outage-delays-every-start", test_simulate_outage_delays_every_start);
   g_test_add_func ("/simulate/failures/return-tasks-and-cost-slots",

@@ -110,7 +110,10 @@ typedef struct {
   guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
   guint64 running_expiring;/* tasks running on agents near their walltime */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
-  guint alive;             /* proxies counted against max_proxies */
+  guint alive;             /* proxies counted against max_jobs */
+  guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
+                            * mode max_proxies x slots_per_proxy one-slot proxies, the
+                            * slots pull would have */
 } SiteState;
 
 struct DatcProvisioner {
@@ -123,6 +126,7 @@ struct DatcProvisioner {
   guint32 tag;             /* distinguishes proxy ids across master restarts */
   DatcTrace *trace;
   gint64 next_plan_us;
+  gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
   guint keys_out;          /* key removals with the workers */
 };
@@ -298,6 +302,12 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       SiteState *s = g_new0 (SiteState, 1);
       s->spec = specs->pdata[i];
       s->index = i;
+      /* Direct mode gets the slots of the same sites file as pull, one job
+       * per slot, so that one file compares the modes on equal terms. */
+      s->max_jobs = s->spec->max_proxies;
+      if (p->mode == DATC_MODE_DIRECT)
+        s->max_jobs = (guint) MIN ((guint64) s->spec->max_proxies * s->spec->slots_per_proxy,
+                                   (guint64) G_MAXUINT);
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
       s->lookups = g_ptr_array_new_with_free_func (g_free);
       s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
@@ -1400,7 +1410,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
        * counts against max_proxies, its replacement does in its place.
        * Not a replacement whose own predecessor is still there.  Not in
        * direct mode: a proxy there is bound to its one task, nothing can
-       * replace it, and max_proxies is a hard cap (per-user job limits). */
+       * replace it, and max_jobs is a hard cap (per-user job limits). */
       if (p->mode == DATC_MODE_DIRECT || !x->expiring || x->replaces != NULL)
         s->alive++;
       if (x->online && x->expiring)
@@ -1444,7 +1454,7 @@ count_submitted (SiteState *s, guint n)
 static gboolean
 can_submit (const SiteState *s, gint64 now)
 {
-  return now >= s->next_submit_us && s->alive < s->spec->max_proxies;
+  return now >= s->next_submit_us && s->alive < s->max_jobs;
 }
 
 /* Proxies of the site for `slots` more slots of work, at once (an array
@@ -1456,7 +1466,7 @@ submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
   guint64 per = s->spec->slots_per_proxy, added = 0;
   while (added < slots && can_submit (s, now))
     {
-      guint64 want = MIN ((slots - added + per - 1) / per, s->spec->max_proxies - s->alive);
+      guint64 want = MIN ((slots - added + per - 1) / per, s->max_jobs - s->alive);
       guint n = submit_proxies (p, s, (guint) per, (guint) MIN (want, DATC_ARRAY_MAX), NULL);
       if (n == 0)
         break;
@@ -1519,7 +1529,7 @@ plan_static (DatcProvisioner *p, gint64 now)
 }
 
 /* One single-slot proxy per task, bound to it at submission, up to
- * max_proxies queued or running per site. */
+ * max_jobs (max_proxies x slots_per_proxy) queued or running per site. */
 static void
 plan_direct (DatcProvisioner *p, gint64 now)
 {
@@ -1532,7 +1542,7 @@ plan_direct (DatcProvisioner *p, gint64 now)
         g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
         while (can_submit (s, now))
           {
-            guint room = MIN (s->spec->max_proxies - s->alive, DATC_ARRAY_MAX);
+            guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
             guint64 task;
             g_array_set_size (tasks, 0);
             while (tasks->len < room && datc_ledger_hold (p->ledger, &task))
@@ -1639,7 +1649,11 @@ datc_provisioner_tick (DatcProvisioner *p)
         }
     }
   if (now < p->next_plan_us)
-    return;
+    {
+      p->plan_due = TRUE;
+      return;
+    }
+  p->plan_due = FALSE;
   p->next_plan_us = now + DATC_PROVISIONER_PERIOD_MS * 1000;
 
   gint64 now_real = g_get_real_time ();
@@ -1654,6 +1668,23 @@ datc_provisioner_tick (DatcProvisioner *p)
     case DATC_MODE_STATIC: plan_static (p, now); break;
     case DATC_MODE_DIRECT: plan_direct (p, now); break;
     }
+}
+
+int
+datc_provisioner_next_timeout_ms (DatcProvisioner *p)
+{
+  gint64 now = g_get_monotonic_time (), next = G_MAXINT64;
+  if (p->plan_due)
+    next = p->next_plan_us;
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (!s->polling && needs_poll (s, now))
+        next = MIN (next, s->next_poll_us);
+    }
+  if (next == G_MAXINT64)
+    return -1;
+  return next <= now ? 0 : (int) MIN ((next - now + 999) / 1000, (gint64) G_MAXINT);
 }
 
 guint

@@ -92,6 +92,11 @@ void datc_provisioner_tick (DatcProvisioner *p);
  * arrive on these sockets (ZMQ_POLLIN), which the loop polls beside its
  * others so that it wakes for them; datc_provisioner_tick takes them. */
 void datc_provisioner_poll_items (DatcProvisioner *p, GArray *items);
+/* Milliseconds until the provisioner wants a tick (a poll brought forward,
+ * a plan held back by the period), -1 when nothing is due: the loop must
+ * not sleep past it, or a direct-mode site waits for the loop's other
+ * timers (up to a second) between one job's end and the next submit. */
+int datc_provisioner_next_timeout_ms (DatcProvisioner *p);
 /* Proxies submitted and not seen ended. */
 guint datc_provisioner_alive (DatcProvisioner *p);
 /* Adds "mode" and "sites": [{name, state, last_error, proxies, proxies_pending,

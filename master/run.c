@@ -418,8 +418,10 @@ datc_run (const DatcRunOptions *o)
   {
     DatcLedgerCounts c0;
     datc_ledger_counts (ledger, &c0);
+    /* The mode of this session: `analyze trace` models the one that ran. */
     datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
-                      datc_campaign_resumed (campaign), NULL);
+                      datc_campaign_resumed (campaign), "mode", 's', datc_mode_name (o->mode),
+                      NULL);
   }
 
   /* 3. Signals become readable on a fd; block them before ZeroMQ starts
@@ -565,6 +567,9 @@ datc_run (const DatcRunOptions *o)
     {
       datc_provisioner_tick (prov);
       int timeout = datc_dispatcher_next_timeout_ms (disp);
+      int prov_timeout = datc_provisioner_next_timeout_ms (prov);
+      if (prov_timeout >= 0 && prov_timeout < timeout)
+        timeout = prov_timeout;
       if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
           && errno != EINTR)
         {

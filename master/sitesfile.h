@@ -14,7 +14,8 @@
  *   scheduler = slurm            # required: fork | slurm | sge | pbs | condor | lsf
  *   queue = normal
  *   slots_per_proxy = 16         # default 1
- *   max_proxies = 8              # default 1
+ *   max_proxies = 8              # default 1; --mode direct: up to max_proxies x
+ *                                # slots_per_proxy one-slot jobs (the same slots)
  *   walltime = 2h                # 90 | 90s | 30m | 2h | 1h30m | 1:30:00; default none
  *   poll_interval = 5s           # how often proxy states are asked for; default 5s
  *   command_timeout = 30s        # a site command (ssh, submit, poll, cancel) that takes

@@ -165,6 +165,11 @@ test_same_results_in_every_mode (void)
       g_autoptr (GHashTable) res = tb_results (dir);
       g_autoptr (GPtrArray) trace = read_trace (dir);
       g_assert_cmpuint (g_hash_table_size (res), ==, MODE_TASKS);
+      /* The trace says the mode, so `analyze trace` models the one that ran. */
+      for (guint i = 0; i < trace->len; i++)
+        if (g_str_equal (str_member (trace->pdata[i], "event"), "campaign_started"))
+          g_assert_cmpstr (str_member (trace->pdata[i], "mode"), ==, modes[m]);
+      g_assert_cmpuint (count_events (trace, "campaign_started", NULL), ==, 1);
 
       if (g_str_equal (modes[m], "static"))
         {
@@ -187,10 +192,11 @@ test_same_results_in_every_mode (void)
         }
       if (g_str_equal (modes[m], "direct"))
         {
-          /* One single-slot job per task, never more than max_proxies of
-           * them alive per site, each agent ran exactly one task. */
+          /* One single-slot job per task, never more than max_proxies x
+           * slots_per_proxy of them alive per site, each agent ran
+           * exactly one task. */
           g_assert_cmpuint (count_events (trace, "proxy_submitted", NULL), ==, MODE_TASKS);
-          g_assert_cmpuint (max_alive (trace, "alpha"), <=, 2);
+          g_assert_cmpuint (max_alive (trace, "alpha"), <=, 4);
           g_assert_cmpuint (max_alive (trace, "beta"), <=, 2);
           g_autoptr (GHashTable) per_proxy = g_hash_table_new (g_str_hash, g_str_equal);
           GHashTableIter it;
@@ -307,7 +313,9 @@ test_every_expiring_proxy_replaced (void)
 
 /* In direct mode every proxy is bound to its one task: one near its
  * walltime makes no room for a replacement, and the site never has more
- * than max_proxies queued or running, walltime or not. */
+ * than max_proxies x slots_per_proxy one-slot jobs queued or running,
+ * walltime or not: the slots pull would have (2 x 2 here), not
+ * max_proxies jobs only. */
 static void
 test_direct_never_over_max_proxies (void)
 {
@@ -315,14 +323,18 @@ test_direct_never_over_max_proxies (void)
   g_autofree gchar *tasks = same_tasks (d, 8, "sleep 2");
   g_autofree gchar *sites = tb_write (d, "sites.ini",
                                       "[master]\nlisten = tcp://127.0.0.1:0\n\n"
-                                      "[site short]\nscheduler = fork\n"
+                                      "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
                                       "max_proxies = 2\nwalltime = 6s\n");
   g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "direct", 0);
   g_autoptr (GHashTable) res = tb_results (dir);
   g_assert_cmpuint (g_hash_table_size (res), ==, 8);
   g_autoptr (GPtrArray) trace = read_trace (dir);
   g_assert_cmpuint (count_events (trace, "proxy_submitted", "short"), >=, 8);
-  g_assert_cmpuint (max_alive (trace, "short"), <=, 2);
+  /* Tasks of 2 s, four at a time: the cap is reached, never exceeded. */
+  g_assert_cmpuint (max_alive (trace, "short"), ==, 4);
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal (str_member (trace->pdata[i], "event"), "proxy_submitted"))
+      g_assert_cmpint (json_object_get_int_member (trace->pdata[i], "slots"), ==, 1);
 }
 
 typedef struct {
