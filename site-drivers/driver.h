@@ -171,6 +171,14 @@ typedef struct {
    * command; pending elements a scheduler shows collapsed (Slurm
    * 123_[2-5], Grid Engine's task ranges) are answered one by one. */
   const DatcSchedulerArrays *arrays;
+  /* The log files one proxy leaves in the workdir, as names relative to
+   * it (NULL-ended, transfer full), as the script's directives or the
+   * submit command name them: `job_name` the request's name (an array's,
+   * for its elements), `job_id` as submit or element_id gave it,
+   * `script_name` the script it was submitted as.  NULL when job_id is not
+   * one of this scheduler's.  The script is not in it: the caller named
+   * that (an array's elements share one). */
+  GStrv (*proxy_logs)(const char *job_name, const char *job_id, const char *script_name);
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */
@@ -243,6 +251,18 @@ gboolean datc_site_scheduler_can_lookup (DatcSite *site);
  * refuses; otherwise the errors of a command and its parser. */
 gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exists,
                                 gchar **answer, GError **error);
+/* The logs a proxy leaves in the workdir (the scheduler's proxy_logs):
+ * plain file names (transfer full), or NULL when the scheduler cannot
+ * name them for that job id. */
+GStrv datc_site_proxy_logs(DatcSite *site, const char *job_name, const char *job_id,
+                           const char *script_name);
+/* Removes the files `names` (plain file names: no '/', not "." or "..")
+ * from `workdir` (absolute) on the site with `rm -f`: one command for
+ * hundreds of names (more only past what one command line may hold),
+ * never anything outside workdir.  A name that is not plain is
+ * DATC_SITE_ERROR_CONFIG, and nothing is removed. */
+gboolean datc_site_remove_files(DatcSite *site, const char *workdir, const char *const *names,
+                                GError **error);
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 const char *datc_site_scheduler_name (DatcSite *site);

@@ -293,6 +293,18 @@ fork_cancel_argv(const char *const *ids)
   return sh_with_ids(cancel_script, "datc-fork-cancel", ids);
 }
 
+/* The submit command sends the proxy's output to SCRIPT.log. */
+static GStrv
+fork_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)job_name;
+  if (!fork_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strconcat(script_name, ".log", NULL);
+  return logs;
+}
+
 const DatcSchedulerClass datc_scheduler_fork = {
   .name = "fork",
   .script = fork_script,
@@ -302,4 +314,5 @@ const DatcSchedulerClass datc_scheduler_fork = {
   .parse_poll = fork_parse_poll,
   .cancel_argv = fork_cancel_argv,
   .no_queues = "fork has no queues: `queue` is ignored",
+  .proxy_logs = fork_proxy_logs,
 };

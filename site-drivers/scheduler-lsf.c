@@ -450,6 +450,26 @@ lsf_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return FALSE;
 }
 
+/* -o NAME.%J.log, an array element's NAME.%J_%I.log: the element's id
+ * ID[I] is written ID_I there. */
+static GStrv
+lsf_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!lsf_id_is_valid(job_id))
+    return NULL;
+  g_autofree gchar *id = g_strdup(job_id);
+  gchar *bracket = strchr(id, '[');
+  if (bracket != NULL)
+    {
+      *bracket = '_';
+      bracket[strlen(bracket) - 1] = '\0'; /* the ']' */
+    }
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, id);
+  return logs;
+}
+
 static const char *const lsf_programs[] = { "bsub", "bjobs", "bkill", "bqueues", NULL };
 
 const DatcSchedulerClass datc_scheduler_lsf = {
@@ -466,4 +486,5 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_queue = lsf_parse_queue,
   .programs = lsf_programs,
   .arrays = &lsf_arrays,
+  .proxy_logs = lsf_proxy_logs,
 };

@@ -528,6 +528,24 @@ pbs_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+/* PBS's default log (-j oe) is NAME.oSEQ, a subjob's NAME.oSEQ.INDEX:
+ * SEQ[INDEX].SERVER gives both. */
+static GStrv
+pbs_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!pbs_id_is_valid(job_id))
+    return NULL;
+  gsize seq = strspn(job_id, "0123456789");
+  g_autofree gchar *index = NULL;
+  if (job_id[seq] == '[')
+    index = g_strndup(job_id + seq + 1, strcspn(job_id + seq + 1, "]"));
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.o%.*s%s%s", job_name, (int)seq, job_id, index ? "." : "",
+                            index ? index : "");
+  return logs;
+}
+
 static const char *const pbs_programs[] = { "qsub", "qstat", "qdel", "qselect", NULL };
 
 const DatcSchedulerClass datc_scheduler_pbs = {
@@ -544,4 +562,5 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .parse_queue = pbs_parse_queue,
   .programs = pbs_programs,
   .arrays = &pbs_arrays,
+  .proxy_logs = pbs_proxy_logs,
 };

@@ -524,6 +524,19 @@ sge_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+/* -o NAME.$JOB_ID.log, an array task's NAME.$JOB_ID.$TASK_ID.log:
+ * NAME.ID.log either way, the element's id being JOB.TASK. */
+static GStrv
+sge_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!sge_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, job_id);
+  return logs;
+}
+
 static const char *const sge_programs[] = { "qsub", "qstat", "qdel", "qconf", NULL };
 
 const DatcSchedulerClass datc_scheduler_sge = {
@@ -540,4 +553,5 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .parse_queue = sge_parse_queue,
   .programs = sge_programs,
   .arrays = &sge_arrays,
+  .proxy_logs = sge_proxy_logs,
 };

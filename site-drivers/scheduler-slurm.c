@@ -603,6 +603,19 @@ slurm_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exi
   return TRUE;
 }
 
+/* --output=NAME.%j.log, an array's NAME.%A_%a.log: NAME.ID.log either
+ * way, the element's id being A_a. */
+static GStrv
+slurm_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!slurm_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, job_id);
+  return logs;
+}
+
 static const char *const slurm_programs[] = { "sbatch", "squeue", "scancel", "scontrol", NULL };
 
 const DatcSchedulerClass datc_scheduler_slurm = {
@@ -619,4 +632,5 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .parse_queue = slurm_parse_queue,
   .programs = slurm_programs,
   .arrays = &slurm_arrays,
+  .proxy_logs = slurm_proxy_logs,
 };
