@@ -365,8 +365,9 @@ run_once (const char *tmp, guint index, const char *tasks, const char *hung_grou
   r->raw_ms = g_array_new (FALSE, FALSE, sizeof (double));
   r->degraded_live_s = -1;
 
+  /* The agents' logs are read afterwards (count_missed): kept. */
   const char *argv[] = { datc, "run", "--dir", dir, "--sites", sites, "--heartbeat-ms", "200",
-                         "--agent-timeout-ms", "1600", tasks, NULL };
+                         "--agent-timeout-ms", "1600", "--keep-site-files", tasks, NULL };
   const char *st_argv[] = { datc, "status", "--json", dir, NULL };
   g_autoptr (JsonNode) req = json_from_string ("{\"cmd\":\"status\"}", NULL);
   gint64 t0 = g_get_monotonic_time ();

@@ -14,6 +14,7 @@
 #include "results.h"
 #include "provisioner.h"
 #include "run.h"
+#include "sitesfile.h"
 
 #define EXIT_INPUT 2
 
@@ -21,7 +22,8 @@ static void
 usage (FILE *out)
 {
   fputs ("usage:\n"
-         "  datc run [--dir DIR] [--sites SITES.ini] [--local-slots N] [--local-agents K] [--open] [--json] TASKFILE\n"
+         "  datc run [--dir DIR] [--sites SITES.ini] [--local-slots N] [--local-agents K] [--open] [--json]\n"
+         "           [--give-up-after DURATION] [--keep-site-files] TASKFILE\n"
          "  datc status [DIR] [--json] [--watch]\n"
          "  datc submit [DIR] (--file FILE | -- COMMAND ARGS...)\n"
          "  datc cancel [DIR] [ID ...]     datc close [DIR]     datc shell [DIR]\n"
@@ -44,8 +46,8 @@ cmd_run (int argc, char **argv)
   g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL, *sites = NULL;
   gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
   gboolean json = FALSE, no_local = FALSE, open_campaign = FALSE, retry_cancelled = FALSE,
-           no_progress = FALSE;
-  g_autofree gchar *mode = NULL;
+           no_progress = FALSE, keep_site_files = FALSE;
+  g_autofree gchar *mode = NULL, *give_up = NULL;
   GOptionEntry entries[] = {
     { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format, "Task file format: auto, lines, jsonl", "F" },
@@ -63,6 +65,8 @@ cmd_run (int argc, char **argv)
     { "open", 0, 0, G_OPTION_ARG_NONE, &open_campaign, "Keep serving when the bag is empty, until `datc close`", NULL },
     { "retry-cancelled", 0, 0, G_OPTION_ARG_NONE, &retry_cancelled, "Run the tasks an earlier `datc cancel` cancelled", NULL },
     { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal", NULL },
+    { "give-up-after", 0, 0, G_OPTION_ARG_STRING, &give_up, "Stop (exit 3) when every site has been degraded this long with no agent connected; 0: never (default: the sites file's give_up_after, else 5m)", "DURATION" },
+    { "keep-site-files", 0, 0, G_OPTION_ARG_NONE, &keep_site_files, "Leave every proxy script and log in the sites' workdirs (default: only those of proxies that failed stay)", NULL },
     { NULL }
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TASKFILE - run a campaign");
@@ -89,6 +93,14 @@ cmd_run (int argc, char **argv)
       g_printerr ("datc run: --mode %s: expected pull, static or direct\n", mode);
       return EXIT_INPUT;
     }
+  if (give_up != NULL && !datc_parse_duration (give_up, &o.give_up_s))
+    {
+      g_printerr ("datc run: --give-up-after %s: expected a duration (5m, 90s, 1h, ...) or 0 "
+                  "for never\n", give_up);
+      return EXIT_INPUT;
+    }
+  o.give_up_set = give_up != NULL;
+  o.keep_site_files = keep_site_files;
   if (local_exec != NULL && !g_str_equal (local_exec, "none"))
     {
       g_printerr ("datc run: --local-exec takes only 'none'\n");

@@ -59,7 +59,17 @@ typedef struct Proxy {
   gchar *log;              /* its log on the site, or NULL: not known */
   gint64 running_since_us; /* when a poll first said it runs (monotonic); 0: not yet */
   gboolean log_read;       /* its log was read for why its agent does not connect */
+  gboolean ran;            /* the scheduler said it runs (its files may say why it failed) */
+  gchar *submission;       /* the submit it came from (ID, or ID of ID-1..ID-k): its job name
+                            * datc-ID and script ID.sh; NULL: not known */
 } Proxy;
+
+/* A submit whose proxies have not all ended: its script (an array's
+ * elements share one) goes once they all ended well. */
+typedef struct {
+  guint left;              /* its proxies not seen ended */
+  gboolean keep;           /* one of them failed: its script stays for the user */
+} Submission;
 
 typedef enum {
   HEALTH_OK = 0,
@@ -114,6 +124,9 @@ typedef struct {
   guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
                             * mode max_proxies x slots_per_proxy one-slot proxies, the
                             * slots pull would have */
+  /* The workdir's files of proxies that ended well, to remove. */
+  GHashTable *submissions; /* submission id -> Submission*, while any of its proxies is alive */
+  GPtrArray *spent;        /* gchar*: file names in the workdir */
 } SiteState;
 
 struct DatcProvisioner {
@@ -129,6 +142,10 @@ struct DatcProvisioner {
   gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
   guint keys_out;          /* key removals with the workers */
+  guint removals_out;      /* removals of spent proxy files with the workers */
+  gboolean keep_site_files;
+  guint give_up_s;         /* 0: never */
+  gint64 stuck_since_us;   /* since when no site can run the campaign; 0: one can */
 };
 
 /* ---- modes ---------------------------------------------------------- */
@@ -181,6 +198,7 @@ proxy_free (gpointer p)
   g_free (x->id);
   g_free (x->job_id);
   g_free (x->log);
+  g_free (x->submission);
   g_free (x);
 }
 
@@ -191,12 +209,41 @@ site_state_free (gpointer p)
   g_ptr_array_unref (s->proxies);
   g_ptr_array_unref (s->lookups);
   g_array_unref (s->calls);
+  g_hash_table_unref (s->submissions);
+  g_ptr_array_unref (s->spent);
   if (s->worker != NULL && s->spec != NULL)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
   g_free (s->last_error);
   g_free (s->unreachable);
   g_free (s);
+}
+
+/* One more proxy of `submission` is alive on the site. */
+static void
+submission_add (SiteState *s, const char *submission, guint n)
+{
+  Submission *sub = g_hash_table_lookup (s->submissions, submission);
+  if (sub == NULL)
+    {
+      sub = g_new0 (Submission, 1);
+      g_hash_table_insert (s->submissions, g_strdup (submission), sub);
+    }
+  sub->left += n;
+}
+
+/* The submission a journaled proxy id comes from: an array's element
+ * SITE-TAG-aN-I (see submit_job) comes from SITE-TAG-aN, any other proxy
+ * from itself. */
+static gchar *
+submission_of (const char *proxy_id)
+{
+  g_autoptr (GRegex) element = g_regex_new ("-[0-9a-f]{4}-a[0-9]+(-[0-9]+)$", 0, 0, NULL);
+  g_autoptr (GMatchInfo) m = NULL;
+  gint start = -1;
+  if (g_regex_match (element, proxy_id, 0, &m) && g_match_info_fetch_pos (m, 1, &start, NULL))
+    return g_strndup (proxy_id, (gsize) start);
+  return g_strdup (proxy_id);
 }
 
 /* Proxies an earlier master submitted and never saw end are still ours. */
@@ -220,6 +267,8 @@ adopt_open_proxies (DatcProvisioner *p)
           x->state = DATC_PROXY_UNKNOWN;
           x->slots = s->spec->slots_per_proxy;
           x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+          x->submission = submission_of (x->id);
+          submission_add (s, x->submission, 1);
           g_ptr_array_add (s->proxies, x);
         }
     }
@@ -296,6 +345,8 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   p->trace = o->trace;
   p->tag = g_random_int_range (0x1000, 0xffff);
   p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
+  p->keep_site_files = o->keep_site_files;
+  p->give_up_s = o->give_up_s;
 
   for (guint i = 0; i < specs->len; i++)
     {
@@ -323,6 +374,8 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->calls = g_array_new (FALSE, FALSE, sizeof (gint64));
       /* Every command counted: none run again behind the budget's back. */
       datc_site_set_retry (s->spec->site, s->calls_per_minute == 0);
+      s->submissions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+      s->spent = g_ptr_array_new_with_free_func (g_free);
       g_autoptr (GError) error = NULL;
       s->worker = datc_site_worker_new (s->spec->site, &error);
       if (s->worker == NULL)
@@ -373,6 +426,13 @@ backoff_us (guint in_a_row)
   return (gint64) MIN (MAX_BACKOFF_MS, 1000u << MIN (in_a_row, 6u)) * 1000;
 }
 
+/* "5 min", "90 s": the give-up time as a user wrote it, near enough. */
+static gchar *
+human_duration (guint s)
+{
+  return s >= 60 && s % 60 == 0 ? g_strdup_printf ("%u min", s / 60) : g_strdup_printf ("%u s", s);
+}
+
 static void
 site_failed (DatcProvisioner *p, SiteState *s, Health why, guint in_a_row, const char *error)
 {
@@ -381,8 +441,23 @@ site_failed (DatcProvisioner *p, SiteState *s, Health why, guint in_a_row, const
   if (in_a_row < DEGRADED_AFTER || s->health != HEALTH_OK)
     return;
   s->health = why;
-  g_warning ("site %s: degraded after %u failures in a row; the campaign goes on with the "
-             "other sites: %s", s->spec->name, in_a_row, error);
+  /* Only a site that is not degraded itself can take the work: with none,
+   * saying the campaign goes on elsewhere would be a lie. */
+  gboolean others = FALSE;
+  for (guint i = 0; i < p->sites->len; i++)
+    others = others || ((SiteState *) p->sites->pdata[i])->health == HEALTH_OK;
+  g_autofree gchar *wait = human_duration (p->give_up_s);
+  if (others)
+    g_warning ("site %s: degraded after %u failures in a row; the campaign goes on with the "
+               "other sites: %s", s->spec->name, in_a_row, error);
+  else if (p->give_up_s > 0)
+    g_warning ("site %s: degraded after %u failures in a row: %s\n"
+               "no site can run the campaign now: datc stops in %s unless one works again "
+               "or an agent connects", s->spec->name, in_a_row, error, wait);
+  else
+    g_warning ("site %s: degraded after %u failures in a row: %s\n"
+               "no site can run the campaign now; it waits for one to work again "
+               "(give_up_after = 0)", s->spec->name, in_a_row, error);
   datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error", 's', error,
                     NULL);
 }
@@ -649,6 +724,9 @@ submit_done (gpointer owner, gpointer data)
   if (j->error != NULL)
     {
       submit_failed (p, s, j->error);
+      /* Its script, if it got there, stays: the user may want to submit
+       * it by hand to see what the scheduler says. */
+      g_hash_table_remove (s->submissions, j->id);
       for (guint i = 0; i < j->xs->len; i++)
         {
           Proxy *x = j->xs->pdata[i];
@@ -753,6 +831,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
       x->slots = slots;
       x->submitted_us = g_get_real_time ();
       x->task = tasks != NULL ? tasks[i] : 0;
+      x->submission = g_strdup (id);
       g_ptr_array_add (s->proxies, x);
       g_ptr_array_add (j->xs, x);
       /* Bound now: a fork site's agent may say HELLO before the submit's
@@ -761,6 +840,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
         datc_dispatcher_bind (p->disp, s->spec->name, x->id, x->task);
     }
   j->id = id;
+  submission_add (s, id, k);
   /* Durable before the command goes out: a master killed while it is out
    * asks the scheduler for it by name when the campaign resumes (a fork
    * site's proxies are this process's own: nothing to find). */
@@ -812,6 +892,49 @@ trace_started (DatcProvisioner *p, SiteState *s, Proxy *x, const char *seen_by, 
                     NULL);
 }
 
+static void remove_spent (DatcProvisioner *p, SiteState *s);
+
+/* Past this many names a site's spent files are removed at once, not at
+ * the end: a direct-mode campaign ends a proxy per task. */
+#define SPENT_BATCH 1000
+
+/* A proxy ended: a user has nothing to read in the files of one that
+ * ended well (its agent connected, or we cancelled it while it waited in
+ * the queue), so its log goes, and its script once every proxy of its
+ * submit is gone (an array's elements share it).  One that failed keeps
+ * its log and script, where the reason is: the scheduler says FAILED,
+ * or its agent never connected though it ended on its own or ran (an
+ * agent that cannot reach the master says so in the log, and we cancel
+ * it at the end). */
+static void
+proxy_spent (DatcProvisioner *p, SiteState *s, Proxy *x)
+{
+  if (p->keep_site_files || x->submission == NULL)
+    return;
+  gboolean failed = x->state == DATC_PROXY_FAILED
+                    || (!x->connected && (!x->cancelling || x->ran));
+  g_autofree gchar *name = g_strdup_printf ("datc-%s", x->submission);
+  g_autofree gchar *script = g_strdup_printf ("%s.sh", x->submission);
+  if (!failed && x->job_id != NULL)
+    {
+      g_auto (GStrv) logs = datc_site_proxy_logs (s->spec->site, name, x->job_id, script);
+      for (guint i = 0; logs != NULL && logs[i] != NULL; i++)
+        g_ptr_array_add (s->spent, g_steal_pointer (&logs[i]));
+    }
+  Submission *sub = g_hash_table_lookup (s->submissions, x->submission);
+  if (sub == NULL)
+    return;
+  sub->keep = sub->keep || failed;
+  if (sub->left > 0 && --sub->left == 0)
+    {
+      if (!sub->keep)
+        g_ptr_array_add (s->spent, g_steal_pointer (&script));
+      g_hash_table_remove (s->submissions, x->submission);
+    }
+  if (s->spent->len >= SPENT_BATCH)
+    remove_spent (p, s);
+}
+
 /* A proxy is gone: its bound task (direct mode) goes back to the queue if
  * it never ran, and a proxy that never connected (and that we did not
  * cancel) counts against the site. */
@@ -844,6 +967,7 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
   datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
   datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id,
                     "job", 's', x->job_id, NULL);
+  proxy_spent (p, s, x);
 }
 
 typedef struct {
@@ -905,6 +1029,7 @@ poll_done (gpointer owner, gpointer data)
           if (x == NULL)
             continue;
           x->state = j->states[k];
+          x->ran = x->ran || x->state == DATC_PROXY_RUNNING;
           if (x->state == DATC_PROXY_RUNNING)
             trace_started (p, s, x, "scheduler", g_get_real_time ());
           if (x->state == DATC_PROXY_RUNNING && x->running_since_us == 0)
@@ -1011,6 +1136,8 @@ lookup_done (gpointer owner, gpointer data)
           x->state = DATC_PROXY_UNKNOWN;
           x->slots = s->spec->slots_per_proxy;
           x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+          x->submission = g_strdup (j->id);
+          submission_add (s, j->id, 1);
           g_ptr_array_add (s->proxies, x);
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
           datc_trace_event (p->trace, "proxy_found", "site", 's', s->spec->name, "proxy", 's',
@@ -1137,7 +1264,13 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
       if (x->job_id != NULL)
         g_ptr_array_add (ids, g_strdup (x->job_id));
     }
-  if (ids->len == 0 || !take_calls (p, s, 1, reserve, "cancel"))
+  if (ids->len == 0)
+    return;
+  /* Asked about first, the budget allowing (the worker runs commands in
+   * order): a proxy that already ended on its own is seen so, not taken
+   * for one we cancelled, and its files stay for the user (proxy_spent). */
+  poll_site (p, s, reserve + 1);
+  if (!take_calls (p, s, 1, reserve, "cancel"))
     return;
   g_ptr_array_add (ids, NULL);
   CancelJob *j = g_new0 (CancelJob, 1);
@@ -1750,6 +1883,54 @@ key_done (gpointer owner, gpointer data)
   g_free (j);
 }
 
+/* The files of proxies that ended well, removed from the site's workdir
+ * in one command (datc_site_remove_files), on its worker. */
+typedef struct {
+  SiteState *s;
+  guint command_ms;
+  gchar *workdir;
+  GStrv names;
+  GError *error;
+} RemoveJob;
+
+static void
+remove_run (DatcSite *site, gpointer data)
+{
+  RemoveJob *j = data;
+  datc_site_set_command_timeout (site, j->command_ms);
+  datc_site_remove_files (site, j->workdir, (const char *const *) j->names, &j->error);
+}
+
+static void
+remove_done (gpointer owner, gpointer data)
+{
+  DatcProvisioner *p = owner;
+  RemoveJob *j = data;
+  p->removals_out--;
+  if (j->error != NULL)
+    g_warning ("site %s: could not remove the scripts and logs of %u proxies that ended well: %s",
+               j->s->spec->name, g_strv_length (j->names), j->error->message);
+  g_clear_error (&j->error);
+  g_free (j->workdir);
+  g_strfreev (j->names);
+  g_free (j);
+}
+
+static void
+remove_spent (DatcProvisioner *p, SiteState *s)
+{
+  if (s->spent->len == 0)
+    return;
+  RemoveJob *j = g_new0 (RemoveJob, 1);
+  j->s = s;
+  j->command_ms = s->command_ms;
+  j->workdir = g_strdup (s->spec->workdir);
+  g_ptr_array_add (s->spent, NULL);
+  j->names = (GStrv) g_ptr_array_steal (s->spent, NULL);
+  p->removals_out++;
+  datc_site_worker_post (s->worker, remove_run, remove_done, j);
+}
+
 /* No command may outlast the shutdown's deadline by more than its own
  * retry: each gets the time left (at least a second, at most the usual
  * timeout). */
@@ -1794,11 +1975,14 @@ wait_for_sites (DatcProvisioner *p, gint64 wait_us, gint64 deadline)
 /* With its proxies gone no agent needs the campaign's key on a site: it
  * is not left behind in the workdir (a resumed campaign puts it again at
  * its first submit).  A site where proxies are left keeps it (their agents
- * need it), and says so.  Proxy scripts and logs stay, for whoever
- * debugs.  All sites at once, each on its worker. */
+ * need it), and says so.  The scripts and logs of proxies that ended well
+ * go too (proxy_spent), those of failed ones stay for whoever debugs.
+ * All sites at once, each on its worker. */
 static gboolean
 remove_keys (DatcProvisioner *p, gint64 deadline)
 {
+  for (guint i = 0; i < p->sites->len; i++)
+    remove_spent (p, p->sites->pdata[i]);
   gboolean all = TRUE;
   for (guint i = 0; i < p->sites->len; i++)
     {
@@ -1821,7 +2005,7 @@ remove_keys (DatcProvisioner *p, gint64 deadline)
       datc_site_worker_post (s->worker, key_run, key_done, j);
     }
   /* Behind a command that hangs a removal never comes: said below. */
-  while (p->keys_out > 0 && g_get_monotonic_time () < deadline)
+  while ((p->keys_out > 0 || p->removals_out > 0) && g_get_monotonic_time () < deadline)
     wait_for_sites (p, 200 * 1000, deadline);
   for (guint i = 0; i < p->sites->len; i++)
     {
@@ -1915,6 +2099,51 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
   gboolean clean = remove_keys (p, deadline) && datc_provisioner_alive (p) == 0 && looked_up;
   trace_commands (p);
   return clean;
+}
+
+/* ---- a campaign no site can run -------------------------------------- */
+
+gboolean
+datc_provisioner_cannot_run (DatcProvisioner *p, gchar **why)
+{
+  /* A busy cluster is not a broken one: only degraded sites count (a site
+   * whose proxies wait in a queue is healthy), and a single agent
+   * connected anywhere means the campaign runs. */
+  DatcLedgerCounts c;
+  datc_ledger_counts (p->ledger, &c);
+  gboolean stuck = p->give_up_s > 0 && p->sites->len > 0 && c.queued > 0
+                   && datc_dispatcher_agents (p->disp) == 0;
+  for (guint i = 0; i < p->sites->len && stuck; i++)
+    stuck = ((SiteState *) p->sites->pdata[i])->health != HEALTH_OK;
+  gint64 now = g_get_monotonic_time ();
+  if (!stuck)
+    {
+      p->stuck_since_us = 0;
+      return FALSE;
+    }
+  if (p->stuck_since_us == 0)
+    p->stuck_since_us = now;
+  if (now - p->stuck_since_us < (gint64) p->give_up_s * G_USEC_PER_SEC)
+    return FALSE;
+  g_autofree gchar *wait = human_duration (p->give_up_s);
+  GString *text = g_string_new (NULL);
+  g_string_printf (text, "no site can run the campaign: every site has been degraded for %s "
+                   "with no agent connected (give_up_after in [master] of the sites file, or "
+                   "--give-up-after); fix the sites and run the same command again to resume:",
+                   wait);
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      g_autofree gchar *own = g_strdup_printf ("site %s: ", s->spec->name);
+      const char *last = s->last_error ? s->last_error : "(no message)";
+      if (g_str_has_prefix (last, own))
+        last += strlen (own); /* the driver's errors name the site already */
+      g_auto (GStrv) lines = g_strsplit (last, "\n", -1);
+      g_autofree gchar *error = g_strjoinv ("\n    ", lines);
+      g_string_append_printf (text, "\n  site %s: %s", s->spec->name, error);
+    }
+  *why = g_string_free (text, FALSE);
+  return TRUE;
 }
 
 /* ---- status --------------------------------------------------------- */

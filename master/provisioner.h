@@ -73,6 +73,8 @@ typedef struct {
   guint poll_ms;               /* default poll interval of a site */
   DatcMode mode;
   DatcTrace *trace;            /* proxy and site events (transfer none), or NULL */
+  guint give_up_s;             /* see datc_provisioner_cannot_run; 0: never */
+  gboolean keep_site_files;    /* leave every proxy script and log on the sites */
 } DatcProvisionerOptions;
 
 /* Takes ownership of the specs (DatcSiteSpec*).  Sets the mode up in the
@@ -111,11 +113,21 @@ guint datc_provisioner_alive (DatcProvisioner *p);
  * built. */
 void datc_provisioner_describe (DatcProvisioner *p, JsonBuilder *b);
 
+/* TRUE (and *why, transfer full: each site and its last error, a line
+ * each) once no site has been able to run the campaign for the options'
+ * give_up_s: work waits, every site is degraded, no agent is connected.
+ * Proxies waiting in a queue are no reason: their site is not degraded.
+ * Cheap: call it on every loop turn. */
+gboolean datc_provisioner_cannot_run (DatcProvisioner *p, gchar **why);
+
 /* The end of every run, whatever ended it: cancels every proxy still
  * alive (`why` in the trace) and polls until all have ended, then removes
- * the agent key from each site left without proxies, all within
- * `timeout_ms` (each command's timeout is cut to the time left).  Every
- * proxy and key left is logged.  Returns TRUE when nothing is left. */
+ * the agent key from each site left without proxies, and from each
+ * site's workdir the scripts and logs of proxies that ended well (unless
+ * keep_site_files; one command per site; those of proxies that failed
+ * stay), all within `timeout_ms` (each command's timeout is cut to the
+ * time left).  Every proxy and key left is logged.  Returns TRUE when
+ * nothing is left. */
 gboolean datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms);
 
 G_END_DECLS

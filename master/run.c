@@ -532,6 +532,9 @@ datc_run (const DatcRunOptions *o)
     .poll_ms = 5000,
     .mode = o->mode,
     .trace = trace,
+    .give_up_s = o->give_up_set ? o->give_up_s
+                 : sites_file != NULL ? sites_file->give_up_s : DATC_GIVE_UP_DEFAULT_S,
+    .keep_site_files = o->keep_site_files,
   };
   prov = datc_provisioner_new (ledger, disp, g_steal_pointer (&specs), &popt);
   g_string_free (agent_args, TRUE);
@@ -554,6 +557,7 @@ datc_run (const DatcRunOptions *o)
   /* 5. The loop. */
   int status = EXIT_ALL_OK;
   gboolean stop = FALSE;
+  const char *stop_why = "campaign stopped";
   items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
   datc_dispatcher_poll_items (disp, items);
   datc_control_poll_items (control, items);
@@ -587,6 +591,18 @@ datc_run (const DatcRunOptions *o)
       if (!datc_dispatcher_receive (disp, &error))
         goto fatal;
       datc_control_receive (control, handle_control, &m);
+      /* No site can run it: say why, site by site, and end as a signal
+       * would (resumable), not wait for ever. */
+      g_autofree gchar *cannot = NULL;
+      if (!stop && datc_provisioner_cannot_run (prov, &cannot))
+        {
+          if (show_progress)
+            progress (&m, TRUE);
+          g_printerr ("datc: %s\n", cannot);
+          datc_trace_event (trace, "campaign_gave_up", "reason", 's', cannot, NULL);
+          stop_why = "no site can run the campaign";
+          stop = TRUE;
+        }
       datc_dispatcher_tick (disp);
       datc_dispatcher_release_idle (disp);
       /* Control replies leave once what they changed is committed. */
@@ -609,7 +625,7 @@ datc_run (const DatcRunOptions *o)
     progress (&m, TRUE);
 
   /* 6. Everyone goes home: agents exit, proxies end. */
-  if (!end_run (disp, prov, stop ? "campaign stopped" : "campaign finished", TRUE, &error))
+  if (!end_run (disp, prov, stop ? stop_why : "campaign finished", TRUE, &error))
     status = EXIT_CANNOT_RUN;
   if (error == NULL)
     {

@@ -24,6 +24,9 @@ typedef struct {
   gboolean retry_cancelled;    /* cancelled tasks of an earlier run go back to the queue */
   gboolean no_progress;        /* no progress line even on a terminal */
   DatcMode mode;               /* how tasks meet proxies (default pull) */
+  gboolean give_up_set;        /* --give-up-after was given: give_up_s, not the sites file's */
+  guint give_up_s;             /* stop when no site can run the campaign this long; 0: never */
+  gboolean keep_site_files;    /* leave every proxy script and log on the sites */
 } DatcRunOptions;
 
 /* Returns the process exit status: 0 all tasks succeeded, 1 some failed,

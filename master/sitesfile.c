@@ -14,7 +14,7 @@
 
 G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
 
-static const char *const master_keys[] = { "listen", "advertise", NULL };
+static const char *const master_keys[] = { "listen", "advertise", "give_up_after", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
@@ -370,6 +370,7 @@ datc_sites_file_load (const char *path, GError **error)
   g_autoptr (GError) local = NULL;
 
   f->path = g_strdup (path);
+  f->give_up_s = DATC_GIVE_UP_DEFAULT_S;
   f->sites = g_ptr_array_new_with_free_func (site_config_free);
   if (!g_file_get_contents (path, &text, &len, &local))
     {
@@ -422,6 +423,11 @@ datc_sites_file_load (const char *path, GError **error)
           if (f->listen && !g_str_has_prefix (f->listen, "tcp://"))
             problem (&ix, line_of (&ix, g, "listen"),
                      "listen must be tcp://HOST:PORT (agents on other hosts connect there)");
+          g_autofree gchar *gu = g_key_file_get_string (f->keyfile, g, "give_up_after", NULL);
+          if (gu != NULL && !datc_parse_duration (g_strstrip (gu), &f->give_up_s))
+            problem (&ix, line_of (&ix, g, "give_up_after"),
+                     "give_up_after \"%s\": expected a duration (5m, 90s, 1h, ...) or 0 for "
+                     "never", gu);
           continue;
         }
 

@@ -6,6 +6,10 @@
  *                                # wildcard listen (0.0.0.0, ::, *) when a site uses ssh
  *                                # (else agents get this host's name); an ssh site also
  *                                # needs a listen (else agents get an ipc:// socket here)
+ *   give_up_after = 5m           # `datc run` stops (exit 3, naming each site and its
+ *                                # last error) once every site has been degraded this
+ *                                # long with work waiting and no agent connected;
+ *                                # 0: never; default 5m; `--give-up-after` overrides
  *
  *   [site NAME]
  *   transport = ssh              # local (default) | ssh
@@ -68,8 +72,12 @@ typedef struct {
   GKeyFile *keyfile;       /* the whole file, for the transports' own keys */
   gchar *listen;           /* or NULL */
   gchar *advertise;        /* or NULL */
+  guint give_up_s;         /* give_up_after; 0: never */
   GPtrArray *sites;        /* DatcSiteConfig* in file order */
 } DatcSitesFile;
+
+/* give_up_after when neither the file nor the command line says. */
+#define DATC_GIVE_UP_DEFAULT_S 300u
 
 DatcSitesFile *datc_sites_file_load (const char *path, GError **error);
 void datc_sites_file_free (DatcSitesFile *f);

@@ -27,6 +27,7 @@ test_valid (void)
       "[master]\n"
       "listen = tcp://0.0.0.0:0\n"
       "advertise = 10.1.2.3\n"
+      "give_up_after = 10m\n"
       "\n"
       "[site hpc1]\n"
       "transport = local\n"
@@ -43,6 +44,7 @@ test_valid (void)
   g_assert_no_error (error);
   g_assert_cmpstr (f->listen, ==, "tcp://0.0.0.0:0");
   g_assert_cmpstr (f->advertise, ==, "10.1.2.3");
+  g_assert_cmpuint (f->give_up_s, ==, 600);
   g_assert_cmpuint (f->sites->len, ==, 2);
   DatcSiteConfig *a = f->sites->pdata[0], *b = f->sites->pdata[1];
   g_assert_cmpstr (a->name, ==, "hpc1");
@@ -55,6 +57,27 @@ test_valid (void)
   g_assert_cmpuint (b->walltime_s, ==, 0);
   g_assert_cmpstr (b->agent, ==, "datc-agent");
   g_unlink (path);
+}
+
+/* Five minutes unless the file says; 0 is never. */
+static void
+test_give_up_after (void)
+{
+  const struct { const char *text; guint s; } cases[] = {
+    { "[site a]\nscheduler = fork\n", DATC_GIVE_UP_DEFAULT_S },
+    { "[master]\ngive_up_after = 0\n[site a]\nscheduler = fork\n", 0 },
+    { "[master]\ngive_up_after = 90\n[site a]\nscheduler = fork\n", 90 },
+  };
+  g_assert_cmpuint (DATC_GIVE_UP_DEFAULT_S, ==, 300);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *path = write_tmp (cases[i].text);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (f->give_up_s, ==, cases[i].s);
+      g_unlink (path);
+    }
 }
 
 typedef struct {
@@ -81,6 +104,8 @@ static const Bad bad[] = {
   { "duplicate-group", "[site a]\nscheduler = fork\n[site a]\nqueue = x\n", ":3: [site a] is given twice" },
   { "bad-site-name", "[site a/b]\nscheduler = fork\n", ":1: site name \"a/b\"" },
   { "local-is-reserved", "[site local]\nscheduler = fork\n", ":1: \"local\" is the embedded site" },
+  { "bad-give-up-after", "[master]\ngive_up_after = soon\n[site a]\nscheduler = fork\n",
+    ":2: give_up_after \"soon\": expected a duration" },
   { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n", ":2: listen must be tcp" },
   { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
   { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
@@ -284,6 +309,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/sites/parse/reads-master-and-sites", test_valid);
+  g_test_add_func ("/sites/parse/give-up-after-defaults-to-5-minutes-0-is-never",
+                   test_give_up_after);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_autofree gchar *p = g_strdup_printf ("/sites/parse/rejects-%s", bad[i].name);

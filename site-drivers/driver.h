@@ -166,18 +166,20 @@ typedef struct {
    * which `datc sites check` looks for; many commands go through `sh -c`,
    * so their argv[0] would only say /bin/sh.  NULL: the argv[0]s. */
   const char *const *programs;
-  /* Where the proxy's output (the agent's stderr) goes on the site: the
-   * log of job `job_id` (an element's id for an array's element) of the
-   * request `req` whose script is at `script_path` (absolute), as the
-   * script's directives or the submit command name it; NULL when job_id
-   * is not one of this scheduler's (transfer full). */
-  gchar *(*log_path) (const DatcProxyRequest *req, const char *script_path,
-                      const char *job_id);
   /* Optional (NULL in fork and condor): proxies as job arrays.  Poll and
    * cancel above take element ids as well as plain ones, mixed, in one
    * command; pending elements a scheduler shows collapsed (Slurm
    * 123_[2-5], Grid Engine's task ranges) are answered one by one. */
   const DatcSchedulerArrays *arrays;
+  /* The log files one proxy leaves in the workdir, as names relative to
+   * it (NULL-ended, transfer full), as the script's directives or the
+   * submit command name them: `job_name` the request's name (an array's,
+   * for its elements), `job_id` as submit or element_id gave it,
+   * `script_name` the script it was submitted as.  NULL when job_id is not
+   * one of this scheduler's.  The script is not in it: the caller named
+   * that (an array's elements share one).  The file that holds the
+   * agent's stderr comes last (HTCondor's .err after its .out). */
+  GStrv (*proxy_logs)(const char *job_name, const char *job_id, const char *script_name);
 } DatcSchedulerClass;
 
 /* ---- registry ------------------------------------------------------ */
@@ -256,6 +258,18 @@ gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exi
  * cannot be known (transfer full).  Runs nothing. */
 gchar *datc_site_proxy_log (DatcSite *site, const DatcProxyRequest *req,
                             const char *script_name, const char *job_id);
+/* The logs a proxy leaves in the workdir (the scheduler's proxy_logs):
+ * plain file names (transfer full), or NULL when the scheduler cannot
+ * name them for that job id. */
+GStrv datc_site_proxy_logs(DatcSite *site, const char *job_name, const char *job_id,
+                           const char *script_name);
+/* Removes the files `names` (plain file names: no '/', not "." or "..")
+ * from `workdir` (absolute) on the site with `rm -f`: one command for
+ * hundreds of names (more only past what one command line may hold),
+ * never anything outside workdir.  A name that is not plain is
+ * DATC_SITE_ERROR_CONFIG, and nothing is removed. */
+gboolean datc_site_remove_files(DatcSite *site, const char *workdir, const char *const *names,
+                                GError **error);
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 /* Whether a poll or cancel that failed in the transport (the connection

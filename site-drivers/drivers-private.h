@@ -52,7 +52,8 @@ gboolean datc_site_answer_text(GBytes *bytes, const char *what, gchar **text,
                                GError **error);
 
 /* The error parsers raise for a command that exited non-zero:
- * DATC_SITE_ERROR_COMMAND "<what> exited with status N: <stderr>". */
+ * DATC_SITE_ERROR_COMMAND "<what> exited with status N: <stderr>", the
+ * stderr's lines kept as lines (each after "\n  "), at most 8 of them. */
 void datc_site_set_command_error(GError **error, const char *what,
                                  const DatcCommandResult *res);
 

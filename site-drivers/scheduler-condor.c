@@ -100,20 +100,6 @@ condor_description(const DatcProxyRequest *req, const char *script_path)
   datc_batch_argv_add(d, "queue");
   return d;
 }
-
-/* error = NAME.$(ClusterId).err in the workdir (initialdir): the agent's
- * stderr. */
-static gchar *
-condor_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)script_path;
-  if (!condor_id_is_valid(job_id) || req->name == NULL)
-    return NULL;
-  g_autofree gchar *base = g_strdup_printf("%s.%.*s.err", req->name,
-                                           (int)strcspn(job_id, "."), job_id);
-  return g_build_filename(req->workdir, base, NULL);
-}
-
 static GStrv
 condor_submit_argv(const DatcProxyRequest *req, const char *script_path)
 {
@@ -357,6 +343,21 @@ condor_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error
   return datc_batch_lookup_result(keys, CONDOR, job_id, error);
 }
 
+/* output = NAME.$(ClusterId).out, error = NAME.$(ClusterId).err; the id
+ * is CLUSTER.PROC. */
+static GStrv
+condor_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!condor_id_is_valid(job_id))
+    return NULL;
+  int cluster = (int)strcspn(job_id, ".");
+  GStrv logs = g_new0(gchar *, 3);
+  logs[0] = g_strdup_printf("%s.%.*s.out", job_name, cluster, job_id);
+  logs[1] = g_strdup_printf("%s.%.*s.err", job_name, cluster, job_id);
+  return logs;
+}
+
 static const char *const condor_programs[]
     = { "condor_submit", "condor_q", "condor_history", "condor_rm", NULL };
 
@@ -372,6 +373,6 @@ const DatcSchedulerClass datc_scheduler_condor = {
   .parse_lookup = condor_parse_lookup,
   /* A request naming a queue is refused (see the top of this file). */
   .no_queues = "HTCondor has no queues: leave `queue` unset",
-  .log_path = condor_log_path,
   .programs = condor_programs,
+  .proxy_logs = condor_proxy_logs,
 };

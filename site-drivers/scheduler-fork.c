@@ -123,17 +123,6 @@ fork_submit_argv(const DatcProxyRequest *req, const char *script_path)
   argv[2] = command;
   return argv;
 }
-
-/* The submit command sends the proxy's output beside its script. */
-static gchar *
-fork_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)req;
-  if (!fork_id_is_valid(job_id))
-    return NULL;
-  return g_strconcat(script_path, ".log", NULL);
-}
-
 static gboolean
 fork_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
 {
@@ -303,6 +292,18 @@ fork_cancel_argv(const char *const *ids)
   return sh_with_ids(cancel_script, "datc-fork-cancel", ids);
 }
 
+/* The submit command sends the proxy's output to SCRIPT.log. */
+static GStrv
+fork_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)job_name;
+  if (!fork_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strconcat(script_name, ".log", NULL);
+  return logs;
+}
+
 const DatcSchedulerClass datc_scheduler_fork = {
   .name = "fork",
   .script = fork_script,
@@ -311,6 +312,6 @@ const DatcSchedulerClass datc_scheduler_fork = {
   .poll_argv = fork_poll_argv,
   .parse_poll = fork_parse_poll,
   .cancel_argv = fork_cancel_argv,
-  .log_path = fork_log_path,
   .no_queues = "fork has no queues: `queue` is ignored",
+  .proxy_logs = fork_proxy_logs,
 };

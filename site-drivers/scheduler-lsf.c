@@ -394,22 +394,6 @@ static const DatcSchedulerArrays lsf_arrays = {
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_array_parse_lookup,
 };
-
-/* -o NAME.%J.log, an array element's NAME.%J_%I.log (element 123[4]:
- * 123_4), where bsub ran: the workdir. */
-static gchar *
-lsf_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)script_path;
-  if (!lsf_id_is_valid(job_id) || req->name == NULL)
-    return NULL;
-  g_autofree gchar *id = g_strdup(job_id);
-  g_strdelimit(id, "[", '_');
-  g_strdelimit(id, "]", '\0');
-  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, id);
-  return g_build_filename(req->workdir, base, NULL);
-}
-
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -465,6 +449,26 @@ lsf_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return FALSE;
 }
 
+/* -o NAME.%J.log, an array element's NAME.%J_%I.log: the element's id
+ * ID[I] is written ID_I there. */
+static GStrv
+lsf_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!lsf_id_is_valid(job_id))
+    return NULL;
+  g_autofree gchar *id = g_strdup(job_id);
+  gchar *bracket = strchr(id, '[');
+  if (bracket != NULL)
+    {
+      *bracket = '_';
+      bracket[strlen(bracket) - 1] = '\0'; /* the ']' */
+    }
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, id);
+  return logs;
+}
+
 static const char *const lsf_programs[] = { "bsub", "bjobs", "bkill", "bqueues", NULL };
 
 const DatcSchedulerClass datc_scheduler_lsf = {
@@ -479,7 +483,7 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_lookup = lsf_parse_lookup,
   .queue_argv = lsf_queue_argv,
   .parse_queue = lsf_parse_queue,
-  .log_path = lsf_log_path,
   .programs = lsf_programs,
   .arrays = &lsf_arrays,
+  .proxy_logs = lsf_proxy_logs,
 };

@@ -67,25 +67,6 @@ pbs_array_id_is_valid(const char *id)
          && g_regex_match_simple("^[1-9][0-9]{0,17}\\[\\](\\.[A-Za-z0-9][A-Za-z0-9.-]*)?$", id, 0,
                                  0);
 }
-
-/* -j oe with no -o: PBS writes NAME.oSEQ (a subjob NAME.oSEQ.INDEX)
- * where qsub ran, the workdir. */
-static gchar *
-pbs_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)script_path;
-  if (!pbs_id_is_valid(job_id) || req->name == NULL)
-    return NULL;
-  gsize seq = strspn(job_id, "0123456789");
-  g_autofree gchar *base = NULL;
-  if (job_id[seq] == '[')
-    base = g_strdup_printf("%s.o%.*s.%.*s", req->name, (int)seq, job_id,
-                           (int)strspn(job_id + seq + 1, "0123456789"), job_id + seq + 1);
-  else
-    base = g_strdup_printf("%s.o%.*s", req->name, (int)seq, job_id);
-  return g_build_filename(req->workdir, base, NULL);
-}
-
 /* ---- script and submit ------------------------------------------------ */
 
 /* The script of one proxy or of an array (DATC_ARRAY_INDEX from
@@ -546,6 +527,24 @@ pbs_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+/* PBS's default log (-j oe) is NAME.oSEQ, a subjob's NAME.oSEQ.INDEX:
+ * SEQ[INDEX].SERVER gives both. */
+static GStrv
+pbs_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!pbs_id_is_valid(job_id))
+    return NULL;
+  gsize seq = strspn(job_id, "0123456789");
+  g_autofree gchar *index = NULL;
+  if (job_id[seq] == '[')
+    index = g_strndup(job_id + seq + 1, strcspn(job_id + seq + 1, "]"));
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.o%.*s%s%s", job_name, (int)seq, job_id, index ? "." : "",
+                            index ? index : "");
+  return logs;
+}
+
 static const char *const pbs_programs[] = { "qsub", "qstat", "qdel", "qselect", NULL };
 
 const DatcSchedulerClass datc_scheduler_pbs = {
@@ -560,7 +559,7 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .parse_lookup = pbs_parse_lookup,
   .queue_argv = pbs_queue_argv,
   .parse_queue = pbs_parse_queue,
-  .log_path = pbs_log_path,
   .programs = pbs_programs,
   .arrays = &pbs_arrays,
+  .proxy_logs = pbs_proxy_logs,
 };

@@ -415,19 +415,6 @@ static const DatcSchedulerArrays sge_arrays = {
   .lookup_argv = sge_lookup_argv,
   .parse_lookup = sge_parse_lookup,
 };
-
-/* -o NAME.$JOB_ID.log, an array task's NAME.$JOB_ID.$TASK_ID.log: the id
- * either way (123, or the element's 123.4), in the workdir (-wd). */
-static gchar *
-sge_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)script_path;
-  if (!sge_id_is_valid(job_id) || req->name == NULL)
-    return NULL;
-  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, job_id);
-  return g_build_filename(req->workdir, base, NULL);
-}
-
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -536,6 +523,19 @@ sge_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return TRUE;
 }
 
+/* -o NAME.$JOB_ID.log, an array task's NAME.$JOB_ID.$TASK_ID.log:
+ * NAME.ID.log either way, the element's id being JOB.TASK. */
+static GStrv
+sge_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!sge_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, job_id);
+  return logs;
+}
+
 static const char *const sge_programs[] = { "qsub", "qstat", "qdel", "qconf", NULL };
 
 const DatcSchedulerClass datc_scheduler_sge = {
@@ -550,7 +550,7 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .parse_lookup = sge_parse_lookup,
   .queue_argv = sge_queue_argv,
   .parse_queue = sge_parse_queue,
-  .log_path = sge_log_path,
   .programs = sge_programs,
   .arrays = &sge_arrays,
+  .proxy_logs = sge_proxy_logs,
 };

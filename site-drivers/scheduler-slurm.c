@@ -167,19 +167,6 @@ slurm_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
   *job_id = g_steal_pointer(&id);
   return TRUE;
 }
-
-/* --output=NAME.%j.log, an array's NAME.%A_%a.log: the id either way
- * (123, or the element's 123_4), in the workdir. */
-static gchar *
-slurm_log_path(const DatcProxyRequest *req, const char *script_path, const char *job_id)
-{
-  (void)script_path;
-  if (!slurm_id_is_valid(job_id) || req->name == NULL)
-    return NULL;
-  g_autofree gchar *base = g_strdup_printf("%s.%s.log", req->name, job_id);
-  return g_build_filename(req->workdir, base, NULL);
-}
-
 /* ---- poll ------------------------------------------------------------- */
 
 static GStrv
@@ -615,6 +602,19 @@ slurm_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exi
   return TRUE;
 }
 
+/* --output=NAME.%j.log, an array's NAME.%A_%a.log: NAME.ID.log either
+ * way, the element's id being A_a. */
+static GStrv
+slurm_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!slurm_id_is_valid(job_id))
+    return NULL;
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, job_id);
+  return logs;
+}
+
 static const char *const slurm_programs[] = { "sbatch", "squeue", "scancel", "scontrol", NULL };
 
 const DatcSchedulerClass datc_scheduler_slurm = {
@@ -629,7 +629,7 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .parse_lookup = slurm_parse_lookup,
   .queue_argv = slurm_queue_argv,
   .parse_queue = slurm_parse_queue,
-  .log_path = slurm_log_path,
   .programs = slurm_programs,
   .arrays = &slurm_arrays,
+  .proxy_logs = slurm_proxy_logs,
 };

@@ -159,11 +159,52 @@ datc_site_answer_text(GBytes *bytes, const char *what, gchar **text, GError **er
   return TRUE;
 }
 
+/* A command's stderr is the scheduler or the system talking to the user
+ * ("sbatch: error: ..." on two lines): its lines stay lines, each after a
+ * line break and an indent, so a log or a terminal shows them as the
+ * scheduler wrote them, never as a literal "\n".  Each line is escaped and
+ * shortened like datc_site_quote_output; at most QUOTE_LINES_MAX lines. */
+#define QUOTE_LINES_MAX 8u
+
+static gchar *
+quote_lines(GBytes *bytes)
+{
+  gsize len = 0;
+  const char *data = bytes != NULL ? g_bytes_get_data(bytes, &len) : NULL;
+  /* Up to a NUL byte, if any (as a message, not as data to parse). */
+  g_autofree gchar *text = g_strndup(data != NULL ? data : "", len);
+  g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+  GString *s = g_string_new(NULL);
+  guint shown = 0, more = 0;
+
+  for (guint i = 0; lines[i] != NULL; i++)
+    {
+      g_strstrip(lines[i]);
+      if (lines[i][0] == '\0')
+        continue;
+      if (shown == QUOTE_LINES_MAX)
+        {
+          more++;
+          continue;
+        }
+      g_autoptr(GBytes) line = g_bytes_new_static(lines[i], strlen(lines[i]));
+      g_autofree gchar *quoted = datc_site_quote_output(line);
+      if (shown++ > 0)
+        g_string_append(s, "\n  ");
+      g_string_append(s, quoted);
+    }
+  if (more > 0)
+    g_string_append_printf(s, "\n  (%u more lines)", more);
+  if (s->len == 0)
+    g_string_append(s, "(nothing)");
+  return g_string_free(s, FALSE);
+}
+
 void
 datc_site_set_command_error(GError **error, const char *what,
                             const DatcCommandResult *res)
 {
-  g_autofree gchar *quoted = datc_site_quote_output(res->err);
+  g_autofree gchar *quoted = quote_lines(res->err);
 
   g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_COMMAND,
               "%s exited with status %d: %s", what, res->exit_status, quoted);
@@ -355,11 +396,14 @@ datc_site_proxy_log(DatcSite *site, const DatcProxyRequest *req, const char *scr
 {
   g_return_val_if_fail(site != NULL && req != NULL && script_name != NULL, NULL);
 
-  if (site->scheduler->log_path == NULL || job_id == NULL || req->workdir == NULL
+  if (job_id == NULL || req->name == NULL || req->workdir == NULL
       || !g_path_is_absolute(req->workdir) || !name_is_plain_file_name(script_name))
     return NULL;
-  g_autofree gchar *script_path = g_build_filename(req->workdir, script_name, NULL);
-  return site->scheduler->log_path(req, script_path, job_id);
+  /* One naming of a proxy's files: the scheduler's proxy_logs, the
+   * agent's stderr last. */
+  g_auto(GStrv) logs = datc_site_proxy_logs(site, req->name, job_id, script_name);
+  guint n = logs != NULL ? g_strv_length(logs) : 0;
+  return n > 0 ? g_build_filename(req->workdir, logs[n - 1], NULL) : NULL;
 }
 
 /* A submit that failed this way may have reached the scheduler before the
@@ -735,6 +779,87 @@ datc_site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res,
     {
       g_prefix_error(error, "site %s: ", site->name);
       return FALSE;
+    }
+  return TRUE;
+}
+
+/* ---- the files proxies leave in the workdir ---------------------------- */
+
+GStrv
+datc_site_proxy_logs(DatcSite *site, const char *job_name, const char *job_id,
+                     const char *script_name)
+{
+  g_return_val_if_fail(site != NULL && job_name != NULL && job_id != NULL, NULL);
+  g_return_val_if_fail(script_name != NULL, NULL);
+
+  if (site->scheduler->proxy_logs == NULL)
+    return NULL;
+  g_auto(GStrv) logs = site->scheduler->proxy_logs(job_name, job_id, script_name);
+  for (gsize i = 0; logs != NULL && logs[i] != NULL; i++)
+    if (!name_is_plain_file_name(logs[i]))
+      return NULL;
+  return g_steal_pointer(&logs);
+}
+
+/* What one command line may carry: over ssh the whole command is one
+ * argument of the login shell, and Linux caps one argument at 128 KiB. */
+#define REMOVE_ARGV_BYTES_MAX (64u * 1024u)
+
+gboolean
+datc_site_remove_files(DatcSite *site, const char *workdir, const char *const *names,
+                       GError **error)
+{
+  g_return_val_if_fail(site != NULL && workdir != NULL && names != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  /* rm runs in workdir and is given plain names only: whatever a name
+   * says, it cannot reach outside. */
+  if (!g_path_is_absolute(workdir))
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: workdir '%s' is not an absolute path", site->name, workdir);
+      return FALSE;
+    }
+  for (gsize i = 0; names[i] != NULL; i++)
+    if (!name_is_plain_file_name(names[i]))
+      {
+        g_autofree gchar *escaped = g_strescape(names[i], NULL);
+        g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                    "site %s: '%s' is not a plain file name: nothing removed", site->name,
+                    escaped);
+        return FALSE;
+      }
+
+  gsize next = 0;
+  while (names[next] != NULL)
+    {
+      g_autoptr(GPtrArray) argv = g_ptr_array_new();
+      gsize bytes = strlen(workdir);
+      g_ptr_array_add(argv, (gpointer)"/bin/sh");
+      g_ptr_array_add(argv, (gpointer)"-c");
+      g_ptr_array_add(argv, (gpointer)"cd \"$1\" || exit 1\nshift\nexec rm -f -- \"$@\"\n");
+      g_ptr_array_add(argv, (gpointer)"datc-remove-files");
+      g_ptr_array_add(argv, (gpointer)workdir);
+      do
+        {
+          bytes += strlen(names[next]) + 3;
+          g_ptr_array_add(argv, (gpointer)names[next++]);
+        }
+      while (names[next] != NULL && bytes + strlen(names[next]) + 3 < REMOVE_ARGV_BYTES_MAX);
+      g_ptr_array_add(argv, NULL);
+
+      g_auto(DatcCommandResult) res = { 0 };
+      if (!site_run(site, (const char *const *)argv->pdata, &res, error))
+        {
+          g_prefix_error(error, "site %s: removing files from %s: ", site->name, workdir);
+          return FALSE;
+        }
+      if (res.exit_status != 0)
+        {
+          datc_site_set_command_error(error, "rm", &res);
+          g_prefix_error(error, "site %s: removing files from %s: ", site->name, workdir);
+          return FALSE;
+        }
     }
   return TRUE;
 }

@@ -643,6 +643,76 @@ test_log_captures_agent_output(Fixture *f, gconstpointer data)
   g_assert_nonnull(strstr(log, "to-stderr\n"));
 }
 
+/* The site names a proxy's log, and removes its files from the workdir
+ * in one command, and nothing else: not a file beside them, not one
+ * outside the workdir, and nothing at all when a name is not plain. */
+static void
+test_proxy_files_are_named_and_removed(Fixture *f, gconstpointer data)
+{
+  g_autofree gchar *id = submit(f, "exit 0", 0);
+  g_autofree gchar *script = g_build_filename(f->workdir, "proxy-1.sh", NULL);
+  g_autofree gchar *beside = g_build_filename(f->workdir, "keep.log", NULL);
+  g_autofree gchar *outside = g_build_filename(f->dir, "work dir", "outside.log", NULL);
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(await_state(f, id, DATC_PROXY_FINISHED, TRUE));
+  g_auto(GStrv) logs = datc_site_proxy_logs(f->site, "test-proxy", id, "proxy-1.sh");
+  g_assert_nonnull(logs);
+  g_assert_cmpuint(g_strv_length(logs), ==, 1);
+  g_assert_cmpstr(logs[0], ==, "proxy-1.sh.log");
+  g_autofree gchar *log = g_build_filename(f->workdir, logs[0], NULL);
+  g_assert_true(g_file_test(log, G_FILE_TEST_IS_REGULAR));
+  g_assert_true(g_file_set_contents(beside, "x", -1, NULL));
+  g_assert_true(g_file_set_contents(outside, "x", -1, NULL));
+  g_assert_null(datc_site_proxy_logs(f->site, "test-proxy", "not-a-pid", "proxy-1.sh"));
+
+  const char *refused[][3] = { { "proxy-1.sh", "../outside.log", NULL },
+                               { "proxy-1.sh", "sub/x", NULL },
+                               { "..", NULL, NULL },
+                               { "", NULL, NULL } };
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++)
+    {
+      g_assert_false(datc_site_remove_files(f->site, f->workdir, refused[i], &error));
+      g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+      g_clear_error(&error);
+      g_assert_true(g_file_test(script, G_FILE_TEST_EXISTS));
+      g_assert_true(g_file_test(outside, G_FILE_TEST_EXISTS));
+    }
+  const char *relative[] = { "proxy-1.sh", NULL };
+  g_assert_false(datc_site_remove_files(f->site, "work dir", relative, &error));
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG);
+  g_clear_error(&error);
+
+  /* A name already gone is no error (rm -f). */
+  const char *names[] = { "proxy-1.sh", logs[0], "never-there.log", NULL };
+  g_assert_true(datc_site_remove_files(f->site, f->workdir, names, &error));
+  g_assert_no_error(error);
+  g_assert_false(g_file_test(script, G_FILE_TEST_EXISTS));
+  g_assert_false(g_file_test(log, G_FILE_TEST_EXISTS));
+  g_assert_true(g_file_test(beside, G_FILE_TEST_EXISTS));
+  g_assert_true(g_file_test(outside, G_FILE_TEST_EXISTS));
+}
+
+/* A failing command's stderr keeps its lines: each on a line of its own,
+ * indented, never a literal "\n". */
+static void
+test_command_error_keeps_stderr_lines(Fixture *f, gconstpointer data)
+{
+  const char *const argv[] = { "/bin/sh", "-c",
+                               "printf 'sbatch: error: first\\nsbatch: error: second\\n' >&2; "
+                               "exit 1", NULL };
+  DatcCommandResult res = { 0 };
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(datc_site_run(f->site, argv, &res, &error));
+  g_assert_cmpint(res.exit_status, ==, 1);
+  datc_site_set_command_error(&error, "sbatch", &res);
+  datc_command_result_clear(&res);
+  g_assert_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_COMMAND);
+  g_assert_cmpstr(error->message, ==,
+                  "sbatch exited with status 1: sbatch: error: first\n  sbatch: error: second");
+}
+
 static void
 test_job_id_leads_its_own_session_and_group(Fixture *f, gconstpointer data)
 {
@@ -929,6 +999,10 @@ main(int argc, char **argv)
   ADD("/site/fork/submit/agent-sees-slots-and-walltime-end",
       test_agent_sees_slots_and_walltime_end);
   ADD("/site/fork/submit/log-captures-agent-output", test_log_captures_agent_output);
+  ADD("/site/fork/files/a-proxy-s-files-are-named-and-removed-nothing-else",
+      test_proxy_files_are_named_and_removed);
+  ADD("/site/fork/command-error-keeps-the-lines-of-stderr",
+      test_command_error_keeps_stderr_lines);
   ADD("/site/fork/submit/job-id-leads-its-own-session-and-group",
       test_job_id_leads_its_own_session_and_group);
   ADD("/site/fork/submit/refuses-a-relative-workdir-or-odd-script-name",

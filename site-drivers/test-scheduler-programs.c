@@ -3,7 +3,8 @@
  * a command's argv[0] is on the list, or, for a command wrapped in
  * `sh -c`, its script names a program of the list and only those.  And
  * each scheduler's proxy log is where its directives or submit put it
- * (the master reads the agent's "cannot reach" line there). */
+ * (the master reads the agent's "cannot reach" line there, and removes
+ * the logs of proxies that ended well). */
 #include <glib.h>
 #include <string.h>
 
@@ -145,6 +146,42 @@ test_log_paths (void)
     }
 }
 
+/* The logs a proxy leaves are named as its scheduler writes them (the
+ * directives in scheduler-*.c), for a plain job and an array element, so
+ * the site manager can remove them without guessing; a foreign id gets
+ * none. */
+static void
+test_proxy_logs_name_what_the_scheduler_writes (void)
+{
+  static const struct {
+    const char *scheduler, *job_id, *logs, *foreign_id;
+  } cases[] = {
+    { "fork", "4242", "p.sh.log", "12_3" },
+    { "slurm", "12345", "datc-x.12345.log", "12345.0" },
+    { "slurm", "12345_7", "datc-x.12345_7.log", NULL },
+    { "sge", "12345", "datc-x.12345.log", "12345_7" },
+    { "sge", "12345.7", "datc-x.12345.7.log", NULL },
+    { "pbs", "812.server", "datc-x.o812", "812_3" },
+    { "pbs", "812[3].server.example", "datc-x.o812.3", NULL },
+    { "pbs", "812", "datc-x.o812", NULL },
+    { "condor", "77.0", "datc-x.77.out datc-x.77.err", "77" },
+    { "lsf", "5150", "datc-x.5150.log", "5150.1" },
+    { "lsf", "5150[12]", "datc-x.5150_12.log", NULL },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const DatcSchedulerClass *k = datc_scheduler_lookup (cases[i].scheduler);
+      g_assert_nonnull (k->proxy_logs);
+      g_auto (GStrv) logs = k->proxy_logs ("datc-x", cases[i].job_id, "p.sh");
+      g_assert_nonnull (logs);
+      g_autofree gchar *joined = g_strjoinv (" ", logs);
+      g_test_message ("%s %s: %s", cases[i].scheduler, cases[i].job_id, joined);
+      g_assert_cmpstr (joined, ==, cases[i].logs);
+      if (cases[i].foreign_id != NULL)
+        g_assert_null (k->proxy_logs ("datc-x", cases[i].foreign_id, "p.sh"));
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -157,5 +194,7 @@ main (int argc, char **argv)
                                                 batch[i]);
       g_test_add_data_func (path, batch[i], test_programs_cover_commands);
     }
+  g_test_add_func ("/scheduler/proxy-logs-name-what-each-scheduler-writes",
+                   test_proxy_logs_name_what_the_scheduler_writes);
   return g_test_run ();
 }

@@ -355,6 +355,7 @@ typedef struct
   const char *site_keys;  /* more "key = value\n" lines for the site's group, or NULL */
   const char *path_first; /* local: a directory put first on the master's PATH, or NULL */
   const char *mode;       /* datc run --mode, or NULL: pull */
+  gboolean keep;          /* the proxies' logs are read after the campaign (--keep-site-files) */
 } CampaignOptions;
 
 static gchar *
@@ -422,7 +423,10 @@ campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
     }
   g_autofree gchar *agent = g_strdup_printf("DATC_AGENT=%s", tb_agent());
   g_strv_builder_add_many(b, agent, tb_datc(), "run", "--dir", c->dir, "--sites", ini,
-                          "--mode", o->mode != NULL ? o->mode : "pull", file, NULL);
+                          "--mode", o->mode != NULL ? o->mode : "pull", NULL);
+  if (o->keep)
+    g_strv_builder_add(b, "--keep-site-files");
+  g_strv_builder_add(b, file);
   g_auto(GStrv) argv = g_strv_builder_end(b);
   c->master = tb_spawn(d, "master", (const char *const *)argv);
   note_master(tb_proc_pid(c->master));
@@ -432,9 +436,9 @@ campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
 /* One proxy at a time. */
 static Campaign *
 campaign_start(const Site *s, TbDir *d, const char *tasks, guint slots,
-               const char *walltime)
+               const char *walltime, gboolean keep)
 {
-  const CampaignOptions one = { .max_proxies = 1 };
+  const CampaignOptions one = { .max_proxies = 1, .keep = keep };
   return campaign_start_with(s, d, tasks, slots, walltime, &one);
 }
 
@@ -627,7 +631,7 @@ pending_behind_a_competitor(const Site *s)
   for (guint i = 0; i < 6; i++)
     g_string_append(tasks, "sleep 1; echo job $SLURM_JOB_ID$JOB_ID\n");
   g_autofree gchar *tasks_text = g_string_free(tasks, FALSE);
-  g_autoptr(Campaign) c = campaign_start(s, d, tasks_text, 2, "10m");
+  g_autoptr(Campaign) c = campaign_start(s, d, tasks_text, 2, "10m", FALSE);
   g_autoptr(JsonObject) submitted = await_event(c, "proxy_submitted", NULL, NULL);
   const char *proxy = str_member(submitted, "proxy");
   const char *job = str_member(submitted, "job");
@@ -685,6 +689,14 @@ pending_behind_a_competitor(const Site *s)
   g_autofree gchar *printed = tb_proc_stdout(out);
   g_autofree gchar *expected = g_strdup_printf("job %s\n", job);
   g_assert_cmpstr(printed, ==, expected);
+  /* The proxy ended well: its script and log are gone from the workdir
+   * (the names Slurm and Grid Engine gave them). */
+  g_autofree gchar *script_name = g_strdup_printf("%s.sh", proxy);
+  g_autofree gchar *log_name = g_strdup_printf("datc-%s.%s.log", proxy, job);
+  g_autofree gchar *script = g_build_filename(c->workdir, script_name, NULL);
+  g_autofree gchar *log = g_build_filename(c->workdir, log_name, NULL);
+  g_assert_false(g_file_test(script, G_FILE_TEST_EXISTS));
+  g_assert_false(g_file_test(log, G_FILE_TEST_EXISTS));
   await_queue_empty(s, 30);
   step("nothing left in the queue");
 }
@@ -696,7 +708,7 @@ cancelled_proxy_gives_its_tasks_back(const Site *s)
 {
   g_autoptr(TbDir) d = tb_dir_new();
   g_autofree gchar *tasks = slow_first_tasks(2, 300);
-  g_autoptr(Campaign) c = campaign_start(s, d, tasks, 2, "10m");
+  g_autoptr(Campaign) c = campaign_start(s, d, tasks, 2, "10m", TRUE);
   g_autoptr(JsonObject) submitted = await_event(c, "proxy_submitted", NULL, NULL);
   const char *proxy = str_member(submitted, "proxy");
   const char *job = str_member(submitted, "job");
@@ -738,7 +750,7 @@ walltime_drains_before_the_kill(const Site *s)
   g_autoptr(TbDir) d = tb_dir_new();
   g_autofree gchar *tasks = slow_first_tasks(2, 600);
   g_autofree gchar *walltime = g_strdup_printf("%us", walltime_s);
-  g_autoptr(Campaign) c = campaign_start(s, d, tasks, 2, walltime);
+  g_autoptr(Campaign) c = campaign_start(s, d, tasks, 2, walltime, TRUE);
   g_autoptr(JsonObject) submitted = await_event(c, "proxy_submitted", NULL, NULL);
   const char *proxy = str_member(submitted, "proxy");
   const char *job = str_member(submitted, "job");

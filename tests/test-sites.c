@@ -507,6 +507,218 @@ test_probe_deadline (void)
       g_error ("left behind: %s/%s", g_get_tmp_dir (), (char *) name);
 }
 
+/* ---- a campaign no site can run ------------------------------------ */
+
+/* A Slurm site (local transport) whose sbatch refuses every submit the
+ * way a partition that does not exist does: two lines on stderr. */
+static gchar *
+refusing_sbatch (TbDir *d)
+{
+  g_autofree gchar *bin = g_build_filename (d->path, "bin", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (bin, 0700), ==, 0);
+  g_autofree gchar *sbatch = g_build_filename (bin, "sbatch", NULL);
+  g_assert_true (g_file_set_contents (
+      sbatch,
+      "#!/bin/sh\n"
+      "echo 'sbatch: error: invalid partition specified: nosuch' >&2\n"
+      "echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2\n"
+      "exit 1\n",
+      -1, NULL));
+  g_assert_cmpint (chmod (sbatch, 0755), ==, 0);
+  return g_strdup_printf ("PATH=%s:%s", bin, g_getenv ("PATH"));
+}
+
+/* Some line of `text`, leading blanks aside, starts with `start`. */
+static gboolean
+has_line_starting (const char *text, const char *start)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; lines[i]; i++)
+    if (g_str_has_prefix (g_strchug (lines[i]), start))
+      return TRUE;
+  return FALSE;
+}
+
+/* The only site refuses every submit: with give_up_after = 3s, `datc run`
+ * exits 3 soon after the site is degraded (not backing off for ever),
+ * naming the site and the scheduler's own words, its two lines as lines;
+ * it never claims the campaign goes on elsewhere; the campaign is left
+ * resumable. */
+static void
+test_campaign_no_site_can_run_stops (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *path = refusing_sbatch (d);
+  g_autofree gchar *file = tasks_file (d, 4);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\ngive_up_after = 3s\n\n"
+                                      "[site nosuch]\nscheduler = slurm\nqueue = nosuch\n"
+                                      "max_calls_per_minute = 0\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
+                         file, NULL };
+  g_autofree gchar *err = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+  int status = tb_run (d, argv, 120, &err);
+  gint64 took = g_get_monotonic_time () - t0;
+  g_test_message ("%s", err);
+  g_assert_cmpint (status, ==, 3);
+  /* Degraded after 3 failures (backoff 2 s, then 4 s), then 3 s. */
+  g_assert_cmpint (took, <, 40 * G_USEC_PER_SEC);
+  g_assert_nonnull (strstr (err, "datc: no site can run the campaign"));
+  g_assert_true (has_line_starting (err, "site nosuch: submitting "));
+  g_assert_true (has_line_starting (err, "sbatch: error: Batch job submission failed: Invalid "
+                                         "partition name specified"));
+  g_assert_null (strstr (err, "\\n"));
+  g_assert_null (strstr (err, "goes on with the other sites"));
+  g_assert_nonnull (strstr (err, "no site can run the campaign now: datc stops in 3 s"));
+  g_assert_cmpuint (count_events (dir, "site_degraded", "nosuch"), ==, 1);
+
+  /* Resumable: the same command opens the journal again (and stops
+   * again, sooner with --give-up-after). */
+  const char *again[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
+                          "--give-up-after", "1s", file, NULL };
+  g_clear_pointer (&err, g_free);
+  g_assert_cmpint (tb_run (d, again, 120, &err), ==, 3);
+  g_assert_nonnull (strstr (err, "every site has been degraded for 1 s"));
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  guint resumed = 0;
+  for (guint i = 0; i < trace->len; i++)
+    resumed += g_str_equal (json_object_get_string_member (trace->pdata[i], "event"),
+                            "campaign_started")
+               && json_object_get_boolean_member (trace->pdata[i], "resumed");
+  g_assert_cmpuint (resumed, ==, 1);
+  g_autoptr (JsonObject) st = tb_status (dir);
+  g_assert_nonnull (st);
+  JsonObject *tasks = json_object_get_object_member (st, "tasks");
+  g_assert_cmpint (json_object_get_int_member (tasks, "total"), ==, 4);
+  g_assert_cmpint (json_object_get_int_member (tasks, "queued"), ==, 4);
+}
+
+/* The same refusing site beside a working one: degraded (after ~6 s) for
+ * longer than give_up_after while the working site's agent runs the bag
+ * (~12 s), and the campaign completes. */
+static void
+test_failing_site_beside_a_working_one_goes_on (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *path = refusing_sbatch (d);
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 24; i++)
+    g_string_append (t, "sleep 0.5\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\ngive_up_after = 1s\n\n"
+                                      "[site nosuch]\nscheduler = slurm\nqueue = nosuch\n"
+                                      "max_calls_per_minute = 0\n\n"
+                                      "[site good]\nscheduler = fork\nslots_per_proxy = 1\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
+                         file, NULL };
+  g_autofree gchar *err = NULL;
+  int status = tb_run (d, argv, 120, &err);
+  g_test_message ("%s", err);
+  g_assert_cmpint (status, ==, 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 24);
+  /* It was degraded while the campaign ran on. */
+  g_assert_cmpuint (count_events (dir, "site_degraded", "nosuch"), ==, 1);
+  g_assert_nonnull (strstr (err, "the campaign goes on with the other sites"));
+  g_assert_null (strstr (err, "no site can run the campaign"));
+}
+
+/* ---- a clean workdir ------------------------------------------------ */
+
+/* A good fork site and one whose agent cannot start (it says so on
+ * stderr, which goes to its proxy's log), run with `extra` options;
+ * returns the campaign directory. */
+static gchar *
+run_good_and_dying (TbDir *d, const char *name, const char *extra)
+{
+  g_autofree gchar *bad = tb_write (d, "bad-agent",
+                                    "#!/bin/sh\necho 'bad agent: cannot start' >&2\nexit 1\n");
+  g_assert_cmpint (chmod (bad, 0755), ==, 0);
+  g_autofree gchar *file = tasks_file (d, 60);
+  g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                           "[site dies]\nscheduler = fork\nagent = %s\n\n"
+                                           "[site good]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                           "max_proxies = 3\n", bad);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  gchar *dir = g_build_filename (d->path, name, NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, extra, NULL };
+  g_autofree gchar *err = NULL;
+  int status = tb_run (d, argv, 120, &err);
+  if (status != 0)
+    g_printerr ("%s", err);
+  g_assert_cmpint (status, ==, 0);
+  return dir;
+}
+
+/* For each proxy of `site` in the trace: are its script and log (fork:
+ * ID.sh, ID.sh.log in DIR/proxies/SITE) there?  Counts those there and
+ * those gone; fails on one half there. */
+static void
+count_proxy_files (const char *dir, const char *site, guint *there, guint *gone)
+{
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  *there = *gone = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (!g_str_equal (json_object_get_string_member (o, "event"), "proxy_submitted")
+          || !g_str_equal (json_object_get_string_member (o, "site"), site))
+        continue;
+      const char *id = json_object_get_string_member (o, "proxy");
+      g_autofree gchar *script_name = g_strdup_printf ("%s.sh", id);
+      g_autofree gchar *script = g_build_filename (dir, "proxies", site, script_name, NULL);
+      g_autofree gchar *log = g_strdup_printf ("%s.log", script);
+      gboolean s = g_file_test (script, G_FILE_TEST_EXISTS);
+      gboolean l = g_file_test (log, G_FILE_TEST_EXISTS);
+      if (s != l)
+        g_error ("%s: script %s, log %s", id, s ? "there" : "gone", l ? "there" : "gone");
+      if (s && g_str_equal (site, "dies"))
+        {
+          g_autofree gchar *text = NULL;
+          g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+          g_assert_nonnull (strstr (text, "bad agent: cannot start"));
+        }
+      *there += s;
+      *gone += !s;
+    }
+}
+
+/* A finished campaign leaves in a site's workdir the script and log of
+ * each proxy that died before its agent connected (what the user needs
+ * to read), and nothing of those that ended well; --keep-site-files
+ * keeps everything. */
+static void
+test_workdir_keeps_only_failed_proxies_files (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  guint there, gone;
+
+  g_autofree gchar *clean = run_good_and_dying (d, "clean", NULL);
+  count_proxy_files (clean, "good", &there, &gone);
+  g_assert_cmpuint (there, ==, 0);
+  g_assert_cmpuint (gone, >=, 1);
+  count_proxy_files (clean, "dies", &there, &gone);
+  g_assert_cmpuint (there, >=, 1);
+  g_assert_cmpuint (gone, ==, 0);
+  /* Nothing else is left in the good site's workdir either. */
+  g_autofree gchar *good_dir = g_build_filename (clean, "proxies", "good", NULL);
+  g_autoptr (GDir) listing = g_dir_open (good_dir, 0, NULL);
+  g_assert_nonnull (listing);
+  g_assert_null (g_dir_read_name (listing));
+
+  g_autofree gchar *kept = run_good_and_dying (d, "kept", "--keep-site-files");
+  count_proxy_files (kept, "good", &there, &gone);
+  g_assert_cmpuint (there, >=, 1);
+  g_assert_cmpuint (gone, ==, 0);
+  count_proxy_files (kept, "dies", &there, &gone);
+  g_assert_cmpuint (there, >=, 1);
+  g_assert_cmpuint (gone, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -525,5 +737,11 @@ main (int argc, char **argv)
                    test_sites_check_workdir);
   g_test_add_func ("/sites/probe-stops-at-its-deadline-naming-the-step-and-cleans-up",
                    test_probe_deadline);
+  g_test_add_func ("/sites/a-campaign-no-site-can-run-stops-naming-each-site",
+                   test_campaign_no_site_can_run_stops);
+  g_test_add_func ("/sites/a-failing-site-beside-a-working-one-does-not-stop-the-campaign",
+                   test_failing_site_beside_a_working_one_goes_on);
+  g_test_add_func ("/sites/a-finished-campaign-leaves-only-failed-proxies-files",
+                   test_workdir_keeps_only_failed_proxies_files);
   return g_test_run ();
 }
