@@ -26,6 +26,7 @@ typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's; NULL while its submit is out */
   DatcProxyState state;
+  gchar *reason;           /* while the scheduler says it is pending: why, in its words; or NULL */
   guint slots;
   gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
   gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
@@ -153,6 +154,7 @@ proxy_free (gpointer p)
     return;
   g_free (x->id);
   g_free (x->job_id);
+  g_free (x->reason);
   g_free (x);
 }
 
@@ -808,6 +810,7 @@ typedef struct {
   guint command_ms;
   GStrv ids;                /* job ids, as posted */
   DatcProxyState *states;   /* out, one per id */
+  gchar **reasons;          /* out, one per id: why a pending one waits, or NULL */
   GError *error;
 } PollJob;
 
@@ -816,7 +819,7 @@ poll_run (DatcSite *site, gpointer data)
 {
   PollJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
-  datc_site_poll (site, (const char *const *) j->ids, j->states, &j->error);
+  datc_site_poll_reasons (site, (const char *const *) j->ids, j->states, j->reasons, &j->error);
 }
 
 static Proxy *
@@ -862,6 +865,9 @@ poll_done (gpointer owner, gpointer data)
           if (x == NULL)
             continue;
           x->state = j->states[k];
+          /* The last reason the scheduler gave, for status and progress. */
+          g_free (x->reason);
+          x->reason = x->state == DATC_PROXY_PENDING ? g_steal_pointer (&j->reasons[k]) : NULL;
           if (x->state == DATC_PROXY_RUNNING)
             trace_started (p, s, x, "scheduler", g_get_real_time ());
           if (!x->connected)
@@ -873,9 +879,12 @@ poll_done (gpointer owner, gpointer data)
             }
         }
     }
+  for (guint k = 0; j->ids[k] != NULL; k++)
+    g_free (j->reasons[k]);
   g_clear_error (&j->error);
   g_strfreev (j->ids);
   g_free (j->states);
+  g_free (j->reasons);
   g_free (j);
 }
 
@@ -899,6 +908,7 @@ poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
   j->s = s;
   j->command_ms = s->command_ms;
   j->states = g_new0 (DatcProxyState, ids->len);
+  j->reasons = g_new0 (gchar *, ids->len);
   g_ptr_array_add (ids, NULL);
   j->ids = (GStrv) g_ptr_array_steal (ids, NULL);
   s->n_poll++;
@@ -1714,12 +1724,22 @@ member_int (JsonBuilder *b, const char *name, gint64 v)
 static void
 describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
 {
-  guint running = 0, expiring = 0;
+  guint running = 0, expiring = 0, queued = 0;
+  /* Proxies the scheduler last said are pending (and whose agent is not
+   * here), counted by the reason it gave. */
+  g_autoptr (GHashTable) reasons = g_hash_table_new (g_str_hash, g_str_equal);
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
       running += x->online;
       expiring += x->expiring;
+      if (x->job_id != NULL && !x->online && x->state == DATC_PROXY_PENDING)
+        {
+          queued++;
+          if (x->reason != NULL)
+            g_hash_table_insert (reasons, x->reason,
+                                 GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (reasons, x->reason)) + 1));
+        }
     }
   guint alive = s->proxies->len;
   json_builder_begin_object (b);
@@ -1736,6 +1756,15 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_pending", alive - MIN (running, alive));
   member_int (b, "proxies_running", running);
   member_int (b, "proxies_expiring", expiring);
+  member_int (b, "proxies_queued", queued);
+  json_builder_set_member_name (b, "pending_reasons");
+  json_builder_begin_object (b);
+  GHashTableIter it;
+  gpointer reason, count;
+  g_hash_table_iter_init (&it, reasons);
+  while (g_hash_table_iter_next (&it, &reason, &count))
+    member_int (b, reason, GPOINTER_TO_UINT (count));
+  json_builder_end_object (b);
   member_int (b, "agents", datc_dispatcher_site_agents (p->disp, s->spec->name, NULL));
   member_int (b, "slots_per_proxy", s->spec->slots_per_proxy);
   member_int (b, "max_proxies", s->spec->max_proxies);
