@@ -128,11 +128,11 @@ tb_record "$out/submit-array.txt" "kind: submit-array" "expect: ${ja}_1 ${ja}_2 
   -- sbatch --parsable --chdir="$W" --array=1-4 "$W/datc-cap-arr.sh"
 await_state "${ja}_4" PENDING
 tb_record "$out/poll-array-pending.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_9 $jc" \
-  "expect: pending pending pending pending finished running" \
-  "note: ${ja}_9 was never an element: left out of the answer" \
+  "expect: pending pending pending pending finished running" "reasons: - | - | - | - | - | -" \
+  "note: ${ja}_9 was never an element: left out of the answer; just submitted, the elements wait for no reason yet (None)" \
   -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4,${ja}_9,$jc" -o '%i %T %r'
 tb_record "$out/poll-array-collapsed.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_5 $jc" \
-  "expect: pending pending pending pending finished running" \
+  "expect: pending pending pending pending finished running" "reasons: - | - | - | - | - | -" \
   "note: without -r (the driver passes it) squeue collapses pending elements into one line" \
   -- squeue -h -t all -j "$ja,$jc" -o '%i %T %r'
 tb_record "$out/lookup-array-found.txt" "kind: lookup-array" "name: datc-cap-arr" "expect: $ja" \
