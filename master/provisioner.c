@@ -26,7 +26,8 @@ typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's; NULL while its submit is out */
   DatcProxyState state;
-  gchar *reason;           /* while the scheduler says it is pending: why, in its words; or NULL */
+  gboolean queued;         /* the last poll said pending (not merely submitted: fork's never are) */
+  gchar *reason;           /* then why, in the scheduler's words; or NULL */
   guint slots;
   gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
   gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
@@ -866,8 +867,9 @@ poll_done (gpointer owner, gpointer data)
             continue;
           x->state = j->states[k];
           /* The last reason the scheduler gave, for status and progress. */
+          x->queued = x->state == DATC_PROXY_PENDING;
           g_free (x->reason);
-          x->reason = x->state == DATC_PROXY_PENDING ? g_steal_pointer (&j->reasons[k]) : NULL;
+          x->reason = x->queued ? g_steal_pointer (&j->reasons[k]) : NULL;
           if (x->state == DATC_PROXY_RUNNING)
             trace_started (p, s, x, "scheduler", g_get_real_time ());
           if (!x->connected)
@@ -1733,7 +1735,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
       Proxy *x = s->proxies->pdata[i];
       running += x->online;
       expiring += x->expiring;
-      if (x->job_id != NULL && !x->online && x->state == DATC_PROXY_PENDING)
+      if (x->queued && !x->online)
         {
           queued++;
           if (x->reason != NULL)
