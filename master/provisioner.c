@@ -1738,9 +1738,10 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
       if (x->queued && !x->online)
         {
           queued++;
+          guint seen = GPOINTER_TO_UINT (x->reason != NULL ? g_hash_table_lookup (reasons, x->reason)
+                                                           : NULL);
           if (x->reason != NULL)
-            g_hash_table_insert (reasons, x->reason,
-                                 GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (reasons, x->reason)) + 1));
+            g_hash_table_insert (reasons, x->reason, GUINT_TO_POINTER (seen + 1));
         }
     }
   guint alive = s->proxies->len;

@@ -288,7 +288,8 @@ waiting_part (JsonObject *st)
       gint64 queued = json_object_get_int_member_with_default (s, "proxies_queued", 0);
       if (queued <= 0)
         continue;
-      g_string_append_printf (out, "%s%s %" G_GINT64_FORMAT, out->len > 0 ? ", " : " | waiting in queue: ",
+      g_string_append_printf (out, "%s%s %" G_GINT64_FORMAT,
+                              out->len > 0 ? ", " : " | waiting in queue: ",
                               json_object_get_string_member_with_default (s, "name", "?"), queued);
       g_autoptr (GArray) reasons = site_reasons (s);
       if (reasons->len > 0)
