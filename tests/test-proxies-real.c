@@ -634,7 +634,7 @@ pending_behind_a_competitor(const Site *s)
       if (!said)
         g_usleep(100 * 1000);
     }
-  step("status says why proxy %s waits", proxy);
+  step("status shows proxy %s queued (and why, on Slurm)", proxy);
   g_autoptr(GPtrArray) before = tb_trace(c->dir);
   g_assert_null(trace_find(before, "agent_connected", NULL, NULL));
   g_autofree gchar *results = g_build_filename(c->dir, "results.jsonl", NULL);
