@@ -40,6 +40,8 @@ typedef struct Proxy {
   gchar *id;               /* our proxy id, unique in the campaign */
   gchar *job_id;           /* the scheduler's; NULL while its submit is out */
   DatcProxyState state;
+  gboolean queued;         /* the last poll said pending (not merely submitted: fork's never are) */
+  gchar *reason;           /* then why, in the scheduler's words; or NULL */
   guint slots;
   gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
   gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
@@ -199,6 +201,7 @@ proxy_free (gpointer p)
   g_free (x->job_id);
   g_free (x->log);
   g_free (x->submission);
+  g_free (x->reason);
   g_free (x);
 }
 
@@ -975,6 +978,7 @@ typedef struct {
   guint command_ms;
   GStrv ids;                /* job ids, as posted */
   DatcProxyState *states;   /* out, one per id */
+  gchar **reasons;          /* out, one per id: why a pending one waits, or NULL */
   GError *error;
 } PollJob;
 
@@ -983,7 +987,7 @@ poll_run (DatcSite *site, gpointer data)
 {
   PollJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
-  datc_site_poll (site, (const char *const *) j->ids, j->states, &j->error);
+  datc_site_poll_reasons (site, (const char *const *) j->ids, j->states, j->reasons, &j->error);
 }
 
 static Proxy *
@@ -1030,6 +1034,10 @@ poll_done (gpointer owner, gpointer data)
             continue;
           x->state = j->states[k];
           x->ran = x->ran || x->state == DATC_PROXY_RUNNING;
+          /* The last reason the scheduler gave, for status and progress. */
+          x->queued = x->state == DATC_PROXY_PENDING;
+          g_free (x->reason);
+          x->reason = x->queued ? g_steal_pointer (&j->reasons[k]) : NULL;
           if (x->state == DATC_PROXY_RUNNING)
             trace_started (p, s, x, "scheduler", g_get_real_time ());
           if (x->state == DATC_PROXY_RUNNING && x->running_since_us == 0)
@@ -1043,9 +1051,12 @@ poll_done (gpointer owner, gpointer data)
             }
         }
     }
+  for (guint k = 0; j->ids[k] != NULL; k++)
+    g_free (j->reasons[k]);
   g_clear_error (&j->error);
   g_strfreev (j->ids);
   g_free (j->states);
+  g_free (j->reasons);
   g_free (j);
 }
 
@@ -1069,6 +1080,7 @@ poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
   j->s = s;
   j->command_ms = s->command_ms;
   j->states = g_new0 (DatcProxyState, ids->len);
+  j->reasons = g_new0 (gchar *, ids->len);
   g_ptr_array_add (ids, NULL);
   j->ids = (GStrv) g_ptr_array_steal (ids, NULL);
   s->n_poll++;
@@ -2158,12 +2170,23 @@ member_int (JsonBuilder *b, const char *name, gint64 v)
 static void
 describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
 {
-  guint running = 0, expiring = 0;
+  guint running = 0, expiring = 0, queued = 0;
+  /* Proxies the scheduler last said are pending (and whose agent is not
+   * here), counted by the reason it gave. */
+  g_autoptr (GHashTable) reasons = g_hash_table_new (g_str_hash, g_str_equal);
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
       running += x->online;
       expiring += x->expiring;
+      if (x->queued && !x->online)
+        {
+          queued++;
+          guint seen = GPOINTER_TO_UINT (x->reason != NULL ? g_hash_table_lookup (reasons, x->reason)
+                                                           : NULL);
+          if (x->reason != NULL)
+            g_hash_table_insert (reasons, x->reason, GUINT_TO_POINTER (seen + 1));
+        }
     }
   guint alive = s->proxies->len;
   json_builder_begin_object (b);
@@ -2180,6 +2203,15 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "proxies_pending", alive - MIN (running, alive));
   member_int (b, "proxies_running", running);
   member_int (b, "proxies_expiring", expiring);
+  member_int (b, "proxies_queued", queued);
+  json_builder_set_member_name (b, "pending_reasons");
+  json_builder_begin_object (b);
+  GHashTableIter it;
+  gpointer reason, count;
+  g_hash_table_iter_init (&it, reasons);
+  while (g_hash_table_iter_next (&it, &reason, &count))
+    member_int (b, reason, GPOINTER_TO_UINT (count));
+  json_builder_end_object (b);
   member_int (b, "agents", datc_dispatcher_site_agents (p->disp, s->spec->name, NULL));
   member_int (b, "slots_per_proxy", s->spec->slots_per_proxy);
   member_int (b, "max_proxies", s->spec->max_proxies);

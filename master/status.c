@@ -240,6 +240,76 @@ human_seconds (double s)
   return g_strdup_printf ("%.0fh%02.0fm", floor (s / 3600), floor (fmod (s, 3600) / 60));
 }
 
+typedef struct {
+  const char *reason;
+  gint64 count;
+} ReasonCount;
+
+static gint
+by_count (gconstpointer a, gconstpointer b)
+{
+  const ReasonCount *x = a, *y = b;
+  if (x->count != y->count)
+    return x->count > y->count ? -1 : 1;
+  return g_strcmp0 (x->reason, y->reason);
+}
+
+/* A site's pending_reasons, most common first (borrowed strings). */
+static GArray *
+site_reasons (JsonObject *site)
+{
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (ReasonCount));
+  JsonObject *r = json_object_has_member (site, "pending_reasons")
+                      ? json_object_get_object_member (site, "pending_reasons")
+                      : NULL;
+  g_autoptr (GList) names = r != NULL ? json_object_get_members (r) : NULL;
+  for (GList *l = names; l != NULL; l = l->next)
+    {
+      ReasonCount c = { l->data, json_object_get_int_member_with_default (r, l->data, 0) };
+      g_array_append_val (out, c);
+    }
+  g_array_sort (out, by_count);
+  return out;
+}
+
+/* " | waiting in queue: slurm 2 (Resources), sge 1" when no task runs and
+ * proxies wait in a scheduler's queue (the first reason of each site,
+ * shortened: it must fit the line); "" otherwise. */
+static gchar *
+waiting_part (JsonObject *st)
+{
+  JsonArray *sites = json_object_get_array_member (st, "sites");
+  if (sites == NULL || tasks_member (st, "running") > 0 || tasks_member (st, "prefetched") > 0)
+    return g_strdup ("");
+  g_autoptr (GString) out = g_string_new (NULL);
+  for (guint i = 0; i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      gint64 queued = json_object_get_int_member_with_default (s, "proxies_queued", 0);
+      if (queued <= 0)
+        continue;
+      g_string_append_printf (out, "%s%s %" G_GINT64_FORMAT,
+                              out->len > 0 ? ", " : " | waiting in queue: ",
+                              json_object_get_string_member_with_default (s, "name", "?"), queued);
+      g_autoptr (GArray) reasons = site_reasons (s);
+      if (reasons->len > 0)
+        {
+          const char *first = g_array_index (reasons, ReasonCount, 0).reason;
+          if (g_utf8_strlen (first, -1) > 40)
+            {
+              g_autofree gchar *cut = g_utf8_substring (first, 0, 39);
+              g_string_append_printf (out, " (%s…", cut);
+            }
+          else
+            g_string_append_printf (out, " (%s", first);
+          if (reasons->len > 1)
+            g_string_append_printf (out, ", +%u more", reasons->len - 1);
+          g_string_append_c (out, ')');
+        }
+    }
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
 gchar *
 datc_status_line (JsonObject *st)
 {
@@ -253,13 +323,14 @@ datc_status_line (JsonObject *st)
   g_autofree gchar *ahead = prefetched > 0
                                 ? g_strdup_printf (" (+%" G_GINT64_FORMAT " prefetched)", prefetched)
                                 : g_strdup ("");
+  g_autofree gchar *waiting = waiting_part (st);
   return g_strdup_printf ("done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT
                           " / running %" G_GINT64_FORMAT "%s / queued %" G_GINT64_FORMAT
-                          " | %.1f/s | ETA %s | %u agent%s",
+                          " | %.1f/s | ETA %s | %u agent%s%s",
                           tasks_member (st, "done"), tasks_member (st, "failed"),
                           tasks_member (st, "running"), ahead, tasks_member (st, "queued"), rate, eta_s,
                           agents ? json_array_get_length (agents) : 0,
-                          agents && json_array_get_length (agents) == 1 ? "" : "s");
+                          agents && json_array_get_length (agents) == 1 ? "" : "s", waiting);
 }
 
 static gint64
@@ -385,6 +456,26 @@ datc_status_print (JsonObject *st, FILE *out)
             fprintf (out, "site %s is degraded: %s\n",
                      json_object_get_string_member_with_default (s, "name", "?"),
                      error ? error : "(no message)");
+        }
+      /* Proxies in a scheduler's queue, and why it says they wait. */
+      for (guint i = 0; i < json_array_get_length (sites); i++)
+        {
+          JsonObject *s = json_array_get_object_element (sites, i);
+          gint64 queued = json_object_get_int_member_with_default (s, "proxies_queued", 0);
+          if (queued <= 0)
+            continue;
+          g_autoptr (GArray) reasons = site_reasons (s);
+          g_autoptr (GString) why = g_string_new (NULL);
+          for (guint k = 0; k < reasons->len; k++)
+            {
+              ReasonCount *c = &g_array_index (reasons, ReasonCount, k);
+              g_string_append_printf (why, "%s%s", k > 0 ? ", " : ": ", c->reason);
+              if (reasons->len > 1 || c->count != queued)
+                g_string_append_printf (why, " (%" G_GINT64_FORMAT ")", c->count);
+            }
+          fprintf (out, "site %s: %" G_GINT64_FORMAT " prox%s pending%s\n",
+                   json_object_get_string_member_with_default (s, "name", "?"), queued,
+                   queued == 1 ? "y" : "ies", why->str);
         }
       print_site_commands (sites, out);
     }

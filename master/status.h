@@ -5,6 +5,9 @@
  *   ("running": started on an agent; "prefetched": handed to an agent that
  *   has not started them yet, live only),
  *    "sites": [...], "agents": [...], "rate_per_s", "eta_s" (null: unknown)}
+ * Live, each site has "proxies_queued" (proxies the scheduler last said
+ * are pending, their agent not here) and "pending_reasons" ({reason:
+ * count} of those, in the scheduler's words, where its poll says).
  * Offline, "sites" holds the sites the trace saw degraded: {name, state,
  * last_error}, state "ok" when a site_ok came after. 
  * and a one-line form for the progress line. */
@@ -40,7 +43,8 @@ JsonNode *datc_status_offline (const char *dir, GError **error);
 
 /* Human-readable form of a status object. */
 void datc_status_print (JsonObject *status, FILE *out);
-/* "done 12 / failed 0 / running 4 / queued 84 | 3.1/s | ETA 27s | 2 agents" */
+/* "done 12 / failed 0 / running 4 / queued 84 | 3.1/s | ETA 27s | 2 agents", and
+ * when no task runs and proxies wait: " | waiting in queue: slurm 2 (Resources)" */
 gchar *datc_status_line (JsonObject *status);
 
 G_END_DECLS

@@ -132,6 +132,14 @@ typedef struct {
    * FINISHED or UNKNOWN as the scheduler's semantics say. */
   gboolean (*parse_poll) (const DatcCommandResult *res, const char *const *ids,
                           DatcProxyState *states, GError **error);
+  /* Optional (NULL: the poll's answer says no reason): as parse_poll, and
+   * reasons[i] (transfer full) for a PENDING ids[i]: why the scheduler
+   * keeps it waiting, in its own words (Slurm's %r, PBS's comment, LSF's
+   * pending reason), at most DATC_SITE_REASON_MAX bytes of printable
+   * UTF-8, or NULL when the answer gives none.  `reasons` has a slot per
+   * id, all NULL on entry; on failure they are left NULL. */
+  gboolean (*parse_poll_reasons) (const DatcCommandResult *res, const char *const *ids,
+                                  DatcProxyState *states, gchar **reasons, GError **error);
   GStrv (*cancel_argv) (const char *const *ids);
   /* Optional (NULL in fork): did a submit whose answer was lost go
    * through?  argv that finds the job named `job_name` (the request's
@@ -229,6 +237,11 @@ gboolean datc_site_lookup_array (DatcSite *site, const char *job_name, guint k,
 /* states[i] for ids[i], one command for all of them. */
 gboolean datc_site_poll (DatcSite *site, const char *const *ids,
                          DatcProxyState *states, GError **error);
+/* The same command, and reasons[i] (transfer full, NULL for none) why a
+ * pending ids[i] waits, where the scheduler's poll answer says
+ * (parse_poll_reasons); `reasons` has a slot per id, set to NULL first. */
+gboolean datc_site_poll_reasons (DatcSite *site, const char *const *ids,
+                                 DatcProxyState *states, gchar **reasons, GError **error);
 gboolean datc_site_cancel (DatcSite *site, const char *const *ids,
                            GError **error);
 /* Writes `data` to `path` on the site (atomically, with `mode`). */
@@ -280,6 +293,9 @@ void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 void datc_site_set_retry (DatcSite *site, gboolean retry);
 const char *datc_site_scheduler_name (DatcSite *site);
 const char *datc_site_transport_name (DatcSite *site);
+
+/* Longest pending reason kept from a scheduler's answer, in bytes. */
+#define DATC_SITE_REASON_MAX 200u
 
 /* Timeout for every scheduler command, ms. */
 #define DATC_SITE_COMMAND_TIMEOUT_MS 30000u

@@ -397,6 +397,53 @@ datc_batch_answers_fill(GHashTable *answers, const char *const *ids, DatcProxySt
     }
 }
 
+GHashTable *
+datc_batch_reasons_new(void)
+{
+  return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+}
+
+void
+datc_batch_reasons_set(GHashTable *table, const char *id, const char *text)
+{
+  if (text == NULL)
+    return;
+  g_autofree gchar *valid = g_utf8_make_valid(text, -1);
+  GString *kept = g_string_new(NULL);
+
+  /* One line of plain words: it goes into a status line and a table. */
+  for (const char *p = valid; *p != '\0'; p = g_utf8_next_char(p))
+    {
+      gunichar c = g_utf8_get_char(p);
+      gboolean blank = g_unichar_isspace(c) || !g_unichar_isprint(c);
+
+      if (blank && (kept->len == 0 || kept->str[kept->len - 1] == ' '))
+        continue;
+      if (kept->len + 6 > DATC_SITE_REASON_MAX)
+        break;
+      if (blank)
+        g_string_append_c(kept, ' ');
+      else
+        g_string_append_unichar(kept, c);
+    }
+  g_strchomp(kept->str);
+  if (kept->str[0] == '\0')
+    {
+      g_string_free(kept, TRUE);
+      return;
+    }
+  g_hash_table_replace(table, g_strdup(id), g_string_free(kept, FALSE));
+}
+
+void
+datc_batch_reasons_fill(GHashTable *table, const char *const *ids, const DatcProxyState *states,
+                        gchar **reasons)
+{
+  for (gsize i = 0; ids[i] != NULL; i++)
+    if (states[i] == DATC_PROXY_PENDING)
+      reasons[i] = g_strdup(g_hash_table_lookup(table, ids[i]));
+}
+
 gboolean
 datc_batch_lines_all_match(const char *text, const char *const *patterns)
 {

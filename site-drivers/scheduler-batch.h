@@ -181,6 +181,16 @@ void datc_batch_answers_set(GHashTable *answers, const char *id,
 void datc_batch_answers_fill(GHashTable *answers, const char *const *ids,
                              DatcProxyState *states, DatcProxyState missing);
 
+/* Pending reasons (parse_poll_reasons) are collected id -> text: `text`
+ * (may be NULL) is kept as printable UTF-8 (control characters become
+ * spaces, runs of blanks one), stripped, cut to DATC_SITE_REASON_MAX
+ * bytes; an empty one is not kept.  Then reasons[i] (transfer full) for
+ * each ids[i] whose states[i] is PENDING and that has one. */
+GHashTable *datc_batch_reasons_new(void);
+void datc_batch_reasons_set(GHashTable *table, const char *id, const char *text);
+void datc_batch_reasons_fill(GHashTable *table, const char *const *ids,
+                             const DatcProxyState *states, gchar **reasons);
+
 /* Every stripped, non-empty line of `text` matches one of `patterns`
  * (GRegex, anchored by the caller); empty text counts as matching. */
 gboolean datc_batch_lines_all_match(const char *text,

@@ -178,14 +178,18 @@ lsf_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
 
 /* ---- poll ------------------------------------------------------------- */
 
+#define LSF_POLL_FORMAT "jobid stat job_name pend_reason delimiter='|'"
+
 static GStrv
 lsf_poll_argv(const char *const *ids)
 {
   if (!datc_batch_ids_are_valid(ids, lsf_id_is_valid))
     return NULL;
 
+  /* -o: the columns we read, '|' between them, the pending reason last
+   * (its text may hold anything). */
   GPtrArray *argv = datc_batch_argv_new();
-  const char *const fixed[] = { "bjobs", "-a", "-w", NULL };
+  const char *const fixed[] = { "bjobs", "-a", "-o", LSF_POLL_FORMAT, NULL };
   datc_batch_argv_add_all(argv, fixed);
   datc_batch_argv_add_all(argv, ids);
   return datc_batch_argv_end(argv);
@@ -209,6 +213,19 @@ is_known_state(const char *word)
   return FALSE;
 }
 
+/* "NAME[INDEX]" -> "[INDEX]", or NULL when `word` is not of that shape. */
+static const char *
+lsf_element_suffix(const char *word)
+{
+  const char *open = strrchr(word, '[');
+  gsize len = strlen(word);
+
+  if (open != NULL && len > 2 && word[len - 1] == ']' && open[1] != ']'
+      && strspn(open + 1, "0123456789") == (gsize)(word + len - 1 - (open + 1)))
+    return open;
+  return NULL;
+}
+
 /* An array element's row has the array's JOBID and JOB_NAME NAME[INDEX]
  * (after FROM_HOST and EXEC_HOST, which is empty while pending): its id
  * is JOBID[INDEX].  A plain job's is its JOBID (transfer full). */
@@ -217,22 +234,19 @@ lsf_row_id(const char *const *words)
 {
   for (gsize i = 4; words[i] != NULL; i++)
     {
-      const char *open = strrchr(words[i], '[');
-      gsize len = strlen(words[i]);
-
-      if (open != NULL && len > 2 && words[i][len - 1] == ']' && open[1] != ']'
-          && strspn(open + 1, "0123456789") == (gsize)(words[i] + len - 1 - (open + 1)))
-        return g_strdup_printf("%s%s", words[0], open);
+      const char *suffix = lsf_element_suffix(words[i]);
+      if (suffix != NULL)
+        return g_strdup_printf("%s%s", words[0], suffix);
     }
   return g_strdup(words[0]);
 }
 
-/* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job
- * (per element for arrays).  Ids a "Job <X> is not found" on stderr names
- * are `gone`.  `order` gets each row's JOBID. */
+/* bjobs's lines and stderr: ids a "Job <X> is not found" names are
+ * finished in `answers`; any other complaint with a failed exit is the
+ * command's failure. */
 static gboolean
-lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *order,
-                GError **error)
+lsf_answer_lines(const DatcCommandResult *res, GHashTable *answers, GStrv *out_lines,
+                 GError **error)
 {
   g_auto(GStrv) lines = NULL;
   g_auto(GStrv) err_lines = NULL;
@@ -262,6 +276,20 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
       datc_batch_set_command_error(error, LSF, "bjobs", res);
       return FALSE;
     }
+  *out_lines = g_steal_pointer(&lines);
+  return TRUE;
+}
+
+/* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job
+ * (per element for arrays).  Ids a "Job <X> is not found" on stderr names
+ * are `gone`.  `order` gets each row's JOBID. */
+static gboolean
+lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *order,
+                GError **error)
+{
+  g_auto(GStrv) lines = NULL;
+  if (!lsf_answer_lines(res, answers, &lines, error))
+    return FALSE;
 
   for (gsize i = 0; lines[i] != NULL; i++)
     {
@@ -285,17 +313,56 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
   return TRUE;
 }
 
+/* Rows of the poll's -o format: the header JOBID|STAT|JOB_NAME|PEND_REASON,
+ * then one per job (per element for arrays, JOB_NAME NAME[INDEX]); "-"
+ * for an empty field; a pending job's reasons end in ';'. */
 static gboolean
-lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
-               DatcProxyState *states, GError **error)
+lsf_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
+                       DatcProxyState *states, gchar **reasons, GError **error)
 {
   g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
 
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
-  if (!lsf_parse_table(res, answers, NULL, error))
+  g_autoptr(GHashTable) why = datc_batch_reasons_new();
+  g_auto(GStrv) lines = NULL;
+  if (!lsf_answer_lines(res, answers, &lines, error))
     return FALSE;
+  for (gsize i = 0; lines[i] != NULL; i++)
+    {
+      if (i == 0 && g_str_has_prefix(lines[i], "JOBID|"))
+        continue;
+
+      g_auto(GStrv) fields = g_strsplit(lines[i], "|", 4);
+      if (g_strv_length(fields) != 4 || !lsf_job_id_is_valid(g_strstrip(fields[0]))
+          || !is_known_state(g_strstrip(fields[1])))
+        {
+          datc_batch_set_parse_error(
+              error, LSF, "expected 'JOBID|STAT|JOB_NAME|PEND_REASON' from bjobs", lines[i]);
+          return FALSE;
+        }
+      const char *suffix = lsf_element_suffix(g_strstrip(fields[2]));
+      g_autofree gchar *id = g_strconcat(fields[0], suffix, NULL);
+      gchar *reason = g_strstrip(fields[3]);
+      gsize len = strlen(reason);
+
+      while (len > 0 && (reason[len - 1] == ';' || reason[len - 1] == ' '))
+        reason[--len] = '\0';
+      datc_batch_answers_set(answers, id,
+                             datc_batch_state_lookup(lsf_states, G_N_ELEMENTS(lsf_states),
+                                                     fields[1]));
+      datc_batch_reasons_set(why, id, strcmp(reason, "-") != 0 ? reason : NULL);
+    }
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  if (reasons != NULL)
+    datc_batch_reasons_fill(why, ids, states, reasons);
   return TRUE;
+}
+
+static gboolean
+lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  return lsf_parse_poll_reasons(res, ids, states, NULL, error);
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -478,6 +545,7 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_submit = lsf_parse_submit,
   .poll_argv = lsf_poll_argv,
   .parse_poll = lsf_parse_poll,
+  .parse_poll_reasons = lsf_parse_poll_reasons,
   .cancel_argv = lsf_cancel_argv,
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_parse_lookup,

@@ -257,9 +257,20 @@ pbs_sequence(const char *id)
   return g_strndup(id, len);
 }
 
+/* A queued job's comment says why the scheduler did not run it: "Not
+ * Running: Insufficient amount of resource: ncpus"; the prefix says
+ * nothing a pending state does not. */
+static const char *
+pbs_reason(const char *comment)
+{
+  if (comment != NULL && g_str_has_prefix(comment, "Not Running: "))
+    return comment + strlen("Not Running: ");
+  return comment;
+}
+
 static gboolean
-pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
-               DatcProxyState *states, GError **error)
+pbs_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
+                       DatcProxyState *states, gchar **reasons, GError **error)
 {
   g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
 
@@ -271,6 +282,8 @@ pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
 
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
   g_autoptr(GHashTable) by_sequence = datc_batch_answers_new();
+  g_autoptr(GHashTable) why = datc_batch_reasons_new();
+  g_autoptr(GHashTable) why_by_sequence = datc_batch_reasons_new();
 
   /* Complaints about ids: gone.  Anything else on stderr with a failed
    * exit: the command failed. */
@@ -307,12 +320,13 @@ pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
     {
       g_auto(GStrv) fields = dsv_fields(lines[i]);
       const char *id = g_str_has_prefix(fields[0], "Job Id: ") ? fields[0] + 8 : NULL;
-      const char *state = NULL, *exit_status = NULL;
+      const char *state = NULL, *exit_status = NULL, *comment = NULL;
 
       for (gsize j = 1; fields[j] != NULL; j++)
         {
           state = state != NULL ? state : dsv_value(fields[j], "job_state");
           exit_status = exit_status != NULL ? exit_status : dsv_value(fields[j], "Exit_status");
+          comment = comment != NULL ? comment : dsv_value(fields[j], "comment");
         }
       if (id == NULL || !pbs_id_is_valid(id) || state == NULL
           || pbs_state(state, exit_status) == DATC_PROXY_UNKNOWN)
@@ -326,6 +340,8 @@ pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
       g_autofree gchar *seq = pbs_sequence(id);
       datc_batch_answers_set(answers, id, s);
       datc_batch_answers_set(by_sequence, seq, s);
+      datc_batch_reasons_set(why, id, pbs_reason(comment));
+      datc_batch_reasons_set(why_by_sequence, seq, pbs_reason(comment));
     }
 
   for (gsize i = 0; ids[i] != NULL; i++)
@@ -334,12 +350,28 @@ pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
       g_autofree gchar *seq = pbs_sequence(ids[i]);
       const char *by_seq[] = { seq, NULL };
 
-      if (g_hash_table_contains(answers, ids[i]))
+      gboolean exact = g_hash_table_contains(answers, ids[i]);
+
+      if (exact)
         datc_batch_answers_fill(answers, one, &states[i], DATC_PROXY_FINISHED);
       else
         datc_batch_answers_fill(by_sequence, by_seq, &states[i], DATC_PROXY_FINISHED);
+      if (reasons != NULL)
+        {
+          const char *reason = exact ? g_hash_table_lookup(why, ids[i])
+                                     : g_hash_table_lookup(why_by_sequence, seq);
+          if (states[i] == DATC_PROXY_PENDING)
+            reasons[i] = g_strdup(reason);
+        }
     }
   return TRUE;
+}
+
+static gboolean
+pbs_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  return pbs_parse_poll_reasons(res, ids, states, NULL, error);
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -554,6 +586,7 @@ const DatcSchedulerClass datc_scheduler_pbs = {
   .parse_submit = pbs_parse_submit,
   .poll_argv = pbs_poll_argv,
   .parse_poll = pbs_parse_poll,
+  .parse_poll_reasons = pbs_parse_poll_reasons,
   .cancel_argv = pbs_cancel_argv,
   .lookup_argv = pbs_lookup_argv,
   .parse_lookup = pbs_parse_lookup,

@@ -185,8 +185,8 @@ is_dashes(const char *line)
  * to DATC_ARRAY_MAX are ours, so a range never makes more answers than
  * that. */
 static gboolean
-sge_set_task_answers(GHashTable *answers, const char *job, const char *tasks,
-                     DatcProxyState state)
+sge_set_task_answers(GHashTable *answers, GHashTable *why, const char *job, const char *tasks,
+                     DatcProxyState state, const char *reason)
 {
   g_auto(GStrv) items = g_strsplit(tasks, ",", -1);
 
@@ -214,14 +214,24 @@ sge_set_task_answers(GHashTable *answers, const char *job, const char *tasks,
         {
           g_autofree gchar *id = g_strdup_printf("%s.%" G_GUINT64_FORMAT, job, t);
           datc_batch_answers_set(answers, id, state);
+          datc_batch_reasons_set(why, id, reason);
         }
     }
   return TRUE;
 }
 
+/* Plain qstat says why a job waits only when it is held: the scheduling
+ * info of `qstat -j` would take a second command per poll, and is off
+ * unless the cell sets schedd_job_info (see README.md). */
+static gchar *
+sge_reason(const char *letters)
+{
+  return strchr(letters, 'h') != NULL ? g_strdup_printf("on hold (%s)", letters) : NULL;
+}
+
 static gboolean
-sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
-               DatcProxyState *states, GError **error)
+sge_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
+                       DatcProxyState *states, gchar **reasons, GError **error)
 {
   g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
 
@@ -242,6 +252,7 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
    * line per running task and one for its pending tasks, whose ja-task-ID
    * is a list ("2-5:1", "1,3,6"). */
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr(GHashTable) why = datc_batch_reasons_new();
   for (gsize i = 0; lines[i] != NULL; i++)
     {
       if (i == 0 && g_str_has_prefix(lines[i], "job-ID "))
@@ -257,8 +268,10 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
       /* Words after the date and time: [queue] slots [tasks]. */
       guint slots_at = n > 7 && strchr(words[7], '@') != NULL ? 8 : 7;
       const char *tasks = n == slots_at + 2 ? words[slots_at + 1] : NULL;
+      g_autofree gchar *reason = state != DATC_PROXY_UNKNOWN ? sge_reason(words[4]) : NULL;
       if (state == DATC_PROXY_UNKNOWN || n > slots_at + 2
-          || (tasks != NULL && !sge_set_task_answers(answers, words[0], tasks, state)))
+          || (tasks != NULL
+              && !sge_set_task_answers(answers, why, words[0], tasks, state, reason)))
         {
           datc_batch_set_parse_error(error, SGE,
                                      "expected 'job-ID prior name user state ...' from qstat",
@@ -266,10 +279,22 @@ sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
           return FALSE;
         }
       if (tasks == NULL)
-        datc_batch_answers_set(answers, words[0], state);
+        {
+          datc_batch_answers_set(answers, words[0], state);
+          datc_batch_reasons_set(why, words[0], reason);
+        }
     }
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  if (reasons != NULL)
+    datc_batch_reasons_fill(why, ids, states, reasons);
   return TRUE;
+}
+
+static gboolean
+sge_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  return sge_parse_poll_reasons(res, ids, states, NULL, error);
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -545,6 +570,7 @@ const DatcSchedulerClass datc_scheduler_sge = {
   .parse_submit = sge_parse_submit,
   .poll_argv = sge_poll_argv,
   .parse_poll = sge_parse_poll,
+  .parse_poll_reasons = sge_parse_poll_reasons,
   .cancel_argv = sge_cancel_argv,
   .lookup_argv = sge_lookup_argv,
   .parse_lookup = sge_parse_lookup,

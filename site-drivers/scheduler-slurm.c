@@ -184,7 +184,9 @@ slurm_poll_argv(const char *const *ids)
   datc_batch_argv_add_all(argv, fixed);
   datc_batch_argv_add(argv, list);
   datc_batch_argv_add(argv, "-o");
-  datc_batch_argv_add(argv, "%i %T");
+  /* %r: why a pending job waits (Resources, Priority, ...), "None" for
+   * others; it is the rest of the line, which may hold spaces. */
+  datc_batch_argv_add(argv, "%i %T %r");
   return datc_batch_argv_end(argv);
 }
 
@@ -252,6 +254,7 @@ typedef struct
   guint64 base;
   guint64 lo, hi;
   DatcProxyState state;
+  const char *reason;       /* the line's %r (points into the answer), or NULL */
 } SlurmElements;
 
 static gboolean
@@ -264,7 +267,7 @@ parse_index(const char *s, guint64 *value)
 /* Appends the ranges of `word` to `out`; FALSE when it is not of that
  * shape. */
 static gboolean
-parse_collapsed(const char *word, DatcProxyState state, GArray *out)
+parse_collapsed(const char *word, DatcProxyState state, const char *reason, GArray *out)
 {
   const char *open = strstr(word, "_[");
   gsize len = strlen(word);
@@ -290,7 +293,7 @@ parse_collapsed(const char *word, DatcProxyState state, GArray *out)
     return FALSE;
   for (gsize i = 0; items[i] != NULL; i++)
     {
-      SlurmElements e = { .base = base, .state = state };
+      SlurmElements e = { .base = base, .state = state, .reason = reason };
       gchar *dash = strchr(items[i], '-');
 
       if (dash != NULL)
@@ -308,10 +311,11 @@ parse_collapsed(const char *word, DatcProxyState state, GArray *out)
   return TRUE;
 }
 
-/* The state of element id "BASE_INDEX" from the collapsed lines, if one
- * covers it. */
+/* The state (and reason) of element id "BASE_INDEX" from the collapsed
+ * lines, if one covers it. */
 static gboolean
-collapsed_state(const GArray *collapsed, const char *id, DatcProxyState *state)
+collapsed_state(const GArray *collapsed, const char *id, DatcProxyState *state,
+                const char **reason)
 {
   const char *sep = strchr(id, '_');
   guint64 base = 0, index = 0;
@@ -327,15 +331,31 @@ collapsed_state(const GArray *collapsed, const char *id, DatcProxyState *state)
       if (e->base == base && index >= e->lo && index <= e->hi)
         {
           *state = e->state;
+          *reason = e->reason;
           return TRUE;
         }
     }
   return FALSE;
 }
 
+/* What follows the first two words of `line` (the %r column), or NULL. */
+static const char *
+third_column(const char *line)
+{
+  const char *p = line;
+
+  for (int word = 0; word < 2; word++)
+    {
+      p += strspn(p, " \t");
+      p += strcspn(p, " \t");
+    }
+  p += strspn(p, " \t");
+  return *p != '\0' ? p : NULL;
+}
+
 static gboolean
-slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
-                 DatcProxyState *states, GError **error)
+slurm_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
+                         DatcProxyState *states, gchar **reasons, GError **error)
 {
   g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
 
@@ -357,30 +377,51 @@ slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
     }
 
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr(GHashTable) why = datc_batch_reasons_new();
   g_autoptr(GArray) collapsed = g_array_new(FALSE, FALSE, sizeof(SlurmElements));
   for (gsize i = 0; lines[i] != NULL; i++)
     {
       g_auto(GStrv) words = datc_batch_words(lines[i]);
-      gboolean shaped = g_strv_length(words) == 2 && is_state_word(words[1]);
+      /* "None": nothing holds it (running, ended, or not looked at yet). */
+      const char *reason = third_column(lines[i]);
+      gboolean shaped = g_strv_length(words) >= 2 && is_state_word(words[1]);
       DatcProxyState state = shaped ? datc_batch_state_lookup(slurm_states,
                                                               G_N_ELEMENTS(slurm_states),
                                                               words[1])
                                     : DATC_PROXY_UNKNOWN;
 
+      if (g_strcmp0(reason, "None") == 0)
+        reason = NULL;
       if (shaped && slurm_id_is_valid(words[0]))
-        datc_batch_answers_set(answers, words[0], state);
-      else if (!shaped || !parse_collapsed(words[0], state, collapsed))
         {
-          datc_batch_set_parse_error(error, SLURM, "expected 'JOBID STATE' from squeue",
-                                     lines[i]);
+          datc_batch_answers_set(answers, words[0], state);
+          datc_batch_reasons_set(why, words[0], reason);
+        }
+      else if (!shaped || !parse_collapsed(words[0], state, reason, collapsed))
+        {
+          datc_batch_set_parse_error(error, SLURM,
+                                     "expected 'JOBID STATE [REASON]' from squeue", lines[i]);
           return FALSE;
         }
     }
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
   for (gsize i = 0; ids[i] != NULL; i++)
-    if (!g_hash_table_contains(answers, ids[i]))
-      (void)collapsed_state(collapsed, ids[i], &states[i]);
+    {
+      const char *reason = NULL;
+      if (!g_hash_table_contains(answers, ids[i])
+          && collapsed_state(collapsed, ids[i], &states[i], &reason))
+        datc_batch_reasons_set(why, ids[i], reason);
+    }
+  if (reasons != NULL)
+    datc_batch_reasons_fill(why, ids, states, reasons);
   return TRUE;
+}
+
+static gboolean
+slurm_parse_poll(const DatcCommandResult *res, const char *const *ids,
+                 DatcProxyState *states, GError **error)
+{
+  return slurm_parse_poll_reasons(res, ids, states, NULL, error);
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -624,6 +665,7 @@ const DatcSchedulerClass datc_scheduler_slurm = {
   .parse_submit = slurm_parse_submit,
   .poll_argv = slurm_poll_argv,
   .parse_poll = slurm_parse_poll,
+  .parse_poll_reasons = slurm_parse_poll_reasons,
   .cancel_argv = slurm_cancel_argv,
   .lookup_argv = slurm_lookup_argv,
   .parse_lookup = slurm_parse_lookup,

@@ -699,6 +699,13 @@ gboolean
 datc_site_poll(DatcSite *site, const char *const *ids, DatcProxyState *states,
                GError **error)
 {
+  return datc_site_poll_reasons(site, ids, states, NULL, error);
+}
+
+gboolean
+datc_site_poll_reasons(DatcSite *site, const char *const *ids, DatcProxyState *states,
+                       gchar **reasons, GError **error)
+{
   g_return_val_if_fail(site != NULL, FALSE);
   g_return_val_if_fail(ids != NULL, FALSE);
   g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
@@ -706,6 +713,8 @@ datc_site_poll(DatcSite *site, const char *const *ids, DatcProxyState *states,
   if (ids[0] == NULL)
     return TRUE;
   g_return_val_if_fail(states != NULL, FALSE);
+  for (gsize i = 0; reasons != NULL && ids[i] != NULL; i++)
+    reasons[i] = NULL;
 
   g_auto(GStrv) argv = site->scheduler->poll_argv(ids);
   if (argv == NULL)
@@ -715,8 +724,12 @@ datc_site_poll(DatcSite *site, const char *const *ids, DatcProxyState *states,
     }
 
   g_auto(DatcCommandResult) res = { 0 };
+  /* Same command either way: the reasons come with the states or not at
+   * all. */
+  gboolean with_reasons = reasons != NULL && site->scheduler->parse_poll_reasons != NULL;
   if (!site_run_idempotent(site, (const char *const *)argv, &res, error)
-      || !site->scheduler->parse_poll(&res, ids, states, error))
+      || !(with_reasons ? site->scheduler->parse_poll_reasons(&res, ids, states, reasons, error)
+                        : site->scheduler->parse_poll(&res, ids, states, error)))
     {
       g_prefix_error(error, "site %s: poll: ", site->name);
       return FALSE;

@@ -70,7 +70,8 @@ test_argv(void)
   g_auto(GStrv) poll = lsf()->poll_argv(ids);
   g_auto(GStrv) cancel = lsf()->cancel_argv(ids);
   g_auto(GStrv) lookup = lsf()->lookup_argv("datc-c42-p7");
-  const char *want_poll[] = { "bjobs", "-a", "-w", "1234", "1235", NULL };
+  const char *want_poll[] = { "bjobs", "-a", "-o", "jobid stat job_name pend_reason delimiter='|'",
+                              "1234", "1235", NULL };
   const char *want_lookup[] = { "bjobs", "-a", "-w", "-J", "datc-c42-p7", NULL };
 
   g_assert_nonnull(strstr(submit[2], "exec bsub \"$@\" <\"$s\""));
@@ -97,9 +98,9 @@ static void
 test_malformed_answers_are_parse_errors_naming_lsf(void)
 {
   static const char *const polls[] = {
-    "JOBID USER STAT QUEUE\n1234 alice SLEEPING normal\n",
-    "JOBID USER STAT QUEUE\nx alice RUN normal\n",
-    "1234 alice\n",
+    "JOBID|STAT|JOB_NAME|PEND_REASON\n1234|SLEEPING|datc-c1-p1|-\n",
+    "JOBID|STAT|JOB_NAME|PEND_REASON\nx|RUN|datc-c1-p1|-\n",
+    "1234|RUN\n",
   };
   static const char *const submits[] = {
     "Job <1234> is submitted to queue <normal>.\nJob <1235> is submitted to queue <normal>.\n",

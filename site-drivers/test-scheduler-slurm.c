@@ -211,7 +211,7 @@ test_poll_cancel_and_lookup_argv(void)
   g_auto(GStrv) cancel = slurm()->cancel_argv(ids);
   g_auto(GStrv) lookup = slurm()->lookup_argv("datc-c42-p7");
   const char *want_poll[] = { "squeue", "-h", "-t", "all", "-r", "-j", "12,13,9007199254740993",
-                              "-o", "%i %T", NULL };
+                              "-o", "%i %T %r", NULL };
   const char *want_cancel[] = { "scancel", "12", "13", "9007199254740993", NULL };
   const char *want_lookup[] = { "squeue", "-h", "-t", "all", "--name=datc-c42-p7",
                                 "-o", "%i", NULL };
@@ -310,7 +310,7 @@ test_malformed_answers_are_parse_errors_naming_slurm(void)
   };
   static const Malformed polls[] = {
     { "lower case state", 0, "12 running\n", "" },
-    { "three words", 0, "12 RUNNING now\n", "" },
+    { "a reason where the state goes", 0, "12 Resources PENDING\n", "" },
     { "one word", 0, "12\n", "" },
     { "not an id", 0, "abc RUNNING\n", "" },
     { "table with header", 0, "JOBID STATE\n12 RUNNING\n", "" },
@@ -395,6 +395,46 @@ test_poll_maps_every_state(void)
       /* squeue forgot 13: it finished long ago. */
       g_assert_cmpint(states[1], ==, DATC_PROXY_FINISHED);
     }
+}
+
+/* %r is the rest of the line: kept for pending jobs only, "None" is no
+ * reason, a collapsed line's goes to each element, and what reaches a
+ * status line is one line of printable text, cut to DATC_SITE_REASON_MAX. */
+static void
+test_poll_keeps_pending_reasons(void)
+{
+  g_autofree gchar *long_reason = g_strnfill(DATC_SITE_REASON_MAX * 2, 'x');
+  g_autofree gchar *out = g_strdup_printf(
+      "12 PENDING Resources\n13 PENDING ReqNodeNotAvail, UnavailableNodes:n[1-2]\n"
+      "14 RUNNING None\n15_[1-2] PENDING Priority\n16 PENDING None\n17 FAILED NonZeroExitCode\n"
+      "18 PENDING \x1b[2J  held\tby \x7f admin\n19 PENDING %s\n20 PENDING\n",
+      long_reason);
+  g_auto(DatcCommandResult) res = { .out = g_bytes_new(out, strlen(out)) };
+  const char *ids[] = { "12", "13", "14", "15_2", "16", "17", "18", "19", "20", "21", NULL };
+  const char *want[] = { "Resources", "ReqNodeNotAvail, UnavailableNodes:n[1-2]", NULL, "Priority",
+                         NULL, NULL, "[2J held by admin", NULL, NULL, NULL };
+  DatcProxyState states[G_N_ELEMENTS(want)];
+  gchar *reasons[G_N_ELEMENTS(want)] = { NULL };
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(slurm()->parse_poll_reasons(&res, ids, states, reasons, &error));
+  g_assert_no_error(error);
+  for (gsize i = 0; i < G_N_ELEMENTS(want); i++)
+    {
+      g_test_message("%s: %s", ids[i], reasons[i]);
+      if (i == 7)
+        {
+          g_assert_cmpuint(strlen(reasons[i]), >, DATC_SITE_REASON_MAX / 2);
+          g_assert_cmpuint(strlen(reasons[i]), <=, DATC_SITE_REASON_MAX);
+        }
+      else
+        g_assert_cmpstr(reasons[i], ==, want[i]);
+      g_free(reasons[i]);
+    }
+  g_assert_cmpint(states[1], ==, DATC_PROXY_PENDING);
+  g_assert_cmpint(states[2], ==, DATC_PROXY_RUNNING);
+  g_assert_cmpint(states[3], ==, DATC_PROXY_PENDING);
+  g_assert_cmpint(states[9], ==, DATC_PROXY_FINISHED);
 }
 
 /* ---- arrays ----------------------------------------------------------- */
@@ -485,6 +525,7 @@ main(int argc, char **argv)
   g_test_add_func("/site/slurm/parse/malformed-answers-are-parse-errors-naming-slurm",
                   test_malformed_answers_are_parse_errors_naming_slurm);
   g_test_add_func("/site/slurm/parse/poll-maps-every-state", test_poll_maps_every_state);
+  g_test_add_func("/site/slurm/parse/poll-keeps-pending-reasons", test_poll_keeps_pending_reasons);
   g_test_add_func("/site/slurm/argv/queue", test_queue_argv);
   g_test_add_func("/site/slurm/parse/queue-malformed-answers", test_queue_malformed_answers);
   g_test_add_func("/site/slurm/array/script-and-argv", test_array_script_and_argv);

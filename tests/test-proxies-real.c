@@ -650,6 +650,24 @@ pending_behind_a_competitor(const Site *s)
       g_assert_cmpint(json_object_get_int_member(site, "agents"), ==, 0);
       g_usleep(500 * 1000);
     }
+  /* Status says it waits in the queue (once a poll said so), and why:
+   * Slurm's %r (Grid Engine's qstat gives no reason for a plain qw). */
+  gint64 reason_deadline = g_get_monotonic_time() + (gint64)TRACE_WAIT_S * G_USEC_PER_SEC;
+  for (gboolean said = FALSE; !said;)
+    {
+      g_autoptr(JsonObject) site = site_status(c);
+      JsonObject *reasons = json_object_get_object_member(site, "pending_reasons");
+      gint64 queued = json_object_get_int_member(site, "proxies_queued");
+      gint64 why = json_object_get_int_member_with_default(reasons, "Resources", 0)
+                   + json_object_get_int_member_with_default(reasons, "Priority", 0);
+      said = queued == 1 && (why == 1 || !g_str_equal(s->scheduler, "slurm"));
+      if (!said && g_get_monotonic_time() > reason_deadline)
+        g_error("status shows %" G_GINT64_FORMAT " proxies queued, %" G_GINT64_FORMAT
+                " for Resources or Priority, not 1 (job %s)", queued, why, job);
+      if (!said)
+        g_usleep(100 * 1000);
+    }
+  step("status shows proxy %s queued (and why, on Slurm)", proxy);
   g_autoptr(GPtrArray) before = tb_trace(c->dir);
   g_assert_null(trace_find(before, "agent_connected", NULL, NULL));
   g_autofree gchar *results = g_build_filename(c->dir, "results.jsonl", NULL);

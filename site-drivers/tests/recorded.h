@@ -13,6 +13,9 @@
  *   # name: JOB-NAME                  (lookup)
  *   # queue: QUEUE                    (queue)
  *   # expect: ...                     (see below)
+ *   # reasons: R1 | R2 | -            (poll, optional: per id, why it is
+ *                                      pending, "-" for none; checked
+ *                                      through parse_poll_reasons)
  *   # message: text the error must contain   (optional)
  *   # no-final-newline: stdout|stderr  (optional)
  *   # note: ... (optional, for people)
@@ -51,6 +54,7 @@ typedef struct
   gint exit_status;
   GStrv ids;
   GStrv expect;
+  GStrv reasons;
   GBytes *out, *err;
 } Recorded;
 
@@ -84,6 +88,7 @@ recorded_free(Recorded *r)
   g_free(r->message);
   g_strfreev(r->ids);
   g_strfreev(r->expect);
+  g_strfreev(r->reasons);
   g_clear_pointer(&r->out, g_bytes_unref);
   g_clear_pointer(&r->err, g_bytes_unref);
   g_free(r);
@@ -160,6 +165,8 @@ recorded_load(const char *path)
         r->queue = g_strdup(value);
       else if (strcmp(key, "expect") == 0)
         r->expect = g_strsplit(value, " ", -1);
+      else if (strcmp(key, "reasons") == 0)
+        r->reasons = g_strsplit(value, " | ", -1);
       else if (strcmp(key, "message") == 0)
         r->message = g_strdup(value);
       else if (strcmp(key, "no-final-newline") == 0)
@@ -219,6 +226,33 @@ recorded_state(const char *word)
     if (strcmp(datc_proxy_state_name(s), word) == 0)
       return s;
   g_error("unknown state '%s' in an expect: line", word);
+}
+
+/* A poll's reasons against the recording's "# reasons:" line, where it
+ * has one (recordings older than reasons have none). */
+static void
+recorded_assert_reasons(const Recorded *r, const DatcProxyState *states, gchar **reasons)
+{
+  guint n = g_strv_length(r->ids);
+
+  if (r->reasons == NULL)
+    return;
+  g_assert_cmpuint(g_strv_length(r->reasons), ==, n);
+  for (guint i = 0; i < n; i++)
+    {
+      const char *want = strcmp(r->reasons[i], "-") != 0 ? r->reasons[i] : NULL;
+      g_test_message("%s: id %s (%s): reason %s", r->file, r->ids[i],
+                     datc_proxy_state_name(states[i]), reasons[i] != NULL ? reasons[i] : "-");
+      g_assert_cmpstr(reasons[i], ==, want);
+    }
+}
+
+static void
+recorded_reasons_free(gchar **reasons, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    g_free(reasons[i]);
+  g_free(reasons);
 }
 
 /* ---- the parsers alone -------------------------------------------------- */
@@ -320,6 +354,28 @@ recorded_check_parser(const DatcSchedulerClass *klass, const Recorded *r)
               g_assert_cmpstr(datc_proxy_state_name(states[i]), ==,
                               datc_proxy_state_name(recorded_state(r->expect[i])));
             }
+        }
+      /* The same answer with its reasons: the same states, or the same
+       * error. */
+      g_assert_true(r->reasons == NULL || klass->parse_poll_reasons != NULL);
+      if (klass->parse_poll_reasons != NULL)
+        {
+          g_autofree DatcProxyState *again = g_new0(DatcProxyState, n);
+          gchar **reasons = g_new0(gchar *, n);
+          g_autoptr(GError) again_error = NULL;
+
+          ok = klass->parse_poll_reasons(&res, (const char *const *)r->ids, again, reasons,
+                                         &again_error);
+          g_assert_cmpint(ok, ==, !recorded_expects_error(r));
+          if (ok)
+            {
+              g_assert_cmpmem(again, n * sizeof *again, states, n * sizeof *states);
+              recorded_assert_reasons(r, states, reasons);
+            }
+          else
+            for (guint i = 0; i < n; i++)
+              g_assert_null(reasons[i]);
+          recorded_reasons_free(reasons, n);
         }
     }
   else if (strcmp(r->kind, "lookup") == 0)
@@ -550,10 +606,15 @@ recorded_check_through_site(const DatcSchedulerClass *klass, const RecordedComma
       guint n = g_strv_length(r->ids);
       g_autofree DatcProxyState *states = g_new0(DatcProxyState, n);
 
-      ok = datc_site_poll(site, (const char *const *)r->ids, states, &error);
+      gchar **reasons = g_new0(gchar *, n);
+
+      ok = datc_site_poll_reasons(site, (const char *const *)r->ids, states, reasons, &error);
       for (guint i = 0; ok && i < n; i++)
         g_assert_cmpstr(datc_proxy_state_name(states[i]), ==,
                         datc_proxy_state_name(recorded_state(r->expect[i])));
+      if (ok && klass->parse_poll_reasons != NULL)
+        recorded_assert_reasons(r, states, reasons);
+      recorded_reasons_free(reasons, n);
     }
   else if (strcmp(r->kind, "queue") == 0)
     {

@@ -89,6 +89,7 @@ await_state "$j5" qw
 await_state "$j6" hqw
 tb_record "$out/poll-mixed.txt" "kind: poll" "ids: 1 $jerr $j3 $jc $j5 $j6 999" \
   "expect: finished failed running finished pending pending finished" \
+  "reasons: - | - | - | - | - | on hold (hqw) | -" \
   "note: $jc belongs to another user, so this user's qstat does not list it" -- /bin/sh -c 'exec qstat -u "$(id -un)"' datc-sge-poll
 tb_record "$out/lookup-found.txt" "kind: lookup" "name: datc-cap-p5" "expect: $j5" -- qstat -j datc-cap-p5
 

@@ -7,7 +7,7 @@
 # running, ...).
 #
 # The commands here must stay the ones the driver builds: sbatch --parsable
-# --chdir=W [args] SCRIPT; squeue -h -t all -r -j IDS -o '%i %T'; scancel IDS;
+# --chdir=W [args] SCRIPT; squeue -h -t all -r -j IDS -o '%i %T %r'; scancel IDS;
 # squeue -h -t all --name=NAME -o %i; scontrol -a -o show partition P (and
 # the sh loop over it for a list P1,P2); for arrays sbatch --parsable
 # --chdir=W --array=1-K SCRIPT and squeue -h -t all -r --name=NAME -o %F.
@@ -55,6 +55,12 @@ is_state() { [ "$(state_of "$1")" = "$2" ]; }
 await_state() {
   tb_await "${3:-30}" is_state "$1" "$2" || tb_die "job $1 never became $2 (is $(state_of "$1"))"
 }
+# The scheduler gives a pending job its reason (%r) at its next pass.
+reason_of() { squeue -h -t all -r -j "$1" -o %r 2>/dev/null || true; }
+is_reason() { [ "$(reason_of "$1")" = "$2" ]; }
+await_reason() {
+  tb_await 30 is_reason "$1" "$2" || tb_die "job $1 never waited for $2 (says $(reason_of "$1"))"
+}
 
 # ---- sbatch --parsable --chdir="$W" -------------------------------------------------------------
 proxy datc-cap-p1 'exit 0'
@@ -88,13 +94,15 @@ jt2=$(submit "$W/datc-cap-twin.sh")
 await_state "$j6" PENDING
 tb_record "$out/cancel-pending.txt" "kind: cancel" "ids: $j6" "expect: ok" -- scancel "$j6"
 await_state "$j6" CANCELLED
+# j5 is first in line for the CPUs the competitor holds.
+await_reason "$j5" Resources
 tb_record "$out/poll-mixed.txt" "kind: poll" "ids: 1 $j2 $jc $j5 $j6 999" \
-  "expect: finished failed running pending finished finished" \
-  -- squeue -h -t all -r -j "1,$j2,$jc,$j5,$j6,999" -o '%i %T'
+  "expect: finished failed running pending finished finished" "reasons: - | - | - | Resources | - | -" \
+  -- squeue -h -t all -r -j "1,$j2,$jc,$j5,$j6,999" -o '%i %T %r'
 tb_record "$out/poll-one-forgotten-id.txt" "kind: poll" "ids: 999" "expect: finished" \
-  -- squeue -h -t all -r -j 999 -o '%i %T'
+  -- squeue -h -t all -r -j 999 -o '%i %T %r'
 tb_record "$out/poll-only-forgotten-ids.txt" "kind: poll" "ids: 998 999" "expect: finished finished" \
-  -- squeue -h -t all -r -j 998,999 -o '%i %T'
+  -- squeue -h -t all -r -j 998,999 -o '%i %T %r'
 tb_record "$out/lookup-found.txt" "kind: lookup" "name: datc-cap-p5" "expect: $j5" \
   -- squeue -h -t all --name=datc-cap-p5 -o %i
 tb_record "$out/lookup-none.txt" "kind: lookup" "name: datc-cap-nobody" "expect: none" \
@@ -120,13 +128,13 @@ tb_record "$out/submit-array.txt" "kind: submit-array" "expect: ${ja}_1 ${ja}_2 
   -- sbatch --parsable --chdir="$W" --array=1-4 "$W/datc-cap-arr.sh"
 await_state "${ja}_4" PENDING
 tb_record "$out/poll-array-pending.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_9 $jc" \
-  "expect: pending pending pending pending finished running" \
-  "note: ${ja}_9 was never an element: left out of the answer" \
-  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4,${ja}_9,$jc" -o '%i %T'
+  "expect: pending pending pending pending finished running" "reasons: - | - | - | - | - | -" \
+  "note: ${ja}_9 was never an element: left out of the answer; just submitted, the elements wait for no reason yet (None)" \
+  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4,${ja}_9,$jc" -o '%i %T %r'
 tb_record "$out/poll-array-collapsed.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4 ${ja}_5 $jc" \
-  "expect: pending pending pending pending finished running" \
+  "expect: pending pending pending pending finished running" "reasons: - | - | - | - | - | -" \
   "note: without -r (the driver passes it) squeue collapses pending elements into one line" \
-  -- squeue -h -t all -j "$ja,$jc" -o '%i %T'
+  -- squeue -h -t all -j "$ja,$jc" -o '%i %T %r'
 tb_record "$out/lookup-array-found.txt" "kind: lookup-array" "name: datc-cap-arr" "expect: $ja" \
   -- squeue -h -t all -r --name=datc-cap-arr -o %F
 tb_record "$out/lookup-array-none.txt" "kind: lookup-array" "name: datc-cap-nobody" "expect: none" \
@@ -138,7 +146,7 @@ tb_record "$out/cancel-array-elements.txt" "kind: cancel" "ids: ${ja}_3 ${ja}_4"
   -- scancel "${ja}_3" "${ja}_4"
 tb_record "$out/poll-array-after-cancel.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3 ${ja}_4" \
   "expect: pending pending finished finished" "note: cancelled pending elements leave squeue at once" \
-  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4" -o '%i %T'
+  -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3,${ja}_4" -o '%i %T %r'
 tb_record "$out/cancel-array-unknown-elements.txt" "kind: cancel" "ids: ${ja}_9 999_1" "expect: ok" \
   -- scancel "${ja}_9" 999_1
 tb_record "$out/cancel-competitor.txt" "kind: cancel" "ids: $jc" "expect: ok" -- scancel "$jc"
@@ -146,7 +154,7 @@ await_state "$jc" CANCELLED
 await_state "${ja}_1" RUNNING
 await_state "${ja}_2" RUNNING
 tb_record "$out/poll-array-running.txt" "kind: poll" "ids: ${ja}_1 ${ja}_2 ${ja}_3" \
-  "expect: running running finished" -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3" -o '%i %T'
+  "expect: running running finished" -- squeue -h -t all -r -j "${ja}_1,${ja}_2,${ja}_3" -o '%i %T %r'
 tb_record "$out/cancel-array-running.txt" "kind: cancel" "ids: ${ja}_1 ${ja}_2" "expect: ok" \
   -- scancel "${ja}_1" "${ja}_2"
 await_state "${ja}_1" CANCELLED
@@ -156,10 +164,10 @@ proxy datc-cap-limit 'trap "echo USR1 \$(date +%s)" USR1; trap "echo TERM \$(dat
 jl=$(submit --time=1 --signal=B:USR1@35 "$W/datc-cap-limit.sh")
 await_state "$jl" RUNNING
 tb_record "$out/poll-running.txt" "kind: poll" "ids: $jl" "expect: running" \
-  -- squeue -h -t all -r -j "$jl" -o '%i %T'
+  -- squeue -h -t all -r -j "$jl" -o '%i %T %r'
 await_state "$jl" TIMEOUT 150
 tb_record "$out/poll-timeout.txt" "kind: poll" "ids: $jl 1" "expect: finished finished" \
-  -- squeue -h -t all -r -j "$jl,1" -o '%i %T'
+  -- squeue -h -t all -r -j "$jl,1" -o '%i %T %r'
 
 # ---- partitions (the queue check of `datc sites check`) -------------------
 queue_loop='for p do scontrol -a -o show partition "$p" || exit; done'
@@ -191,7 +199,7 @@ tb_stop "$(cat "$work/full/run/slurmctld.pid")" slurmctld 30
 tb_record "$out/submit-controller-down.txt" "kind: submit" "expect: error command" \
   "message: Unable to contact slurm controller" -- sbatch --parsable --chdir="$W" "$W/datc-cap-full.sh"
 tb_record "$out/poll-controller-down.txt" "kind: poll" "ids: 1" "expect: error command" \
-  "message: Unable to contact slurm controller" -- squeue -h -t all -r -j 1 -o '%i %T'
+  "message: Unable to contact slurm controller" -- squeue -h -t all -r -j 1 -o '%i %T %r'
 tb_record "$out/cancel-controller-down.txt" "kind: cancel" "ids: 1" "expect: error" \
   "message: Unable to contact slurm controller" -- scancel 1
 tb_record "$out/lookup-controller-down.txt" "kind: lookup" "name: datc-cap-full" "expect: error command" \
