@@ -303,8 +303,31 @@ datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError 
                  zmq_strerror (errno));
   else
     {
+      /* A master may end between our look at its lock and its answer
+       * (it answers while it ends, but not after): looked at again every
+       * 100 ms, so that the caller learns at once, not at the timeout. */
       zmq_pollitem_t it = { s, 0, ZMQ_POLLIN, 0 };
-      if (zmq_poll (&it, 1, timeout_ms) <= 0)
+      gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+      int ready = 0;
+      gboolean gone = FALSE;
+      for (;;)
+        {
+          gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000;
+          ready = zmq_poll (&it, 1, (long) CLAMP (left_ms, 0, 100));
+          if (ready < 0 && errno == EINTR)
+            continue;
+          if (ready != 0 || left_ms <= 0)
+            break;
+          if (!datc_control_master_running (dir))
+            {
+              gone = TRUE;
+              break;
+            }
+        }
+      if (gone)
+        g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_NO_MASTER,
+                     "%s: the master ended before it answered", dir);
+      else if (ready <= 0)
         g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_TIMEOUT,
                      "%s: the master did not answer within %u ms", dir, timeout_ms);
       else

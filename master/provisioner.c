@@ -144,6 +144,9 @@ struct DatcProvisioner {
   gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
   guint keys_out;          /* key removals with the workers */
+  GArray *serve_items;     /* zmq_pollitem_t polled beside the workers while waiting */
+  void (*serve) (gpointer data);
+  gpointer serve_data;
   guint removals_out;      /* removals of spent proxy files with the workers */
   gboolean keep_site_files;
   guint give_up_s;         /* 0: never */
@@ -413,6 +416,7 @@ datc_provisioner_free (DatcProvisioner *p)
     }
   g_ptr_array_unref (p->sites);
   g_array_unref (p->loads);
+  g_clear_pointer (&p->serve_items, g_array_unref);
   g_free (p->endpoint);
   g_free (p->server_public);
   g_free (p->agent_args);
@@ -1978,10 +1982,27 @@ wait_for_sites (DatcProvisioner *p, gint64 wait_us, gint64 deadline)
 {
   g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
   datc_provisioner_poll_items (p, items);
+  if (p->serve_items != NULL)
+    g_array_append_vals (items, p->serve_items->data, p->serve_items->len);
   gint64 left = MIN (wait_us, deadline - g_get_monotonic_time ());
   if (left > 0)
     zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, (long) ((left + 999) / 1000));
+  if (p->serve != NULL)
+    p->serve (p->serve_data);
   collect (p);
+}
+
+void
+datc_provisioner_serve_while_waiting (DatcProvisioner *p, const zmq_pollitem_t *items,
+                                      guint n_items, void (*serve) (gpointer data), gpointer data)
+{
+  g_clear_pointer (&p->serve_items, g_array_unref);
+  p->serve = serve;
+  p->serve_data = data;
+  if (serve == NULL)
+    return;
+  p->serve_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  g_array_append_vals (p->serve_items, items, n_items);
 }
 
 /* With its proxies gone no agent needs the campaign's key on a site: it

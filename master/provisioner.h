@@ -14,6 +14,7 @@
 #pragma once
 
 #include <glib.h>
+#include <zmq.h>
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
@@ -129,5 +130,12 @@ gboolean datc_provisioner_cannot_run (DatcProvisioner *p, gchar **why);
  * time left).  Every proxy and key left is logged.  Returns TRUE when
  * nothing is left. */
 gboolean datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms);
+/* While it waits for the sites (shutdown, and freeing workers stuck in a
+ * command), the provisioner also polls `items` (copied) and calls
+ * `serve (data)` after each wake-up: the loop's control socket, so that
+ * `datc status` is answered to the very end.  Pass NULL to stop. */
+void datc_provisioner_serve_while_waiting (DatcProvisioner *p, const zmq_pollitem_t *items,
+                                           guint n_items, void (*serve) (gpointer data),
+                                           gpointer data);
 
 G_END_DECLS

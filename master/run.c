@@ -125,6 +125,34 @@ handle_control (JsonObject *req, gpointer user_data)
   return datc_control_error_reply (msg);
 }
 
+/* While the run ends (agents released, sites cleaned: up to SHUTDOWN_MS)
+ * the control socket still answers `status`; anything that would change
+ * the campaign is refused, since nothing more will run in this master. */
+static JsonNode *
+handle_control_ending (JsonObject *req, gpointer user_data)
+{
+  const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
+  if (g_str_equal (cmd, "status"))
+    return handle_control (req, user_data);
+  return datc_control_error_reply ("the campaign is ending: this master takes no more requests "
+                                   "(run the same command again to resume)");
+}
+
+typedef struct {
+  Master *m;
+  DatcControl *control;
+} Ending;
+
+static void
+serve_ending (gpointer data)
+{
+  Ending *e = data;
+  datc_control_receive (e->control, handle_control_ending, e->m);
+  /* Status only, nothing to commit first. */
+  if (datc_control_replies_pending (e->control))
+    datc_control_send_replies (e->control);
+}
+
 static void
 progress (Master *m, gboolean final)
 {
@@ -353,6 +381,7 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;
   g_autoptr (GArray) items = NULL;
+  g_autoptr (GArray) control_items = NULL;
   g_autoptr (DatcProvisioner) prov = NULL;
   g_autofree gchar *agents_endpoint = NULL;
   gint64 started = g_get_monotonic_time ();
@@ -624,7 +653,13 @@ datc_run (const DatcRunOptions *o)
   if (show_progress)
     progress (&m, TRUE);
 
-  /* 6. Everyone goes home: agents exit, proxies end. */
+  /* 6. Everyone goes home: agents exit, proxies end; `datc status` is
+   * still answered meanwhile. */
+  control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_control_poll_items (control, control_items);
+  Ending ending = { &m, control };
+  datc_provisioner_serve_while_waiting (prov, (zmq_pollitem_t *) control_items->data,
+                                        control_items->len, serve_ending, &ending);
   if (!end_run (disp, prov, stop ? stop_why : "campaign finished", TRUE, &error))
     status = EXIT_CANNOT_RUN;
   if (error == NULL)
@@ -656,6 +691,14 @@ fatal:
     {
       g_printerr ("datc: stopping: ending every proxy and removing agent keys (at most %u s)\n",
                   SHUTDOWN_MS / 1000);
+      Ending failing = { &m, control };
+      if (control != NULL && control_items == NULL)
+        {
+          control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+          datc_control_poll_items (control, control_items);
+          datc_provisioner_serve_while_waiting (prov, (zmq_pollitem_t *) control_items->data,
+                                                control_items->len, serve_ending, &failing);
+        }
       if (end_run (disp, prov, "the master stopped on an error", FALSE, NULL))
         g_printerr ("datc: nothing left on the sites; run the same command again to resume\n");
       else

@@ -595,6 +595,78 @@ test_campaign_no_site_can_run_stops (void)
   g_assert_cmpint (json_object_get_int_member (tasks, "queued"), ==, 4);
 }
 
+/* ---- status while the run ends ------------------------------------ */
+
+/* A Slurm site (local transport) whose scheduler is slow to answer polls
+ * (`squeue` takes SLOW_POLL_S) and keeps its one job pending until
+ * scancel: at the end of the campaign the master cancels that job and
+ * polls until it is gone, seconds in which `datc status` must still be
+ * answered, live, at once (it used to wait its whole 30 s). */
+#define SLOW_POLL_S 4
+
+static void
+test_status_answered_while_the_run_ends (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *bin = g_build_filename (d->path, "bin", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (bin, 0700), ==, 0);
+  g_autofree gchar *gone = g_build_filename (d->path, "cancelled", NULL);
+  g_autofree gchar *sbatch_text = g_strdup ("#!/bin/sh\necho 77\n");
+  g_autofree gchar *squeue_text = g_strdup_printf (
+      "#!/bin/sh\nsleep %d\n[ -e %s ] || echo '77 PENDING Resources'\n", SLOW_POLL_S, gone);
+  g_autofree gchar *scancel_text = g_strdup_printf ("#!/bin/sh\ntouch %s\n", gone);
+  const char *names[] = { "sbatch", "squeue", "scancel" };
+  const char *texts[] = { sbatch_text, squeue_text, scancel_text };
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree gchar *p = g_build_filename (bin, names[i], NULL);
+      g_assert_true (g_file_set_contents (p, texts[i], -1, NULL));
+      g_assert_cmpint (chmod (p, 0755), ==, 0);
+    }
+  g_autofree gchar *path = g_strdup_printf ("PATH=%s:%s", bin, g_getenv ("PATH"));
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 4; i++)
+    g_string_append (t, "sleep 0.3\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site here]\nscheduler = fork\nslots_per_proxy = 2\n\n"
+                                      "[site slow]\nscheduler = slurm\npoll_interval = 1s\n"
+                                      "max_calls_per_minute = 0\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
+                         file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  while (tb_count_lines (results) < 4)
+    {
+      g_assert_false (tb_pid_gone (tb_proc_pid (master)));
+      g_usleep (20 * 1000);
+    }
+  /* Every result is in: the loop is over, the sites are being cleaned. */
+  gint64 t0 = g_get_monotonic_time ();
+  g_autoptr (JsonObject) st = tb_status (dir);
+  gint64 took = g_get_monotonic_time () - t0;
+  g_assert_nonnull (st);
+  g_assert_false (tb_pid_gone (tb_proc_pid (master)));
+  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (st, "master"),
+                                                 "running"));
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (st, "tasks"),
+                                               "done"), ==, 4);
+  g_test_message ("answered in %.3f s while the run ended", took / 1e6);
+  g_assert_cmpint (took, <, 2 * G_USEC_PER_SEC);
+  /* Anything else is refused, said so. */
+  const char *submit[] = { tb_datc (), "close", dir, NULL };
+  g_autofree gchar *err = NULL;
+  int rc = tb_run (d, submit, 30, &err);
+  if (!tb_pid_gone (tb_proc_pid (master)))
+    {
+      g_assert_cmpint (rc, !=, 0);
+      g_assert_nonnull (strstr (err, "the campaign is ending"));
+    }
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+}
+
 /* The same refusing site beside a working one: degraded (after ~6 s) for
  * longer than give_up_after while the working site's agent runs the bag
  * (~12 s), and the campaign completes. */
@@ -743,5 +815,7 @@ main (int argc, char **argv)
                    test_failing_site_beside_a_working_one_goes_on);
   g_test_add_func ("/sites/a-finished-campaign-leaves-only-failed-proxies-files",
                    test_workdir_keeps_only_failed_proxies_files);
+  g_test_add_func ("/sites/status-is-answered-while-the-run-ends",
+                   test_status_answered_while_the_run_ends);
   return g_test_run ();
 }
