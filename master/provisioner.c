@@ -454,19 +454,39 @@ site_failed (DatcProvisioner *p, SiteState *s, Health why, guint in_a_row, const
   for (guint i = 0; i < p->sites->len; i++)
     others = others || ((SiteState *) p->sites->pdata[i])->health == HEALTH_OK;
   g_autofree gchar *wait = human_duration (p->give_up_s);
+  g_autofree gchar *how = why == HEALTH_HUNG
+                              ? g_strdup ("degraded: it does not answer")
+                              : g_strdup_printf ("degraded after %u failures in a row", in_a_row);
   if (others)
-    g_warning ("site %s: degraded after %u failures in a row; the campaign goes on with the "
-               "other sites: %s", s->spec->name, in_a_row, error);
+    g_warning ("site %s: %s; the campaign goes on with the other sites: %s", s->spec->name, how,
+               error);
   else if (p->give_up_s > 0)
-    g_warning ("site %s: degraded after %u failures in a row: %s\n"
+    g_warning ("site %s: %s: %s\n"
                "no site can run the campaign now: datc stops in %s unless one works again "
-               "or an agent connects", s->spec->name, in_a_row, error, wait);
+               "or an agent connects", s->spec->name, how, error, wait);
   else
-    g_warning ("site %s: degraded after %u failures in a row: %s\n"
+    g_warning ("site %s: %s: %s\n"
                "no site can run the campaign now; it waits for one to work again "
-               "(give_up_after = 0)", s->spec->name, in_a_row, error);
+               "(give_up_after = 0)", s->spec->name, how, error);
   datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error", 's', error,
                     NULL);
+}
+
+/* A command the site did not answer in time (the login node hangs: no
+ * SSH banner, a scheduler command that never returns) degrades the site
+ * at once, as one still out past its timeout does (check_hung): another
+ * try would only wait as long again.  TRUE when that was the failure. */
+static gboolean
+no_answer (DatcProvisioner *p, SiteState *s, const GError *error)
+{
+  if (!g_error_matches (error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT))
+    return FALSE;
+  if (s->health != HEALTH_HUNG)
+    {
+      s->health = HEALTH_OK; /* so that site_failed marks it, whatever it was */
+      site_failed (p, s, HEALTH_HUNG, DEGRADED_AFTER, error->message);
+    }
+  return TRUE;
 }
 
 /* What made the site degraded works again (or an agent connected, which
@@ -617,7 +637,8 @@ submit_failed (DatcProvisioner *p, SiteState *s, const GError *error)
   s->next_submit_us = g_get_monotonic_time () + backoff_us (s->failures);
   g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name, s->failures,
              error->message);
-  site_failed (p, s, HEALTH_SUBMIT, s->failures, error->message);
+  if (!no_answer (p, s, error))
+    site_failed (p, s, HEALTH_SUBMIT, s->failures, error->message);
 }
 
 static void
@@ -1022,7 +1043,8 @@ poll_done (gpointer owner, gpointer data)
       s->next_poll_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (s->poll_failures));
       g_warning ("site %s: could not poll proxies (%u in a row): %s", s->spec->name,
                  s->poll_failures, j->error->message);
-      site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
+      if (!no_answer (p, s, j->error))
+        site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
     }
   else
     {
@@ -1237,6 +1259,7 @@ cancel_done (gpointer owner, gpointer data)
       s->next_cancel_us = g_get_monotonic_time () + backoff_us (s->cancel_failures);
       g_warning ("site %s: could not cancel proxies (%u in a row): %s", s->spec->name,
                  s->cancel_failures, j->error->message);
+      no_answer (p, s, j->error);
     }
   else
     {

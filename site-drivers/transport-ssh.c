@@ -498,16 +498,20 @@ ensure_connected(DatcTransportSsh *t, gint64 deadline, GError **error)
       g_propagate_error(error, g_steal_pointer(&local_error));
       return FALSE;
     }
+  /* Out of time means the login node did not answer in time
+   * (DATC_SITE_ERROR_TIMEOUT: its caller may treat a site that hangs
+   * apart from one that refuses). */
   if (!bound_by(session, deadline))
-    set_error_va(&local_error, DATC_SITE_ERROR_TRANSPORT,
+    set_error_va(&local_error, DATC_SITE_ERROR_TIMEOUT,
                  "ssh %s: no time left to connect", t->name);
   else if (ssh_connect(session) != SSH_OK)
-    set_error_va(&local_error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: cannot connect: %s%s",
-                 t->name, ssh_get_error(session), past(deadline) ? " (timed out)" : "");
+    set_error_va(&local_error, past(deadline) ? DATC_SITE_ERROR_TIMEOUT : DATC_SITE_ERROR_TRANSPORT,
+                 "ssh %s: cannot connect: %s%s", t->name, ssh_get_error(session),
+                 past(deadline) ? " (timed out)" : "");
   else if (check_host_key(t, session, &local_error) && bound_by(session, deadline))
     (void)authenticate(t, session, &local_error);
   else if (local_error == NULL)
-    set_error_va(&local_error, DATC_SITE_ERROR_TRANSPORT,
+    set_error_va(&local_error, DATC_SITE_ERROR_TIMEOUT,
                  "ssh %s: no time left to authenticate", t->name);
 
   if (local_error != NULL)
