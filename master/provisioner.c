@@ -400,18 +400,34 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   return p;
 }
 
+static void wait_for_sites (DatcProvisioner *p, gint64 wait_us, gint64 deadline);
+
+/* Some site's worker is in a command. */
+static gboolean
+workers_busy (DatcProvisioner *p)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    if (datc_site_worker_busy_since (((SiteState *) p->sites->pdata[i])->worker) != 0)
+      return TRUE;
+  return FALSE;
+}
+
 void
 datc_provisioner_free (DatcProvisioner *p)
 {
   if (p == NULL)
     return;
   /* Workers first, while the state their jobs come back to is whole; one
-   * stuck in a command that hangs is not waited for long: the exit ends it,
-   * and meanwhile nobody answers `datc status`. */
+   * stuck in a command that hangs is given 200 ms (`datc status` is still
+   * answered meanwhile), then left to the exit, which ends it. */
+  gint64 deadline = g_get_monotonic_time () + 200 * 1000;
+  while (workers_busy (p) && g_get_monotonic_time () < deadline)
+    wait_for_sites (p, 50 * 1000, deadline);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
-      if (datc_site_worker_free (s->worker, p, 200))
+      guint grace = datc_site_worker_busy_since (s->worker) != 0 ? 0 : 200;
+      if (datc_site_worker_free (s->worker, p, grace))
         s->worker = NULL;
     }
   g_ptr_array_unref (p->sites);
