@@ -1,11 +1,12 @@
 /* test-scheduler-pbs.c: the pbs scheduler, without a server.
  *
- * No PBS server can run here (none is packaged for Debian 12), so this is
- * all there is: the builders are checked for what they put where and what
- * they refuse, the script is run with sh to check DATC_SLOTS and
- * DATC_WALLTIME_END, and the parsers run on every answer transcribed from
- * the OpenPBS documentation and sources (tests/data/pbs, each file naming
- * its source), directly and through a local site with stub commands. */
+ * The builders are checked for what they put where and what they refuse,
+ * the script is run with sh to check DATC_SLOTS and DATC_WALLTIME_END, and
+ * the parsers run on every recorded answer (tests/data/pbs: live-*.txt from
+ * a real OpenPBS 23.06, capture-pbs.sh; the others transcribed from the
+ * OpenPBS documentation and sources, each file naming its source),
+ * directly and through a local site with stub commands.  The live server
+ * itself is test-pbs-real.c's. */
 
 #include "scheduler-batch.h"
 #include "tests/recorded.h"

@@ -60,4 +60,5 @@ if [ -d "$home" ]; then
   done
   rm -rf "$home"
 fi
+[ "$home" = /nonexistent ] || rm -rf "$home.tmp"
 rm -rf "$dir/run"

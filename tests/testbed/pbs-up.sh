@@ -38,7 +38,7 @@
 # /tmp: the daemons refuse every path below a world-writable directory
 # ("Security violation ... resolves to /tmp").  It is
 # /var/lib/datc-testbed/pbs-home/HASH (HASH from DIR's path), wiped here
-# and by pbs-down.sh.
+# and by pbs-down.sh, and HASH.tmp (PBS_TMPDIR: jobs' TMPDIR) beside it.
 #
 # Outside DIR: PBS_HOME, /etc/netns/NS/hosts (removed by pbs-down.sh), the namespace
 # tb-pbs-SUFFIX when none is given (deleted by pbs-down.sh), and the build
@@ -81,7 +81,12 @@ mkdir -p "$dir/run" "$dir/bin"
 mkdir -p /var/lib/datc-testbed/pbs-home
 chmod 755 /var/lib/datc-testbed /var/lib/datc-testbed/pbs-home
 home=/var/lib/datc-testbed/pbs-home/$(printf %s "$dir" | sha256sum | cut -c1-12)
-rm -rf "$home"
+# Jobs' TMPDIR (pbs.JOBID): beside PBS_HOME, not in /var/tmp, where a job
+# killed by pbs-down.sh leaves it and the next bed's job of the same id
+# (ids restart at 0) is held "due to possible security breach".
+tmp="$home.tmp"
+rm -rf "$home" "$tmp"
+mkdir -m 1777 "$tmp"
 echo "home=$home" >"$dir/run/info"
 host=$(hostname -s)
 
@@ -124,6 +129,7 @@ PBS_START_MOM=1
 PBS_CORE_LIMIT=unlimited
 PBS_SCP=/usr/bin/scp
 PBS_DATA_SERVICE_PORT=$ds_port
+PBS_TMPDIR=$tmp
 CONF
 
 for prog in qsub qstat qdel qselect qmgr pbsnodes qalter qhold qrls qsig qrun qterm tracejob; do
