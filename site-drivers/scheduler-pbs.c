@@ -1,12 +1,11 @@
 /* scheduler-pbs.c: a proxy is one PBS Professional / OpenPBS job with one
  * chunk of `slots` CPUs.
  *
- * No PBS server exists in Debian 12 (torque-server, openpbs and pbspro
- * have no candidate; slurm-wlm-torque only wraps Slurm and conflicts with
- * Grid Engine), so this driver is tested on answers transcribed from the
- * OpenPBS documentation and sources (tests/data/pbs, each file naming
- * its source), never against a daemon.  Torque is not targeted: its
- * `qstat -x` means XML and it has no `select`.
+ * Tested live against OpenPBS 23.06.06, built from source by
+ * tests/testbed/pbs-build.sh (no PBS server is packaged for Debian 12):
+ * tests/data/pbs/live-*.txt are its answers (capture-pbs.sh), the other
+ * files there are transcribed from the documentation.  Torque is not
+ * targeted: its `qstat -x` means XML and it has no `select`.
  *
  * Shapes that matter:
  *
@@ -19,13 +18,18 @@
  *  - No advance warning exists: PBS documents none.  At the walltime the
  *    MoM kills the job (SIGTERM, then SIGKILL), and so does qdel; the
  *    agent drains on SIGTERM and should keep its own deadline.
- *  - Submit prints the job id ("SEQ.SERVER") alone.
+ *  - Submit prints the job id ("SEQ.SERVER") alone; SEQ starts at 0 on a
+ *    fresh server (the documentation's examples never show it).
  *  - Poll is `qstat -x -f -F dsv IDS`: one line per job, "Job Id: ID|
- *    attr = value|..." with '|' inside values escaped by a backslash; -x
- *    keeps finished jobs (state F, with Exit_status) while job history is
- *    on.  An id it does not know ("qstat: Unknown Job Id ID", or the
- *    "Job has finished" answer without -x) is FINISHED; qstat then exits
- *    non-zero, which is not an error when those are the only complaints.
+ *    attr=value|..." with '|' inside values escaped by a backslash (the
+ *    man page shows "attr = value"; 23.06 prints no spaces: both are
+ *    read); -x keeps finished jobs (state F, with Exit_status) while job
+ *    history is on, which it is not by default.  An id it does not know
+ *    ("qstat: Unknown Job Id ID", the "Job has finished" answer without
+ *    -x, or, history off, "qstat: PBS is not configured to maintain job
+ *    history ID" with exit 0) is FINISHED; qstat then exits non-zero (the
+ *    error number mod 256), which is not an error when those are the only
+ *    complaints.
  *  - Exit_status 0, -29 (JOB_EXEC_KILL_WALLTIME) or >= 256 (killed by a
  *    signal: the walltime or qdel) is how proxies end: FINISHED; 1..255
  *    and PBS's other negative codes (could not start it): FAILED.
@@ -36,10 +40,10 @@
  *    "Queue: Q" then "    attr = value" lines (queue_type, enabled,
  *    started, ...); an unknown one gives "qstat: Unknown queue Q" and the
  *    error code as exit status (PBSE_UNKQUE 15018, seen as 170).
- *  - Arrays (documentation only): `qsub -J 1-K` prints "SEQ[].SERVER";
- *    subjob I is SEQ[I].SERVER, which qstat and qdel take; a finished
- *    subjob is X.  qselect lists the array as SEQ[].SERVER.  X < Y in -J,
- *    so there is no array of one. */
+ *  - Arrays: `qsub -J 1-K` prints "SEQ[].SERVER"; subjob I is
+ *    SEQ[I].SERVER, which qstat and qdel take; a finished subjob is X in
+ *    the documentation, F with history on in 23.06.  qselect lists the
+ *    array as SEQ[].SERVER.  X < Y in -J, so there is no array of one. */
 
 #include "scheduler-batch.h"
 
@@ -47,13 +51,13 @@
 
 #define PBS "pbs"
 
-/* SEQ[.SERVER][@SERVER], SERVER a host name; a subjob of an array is
- * SEQ[INDEX][.SERVER]. */
+/* SEQ[.SERVER][@SERVER], SERVER a host name, SEQ from 0; a subjob of an
+ * array is SEQ[INDEX][.SERVER]. */
 static gboolean
 pbs_id_is_valid(const char *id)
 {
   return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
-         && g_regex_match_simple("^[1-9][0-9]{0,17}(\\[[1-9][0-9]{0,8}\\])?"
+         && g_regex_match_simple("^(0|[1-9][0-9]{0,17})(\\[[1-9][0-9]{0,8}\\])?"
                                  "(\\.[A-Za-z0-9][A-Za-z0-9.-]*)?"
                                  "(@[A-Za-z0-9][A-Za-z0-9.-]*)?$",
                                  id, 0, 0);
@@ -64,8 +68,8 @@ static gboolean
 pbs_array_id_is_valid(const char *id)
 {
   return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
-         && g_regex_match_simple("^[1-9][0-9]{0,17}\\[\\](\\.[A-Za-z0-9][A-Za-z0-9.-]*)?$", id, 0,
-                                 0);
+         && g_regex_match_simple("^(0|[1-9][0-9]{0,17})\\[\\](\\.[A-Za-z0-9][A-Za-z0-9.-]*)?$",
+                                 id, 0, 0);
 }
 /* ---- script and submit ------------------------------------------------ */
 
@@ -194,15 +198,20 @@ dsv_fields(const char *line)
   return datc_batch_argv_end(fields);
 }
 
-/* "name = value" -> value, when the field is that attribute. */
+/* "name=value" (what OpenPBS 23.06 prints) or "name = value" (what its
+ * man page shows) -> value, when the field is that attribute. */
 static const char *
 dsv_value(const char *field, const char *name)
 {
   gsize len = strlen(name);
 
-  if (strncmp(field, name, len) != 0 || strncmp(field + len, " = ", 3) != 0)
+  if (strncmp(field, name, len) != 0)
     return NULL;
-  return field + len + 3;
+  if (field[len] == '=')
+    return field + len + 1;
+  if (strncmp(field + len, " = ", 3) == 0)
+    return field + len + 3;
+  return NULL;
 }
 
 static DatcProxyState
@@ -289,7 +298,8 @@ pbs_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
    * exit: the command failed. */
   g_autoptr(GRegex) gone = g_regex_new("^qstat: (?:Unknown Job Id (\\S+)|(\\S+) Job has "
                                        "finished, use -x or -H to obtain historical job "
-                                       "information)$",
+                                       "information|PBS is not configured to maintain job "
+                                       "history (\\S+))$",
                                        0, 0, NULL);
   for (gsize i = 0; err_lines[i] != NULL; i++)
     {
@@ -299,7 +309,8 @@ pbs_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
         {
           g_autofree gchar *a = g_match_info_fetch(match, 1);
           g_autofree gchar *b = g_match_info_fetch(match, 2);
-          const char *id = a != NULL && a[0] != '\0' ? a : b;
+          g_autofree gchar *c = g_match_info_fetch(match, 3);
+          const char *id = a != NULL && a[0] != '\0' ? a : b != NULL && b[0] != '\0' ? b : c;
           g_autofree gchar *seq = pbs_sequence(id);
           datc_batch_answers_set(answers, id, DATC_PROXY_FINISHED);
           datc_batch_answers_set(by_sequence, seq, DATC_PROXY_FINISHED);
@@ -332,7 +343,7 @@ pbs_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
           || pbs_state(state, exit_status) == DATC_PROXY_UNKNOWN)
         {
           datc_batch_set_parse_error(error, PBS,
-                                     "expected 'Job Id: ID|...|job_state = S|...' from qstat",
+                                     "expected 'Job Id: ID|...|job_state=S|...' from qstat",
                                      lines[i]);
           return FALSE;
         }

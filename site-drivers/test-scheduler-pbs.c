@@ -1,11 +1,12 @@
 /* test-scheduler-pbs.c: the pbs scheduler, without a server.
  *
- * No PBS server can run here (none is packaged for Debian 12), so this is
- * all there is: the builders are checked for what they put where and what
- * they refuse, the script is run with sh to check DATC_SLOTS and
- * DATC_WALLTIME_END, and the parsers run on every answer transcribed from
- * the OpenPBS documentation and sources (tests/data/pbs, each file naming
- * its source), directly and through a local site with stub commands. */
+ * The builders are checked for what they put where and what they refuse,
+ * the script is run with sh to check DATC_SLOTS and DATC_WALLTIME_END, and
+ * the parsers run on every recorded answer (tests/data/pbs: live-*.txt from
+ * a real OpenPBS 23.06, capture-pbs.sh; the others transcribed from the
+ * OpenPBS documentation and sources, each file naming its source),
+ * directly and through a local site with stub commands.  The live server
+ * itself is test-pbs-real.c's. */
 
 #include "scheduler-batch.h"
 #include "tests/recorded.h"
@@ -97,7 +98,14 @@ test_argv(void)
   g_assert_cmpstr(cancel[4], ==, "1234.pbsserver");
   g_assert_cmpstrv(lookup, want_lookup);
 
-  static const char *const bad[] = { "", "0", "x.pbs", "12.", "12..x", "12.-x", "12 13",
+  /* A fresh OpenPBS 23.06 server numbers jobs from 0 ("0.vm"). */
+  const char *zero[] = { "0.vm", "0", "0[2].vm", NULL };
+  g_auto(GStrv) poll_zero = pbs()->poll_argv(zero);
+  g_assert_nonnull(poll_zero);
+  g_autofree gchar *element_zero = pbs()->arrays->element_id("0[].vm", 2);
+  g_assert_cmpstr(element_zero, ==, "0[2].vm");
+
+  static const char *const bad[] = { "", "01", "00.vm", "x.pbs", "12.", "12..x", "12.-x", "12 13",
                                      "12;rm", "12[].pbs", "$(x)", "12.pbs@", "-12" };
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
     {
@@ -117,6 +125,10 @@ test_malformed_answers_are_parse_errors_naming_pbs(void)
     "Job Id: 1234.pbsserver|Job_Name = x\n",
     "Job Id: 1234.pbsserver|job_state = Z\n",
     "Job Id: 1234.pbsserver|job_state = F|Exit_status = x\n",
+    "Job Id: 1234.pbsserver|job_state=Z\n",
+    "Job Id: 1234.pbsserver|job_state=F|Exit_status=x\n",
+    "Job Id: 1234.pbsserver|job_state==R\n",
+    "Job Id: 1234.pbsserver|job_stateR\n",
     "1234.pbsserver|job_state = R\n",
     "Job Id: $(x)|job_state = R\n",
   };

@@ -117,6 +117,8 @@ bed_up(const char *name, const char *const *extra)
   (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGABRT, bring_down_on_crash);
   signal(SIGSEGV, bring_down_on_crash);
+  /* g_error() ends with SIGTRAP, not SIGABRT. */
+  signal(SIGTRAP, bring_down_on_crash);
 
   g_autofree gchar *up = g_strdup_printf("%s/%s-up.sh", testbed, name);
   g_autoptr(GPtrArray) argv = g_ptr_array_new();
@@ -167,6 +169,7 @@ bed_down(gboolean keep)
                  (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC, status);
   signal(SIGABRT, SIG_DFL);
   signal(SIGSEGV, SIG_DFL);
+  signal(SIGTRAP, SIG_DFL);
   if (status != 0)
     g_printerr("%s %s failed with status %d\n", bed.down, bed.dir, status);
   if (keep || status != 0 || g_getenv("DATC_TEST_KEEP") != NULL)
