@@ -165,7 +165,7 @@ test_runs_on_a_node_without_libraries (void)
   g_autofree gchar *sites = tb_write (d, "sites.ini", sites_text);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--no-progress",
-                         tasks, NULL };
+                         "--keep-site-files", tasks, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 120, &err);
   if (status != 1)
@@ -232,7 +232,7 @@ test_upload_sends_the_static_agent (void)
   g_autofree gchar *sites = tb_write (d, "sites.ini", sites_text);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--no-progress",
-                         tasks, NULL };
+                         "--keep-site-files", tasks, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 120, &err);
   if (status != 0)
