@@ -19,7 +19,8 @@
 # default, on however few cores), mbatchd and sbatchd scheduling every
 # second (the default 10 s delays the first job by ~9 s).  Cluster admin:
 # the user `volclava` (install-lsf.sh); the daemons run as root and jobs
-# as their submitter.  The four ports (lim, res, mbatchd, sbatchd) are
+# as their submitter, root included (LSF_ROOT_REX=local: the scheduler
+# tests submit through the local transport as root).  The four ports (lim, res, mbatchd, sbatchd) are
 # picked free at run time, so clusters in several DIRs never collide;
 # --netns NAME starts the daemons in /run/netns/NAME (nsenter), where this
 # host's name must resolve to an address of that namespace (its loopback
@@ -87,6 +88,7 @@ LSB_MAILTO=!U
 LSF_PIM_SLEEPTIME_UPDATE=y
 LSB_MAX_PACK_JOBS=300
 LSB_PACK_SKIP_ERROR=N
+LSF_ROOT_REX=local
 CONF
 cat >"$etc/lsf.shared" <<CONF
 Begin Cluster
