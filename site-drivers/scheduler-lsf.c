@@ -20,10 +20,12 @@
  *  - `-n N -R "span[hosts=1]"`; DATC_SLOTS is LSB_DJOB_NUMPROC, the slots
  *    LSF allocated.  The script computes DATC_WALLTIME_END itself.
  *  - Walltime is `-W` in whole minutes (rounded up).  At the run limit LSF
- *    sends SIGUSR2 and kills the job if it has not ended ten minutes later
- *    (bsub -W).  The advance warning is `-wa USR1 -wt 1`: SIGUSR1 one
- *    minute before the limit (-wt is minutes, so a one-minute walltime gets
- *    none beyond the SIGUSR2 at the limit).  The agent drains on both.
+ *    sends SIGUSR2 (the agent drains on it) and kills the job if it has
+ *    not ended ten minutes later (bsub -W); volclava kills it at once:
+ *    exit code 140.  No advance warning (`-wa USR1 -wt 1`): volclava's
+ *    bsub has neither option and rejects the script ("-w" is its
+ *    dependency option), and the agent drains before DATC_WALLTIME_END on
+ *    its own; on IBM LSF a site may add them through submit_args.
  *  - bsub prints "Job <ID> is submitted to [default ]queue <QUEUE>.".
  *  - Poll is `bjobs -a -l IDS` (-a keeps jobs that ended within
  *    CLEAN_PERIOD).  The exit code is only there: `bjobs -o` has no
@@ -114,8 +116,6 @@ lsf_write_script(const DatcProxyRequest *req, gboolean array)
       guint minutes = (req->walltime_s + 59) / 60;
 
       g_string_append_printf(d, "#BSUB -W %u\n", minutes);
-      if (minutes >= 2)
-        g_string_append(d, "#BSUB -wa USR1\n#BSUB -wt 1\n");
     }
   if (req->queue != NULL)
     g_string_append_printf(d, "#BSUB -q %s\n", req->queue);

@@ -4,7 +4,7 @@
  *  - The test bed: brought up once per program by tests/testbed/NAME-up.sh
  *    (path from DATC_TESTBED, set by meson) in a directory of its own,
  *    and down by NAME-down.sh at the end, also when an assertion aborts
- *    (a SIGABRT/SIGSEGV handler forks the down script, which is what a
+ *    (a SIGABRT/SIGSEGV/SIGTRAP handler forks the down script, which is what a
  *    handler may do).  Not root, no DATC_TESTBED, or a bed that does not
  *    come up: the program fails, loudly, and never skips.
  *  - The program is the subreaper of what the up script starts (the
@@ -117,6 +117,7 @@ bed_up(const char *name, const char *const *extra)
   (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGABRT, bring_down_on_crash);
   signal(SIGSEGV, bring_down_on_crash);
+  signal(SIGTRAP, bring_down_on_crash); /* g_error() ends in G_BREAKPOINT */
 
   g_autofree gchar *up = g_strdup_printf("%s/%s-up.sh", testbed, name);
   g_autoptr(GPtrArray) argv = g_ptr_array_new();
@@ -167,6 +168,7 @@ bed_down(gboolean keep)
                  (double)(g_get_monotonic_time() - start) / G_USEC_PER_SEC, status);
   signal(SIGABRT, SIG_DFL);
   signal(SIGSEGV, SIG_DFL);
+  signal(SIGTRAP, SIG_DFL);
   if (status != 0)
     g_printerr("%s %s failed with status %d\n", bed.down, bed.dir, status);
   if (keep || status != 0 || g_getenv("DATC_TEST_KEEP") != NULL)

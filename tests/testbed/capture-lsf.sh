@@ -61,6 +61,12 @@ proxy datc-cap-p2 'sleep 2; exit 3'
 j2=$(submit "$W/datc-cap-p2.sh" | job_id)
 tb_record "$out/live-submit-bad-queue.txt" "kind: submit" "expect: error command" "message: nosuch" \
   -- /bin/sh -c "$submit_sh" datc-lsf-submit "$W" "$W/datc-cap-p1.sh" -q nosuch
+# IBM LSF's advance warning before the run limit; volclava's -w is a dependency.
+proxy datc-cap-warn 'exit 0'
+printf '#BSUB -W 2\n#BSUB -wa USR1\n#BSUB -wt 1\n' >>"$W/datc-cap-warn.sh"
+tb_record "$out/live-submit-warning-options-refused.txt" "kind: submit" "expect: error command" \
+  "message: No matching job found" "note: volclava's bsub has no -wa/-wt: the driver does not write them" \
+  -- /bin/sh -c "$submit_sh" datc-lsf-submit "$W" "$W/datc-cap-warn.sh"
 await_state 1 DONE
 await_state "$j2" RUN
 tb_record "$out/live-poll-running.txt" "kind: poll" "ids: $j2" "expect: running" -- bjobs -a -l "$j2"
