@@ -164,6 +164,27 @@ test_lookup_finds_a_proxy_by_name(void)
   await_state(LSF, id, DATC_PROXY_FINISHED, 30);
 }
 
+/* What `datc sites check` asks: the queue the bed has, and one it has
+ * not, in the daemon's own words. */
+static void
+test_queue_query_finds_normal_and_not_nosuch(void)
+{
+  const char *queues[] = { "normal", "nosuch" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(queues); i++)
+    {
+      gboolean exists = FALSE;
+      g_autofree gchar *answer = NULL;
+      g_autoptr(GError) error = NULL;
+
+      g_assert_true(datc_site_query_queue(bed_site(LSF), queues[i], &exists, &answer, &error));
+      g_assert_no_error(error);
+      g_test_message("%s: %s", queues[i], answer);
+      g_assert_true(exists == (i == 0));
+      g_assert_nonnull(strstr(answer, i == 0 ? "normal: Open:Active" : "No such queue"));
+    }
+}
+
 static void
 test_array_pending_cancel_two_then_one_runs(void)
 {
@@ -224,6 +245,8 @@ main(int argc, char **argv)
   g_test_add_func("/site/lsf-real/an-agent-failing-is-failed", test_an_agent_failing_is_failed);
   g_test_add_func("/site/lsf-real/lookup-finds-a-proxy-by-name",
                   test_lookup_finds_a_proxy_by_name);
+  g_test_add_func("/site/lsf-real/queue-query-finds-normal-and-not-nosuch",
+                  test_queue_query_finds_normal_and_not_nosuch);
   g_test_add_func("/site/lsf-real/array-pending-cancel-two-then-one-runs",
                   test_array_pending_cancel_two_then_one_runs);
   g_test_add_func("/site/lsf-real/run-limit-signals-usr2-and-the-agent-drains",
