@@ -113,28 +113,28 @@ tb_record "$out/live-cancel-several.txt" "kind: cancel" "ids: $j5 $jt1 $jt2 998"
 printf '#!/bin/sh\n#BSUB -J datc-cap-arr\n#BSUB -n 1\n#BSUB -R "span[hosts=1]"\n#BSUB -o datc-cap-arr.%%J_%%I.log\necho "element $LSB_JOBINDEX"; sleep 600\n' \
   >"$W/datc-cap-arr.sh"
 ja=$((jt2 + 1))
-tb_record "$out/live-submit-array.txt" "kind: submit-array" "expect: $ja[1] $ja[2] $ja[3]" \
+tb_record "$out/live-submit-array.txt" "kind: submit-array" "expect: ${ja}[1] ${ja}[2] ${ja}[3]" \
   -- /bin/sh -c "$submit_sh" datc-lsf-submit "$W" "$W/datc-cap-arr.sh" -J 'datc-cap-arr[1-3]'
-await_state "$ja[3]" PEND
-tb_record "$out/live-poll-array-pending.txt" "kind: poll" "ids: $ja[1] $ja[2] $ja[3] $ja[9] $jc" \
+await_state "${ja}[3]" PEND
+tb_record "$out/live-poll-array-pending.txt" "kind: poll" "ids: ${ja}[1] ${ja}[2] ${ja}[3] ${ja}[9] $jc" \
   "expect: pending pending pending finished running" \
-  -- bjobs -a -l "$ja[1]" "$ja[2]" "$ja[3]" "$ja[9]" "$jc"
+  -- bjobs -a -l "${ja}[1]" "${ja}[2]" "${ja}[3]" "${ja}[9]" "$jc"
 tb_record "$out/live-lookup-array-found.txt" "kind: lookup-array" "name: datc-cap-arr" "expect: $ja" \
   -- bjobs -a -w -J datc-cap-arr
-tb_record "$out/live-cancel-array-element.txt" "kind: cancel" "ids: $ja[3] $ja[9]" "expect: ok" \
-  -- bkill "$ja[3]" "$ja[9]"
+tb_record "$out/live-cancel-array-element.txt" "kind: cancel" "ids: ${ja}[3] ${ja}[9]" "expect: ok" \
+  -- bkill "${ja}[3]" "${ja}[9]"
 tb_record "$out/live-cancel-competitor.txt" "kind: cancel" "ids: $jc" "expect: ok" -- bkill "$jc"
-await_state "$ja[1]" RUN
-await_state "$ja[2]" RUN
-tb_record "$out/live-poll-array-running.txt" "kind: poll" "ids: $ja[1] $ja[2] $ja[3]" \
-  "expect: running running finished" -- bjobs -a -l "$ja[1]" "$ja[2]" "$ja[3]"
-tb_record "$out/live-cancel-array-running.txt" "kind: cancel" "ids: $ja[1] $ja[2]" "expect: ok" \
-  -- bkill "$ja[1]" "$ja[2]"
-await_state "$ja[1]" EXIT
-await_state "$ja[2]" EXIT
-tb_record "$out/live-poll-killed-running.txt" "kind: poll" "ids: $ja[1] $ja[2] $jc" \
+await_state "${ja}[1]" RUN
+await_state "${ja}[2]" RUN
+tb_record "$out/live-poll-array-running.txt" "kind: poll" "ids: ${ja}[1] ${ja}[2] ${ja}[3]" \
+  "expect: running running finished" -- bjobs -a -l "${ja}[1]" "${ja}[2]" "${ja}[3]"
+tb_record "$out/live-cancel-array-running.txt" "kind: cancel" "ids: ${ja}[1] ${ja}[2]" "expect: ok" \
+  -- bkill "${ja}[1]" "${ja}[2]"
+await_state "${ja}[1]" EXIT
+await_state "${ja}[2]" EXIT
+tb_record "$out/live-poll-killed-running.txt" "kind: poll" "ids: ${ja}[1] ${ja}[2] $jc" \
   "expect: finished finished finished" "note: bkill of a running job: 'Exited with exit code 130.'" \
-  -- bjobs -a -l "$ja[1]" "$ja[2]" "$jc"
+  -- bjobs -a -l "${ja}[1]" "${ja}[2]" "$jc"
 
 # ---- the run limit: exit code 140 after SIGUSR2 ------------------------------
 proxy datc-cap-limit 'sleep 600'

@@ -30,7 +30,7 @@ fi
 
 # Jobs first: sbatchd forks a child per job, which runs the job's shell.
 for pid in "${!prog[@]}"; do
-  [ "${prog[$pid]}" = sbatchd ] && tb_is "$pid" sbatchd || continue
+  if [ "${prog[$pid]}" != sbatchd ] || ! tb_is "$pid" sbatchd; then continue; fi
   for child in $(tb_descendants "$pid"); do
     [ -z "${prog[$child]:-}" ] || continue
     exe=$(readlink "/proc/$child/exe" 2>/dev/null) || exe=""

@@ -59,7 +59,7 @@ fi
 start=$(date +%s%N)
 mkdir -p "$dir"
 chmod 755 "$dir"
-rm -rf "$dir/etc" "$dir/work" "$dir/run" "$dir/log"
+rm -rf "${dir:?}/etc" "${dir:?}/work" "${dir:?}/run" "${dir:?}/log"
 mkdir -p "$dir/etc" "$dir/work/logdir" "$dir/log" "$dir/run"
 chown -R volclava: "$dir/work" "$dir/log"
 
