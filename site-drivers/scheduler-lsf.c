@@ -23,9 +23,10 @@
  *    sends SIGUSR2 (the agent drains on it) and kills the job if it has
  *    not ended ten minutes later (bsub -W); volclava kills it at once:
  *    exit code 140.  No advance warning (`-wa USR1 -wt 1`): volclava's
- *    bsub has neither option and rejects the script ("-w" is its
- *    dependency option), and the agent drains before DATC_WALLTIME_END on
- *    its own; on IBM LSF a site may add them through submit_args.
+ *    bsub has neither option and reads `-wa USR1` as `-w a`, a dependency
+ *    on a job named "a" (refused when the user has no other job, else a
+ *    job pending for ever); the agent drains before DATC_WALLTIME_END on
+ *    its own, and on IBM LSF a site may add them through submit_args.
  *  - bsub prints "Job <ID> is submitted to [default ]queue <QUEUE>.".
  *  - Poll is `bjobs -a -l IDS` (-a keeps jobs that ended within
  *    CLEAN_PERIOD).  The exit code is only there: `bjobs -o` has no

@@ -38,7 +38,7 @@ test_script_directives(void)
   g_assert_nonnull(strstr(script, "#BSUB -n 16\n#BSUB -R \"span[hosts=1]\"\n"));
   g_assert_nonnull(strstr(script, "#BSUB -o datc-c42-p7.%J.log\n"));
   g_assert_nonnull(strstr(script, "#BSUB -W 121\n"));
-  /* volclava's bsub has no -wa/-wt and refuses a script holding them. */
+  /* volclava's bsub reads -wa USR1 as -w a: a dependency never met. */
   g_assert_null(strstr(script, "-wa"));
   g_assert_null(strstr(script, "-wt"));
   g_assert_nonnull(strstr(script, "#BSUB -q normal\n"));

@@ -61,12 +61,19 @@ proxy datc-cap-p2 'sleep 2; exit 3'
 j2=$(submit "$W/datc-cap-p2.sh" | job_id)
 tb_record "$out/live-submit-bad-queue.txt" "kind: submit" "expect: error command" "message: nosuch" \
   -- /bin/sh -c "$submit_sh" datc-lsf-submit "$W" "$W/datc-cap-p1.sh" -q nosuch
-# IBM LSF's advance warning before the run limit; volclava's -w is a dependency.
-proxy datc-cap-warn 'exit 0'
-printf '#BSUB -W 2\n#BSUB -wa USR1\n#BSUB -wt 1\n' >>"$W/datc-cap-warn.sh"
-tb_record "$out/live-submit-warning-options-refused.txt" "kind: submit" "expect: error command" \
-  "message: No matching job found" "note: volclava's bsub has no -wa/-wt: the driver does not write them" \
-  -- /bin/sh -c "$submit_sh" datc-lsf-submit "$W" "$W/datc-cap-warn.sh"
+# IBM LSF's advance warning before the run limit.  volclava's bsub has
+# no -wa/-wt: it reads `-wa USR1` as `-w a`, a dependency on a job named
+# "a".  With no other job of the user it refuses the job ("a: No matching
+# job found"); with some, as here, it accepts it and the job pends for
+# ever ("Job dependency condition not satisfied").
+proxy datc-cap-warn $'#BSUB -W 2\n#BSUB -wa USR1\n#BSUB -wt 1\nexit 0'
+jw=$(submit "$W/datc-cap-warn.sh" | job_id)
+tb_await 10 test -n "$(bjobs -a -l "$jw" 2>/dev/null | grep 'Dependency Condition <a>')" \
+  || tb_die "job $jw has no dependency condition a"
+tb_record "$out/live-poll-warning-options-read-as-a-dependency.txt" "kind: poll" "ids: $jw" \
+  "expect: pending" "note: '#BSUB -wa USR1' became 'Dependency Condition <a>': it never runs; the driver writes no -wa/-wt" \
+  -- bjobs -a -l "$jw"
+bkill "$jw" >/dev/null
 await_state 1 DONE
 await_state "$j2" RUN
 tb_record "$out/live-poll-running.txt" "kind: poll" "ids: $j2" "expect: running" -- bjobs -a -l "$j2"
