@@ -1,12 +1,18 @@
-/* scheduler-lsf.c: a proxy is one IBM Spectrum LSF job with `slots`
- * slots on one host.
+/* scheduler-lsf.c: a proxy is one LSF job with `slots` slots on one host.
  *
- * LSF (and OpenLava) has no package in Debian 12, so this driver is tested
- * on answers transcribed from the IBM Spectrum LSF 10.1 documentation
- * (tests/data/lsf, each file naming its source), never against a daemon.
+ * Written from the IBM Spectrum LSF 10.1 documentation and checked against
+ * a live volclava 2.2 (an LSF-compatible scheduler from OpenLava, built by
+ * tests/testbed/lsf-up.sh): tests/data/lsf holds answers recorded there by
+ * tests/testbed/capture-lsf.sh, besides the transcribed ones (each file
+ * names its source).
  *
  * Shapes that matter:
  *
+ *  - Every command runs with LSB_NTRIES=1: without it an LSF command
+ *    retries for ever ("LSF daemon (LIM) not responding ... still
+ *    trying") while the daemons are down; with it, it fails with exit 255
+ *    after ~6 s, inside the transport's timeout.  So each is
+ *    `sh -c 'LSB_NTRIES=1; export LSB_NTRIES; exec PROGRAM "$@"'`.
  *  - bsub reads #BSUB directives only from a script on its standard
  *    input (`bsub script` would run the file as a command and ignore
  *    them), so submit is `cd WORKDIR && bsub [submit_args] < SCRIPT`.  The
@@ -14,28 +20,41 @@
  *  - `-n N -R "span[hosts=1]"`; DATC_SLOTS is LSB_DJOB_NUMPROC, the slots
  *    LSF allocated.  The script computes DATC_WALLTIME_END itself.
  *  - Walltime is `-W` in whole minutes (rounded up).  At the run limit LSF
- *    sends SIGUSR2 and kills the job if it has not ended ten minutes later
- *    (bsub -W).  The advance warning is `-wa USR1 -wt 1`: SIGUSR1 one
- *    minute before the limit (-wt is minutes, so a one-minute walltime gets
- *    none beyond the SIGUSR2 at the limit).  The agent drains on both.
+ *    sends SIGUSR2 (the agent drains on it) and kills the job if it has
+ *    not ended ten minutes later (bsub -W); volclava kills it at once:
+ *    exit code 140.  No advance warning (`-wa USR1 -wt 1`): volclava's
+ *    bsub has neither option and reads `-wa USR1` as `-w a`, a dependency
+ *    on a job named "a" (refused when the user has no other job, else a
+ *    job pending for ever); the agent drains before DATC_WALLTIME_END on
+ *    its own, and on IBM LSF a site may add them through submit_args.
  *  - bsub prints "Job <ID> is submitted to [default ]queue <QUEUE>.".
- *  - Poll is `bjobs -a -w IDS` (-a keeps jobs that ended within
- *    CLEAN_PERIOD, -w keeps columns whole): JOBID USER STAT ...  An id it
- *    does not know ("Job <ID> is not found" on stderr, exit non-zero) is
- *    FINISHED.  STAT: PEND PSUSP WAIT pending; RUN USUSP SSUSP PROV
- *    running; DONE finished; EXIT failed (non-zero exit: also a proxy
- *    bkill'ed or killed at its run limit); ZOMBI finished; UNKWN unknown.
+ *  - Poll is `bjobs -a -l IDS` (-a keeps jobs that ended within
+ *    CLEAN_PERIOD).  The exit code is only there: `bjobs -o` has no
+ *    exit_code field, the default table none either.  Each job is a block
+ *    starting "Job <ID>, [Job Name <N>, ]User <U>, Project <P>, Status
+ *    <STAT>, ..." (an array element's ID is 123[4]); its end is a line
+ *    "DATE: Done successfully.", "DATE: Exited with exit code N.", "DATE:
+ *    Exited by signal N." or "DATE: Exited" (no code: killed before it
+ *    ran, or it used no CPU time).  An id it does not know ("Job <ID> is
+ *    not found" on stderr, exit 255) is FINISHED.  STAT: PEND PSUSP WAIT
+ *    pending; RUN USUSP SSUSP PROV running; DONE, ZOMBI finished; EXIT
+ *    finished when the proxy was killed (bkill: code 130, the run limit:
+ *    140, any code above 128, a signal, or no code and never started),
+ *    failed otherwise (the agent's own non-zero exit); UNKWN unknown.
  *  - bkill: "Job <ID> is being terminated"; for a job already gone "Job
- *    <ID>: Job has already finished" or "...: No matching job found",
- *    which the cancel wrapper passes.
- *  - Lookup is `bjobs -a -w -J NAME`.
+ *    <ID>: Job has already finished" or "...: No matching job found"
+ *    (exit 255), which the cancel wrapper passes.
+ *  - Lookup is `bjobs -a -w -J NAME`: the table JOBID USER STAT ...; none
+ *    found is "Job <NAME> is not found" (exit 254 or 255).  JOB_NAME and
+ *    SUBMIT_TIME may hold spaces, so only the first three columns are
+ *    read by position.
  *  - The queue is asked about with `bqueues -w Q` (-w: the name whole):
  *    a header QUEUE_NAME PRIO STATUS ... and the queue's row; an unknown
  *    one gives "Q: No such queue" (exit 255).
- *  - Arrays (documentation only): `bsub -J "NAME[1-K]"` (the command line
- *    overrides the script's -J NAME); element I is ID[I] for bjobs and
- *    bkill; bjobs shows each element as a row with JOBID ID and JOB_NAME
- *    NAME[I]. */
+ *  - Arrays: `bsub -J "NAME[1-K]"` (the command line overrides the
+ *    script's -J NAME); element I is ID[I] for bjobs and bkill; the table
+ *    shows each element as a row with JOBID ID and JOB_NAME NAME[I], and
+ *    `bjobs -J NAME` finds them all. */
 
 #include "scheduler-batch.h"
 
@@ -57,6 +76,22 @@ lsf_id_is_valid(const char *id)
   return datc_batch_id_is_numeric(id)
          || (id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
              && g_regex_match_simple("^[1-9][0-9]{0,17}\\[[1-9][0-9]{0,8}\\]$", id, 0, 0));
+}
+
+/* `sh -c` running `program` with LSB_NTRIES=1, `fixed` then `args` as its
+ * arguments (either may be NULL). */
+static GStrv
+lsf_argv(const char *program, const char *const *fixed, const char *const *args)
+{
+  g_autofree gchar *script
+      = g_strdup_printf("LSB_NTRIES=1\nexport LSB_NTRIES\nexec %s \"$@\"\n", program);
+  g_autofree gchar *name = g_strdup_printf("datc-lsf-%s", program);
+  g_autoptr(GPtrArray) all = datc_batch_argv_new();
+
+  datc_batch_argv_add_all(all, fixed);
+  datc_batch_argv_add_all(all, args);
+  g_ptr_array_add(all, NULL);
+  return datc_batch_sh_argv(script, name, (const char *const *)all->pdata);
 }
 
 /* ---- script and submit ------------------------------------------------ */
@@ -82,8 +117,6 @@ lsf_write_script(const DatcProxyRequest *req, gboolean array)
       guint minutes = (req->walltime_s + 59) / 60;
 
       g_string_append_printf(d, "#BSUB -W %u\n", minutes);
-      if (minutes >= 2)
-        g_string_append(d, "#BSUB -wa USR1\n#BSUB -wt 1\n");
     }
   if (req->queue != NULL)
     g_string_append_printf(d, "#BSUB -q %s\n", req->queue);
@@ -125,6 +158,8 @@ lsf_write_submit_argv(const DatcProxyRequest *req, guint k, const char *script_p
   return datc_batch_sh_argv("cd \"$1\" || exit 1\n"
                             "s=$2\n"
                             "shift 2\n"
+                            "LSB_NTRIES=1\n"
+                            "export LSB_NTRIES\n"
                             "exec bsub \"$@\" <\"$s\"\n",
                             "datc-lsf-submit", (const char *const *)args->pdata);
 }
@@ -178,21 +213,14 @@ lsf_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
 
 /* ---- poll ------------------------------------------------------------- */
 
-#define LSF_POLL_FORMAT "jobid stat job_name pend_reason delimiter='|'"
-
 static GStrv
 lsf_poll_argv(const char *const *ids)
 {
   if (!datc_batch_ids_are_valid(ids, lsf_id_is_valid))
     return NULL;
 
-  /* -o: the columns we read, '|' between them, the pending reason last
-   * (its text may hold anything). */
-  GPtrArray *argv = datc_batch_argv_new();
-  const char *const fixed[] = { "bjobs", "-a", "-o", LSF_POLL_FORMAT, NULL };
-  datc_batch_argv_add_all(argv, fixed);
-  datc_batch_argv_add_all(argv, ids);
-  return datc_batch_argv_end(argv);
+  const char *const fixed[] = { "-a", "-l", NULL };
+  return lsf_argv("bjobs", fixed, ids);
 }
 
 static const DatcBatchStateWord lsf_states[] = {
@@ -200,7 +228,7 @@ static const DatcBatchStateWord lsf_states[] = {
   { "WAIT", DATC_PROXY_PENDING },  { "RUN", DATC_PROXY_RUNNING },
   { "USUSP", DATC_PROXY_RUNNING }, { "SSUSP", DATC_PROXY_RUNNING },
   { "PROV", DATC_PROXY_RUNNING },  { "DONE", DATC_PROXY_FINISHED },
-  { "ZOMBI", DATC_PROXY_FINISHED }, { "EXIT", DATC_PROXY_FAILED },
+  { "ZOMBI", DATC_PROXY_FINISHED }, { "EXIT", DATC_PROXY_FAILED }, /* see lsf_exit_state */
   { "UNKWN", DATC_PROXY_UNKNOWN },
 };
 
@@ -213,45 +241,14 @@ is_known_state(const char *word)
   return FALSE;
 }
 
-/* "NAME[INDEX]" -> "[INDEX]", or NULL when `word` is not of that shape. */
-static const char *
-lsf_element_suffix(const char *word)
-{
-  const char *open = strrchr(word, '[');
-  gsize len = strlen(word);
-
-  if (open != NULL && len > 2 && word[len - 1] == ']' && open[1] != ']'
-      && strspn(open + 1, "0123456789") == (gsize)(word + len - 1 - (open + 1)))
-    return open;
-  return NULL;
-}
-
-/* An array element's row has the array's JOBID and JOB_NAME NAME[INDEX]
- * (after FROM_HOST and EXEC_HOST, which is empty while pending): its id
- * is JOBID[INDEX].  A plain job's is its JOBID (transfer full). */
-static gchar *
-lsf_row_id(const char *const *words)
-{
-  for (gsize i = 4; words[i] != NULL; i++)
-    {
-      const char *suffix = lsf_element_suffix(words[i]);
-      if (suffix != NULL)
-        return g_strdup_printf("%s%s", words[0], suffix);
-    }
-  return g_strdup(words[0]);
-}
-
-/* bjobs's lines and stderr: ids a "Job <X> is not found" names are
- * finished in `answers`; any other complaint with a failed exit is the
- * command's failure. */
+/* "Job <ID> is not found" lines on bjobs' stderr: each ID is gone
+ * (FINISHED, unless the answer named it already).  Any other line, or a
+ * non-zero exit with nothing said, fails the command. */
 static gboolean
-lsf_answer_lines(const DatcCommandResult *res, GHashTable *answers, GStrv *out_lines,
-                 GError **error)
+lsf_parse_not_found(const DatcCommandResult *res, GHashTable *answers, GError **error)
 {
-  g_auto(GStrv) lines = NULL;
   g_auto(GStrv) err_lines = NULL;
-  if (!datc_batch_answer_lines(res->out, LSF, "bjobs's stdout", &lines, error)
-      || !datc_batch_answer_lines(res->err, LSF, "bjobs's stderr", &err_lines, error))
+  if (!datc_batch_answer_lines(res->err, LSF, "bjobs's stderr", &err_lines, error))
     return FALSE;
 
   g_autoptr(GRegex) not_found = g_regex_new("^Job <([^<>]+)> is not found$", 0, 0, NULL);
@@ -276,8 +273,124 @@ lsf_answer_lines(const DatcCommandResult *res, GHashTable *answers, GStrv *out_l
       datc_batch_set_command_error(error, LSF, "bjobs", res);
       return FALSE;
     }
-  *out_lines = g_steal_pointer(&lines);
   return TRUE;
+}
+
+/* What an EXIT job's block says about how it ended.  A proxy killed by
+ * LSF (bkill: 130, the run limit: 140, any 128+N; "by signal"; or
+ * cancelled before it started, which has no code) ended the way proxies
+ * end: FINISHED.  Any other code is the agent's own failure. */
+typedef struct
+{
+  gboolean started;
+  gboolean has_code;
+  gint64 code;
+  gboolean signalled;
+} LsfEnd;
+
+static DatcProxyState
+lsf_exit_state(const LsfEnd *end)
+{
+  if (end->signalled || (end->has_code && end->code > 128))
+    return DATC_PROXY_FINISHED;
+  if (end->has_code)
+    return DATC_PROXY_FAILED;
+  return end->started ? DATC_PROXY_FAILED : DATC_PROXY_FINISHED;
+}
+
+/* `bjobs -a -l` blocks: the header line gives the id and STAT, the lines
+ * after it (up to the next header) whether it started and how it ended.
+ * Lines the driver does not need (limits, load thresholds, pending
+ * reasons, the dashed separators) are skipped; a header with an unknown STAT, or
+ * text before any header, is a parse error. */
+static gboolean
+lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GError **error)
+{
+  g_auto(GStrv) lines = NULL;
+  if (!datc_batch_answer_lines(res->out, LSF, "bjobs's stdout", &lines, error))
+    return FALSE;
+
+  g_autoptr(GRegex) header = g_regex_new(
+      "^Job <([1-9][0-9]*(?:\\[[1-9][0-9]*\\])?)>, (?:Job Name <[^<>]*>, )?User <[^<>]*>, "
+      "(?:Project <[^<>]*>, )?Status <([A-Z]+)>", 0, 0, NULL);
+  g_autoptr(GRegex) started = g_regex_new(": (?:\\[[0-9]+\\] )?[Ss]tarted on <", 0, 0, NULL);
+  g_autoptr(GRegex) exited = g_regex_new(
+      ": Exited(?: with exit code ([0-9]{1,9})\\.| by signal ([0-9]{1,9})\\.)?(?: |$)", 0, 0, NULL);
+  g_autofree gchar *id = NULL;
+  g_autofree gchar *stat = NULL;
+  LsfEnd end = { 0 };
+
+  for (gsize i = 0;; i++)
+    {
+      g_autoptr(GMatchInfo) match = NULL;
+      gboolean is_header = lines[i] != NULL && g_regex_match(header, lines[i], 0, &match);
+
+      /* A block ends at the next header or at the end. */
+      if ((is_header || lines[i] == NULL) && id != NULL)
+        {
+          DatcProxyState state = strcmp(stat, "EXIT") == 0
+                                     ? lsf_exit_state(&end)
+                                     : datc_batch_state_lookup(lsf_states,
+                                                               G_N_ELEMENTS(lsf_states), stat);
+          datc_batch_answers_set(answers, id, state);
+          g_clear_pointer(&id, g_free);
+        }
+      if (lines[i] == NULL)
+        break;
+      if (strspn(lines[i], "-") == strlen(lines[i]))
+        continue; /* the separator between blocks, also before the first */
+      if (is_header)
+        {
+          g_free(stat);
+          stat = g_match_info_fetch(match, 2);
+          if (!is_known_state(stat))
+            {
+              datc_batch_set_parse_error(error, LSF, "unknown Status in bjobs -l", lines[i]);
+              return FALSE;
+            }
+          id = g_match_info_fetch(match, 1);
+          end = (LsfEnd){ 0 };
+          continue;
+        }
+      if (id == NULL)
+        {
+          datc_batch_set_parse_error(error, LSF,
+                                     "expected 'Job <ID>, ..., Status <STAT>, ...' from bjobs -l",
+                                     lines[i]);
+          return FALSE;
+        }
+      if (g_regex_match(started, lines[i], 0, NULL))
+        end.started = TRUE;
+      g_autoptr(GMatchInfo) ended = NULL;
+      if (g_regex_match(exited, lines[i], 0, &ended))
+        {
+          g_autofree gchar *code = g_match_info_fetch(ended, 1);
+          g_autofree gchar *sig = g_match_info_fetch(ended, 2);
+
+          end.has_code = code != NULL && code[0] != '\0';
+          end.code = end.has_code ? g_ascii_strtoll(code, NULL, 10) : 0;
+          end.signalled = sig != NULL && sig[0] != '\0';
+        }
+    }
+  return TRUE;
+}
+
+/* An array element's row has the array's JOBID and JOB_NAME NAME[INDEX]
+ * (after FROM_HOST and EXEC_HOST, which is empty while pending): its id
+ * is JOBID[INDEX].  A plain job's is its JOBID (transfer full). */
+static gchar *
+lsf_row_id(const char *const *words)
+{
+  for (gsize i = 4; words[i] != NULL; i++)
+    {
+      const char *open = strrchr(words[i], '[');
+      gsize len = strlen(words[i]);
+
+      if (open != NULL && len > 2 && words[i][len - 1] == ']' && open[1] != ']'
+          && strspn(open + 1, "0123456789") == (gsize)(words[i] + len - 1 - (open + 1)))
+        return g_strdup_printf("%s%s", words[0], open);
+    }
+  return g_strdup(words[0]);
 }
 
 /* Rows of `bjobs -a -w`: the header, then JOBID USER STAT ... per job
@@ -288,7 +401,8 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
                 GError **error)
 {
   g_auto(GStrv) lines = NULL;
-  if (!lsf_answer_lines(res, answers, &lines, error))
+  if (!datc_batch_answer_lines(res->out, LSF, "bjobs's stdout", &lines, error)
+      || !lsf_parse_not_found(res, answers, error))
     return FALSE;
 
   for (gsize i = 0; lines[i] != NULL; i++)
@@ -313,56 +427,17 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
   return TRUE;
 }
 
-/* Rows of the poll's -o format: the header JOBID|STAT|JOB_NAME|PEND_REASON,
- * then one per job (per element for arrays, JOB_NAME NAME[INDEX]); "-"
- * for an empty field; a pending job's reasons end in ';'. */
-static gboolean
-lsf_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
-                       DatcProxyState *states, gchar **reasons, GError **error)
-{
-  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
-
-  g_autoptr(GHashTable) answers = datc_batch_answers_new();
-  g_autoptr(GHashTable) why = datc_batch_reasons_new();
-  g_auto(GStrv) lines = NULL;
-  if (!lsf_answer_lines(res, answers, &lines, error))
-    return FALSE;
-  for (gsize i = 0; lines[i] != NULL; i++)
-    {
-      if (i == 0 && g_str_has_prefix(lines[i], "JOBID|"))
-        continue;
-
-      g_auto(GStrv) fields = g_strsplit(lines[i], "|", 4);
-      if (g_strv_length(fields) != 4 || !lsf_job_id_is_valid(g_strstrip(fields[0]))
-          || !is_known_state(g_strstrip(fields[1])))
-        {
-          datc_batch_set_parse_error(
-              error, LSF, "expected 'JOBID|STAT|JOB_NAME|PEND_REASON' from bjobs", lines[i]);
-          return FALSE;
-        }
-      const char *suffix = lsf_element_suffix(g_strstrip(fields[2]));
-      g_autofree gchar *id = g_strconcat(fields[0], suffix, NULL);
-      gchar *reason = g_strstrip(fields[3]);
-      gsize len = strlen(reason);
-
-      while (len > 0 && (reason[len - 1] == ';' || reason[len - 1] == ' '))
-        reason[--len] = '\0';
-      datc_batch_answers_set(answers, id,
-                             datc_batch_state_lookup(lsf_states, G_N_ELEMENTS(lsf_states),
-                                                     fields[1]));
-      datc_batch_reasons_set(why, id, strcmp(reason, "-") != 0 ? reason : NULL);
-    }
-  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
-  if (reasons != NULL)
-    datc_batch_reasons_fill(why, ids, states, reasons);
-  return TRUE;
-}
-
 static gboolean
 lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
                DatcProxyState *states, GError **error)
 {
-  return lsf_parse_poll_reasons(res, ids, states, NULL, error);
+  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+
+  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  if (!lsf_parse_long(res, answers, error) || !lsf_parse_not_found(res, answers, error))
+    return FALSE;
+  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  return TRUE;
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -370,7 +445,7 @@ lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
 static GStrv
 lsf_cancel_argv(const char *const *ids)
 {
-  return datc_batch_cancel_argv("bkill",
+  return datc_batch_cancel_argv("LSB_NTRIES=1 bkill",
                                 "^Job <[0-9]+(\\[[0-9]+\\])?>( is being terminated|: Job has already finished|"
                                 ": No matching job found| is not found)",
                                 "datc-lsf-cancel", ids, lsf_id_is_valid);
@@ -382,10 +457,8 @@ lsf_lookup_argv(const char *job_name)
   if (!datc_batch_name_is_valid(job_name))
     return NULL;
 
-  GPtrArray *argv = datc_batch_argv_new();
-  const char *const fixed[] = { "bjobs", "-a", "-w", "-J", job_name, NULL };
-  datc_batch_argv_add_all(argv, fixed);
-  return datc_batch_argv_end(argv);
+  const char *const fixed[] = { "-a", "-w", "-J", job_name, NULL };
+  return lsf_argv("bjobs", fixed, NULL);
 }
 
 static gboolean
@@ -461,6 +534,27 @@ static const DatcSchedulerArrays lsf_arrays = {
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_array_parse_lookup,
 };
+
+/* -o NAME.%J.log, an array element's NAME.%J_%I.log: the element's id
+ * ID[I] is written ID_I there. */
+static GStrv
+lsf_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+{
+  (void)script_name;
+  if (!lsf_id_is_valid(job_id))
+    return NULL;
+  g_autofree gchar *id = g_strdup(job_id);
+  gchar *bracket = strchr(id, '[');
+  if (bracket != NULL)
+    {
+      *bracket = '_';
+      bracket[strlen(bracket) - 1] = '\0'; /* the ']' */
+    }
+  GStrv logs = g_new0(gchar *, 2);
+  logs[0] = g_strdup_printf("%s.%s.log", job_name, id);
+  return logs;
+}
+
 /* ---- queue ------------------------------------------------------------ */
 
 static GStrv
@@ -471,11 +565,8 @@ lsf_queue_argv(const char *queue)
   if (!datc_batch_queue_is_valid(queue) || strchr(queue, ',') != NULL)
     return NULL;
 
-  GPtrArray *argv = datc_batch_argv_new();
-  datc_batch_argv_add(argv, "bqueues");
-  datc_batch_argv_add(argv, "-w");
-  datc_batch_argv_add(argv, queue);
-  return datc_batch_argv_end(argv);
+  const char *const fixed[] = { "-w", queue, NULL };
+  return lsf_argv("bqueues", fixed, NULL);
 }
 
 static gboolean
@@ -516,26 +607,6 @@ lsf_parse_queue(const DatcCommandResult *res, const char *queue, gboolean *exist
   return FALSE;
 }
 
-/* -o NAME.%J.log, an array element's NAME.%J_%I.log: the element's id
- * ID[I] is written ID_I there. */
-static GStrv
-lsf_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
-{
-  (void)script_name;
-  if (!lsf_id_is_valid(job_id))
-    return NULL;
-  g_autofree gchar *id = g_strdup(job_id);
-  gchar *bracket = strchr(id, '[');
-  if (bracket != NULL)
-    {
-      *bracket = '_';
-      bracket[strlen(bracket) - 1] = '\0'; /* the ']' */
-    }
-  GStrv logs = g_new0(gchar *, 2);
-  logs[0] = g_strdup_printf("%s.%s.log", job_name, id);
-  return logs;
-}
-
 static const char *const lsf_programs[] = { "bsub", "bjobs", "bkill", "bqueues", NULL };
 
 const DatcSchedulerClass datc_scheduler_lsf = {
@@ -545,7 +616,6 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_submit = lsf_parse_submit,
   .poll_argv = lsf_poll_argv,
   .parse_poll = lsf_parse_poll,
-  .parse_poll_reasons = lsf_parse_poll_reasons,
   .cancel_argv = lsf_cancel_argv,
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_parse_lookup,

@@ -1,9 +1,10 @@
-/* test-scheduler-lsf.c: the lsf scheduler, without a cluster.
- *
- * LSF is not packaged for Debian 12, so this is all there is: builders,
- * the script run with sh, and the parsers on every answer transcribed
- * from the IBM Spectrum LSF documentation (tests/data/lsf, each file
- * naming its source), directly and through a local site with stubs. */
+/* test-scheduler-lsf.c: the lsf scheduler, without a cluster: builders,
+ * the script run with sh, and the parsers on every recorded answer
+ * (tests/data/lsf: live-*.txt recorded from volclava 2.2 by
+ * tests/testbed/capture-lsf.sh, the others transcribed from the IBM
+ * Spectrum LSF documentation, each file naming its source), directly and
+ * through a local site with stubs.  test-lsf-real.c runs the driver
+ * against the live daemons. */
 
 #include "scheduler-batch.h"
 #include "tests/recorded.h"
@@ -36,7 +37,10 @@ test_script_directives(void)
   g_assert_true(g_str_has_prefix(script, "#!/bin/sh\n#BSUB -J datc-c42-p7\n"));
   g_assert_nonnull(strstr(script, "#BSUB -n 16\n#BSUB -R \"span[hosts=1]\"\n"));
   g_assert_nonnull(strstr(script, "#BSUB -o datc-c42-p7.%J.log\n"));
-  g_assert_nonnull(strstr(script, "#BSUB -W 121\n#BSUB -wa USR1\n#BSUB -wt 1\n"));
+  g_assert_nonnull(strstr(script, "#BSUB -W 121\n"));
+  /* volclava's bsub reads -wa USR1 as -w a: a dependency never met. */
+  g_assert_null(strstr(script, "-wa"));
+  g_assert_null(strstr(script, "-wt"));
   g_assert_nonnull(strstr(script, "#BSUB -q normal\n"));
   g_assert_nonnull(strstr(script, "DATC_SLOTS=${LSB_DJOB_NUMPROC:-}\n"));
   g_assert_true(g_strrstr(script, "#BSUB") < strstr(script, "\nDATC_SLOTS="));
@@ -70,18 +74,20 @@ test_argv(void)
   g_auto(GStrv) poll = lsf()->poll_argv(ids);
   g_auto(GStrv) cancel = lsf()->cancel_argv(ids);
   g_auto(GStrv) lookup = lsf()->lookup_argv("datc-c42-p7");
-  const char *want_poll[] = { "bjobs", "-a", "-o", "jobid stat job_name pend_reason delimiter='|'",
-                              "1234", "1235", NULL };
-  const char *want_lookup[] = { "bjobs", "-a", "-w", "-J", "datc-c42-p7", NULL };
+  const char *want_poll[] = { "-a", "-l", "1234", "1235", NULL };
+  const char *want_lookup[] = { "-a", "-w", "-J", "datc-c42-p7", NULL };
 
   g_assert_nonnull(strstr(submit[2], "exec bsub \"$@\" <\"$s\""));
   g_assert_cmpstr(submit[4], ==, "/scratch/datc");
   g_assert_cmpstr(submit[5], ==, "/scratch/datc/p.sh");
   g_assert_cmpstr(submit[8], ==, "-app");
   g_assert_cmpstr(submit[9], ==, "long jobs");
-  g_assert_cmpstrv(poll, want_poll);
+  g_assert_cmpstr(poll[0], ==, "/bin/sh");
+  g_assert_nonnull(strstr(poll[2], "exec bjobs \"$@\""));
+  g_assert_cmpstrv(poll + 4, want_poll);
   g_assert_nonnull(strstr(cancel[2], "bkill \"$@\""));
-  g_assert_cmpstrv(lookup, want_lookup);
+  g_assert_nonnull(strstr(lookup[2], "exec bjobs \"$@\""));
+  g_assert_cmpstrv(lookup + 4, want_lookup);
 
   static const char *const bad[] = { "", "0", "1234[0]", "1234[]", "1234[01]", "[1]", "1234[1]x", "12.3", "-1", "1 2", "1;x" };
   for (gsize i = 0; i < G_N_ELEMENTS(bad); i++)
@@ -98,9 +104,11 @@ static void
 test_malformed_answers_are_parse_errors_naming_lsf(void)
 {
   static const char *const polls[] = {
-    "JOBID|STAT|JOB_NAME|PEND_REASON\n1234|SLEEPING|datc-c1-p1|-\n",
-    "JOBID|STAT|JOB_NAME|PEND_REASON\nx|RUN|datc-c1-p1|-\n",
-    "1234|RUN\n",
+    /* The table poll used before volclava showed the exit code was only in -l. */
+    "JOBID USER STAT QUEUE\n1234 alice RUN normal\n",
+    "Job <1234>, User <alice>, Project <default>, Status <SLEEPING>, Queue <normal>\n",
+    "Job <x>, User <alice>, Project <default>, Status <RUN>, Queue <normal>\n",
+    "Tue Nov 24 09:16:17: Done successfully.\n",
   };
   static const char *const submits[] = {
     "Job <1234> is submitted to queue <normal>.\nJob <1235> is submitted to queue <normal>.\n",
@@ -135,10 +143,11 @@ static void
 test_queue_argv_and_malformed_answers(void)
 {
   g_auto(GStrv) argv = lsf()->queue_argv("normal");
-  const char *want[] = { "bqueues", "-w", "normal", NULL };
+  const char *want[] = { "-w", "normal", NULL };
   g_auto(GStrv) list = lsf()->queue_argv("normal,night");
 
-  g_assert_cmpstrv(argv, want);
+  g_assert_nonnull(strstr(argv[2], "exec bqueues \"$@\""));
+  g_assert_cmpstrv(argv + 4, want);
   g_assert_null(list);
   /* No header, another queue's row, nothing. */
   queue_answer_fails(lsf(), "normal", 0, "normal 30 Open:Active - - - - 0 0 0 0\n", "",
@@ -151,7 +160,78 @@ test_queue_argv_and_malformed_answers(void)
                      DATC_SITE_ERROR_COMMAND);
 }
 
-/* ---- arrays (from the documentation only: no LSF daemon here) ---------- */
+
+/* Every command runs with LSB_NTRIES=1: without it, volclava's commands
+ * retry for ever while the daemons are down (live-*-daemon-down.txt
+ * are what they say with it). */
+static void
+test_every_command_gives_up_when_the_daemons_are_down(void)
+{
+  const char *ids[] = { "1234", "1235[2]", NULL };
+  g_auto(GStrv) submit = lsf()->submit_argv(&base_request, "/scratch/datc/p.sh");
+  g_auto(GStrv) array = lsf()->arrays->submit_argv(&base_request, 3, "/scratch/datc/a.sh");
+  g_auto(GStrv) poll = lsf()->poll_argv(ids);
+  g_auto(GStrv) cancel = lsf()->cancel_argv(ids);
+  g_auto(GStrv) lookup = lsf()->lookup_argv("datc-c42-p7");
+  g_auto(GStrv) queue = lsf()->queue_argv("normal");
+  GStrv all[] = { submit, array, poll, cancel, lookup, queue };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(all); i++)
+    {
+      g_assert_cmpstr(all[i][0], ==, "/bin/sh");
+      g_assert_cmpstr(all[i][1], ==, "-c");
+      g_assert_nonnull(strstr(all[i][2], "LSB_NTRIES=1"));
+    }
+}
+
+/* How an EXIT job ended decides FINISHED (LSF killed it) or FAILED (the
+ * agent's own exit code); only `bjobs -l` says. */
+static void
+test_poll_reads_the_exit_code_of_exit_jobs(void)
+{
+  static const struct
+  {
+    const char *end;
+    DatcProxyState want;
+  } cases[] = {
+    { "Tue Nov 24 04:59:52: Exited with exit code 3. The CPU time used is 0.0 seconds.", DATC_PROXY_FAILED },
+    { "Tue Nov 24 04:59:52: Exited with exit code 1. The CPU time used is 0.0 seconds.", DATC_PROXY_FAILED },
+    { "Tue Nov 24 05:00:12: Exited with exit code 130. The CPU time used is 0.0 seconds.", DATC_PROXY_FINISHED },
+    { "Tue Nov 24 05:01:35: Exited with exit code 140. The CPU time used is 0.0 seconds.", DATC_PROXY_FINISHED },
+    { "Tue Nov 24 05:01:35: Exited by signal 9. The CPU time used is 0.0 seconds.", DATC_PROXY_FINISHED },
+    /* No code although it ran (no CPU time used): count it a failure. */
+    { "Tue Nov 24 05:01:35: Exited The CPU time used is unknown.", DATC_PROXY_FAILED },
+  };
+  const char *ids[] = { "7", "8", NULL };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(cases); i++)
+    {
+      g_autofree gchar *out = g_strdup_printf(
+          "\nJob <7>, Job Name <datc-c42-p7>, User <alice>, Project <default>, Status <EXIT>, "
+          "Queue <normal>, Command <#!/bin/sh;exec agent>\n"
+          "Tue Nov 24 04:59:39: Submitted from host <vm>, CWD </scratch/datc>;\n"
+          "Tue Nov 24 04:59:49: Started on <vm>, Execution Home </home/alice>;\n"
+          "%s\n"
+          "------------------------------------------------------------------------------\n"
+          "\nJob <8>, Job Name <datc-c42-p8>, User <alice>, Project <default>, Status <EXIT>, "
+          "Queue <normal>, Command <#!/bin/sh;exec agent>\n"
+          "Tue Nov 24 04:59:39: Submitted from host <vm>, CWD </scratch/datc>;\n"
+          "Tue Nov 24 05:00:12: Exited\n",
+          cases[i].end);
+      g_auto(DatcCommandResult) res = { .out = g_bytes_new(out, strlen(out)) };
+      DatcProxyState states[2];
+      g_autoptr(GError) error = NULL;
+
+      g_test_message("%s", cases[i].end);
+      g_assert_true(lsf()->parse_poll(&res, ids, states, &error));
+      g_assert_no_error(error);
+      g_assert_cmpint(states[0], ==, cases[i].want);
+      /* Killed while pending: no code, never started. */
+      g_assert_cmpint(states[1], ==, DATC_PROXY_FINISHED);
+    }
+}
+
+/* ---- arrays ------------------------------------------------------------ */
 
 static void
 test_array_script_and_argv(void)
@@ -184,6 +264,10 @@ main(int argc, char **argv)
   g_test_add_func("/site/lsf/parse/malformed-answers-are-parse-errors-naming-lsf",
                   test_malformed_answers_are_parse_errors_naming_lsf);
   g_test_add_func("/site/lsf/array/script-and-argv", test_array_script_and_argv);
+  g_test_add_func("/site/lsf/argv/every-command-gives-up-when-the-daemons-are-down",
+                  test_every_command_gives_up_when_the_daemons_are_down);
+  g_test_add_func("/site/lsf/parse/poll-reads-the-exit-code-of-exit-jobs",
+                  test_poll_reads_the_exit_code_of_exit_jobs);
   g_test_add_func("/site/lsf/queue/argv-and-malformed-answers",
                   test_queue_argv_and_malformed_answers);
   recorded_add_tests(lsf(), (RecordedCommands){ .submit = "bsub", .poll = "bjobs",

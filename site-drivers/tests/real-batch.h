@@ -4,7 +4,7 @@
  *  - The test bed: brought up once per program by tests/testbed/NAME-up.sh
  *    (path from DATC_TESTBED, set by meson) in a directory of its own,
  *    and down by NAME-down.sh at the end, also when an assertion aborts
- *    (a SIGABRT/SIGSEGV handler forks the down script, which is what a
+ *    (a SIGABRT/SIGSEGV/SIGTRAP handler forks the down script, which is what a
  *    handler may do).  Not root, no DATC_TESTBED, or a bed that does not
  *    come up: the program fails, loudly, and never skips.
  *  - The program is the subreaper of what the up script starts (the
