@@ -465,11 +465,17 @@ outage (Chaos *c, GError **error)
   int stopped = 0;
   if (c->plan->stop)
     {
-      stopped = pick_local_agent (c);
+      /* Right after a kill (of the master or of an agent) there may be no
+       * local agent for a moment: wait for one (up to 10 s), or the planned
+       * stop would silently not happen. */
+      gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+      while ((stopped = pick_local_agent (c)) == 0 && g_get_monotonic_time () < deadline)
+        g_usleep (20 * 1000);
       if (stopped > 0 && kill (stopped, SIGSTOP) == 0)
         c->stopped_pid = stopped;
       else
         stopped = 0;
+      t0 = g_get_real_time ();
     }
   gboolean link = c->plan->link_down && proc_running (c->tcp_agent);
   if (link && !set_link (c, FALSE, error))
