@@ -252,6 +252,36 @@ submission_of (const char *proxy_id)
   return g_strdup (proxy_id);
 }
 
+static SiteState *
+site_named (DatcProvisioner *p, const char *name)
+{
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (g_str_equal (s->spec->name, name))
+        return s;
+    }
+  return NULL;
+}
+
+/* A proxy an earlier master submitted (journaled, or found by name): its
+ * state unknown until the next poll. */
+static Proxy *
+adopt_proxy (DatcProvisioner *p, SiteState *s, const char *id, const char *job_id,
+             const char *submission)
+{
+  Proxy *x = g_new0 (Proxy, 1);
+  x->id = g_strdup (id);
+  x->job_id = g_strdup (job_id);
+  x->state = DATC_PROXY_UNKNOWN;
+  x->slots = s->spec->slots_per_proxy;
+  x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+  x->submission = g_strdup (submission);
+  submission_add (s, submission, 1);
+  g_ptr_array_add (s->proxies, x);
+  return x;
+}
+
 /* Proxies an earlier master submitted and never saw end are still ours. */
 static void
 adopt_open_proxies (DatcProvisioner *p)
@@ -260,23 +290,11 @@ adopt_open_proxies (DatcProvisioner *p)
   for (guint i = 0; i < open->len; i++)
     {
       g_auto (GStrv) f = g_strsplit (open->pdata[i], "\t", 3);
-      if (g_strv_length (f) != 3)
+      SiteState *s = g_strv_length (f) == 3 ? site_named (p, f[0]) : NULL;
+      if (s == NULL)
         continue;
-      for (guint j = 0; j < p->sites->len; j++)
-        {
-          SiteState *s = p->sites->pdata[j];
-          if (!g_str_equal (s->spec->name, f[0]))
-            continue;
-          Proxy *x = g_new0 (Proxy, 1);
-          x->id = g_strdup (f[1]);
-          x->job_id = g_strdup (f[2]);
-          x->state = DATC_PROXY_UNKNOWN;
-          x->slots = s->spec->slots_per_proxy;
-          x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
-          x->submission = submission_of (x->id);
-          submission_add (s, x->submission, 1);
-          g_ptr_array_add (s->proxies, x);
-        }
+      g_autofree gchar *submission = submission_of (f[1]);
+      adopt_proxy (p, s, f[1], f[2], submission);
     }
 }
 
@@ -289,14 +307,9 @@ adopt_open_submits (DatcProvisioner *p)
   for (guint i = 0; i < open->len; i++)
     {
       g_auto (GStrv) f = g_strsplit (open->pdata[i], "\t", 3);
-      if (g_strv_length (f) != 3)
-        continue;
-      for (guint j = 0; j < p->sites->len; j++)
-        {
-          SiteState *s = p->sites->pdata[j];
-          if (g_str_equal (s->spec->name, f[0]))
-            g_ptr_array_add (s->lookups, g_strdup_printf ("%s\t%s", f[1], f[2]));
-        }
+      SiteState *s = g_strv_length (f) == 3 ? site_named (p, f[0]) : NULL;
+      if (s != NULL)
+        g_ptr_array_add (s->lookups, g_strdup_printf ("%s\t%s", f[1], f[2]));
     }
 }
 
@@ -1184,15 +1197,9 @@ lookup_done (gpointer owner, gpointer data)
        * when the campaign ends. */
       for (guint i = 0; j->job_ids != NULL && j->job_ids[i] != NULL; i++)
         {
-          Proxy *x = g_new0 (Proxy, 1);
-          x->id = j->k > 1 ? g_strdup_printf ("%s-%u", j->id, i + 1) : g_strdup (j->id);
-          x->job_id = g_strdup (j->job_ids[i]);
-          x->state = DATC_PROXY_UNKNOWN;
-          x->slots = s->spec->slots_per_proxy;
-          x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
-          x->submission = g_strdup (j->id);
-          submission_add (s, j->id, 1);
-          g_ptr_array_add (s->proxies, x);
+          g_autofree gchar *id
+              = j->k > 1 ? g_strdup_printf ("%s-%u", j->id, i + 1) : g_strdup (j->id);
+          Proxy *x = adopt_proxy (p, s, id, j->job_ids[i], j->id);
           datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
           datc_trace_event (p->trace, "proxy_found", "site", 's', s->spec->name, "proxy", 's',
                             x->id, "job", 's', x->job_id, NULL);
