@@ -83,6 +83,7 @@ struct DatcDispatcher {
   GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
   gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
   GHashTable *bound;      /* direct mode: "site\tproxy" -> task id (guint64 in a pointer) */
+  GHashTable *keep_idle;  /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
 };
 
 /* An agent may start a task it holds only while it has heard from this
@@ -292,6 +293,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->finished = g_ptr_array_new ();
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->bound = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  d->keep_idle = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->curve = g_str_has_prefix (o->endpoint, "tcp://");
 
   d->router = zmq_socket (ctx, ZMQ_ROUTER);
@@ -382,6 +384,7 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_ptr_array_unref (d->finished);
   g_hash_table_unref (d->site_done);
   g_hash_table_unref (d->bound);
+  g_hash_table_unref (d->keep_idle);
   g_strfreev (d->split_sites);
   if (d->router)
     zmq_close (d->router);
@@ -1056,11 +1059,21 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (a->bye || a->assigned > 0 || !a->welcome)
+      if (a->bye || a->assigned > 0 || !a->welcome
+          || g_hash_table_contains (d->keep_idle, a->site))
         continue;
       if (c.queued == 0 || datc_ledger_queued_in (d->ledger, a->partition) == 0)
         queue_bye (d, a, "no work left");
     }
+}
+
+void
+datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep)
+{
+  if (keep)
+    g_hash_table_add (d->keep_idle, g_strdup (site));
+  else
+    g_hash_table_remove (d->keep_idle, site);
 }
 
 /* Direct mode: an agent whose one task has its result is done. */

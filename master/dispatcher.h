@@ -87,8 +87,13 @@ void datc_dispatcher_release_all (DatcDispatcher *d, const char *reason);
  * reply goes out. */
 void datc_dispatcher_send_uncommitted (DatcDispatcher *d);
 /* Agents that have nothing to do while nothing is queued for them get
- * BYE; in direct mode, agents whose one task is done. */
+ * BYE (but those of a site kept by datc_dispatcher_keep_idle); in direct
+ * mode, agents whose one task is done. */
 void datc_dispatcher_release_idle (DatcDispatcher *d);
+/* While `keep`, idle agents of `site` are not sent away when the bag is
+ * empty: tasks running there on proxies near their walltime may come
+ * back, and these agents (their replacements) are where they will go. */
+void datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep);
 
 /* Static mode: the bag is split (datc_ledger_split) and an agent of
  * sites[k] only gets tasks of partition k; agents of other sites get

@@ -1618,6 +1618,11 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       else if (!x->connected && !x->expiring)
         s->coming += x->slots;
     }
+  /* Tasks that a walltime may still interrupt: the site's idle agents
+   * (the replacements submitted for them) stay until those tasks end or
+   * come back, rather than leave because the bag is empty for now and
+   * leave the returning tasks to wait for a new proxy. */
+  datc_dispatcher_keep_idle (p->disp, s->spec->name, s->running_expiring > 0);
 }
 
 /* ---- plans ---------------------------------------------------------- */

@@ -271,6 +271,83 @@ test_walltime_generations (void)
   g_assert_cmpuint (count_events (trace, "agent_lost", NULL), ==, 0);
 }
 
+/* The first event `event` about `proxy` (borrowed), NULL if none. */
+static JsonObject *
+proxy_event (GPtrArray *trace, const char *event, const char *proxy)
+{
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (g_str_equal (str_member (o, "event"), event)
+          && g_str_equal (str_member (o, "proxy"), proxy))
+        return o;
+    }
+  return NULL;
+}
+
+/* Two tasks that outlive their proxy (slow on their first attempt only):
+ * the proxy's replacement, submitted ahead of its walltime, finds the
+ * bag empty (both tasks run on the old proxy) and is kept waiting, not
+ * sent away, so the tasks that come back when the old agent drains run
+ * there at once.  Sent away, its site would submit proxy after proxy
+ * whose agents leave at once (and on a batch site spend its scheduler
+ * calls on them) while the tasks waited. */
+static void
+test_replacement_waits_for_returning_tasks (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  GString *t = g_string_new (NULL);
+  for (guint i = 1; i <= 2; i++)
+    {
+      g_autofree gchar *mark = g_strdup_printf ("%s/started.%u", d->path, i);
+      g_string_append_printf (t, "if [ -e %s ]; then echo again; else touch %s; sleep 600; fi\n",
+                              mark, mark);
+    }
+  g_autofree gchar *text = g_string_free (t, FALSE);
+  g_autofree gchar *tasks = tb_write (d, "t.txt", text);
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site short]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "max_proxies = 1\nwalltime = 8s\n");
+  g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "pull", 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 2);
+  g_autoptr (GPtrArray) trace = read_trace (dir);
+
+  /* One replacement, no more. */
+  g_assert_cmpuint (count_events (trace, "proxy_submitted", "short"), ==, 2);
+  JsonObject *first = NULL, *second = NULL;
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal (str_member (trace->pdata[i], "event"), "proxy_submitted"))
+      {
+        if (first == NULL)
+          first = trace->pdata[i];
+        else
+          second = trace->pdata[i];
+      }
+  const char *old = str_member (first, "proxy"), *repl = str_member (second, "proxy");
+  /* The replacement's agent was there before the old one drained, and
+   * still there after: it ran both tasks, on their second attempt. */
+  JsonObject *old_exit = proxy_event (trace, "agent_exited", old);
+  JsonObject *repl_connect = proxy_event (trace, "agent_connected", repl);
+  JsonObject *repl_exit = proxy_event (trace, "agent_exited", repl);
+  g_assert_nonnull (old_exit);
+  g_assert_nonnull (repl_connect);
+  g_assert_nonnull (repl_exit);
+  g_assert_cmpint (json_object_get_int_member (repl_connect, "time"), <,
+                   json_object_get_int_member (old_exit, "time"));
+  g_assert_cmpint (json_object_get_int_member (repl_exit, "time"), >,
+                   json_object_get_int_member (old_exit, "time"));
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      g_assert_cmpstr (json_object_get_string_member (v, "proxy"), ==, repl);
+      g_assert_cmpint (json_object_get_int_member (v, "attempt"), ==, 2);
+    }
+}
+
 /* Real time of the n-th (from 1) proxy_submitted event of `site`, 0 if none. */
 static gint64
 nth_submit_time (GPtrArray *trace, const char *site, guint n)
@@ -584,6 +661,8 @@ main (int argc, char **argv)
   g_test_add_func ("/modes/same-results-in-pull-static-direct", test_same_results_in_every_mode);
   g_test_add_func ("/modes/walltime-generations", test_walltime_generations);
   g_test_add_func ("/modes/every-expiring-proxy-replaced", test_every_expiring_proxy_replaced);
+  g_test_add_func ("/modes/replacement-waits-for-the-tasks-it-replaces",
+                   test_replacement_waits_for_returning_tasks);
   g_test_add_func ("/modes/direct-never-over-max-proxies", test_direct_never_over_max_proxies);
   g_test_add_func ("/modes/direct-released-agents-hold-no-file",
                    test_direct_released_agents_hold_no_file);

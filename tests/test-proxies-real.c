@@ -93,12 +93,21 @@ step(const char *format, ...)
 
 /* ---- a cluster as the tests see it ------------------------------------- */
 
+typedef enum
+{
+  SLURM,
+  SGE,
+  PBS,
+  LSF
+} Kind;
+
 typedef struct
 {
-  const char *scheduler; /* "slurm" or "sge" (also the site's name) */
+  const char *scheduler; /* "slurm", "sge", "pbs" or "lsf" (also the site's name) */
+  Kind kind;
   gboolean ssh;
   gchar *netns;        /* the cluster's namespace; NULL: this one */
-  gchar *master_netns; /* ssh: where the master runs */
+  gchar *master_netns; /* ssh, and PBS: where the master runs; NULL: here */
   gchar *master_addr;
   GPtrArray *client_env; /* "K=V" the cluster's commands need */
   GHashTable *sshd;      /* ssh: sshd.env of its login node */
@@ -119,18 +128,38 @@ site_free(Site *s)
 }
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(Site, site_free)
 
+static Kind
+kind_of(const char *scheduler)
+{
+  const char *const names[] = { [SLURM] = "slurm", [SGE] = "sge", [PBS] = "pbs", [LSF] = "lsf" };
+  for (guint k = 0; k < G_N_ELEMENTS(names); k++)
+    if (g_str_equal(scheduler, names[k]))
+      return (Kind)k;
+  g_error("no test bed for scheduler %s", scheduler);
+}
+
 static gboolean
 is_slurm(const Site *s)
 {
-  return g_str_equal(s->scheduler, "slurm");
+  return s->kind == SLURM;
 }
 
-/* The cluster's bed: Slurm has one per namespace, Grid Engine one cell. */
+/* The cluster's bed: Slurm has one per namespace, Grid Engine one cell;
+ * PBS and LSF run here only (PBS in a namespace of its own). */
 static const char *
 cluster_bed(const char *scheduler, gboolean ssh)
 {
-  if (g_str_equal(scheduler, "sge"))
-    return "sge";
+  switch (kind_of(scheduler))
+    {
+    case SGE:
+      return "sge";
+    case PBS:
+      return "pbs";
+    case LSF:
+      return "lsf";
+    case SLURM:
+      break;
+    }
   return ssh ? "slurm-ns" : "slurm-local";
 }
 
@@ -139,6 +168,7 @@ site_load(const char *scheduler, gboolean ssh)
 {
   Site *s = g_new0(Site, 1);
   s->scheduler = scheduler;
+  s->kind = kind_of(scheduler);
   s->ssh = ssh;
   s->client_env = g_ptr_array_new_with_free_func(g_free);
   g_autoptr(GHashTable) env = bed_env(cluster_bed(scheduler, ssh), "env");
@@ -147,6 +177,21 @@ site_load(const char *scheduler, gboolean ssh)
   g_hash_table_iter_init(&it, env);
   while (g_hash_table_iter_next(&it, &k, &v))
     g_ptr_array_add(s->client_env, g_strdup_printf("%s=%s", (char *)k, (char *)v));
+  /* LSF's commands are in LSF_BINDIR; PBS's env already puts its
+   * wrappers first on PATH. */
+  if (s->kind == LSF)
+    g_ptr_array_add(s->client_env,
+                    g_strdup_printf("PATH=%s:%s", (char *)g_hash_table_lookup(env, "LSF_BINDIR"),
+                                    g_getenv("PATH")));
+  /* PBS's jobs run in its namespace (PBS ignores loopback addresses, so it
+   * has one of its own, test bed README): the master goes there too and
+   * its agents reach it on that namespace's loopback.  The wrappers on
+   * PATH enter the namespace themselves. */
+  if (s->kind == PBS)
+    {
+      s->master_netns = g_strdup(g_hash_table_lookup(env, "PBS_NETNS"));
+      g_assert_nonnull(s->master_netns);
+    }
   if (ssh)
     {
       g_autoptr(GHashTable) ns = bed_env("netns", "netns.env");
@@ -204,7 +249,9 @@ site_run(const Site *s, const char *const *cmd)
   return out;
 }
 
-/* A job of user `competitor` that takes every slot of the cluster. */
+/* A job of user `competitor` that takes every slot of the cluster (on
+ * PBS a job of root's: the bed's wrappers need root, and root may run
+ * jobs there). */
 static gchar *
 competitor_fill(const Site *s)
 {
@@ -214,14 +261,53 @@ competitor_fill(const Site *s)
   const char *sge[] = { "runuser", "-u",  "competitor", "--",        "qsub", "-terse",
                         "-b",      "y",   "-o",         "/dev/null", "-j",   "y",
                         "-pe",     "smp", "8",          "sleep",     "600",  NULL };
-  g_autofree gchar *out = site_run(s, is_slurm(s) ? slurm : sge);
-  return g_strdup(g_strstrip(out));
+  const char *pbs[] = { "qsub", "-N", "competitor", "-l",      "select=1:ncpus=8",
+                        "-o",   "/dev/null", "-j", "oe", "--", "/bin/sleep", "600", NULL };
+  const char *lsf[] = { "runuser", "-u", "competitor", "--",    "bsub",  "-n",
+                        "8",       "-o", "/dev/null",  "sleep", "600",   NULL };
+  const char *const *cmd[] = { [SLURM] = slurm, [SGE] = sge, [PBS] = pbs, [LSF] = lsf };
+  g_autofree gchar *out = site_run(s, cmd[s->kind]);
+  if (s->kind != LSF)
+    return g_strdup(g_strstrip(out));
+  /* "Job <N> is submitted to default queue <normal>." */
+  g_autoptr(GRegex) submitted = g_regex_new("^Job <([0-9]+)> is submitted", G_REGEX_MULTILINE, 0,
+                                            NULL);
+  g_autoptr(GMatchInfo) match = NULL;
+  if (!g_regex_match(submitted, out, 0, &match))
+    g_error("the competitor's bsub said: %s", out);
+  return g_match_info_fetch(match, 1);
+}
+
+/* The JSON object `json` parses to (transfer full); NULL when it is not
+ * one (a command that printed nothing). */
+static JsonObject *
+json_parse_object(const char *json)
+{
+  g_autoptr(JsonParser) parser = json_parser_new();
+  if (!json_parser_load_from_data(parser, json, -1, NULL))
+    return NULL;
+  JsonNode *root = json_parser_get_root(parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT(root))
+    return NULL;
+  return json_object_ref(json_node_get_object(root));
+}
+
+/* LSF's `bjobs -o "jobid stat" -json` records (borrowed from `o`); NULL
+ * when there are none. */
+static JsonArray *
+lsf_records(JsonObject *o)
+{
+  if (o == NULL || !json_object_has_member(o, "RECORDS"))
+    return NULL;
+  JsonArray *a = json_object_get_array_member(o, "RECORDS");
+  return a != NULL && json_array_get_length(a) > 0 ? a : NULL;
 }
 
 /* The scheduler's word for job `id`: Slurm's state (PENDING, RUNNING,
  * COMPLETED, CANCELLED, ...; "" once forgotten), Grid Engine's state
  * letters (qw, r, dr, ...; "" once it is gone: qstat forgets finished
- * jobs at once). */
+ * jobs at once), PBS's job_state (Q, R, E, F: the bed keeps history),
+ * LSF's STAT (PEND, RUN, DONE, EXIT). */
 static gchar *
 job_state(const Site *s, const char *id)
 {
@@ -231,6 +317,34 @@ job_state(const Site *s, const char *id)
       g_auto(GStrv) argv = site_argv(s, cmd);
       g_autofree gchar *out = tb_capture((const char *const *)argv, NULL);
       return g_strdup(g_strstrip(out));
+    }
+  if (s->kind == PBS)
+    {
+      const char *cmd[] = { "qstat", "-x", "-f", "-F", "json", id, NULL };
+      g_auto(GStrv) argv = site_argv(s, cmd);
+      g_autofree gchar *out = tb_capture((const char *const *)argv, NULL);
+      g_autoptr(JsonObject) o = json_parse_object(out);
+      JsonObject *jobs = o != NULL && json_object_has_member(o, "Jobs")
+                             ? json_object_get_object_member(o, "Jobs")
+                             : NULL;
+      JsonObject *job = jobs != NULL && json_object_has_member(jobs, id)
+                            ? json_object_get_object_member(jobs, id)
+                            : NULL;
+      return g_strdup(job != NULL
+                          ? json_object_get_string_member_with_default(job, "job_state", "")
+                          : "");
+    }
+  if (s->kind == LSF)
+    {
+      const char *cmd[] = { "bjobs", "-a", "-o", "jobid stat", "-json", id, NULL };
+      g_auto(GStrv) argv = site_argv(s, cmd);
+      g_autofree gchar *out = tb_capture((const char *const *)argv, NULL);
+      g_autoptr(JsonObject) o = json_parse_object(out);
+      JsonArray *records = lsf_records(o);
+      if (records == NULL)
+        return g_strdup("");
+      JsonObject *r = json_array_get_object_element(records, 0);
+      return g_strdup(json_object_get_string_member_with_default(r, "STAT", ""));
     }
   const char *cmd[] = { "qstat", "-u", "*", NULL };
   g_autofree gchar *out = site_run(s, cmd);
@@ -251,7 +365,8 @@ job_state(const Site *s, const char *id)
 static gboolean
 state_is_pending(const Site *s, const char *state)
 {
-  return g_str_equal(state, is_slurm(s) ? "PENDING" : "qw");
+  const char *const pending[] = { [SLURM] = "PENDING", [SGE] = "qw", [PBS] = "Q", [LSF] = "PEND" };
+  return g_str_equal(state, pending[s->kind]);
 }
 
 /* Grid Engine says t (transferring) until the execd's word that the job
@@ -260,8 +375,17 @@ state_is_pending(const Site *s, const char *state)
 static gboolean
 state_is_running(const Site *s, const char *state)
 {
-  if (is_slurm(s))
-    return g_str_equal(state, "RUNNING");
+  switch (s->kind)
+    {
+    case SLURM:
+      return g_str_equal(state, "RUNNING");
+    case PBS:
+      return g_str_equal(state, "R");
+    case LSF:
+      return g_str_equal(state, "RUN");
+    case SGE:
+      break;
+    }
   return g_str_equal(state, "r") || g_str_equal(state, "t");
 }
 
@@ -285,17 +409,33 @@ static void
 job_cancel(const Site *s, const char *id)
 {
   const char *slurm[] = { "scancel", id, NULL };
-  const char *sge[] = { "qdel", id, NULL };
-  g_free(site_run(s, is_slurm(s) ? slurm : sge));
+  const char *qdel[] = { "qdel", id, NULL };
+  const char *bkill[] = { "bkill", id, NULL };
+  const char *const *cmd[] = { [SLURM] = slurm, [SGE] = qdel, [PBS] = qdel, [LSF] = bkill };
+  g_free(site_run(s, cmd[s->kind]));
 }
 
 /* Nothing queued or running on the cluster, by anyone. */
 static gboolean
 queue_empty(const Site *s)
 {
+  if (s->kind == LSF)
+    {
+      /* Unfinished jobs of every user; bjobs exits 255 when there are
+       * none, with JOBS 0. */
+      const char *cmd[] = { "bjobs", "-u", "all", "-o", "jobid stat", "-json", NULL };
+      g_auto(GStrv) argv = site_argv(s, cmd);
+      g_autofree gchar *out = tb_capture((const char *const *)argv, NULL);
+      g_autoptr(JsonObject) o = json_parse_object(out);
+      if (o == NULL)
+        g_error("bjobs -u all did not answer JSON: %s", out);
+      return lsf_records(o) == NULL;
+    }
   const char *slurm[] = { "squeue", "-h", "-o", "%i %u %T", NULL };
-  const char *sge[] = { "qstat", "-u", "*", NULL };
-  g_autofree gchar *out = site_run(s, is_slurm(s) ? slurm : sge);
+  const char *qstat_all[] = { "qstat", "-u", "*", NULL };
+  const char *qstat[] = { "qstat", NULL };
+  const char *const *cmd[] = { [SLURM] = slurm, [SGE] = qstat_all, [PBS] = qstat };
+  g_autofree gchar *out = site_run(s, cmd[s->kind]);
   return g_strstrip(out)[0] == '\0';
 }
 
@@ -382,7 +522,7 @@ sites_ini(const Campaign *c, guint slots, const char *walltime, const CampaignOp
 }
 
 /* Starts `datc run` on `tasks` with proxies of `slots` slots on the
- * site: here, or (ssh) in the master's namespace. */
+ * site: here, or (ssh, PBS) in the master's namespace. */
 static Campaign *
 campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
                     const char *walltime, const CampaignOptions *o)
@@ -404,14 +544,14 @@ campaign_start_with(const Site *s, TbDir *d, const char *tasks, guint slots,
   g_autofree gchar *ini = tb_write(d, "sites.ini", ini_text);
 
   g_autoptr(GStrvBuilder) b = g_strv_builder_new();
-  if (s->ssh)
+  if (s->master_netns != NULL)
     {
       g_autofree gchar *net = g_strdup_printf("--net=/run/netns/%s", s->master_netns);
-      g_strv_builder_add_many(b, "nsenter", net, "env", NULL);
+      g_strv_builder_add_many(b, "nsenter", net, NULL);
     }
-  else
+  g_strv_builder_add(b, "env");
+  if (!s->ssh)
     {
-      g_strv_builder_add(b, "env");
       for (guint i = 0; i < s->client_env->len; i++)
         g_strv_builder_add(b, s->client_env->pdata[i]);
       g_autofree gchar *path
@@ -547,9 +687,18 @@ await_proxies(Campaign *c, gint64 pending, gint64 running)
 /* The proxy's own log (what its batch job printed, the agent's messages
  * among it); "" when there is none. */
 static gchar *
+proxy_log_name(const Site *s, const char *proxy, const char *job)
+{
+  /* PBS names it itself: JOBNAME.oSEQ (SEQ: the id before the server). */
+  if (s->kind == PBS)
+    return g_strdup_printf("datc-%s.o%.*s", proxy, (int)strcspn(job, "."), job);
+  return g_strdup_printf("datc-%s.%s.log", proxy, job);
+}
+
+static gchar *
 proxy_log(Campaign *c, const char *proxy, const char *job)
 {
-  g_autofree gchar *name = g_strdup_printf("datc-%s.%s.log", proxy, job);
+  g_autofree gchar *name = proxy_log_name(c->site, proxy, job);
   g_autofree gchar *path = g_build_filename(c->workdir, name, NULL);
   gchar *text = NULL;
   if (!g_file_get_contents(path, &text, NULL, NULL))
@@ -619,6 +768,42 @@ assert_tasks_came_back(Campaign *c, guint n, const char *first_proxy)
 
 /* ---- 1. pending behind a competitor, then running ---------------------- */
 
+/* How many of the status's pending reasons say the cluster is full, in
+ * the scheduler's words: Slurm's Resources (or Priority, behind the
+ * competitor), PBS's "Not enough free nodes available" (the one node is
+ * busy) or "Insufficient amount of resource: ncpus ...",
+ * LSF's slot limits. */
+static gint64
+pending_for_resources(const Site *s, JsonObject *reasons)
+{
+  gint64 n = 0;
+  GList *names = reasons != NULL ? json_object_get_members(reasons) : NULL;
+  for (GList *l = names; l != NULL; l = l->next)
+    {
+      const char *why = l->data;
+      gboolean full = FALSE;
+      switch (s->kind)
+        {
+        case SLURM:
+          full = g_str_equal(why, "Resources") || g_str_equal(why, "Priority");
+          break;
+        case PBS:
+          full = g_str_equal(why, "Not enough free nodes available")
+                 || g_str_has_prefix(why, "Insufficient amount of resource: ncpus");
+          break;
+        case LSF:
+          full = strstr(why, "slot") != NULL;
+          break;
+        case SGE:
+          break;
+        }
+      if (full)
+        n += json_object_get_int_member(reasons, why);
+    }
+  g_list_free(names);
+  return n;
+}
+
 static void
 pending_behind_a_competitor(const Site *s)
 {
@@ -629,7 +814,7 @@ pending_behind_a_competitor(const Site *s)
 
   GString *tasks = g_string_new(NULL);
   for (guint i = 0; i < 6; i++)
-    g_string_append(tasks, "sleep 1; echo job $SLURM_JOB_ID$JOB_ID\n");
+    g_string_append(tasks, "sleep 1; echo job $SLURM_JOB_ID$JOB_ID$PBS_JOBID$LSB_JOBID\n");
   g_autofree gchar *tasks_text = g_string_free(tasks, FALSE);
   g_autoptr(Campaign) c = campaign_start(s, d, tasks_text, 2, "10m", FALSE);
   g_autoptr(JsonObject) submitted = await_event(c, "proxy_submitted", NULL, NULL);
@@ -651,23 +836,28 @@ pending_behind_a_competitor(const Site *s)
       g_usleep(500 * 1000);
     }
   /* Status says it waits in the queue (once a poll said so), and why:
-   * Slurm's %r (Grid Engine's qstat gives no reason for a plain qw). */
+   * Slurm's %r, PBS's comment, LSF's pending reasons (Grid Engine's qstat
+   * gives no reason for a plain qw). */
   gint64 reason_deadline = g_get_monotonic_time() + (gint64)TRACE_WAIT_S * G_USEC_PER_SEC;
   for (gboolean said = FALSE; !said;)
     {
       g_autoptr(JsonObject) site = site_status(c);
       JsonObject *reasons = json_object_get_object_member(site, "pending_reasons");
       gint64 queued = json_object_get_int_member(site, "proxies_queued");
-      gint64 why = json_object_get_int_member_with_default(reasons, "Resources", 0)
-                   + json_object_get_int_member_with_default(reasons, "Priority", 0);
-      said = queued == 1 && (why == 1 || !g_str_equal(s->scheduler, "slurm"));
+      gint64 why = pending_for_resources(s, reasons);
+      said = queued == 1 && (why == 1 || s->kind == SGE);
       if (!said && g_get_monotonic_time() > reason_deadline)
-        g_error("status shows %" G_GINT64_FORMAT " proxies queued, %" G_GINT64_FORMAT
-                " for Resources or Priority, not 1 (job %s)", queued, why, job);
+        {
+          g_autoptr(JsonNode) node = json_node_init_object(json_node_alloc(), site);
+          g_autofree gchar *text = json_to_string(node, FALSE);
+          g_error("status shows %" G_GINT64_FORMAT " proxies queued, %" G_GINT64_FORMAT
+                  " of them for want of resources, not 1 (job %s): %s",
+                  queued, why, job, text);
+        }
       if (!said)
         g_usleep(100 * 1000);
     }
-  step("status shows proxy %s queued (and why, on Slurm)", proxy);
+  step("status shows proxy %s queued (and why, but on Grid Engine)", proxy);
   g_autoptr(GPtrArray) before = tb_trace(c->dir);
   g_assert_null(trace_find(before, "agent_connected", NULL, NULL));
   g_autofree gchar *results = g_build_filename(c->dir, "results.jsonl", NULL);
@@ -710,7 +900,7 @@ pending_behind_a_competitor(const Site *s)
   /* The proxy ended well: its script and log are gone from the workdir
    * (the names Slurm and Grid Engine gave them). */
   g_autofree gchar *script_name = g_strdup_printf("%s.sh", proxy);
-  g_autofree gchar *log_name = g_strdup_printf("datc-%s.%s.log", proxy, job);
+  g_autofree gchar *log_name = proxy_log_name(s, proxy, job);
   g_autofree gchar *script = g_build_filename(c->workdir, script_name, NULL);
   g_autofree gchar *log = g_build_filename(c->workdir, log_name, NULL);
   g_assert_false(g_file_test(script, G_FILE_TEST_EXISTS));
@@ -742,10 +932,14 @@ cancelled_proxy_gives_its_tasks_back(const Site *s)
   assert_tasks_came_back(c, 2, proxy);
 
   /* The agent drained on the signal the scheduler sends first: TERM from
-   * scancel; USR2 from qdel, since proxies are submitted with -notify. */
+   * scancel and PBS's qdel; USR2 from Grid Engine's qdel, since proxies
+   * are submitted with -notify; INT from bkill. */
   g_autofree gchar *log = proxy_log(c, proxy, job);
-  const char *why
-      = is_slurm(s) ? "draining: Terminated" : "draining: User defined signal 2";
+  const char *const first_signal[] = { [SLURM] = "draining: Terminated",
+                                       [SGE] = "draining: User defined signal 2",
+                                       [PBS] = "draining: Terminated",
+                                       [LSF] = "draining: Interrupt" };
+  const char *why = first_signal[s->kind];
   if (strstr(log, why) == NULL)
     g_error("proxy %s's log does not say \"%s\":\n%s", proxy, why, log);
   if (is_slurm(s))
@@ -762,9 +956,10 @@ cancelled_proxy_gives_its_tasks_back(const Site *s)
 static void
 walltime_drains_before_the_kill(const Site *s)
 {
-  /* Slurm: whole minutes; the USR1 warning comes 35 s before the end,
-   * give or take its 60 s resolution.  Grid Engine: h_rt in seconds. */
-  guint walltime_s = is_slurm(s) ? 60 : 20;
+  /* Slurm and LSF: whole minutes; Slurm's USR1 warning comes 35 s before
+   * the end, give or take its 60 s resolution.  Grid Engine (h_rt) and
+   * PBS (walltime): seconds. */
+  guint walltime_s = s->kind == SLURM || s->kind == LSF ? 60 : 20;
   g_autoptr(TbDir) d = tb_dir_new();
   g_autofree gchar *tasks = slow_first_tasks(2, 600);
   g_autofree gchar *walltime = g_strdup_printf("%us", walltime_s);
@@ -789,9 +984,10 @@ walltime_drains_before_the_kill(const Site *s)
   g_assert_cmpint(lived_us, <, (gint64)walltime_s * G_USEC_PER_SEC);
 
   /* On what: Slurm's warning through the proxy script, which execs the
-   * agent as the batch shell; on Grid Engine the agent's own end
-   * (DATC_WALLTIME_END from the script, 3 s before it) comes before h_rt's
-   * USR2, which the cancel test shows reaching it. */
+   * agent as the batch shell; elsewhere the agent's own end
+   * (DATC_WALLTIME_END from the script, 3 s before it) comes before the
+   * limit's signal (Grid Engine's h_rt USR2, which the cancel test shows
+   * reaching it; PBS's TERM; LSF's USR2 at -W). */
   g_autofree gchar *log = proxy_log(c, proxy, job);
   const char *why
       = is_slurm(s) ? "draining: User defined signal 1" : "draining: walltime is ending";
@@ -1298,7 +1494,7 @@ typedef enum
 static struct
 {
   gboolean failed; /* a bed would not come up: keep the directory */
-  gboolean slurm_local, netns, slurm_ns, sshd_slurm, sshd_sge;
+  gboolean slurm_local, netns, slurm_ns, sshd_slurm, sshd_sge, pbs, lsf;
   SgeWhere sge;
 } up;
 
@@ -1416,6 +1612,78 @@ sge_ensure(gboolean ssh)
   return up.sge == want && (!ssh || up.sshd_sge);
 }
 
+/* PBS (its own namespace) and LSF come up here once (a first run on a
+ * machine builds them from ../shared/vendor, minutes). */
+static gboolean
+pbs_ensure(void)
+{
+  if (!up.pbs)
+    up.pbs = script_in("pbs-up.sh", "pbs", NULL);
+  return up.pbs;
+}
+
+static gboolean
+lsf_ensure(void)
+{
+  if (!up.lsf)
+    up.lsf = script_in("lsf-up.sh", "lsf", NULL);
+  return up.lsf;
+}
+
+static gboolean
+bed_ensure(const char *scheduler, gboolean ssh)
+{
+  switch (kind_of(scheduler))
+    {
+    case SLURM:
+      return slurm_ensure(ssh);
+    case SGE:
+      return sge_ensure(ssh);
+    case PBS:
+      return !ssh && pbs_ensure();
+    case LSF:
+      return !ssh && lsf_ensure();
+    }
+  return FALSE;
+}
+
+/* Cancels every job on the cluster, by anyone (PBS: qselect names them,
+ * qdel takes a list). */
+static void
+cancel_all(const Site *s)
+{
+  if (s->kind == PBS)
+    {
+      const char *select[] = { "qselect", NULL };
+      g_auto(GStrv) argv = site_argv(s, select);
+      g_autofree gchar *out = tb_capture((const char *const *)argv, NULL);
+      g_auto(GStrv) ids = g_strsplit_set(g_strstrip(out), " \n", -1);
+      for (guint i = 0; ids[i] != NULL; i++)
+        if (ids[i][0] != '\0')
+          {
+            const char *qdel[] = { "qdel", "-W", "force", ids[i], NULL };
+            g_auto(GStrv) del = site_argv(s, qdel);
+            g_free(tb_capture((const char *const *)del, NULL));
+          }
+      return;
+    }
+  if (s->kind == LSF)
+    {
+      const char *bkill[] = { "bkill", "-u", "all", "0", NULL };
+      g_auto(GStrv) argv = site_argv(s, bkill);
+      g_free(tb_capture((const char *const *)argv, NULL));
+      return;
+    }
+  const char *users[] = { "root", "competitor", "datc-tb" };
+  for (guint i = 0; i < G_N_ELEMENTS(users); i++)
+    {
+      const char *slurm[] = { "scancel", "-u", users[i], NULL };
+      const char *sge[] = { "qdel", "-u", users[i], NULL };
+      g_auto(GStrv) argv = site_argv(s, is_slurm(s) ? slurm : sge);
+      g_free(tb_capture((const char *const *)argv, NULL));
+    }
+}
+
 /* Kills, by PID, masters a failed child left running, then cancels every
  * job left on the cluster (a proxy of that master, the competitor). */
 static void
@@ -1441,14 +1709,7 @@ sweep(const char *scheduler, gboolean ssh)
       g_unlink(path);
     }
   g_autoptr(Site) s = site_load(scheduler, ssh);
-  const char *users[] = { "root", "competitor", "datc-tb" };
-  for (guint i = 0; i < G_N_ELEMENTS(users); i++)
-    {
-      const char *slurm[] = { "scancel", "-u", users[i], NULL };
-      const char *sge[] = { "qdel", "-u", users[i], NULL };
-      g_auto(GStrv) argv = site_argv(s, is_slurm(s) ? slurm : sge);
-      g_free(tb_capture((const char *const *)argv, NULL));
-    }
+  cancel_all(s);
 }
 
 /* A bed whose up script ran, even if it failed half-way: its down script
@@ -1469,7 +1730,8 @@ beds_down(void)
   } downs[] = {
     { "sshd-down.sh", "sshd-sge" },     { "sshd-down.sh", "sshd-slurm" },
     { "sge-down.sh", "sge" },           { "slurm-down.sh", "slurm-ns" },
-    { "slurm-down.sh", "slurm-local" },
+    { "slurm-down.sh", "slurm-local" }, { "pbs-down.sh", "pbs" },
+    { "lsf-down.sh", "lsf" },
   };
   for (guint i = 0; i < G_N_ELEMENTS(downs); i++)
     if (bed_tried(downs[i].bed))
@@ -1503,8 +1765,7 @@ test_case(gconstpointer data)
       k->body(s);
       return;
     }
-  gboolean ready
-      = g_str_equal(k->scheduler, "slurm") ? slurm_ensure(k->ssh) : sge_ensure(k->ssh);
+  gboolean ready = bed_ensure(k->scheduler, k->ssh);
   if (!ready)
     {
       g_printerr("# the %s test bed (%s) did not come up: see above\n", k->scheduler,
@@ -1537,6 +1798,12 @@ static const Case cases[] = {
   { "slurm", FALSE, resume_finds_a_lost_submit },
   { "sge", FALSE, pull_proxies_as_one_array },
   { "sge", FALSE, direct_tasks_as_one_array },
+  { "pbs", FALSE, pending_behind_a_competitor },
+  { "pbs", FALSE, cancelled_proxy_gives_its_tasks_back },
+  { "pbs", FALSE, walltime_drains_before_the_kill },
+  { "lsf", FALSE, pending_behind_a_competitor },
+  { "lsf", FALSE, cancelled_proxy_gives_its_tasks_back },
+  { "lsf", FALSE, walltime_drains_before_the_kill },
 };
 
 static const char *
