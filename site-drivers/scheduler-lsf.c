@@ -298,13 +298,31 @@ lsf_exit_state(const LsfEnd *end)
   return end->started ? DATC_PROXY_FAILED : DATC_PROXY_FINISHED;
 }
 
+/* A line of a block's PENDING REASONS, " Job slot limit reached: 1 host;":
+ * the reason without the count of hosts it applies to (transfer full). */
+static gchar *
+lsf_reason(const char *line)
+{
+  g_autofree gchar *text = g_strstrip(g_strdup(line));
+  gsize len = strlen(text);
+
+  if (len > 0 && text[len - 1] == ';')
+    text[--len] = '\0';
+  char *colon = strrchr(text, ':');
+  if (colon != NULL && g_regex_match_simple("^: [0-9]+ hosts?$", colon, 0, 0))
+    *colon = '\0';
+  return g_strdup(g_strstrip(text));
+}
+
 /* `bjobs -a -l` blocks: the header line gives the id and STAT, the lines
- * after it (up to the next header) whether it started and how it ended.
- * Lines the driver does not need (limits, load thresholds, pending
- * reasons, the dashed separators) are skipped; a header with an unknown STAT, or
- * text before any header, is a parse error. */
+ * after it (up to the next header) whether it started and how it ended,
+ * and for a pending job the first of its PENDING REASONS into `why` (may
+ * be NULL).  Lines the driver does not need (limits, load thresholds, the
+ * dashed separators) are skipped; a header with an unknown STAT, or text
+ * before any header, is a parse error. */
 static gboolean
-lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GError **error)
+lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GHashTable *why,
+               GError **error)
 {
   g_auto(GStrv) lines = NULL;
   if (!datc_batch_answer_lines(res->out, LSF, "bjobs's stdout", &lines, error))
@@ -318,6 +336,8 @@ lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GError **error
       ": Exited(?: with exit code ([0-9]{1,9})\\.| by signal ([0-9]{1,9})\\.)?(?: |$)", 0, 0, NULL);
   g_autofree gchar *id = NULL;
   g_autofree gchar *stat = NULL;
+  g_autofree gchar *reason = NULL;
+  gboolean in_reasons = FALSE;
   LsfEnd end = { 0 };
 
   for (gsize i = 0;; i++)
@@ -333,7 +353,11 @@ lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GError **error
                                      : datc_batch_state_lookup(lsf_states,
                                                                G_N_ELEMENTS(lsf_states), stat);
           datc_batch_answers_set(answers, id, state);
+          if (why != NULL && reason != NULL)
+            datc_batch_reasons_set(why, id, reason);
           g_clear_pointer(&id, g_free);
+          g_clear_pointer(&reason, g_free);
+          in_reasons = FALSE;
         }
       if (lines[i] == NULL)
         break;
@@ -359,6 +383,14 @@ lsf_parse_long(const DatcCommandResult *res, GHashTable *answers, GError **error
                                      lines[i]);
           return FALSE;
         }
+      /* " PENDING REASONS:", then one line per reason up to a blank one. */
+      const char *text = lines[i] + strspn(lines[i], " \t");
+      if (text[0] == '\0')
+        in_reasons = FALSE;
+      else if (in_reasons && reason == NULL)
+        reason = lsf_reason(text);
+      if (g_str_has_prefix(text, "PENDING REASONS:"))
+        in_reasons = TRUE;
       if (g_regex_match(started, lines[i], 0, NULL))
         end.started = TRUE;
       g_autoptr(GMatchInfo) ended = NULL;
@@ -428,16 +460,26 @@ lsf_parse_table(const DatcCommandResult *res, GHashTable *answers, GPtrArray *or
 }
 
 static gboolean
-lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
-               DatcProxyState *states, GError **error)
+lsf_parse_poll_reasons(const DatcCommandResult *res, const char *const *ids,
+                       DatcProxyState *states, gchar **reasons, GError **error)
 {
   g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
 
   g_autoptr(GHashTable) answers = datc_batch_answers_new();
-  if (!lsf_parse_long(res, answers, error) || !lsf_parse_not_found(res, answers, error))
+  g_autoptr(GHashTable) why = datc_batch_reasons_new();
+  if (!lsf_parse_long(res, answers, why, error) || !lsf_parse_not_found(res, answers, error))
     return FALSE;
   datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  if (reasons != NULL)
+    datc_batch_reasons_fill(why, ids, states, reasons);
   return TRUE;
+}
+
+static gboolean
+lsf_parse_poll(const DatcCommandResult *res, const char *const *ids,
+               DatcProxyState *states, GError **error)
+{
+  return lsf_parse_poll_reasons(res, ids, states, NULL, error);
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
@@ -616,6 +658,7 @@ const DatcSchedulerClass datc_scheduler_lsf = {
   .parse_submit = lsf_parse_submit,
   .poll_argv = lsf_poll_argv,
   .parse_poll = lsf_parse_poll,
+  .parse_poll_reasons = lsf_parse_poll_reasons,
   .cancel_argv = lsf_cancel_argv,
   .lookup_argv = lsf_lookup_argv,
   .parse_lookup = lsf_parse_lookup,

@@ -95,6 +95,11 @@ jt2=$(submit "$W/datc-cap-twin.sh" | job_id)
 await_state "$j6" PEND
 tb_record "$out/live-poll-pending.txt" "kind: poll" "ids: $j5 $jc" "expect: pending running" \
   -- bjobs -a -l "$j5" "$jc"
+# Once mbatchd has tried it (MBD_SLEEP_TIME 1 s), its PENDING REASONS say why.
+slot_limit() { bjobs -a -l "$1" 2>/dev/null | grep -q '^ Job slot limit reached: '; }
+tb_await 30 slot_limit "$j5" || tb_die "job $j5 never said 'Job slot limit reached'"
+tb_record "$out/live-poll-pending-slot-limit.txt" "kind: poll" "ids: $j5 $jc" \
+  "expect: pending running" "reasons: Job slot limit reached | -" -- bjobs -a -l "$j5" "$jc"
 tb_record "$out/live-cancel-pending.txt" "kind: cancel" "ids: $j6" "expect: ok" -- bkill "$j6"
 await_state "$j6" EXIT
 tb_record "$out/live-poll-killed-pending.txt" "kind: poll" "ids: $j6" "expect: finished" \
