@@ -1,9 +1,10 @@
 /* test-proxies-real.c: proxies of a real campaign (`datc run --sites`) on
- * real Slurm and real Grid Engine, with real agents connecting back over
- * TCP with CURVE, in two shapes:
+ * real Slurm, Grid Engine, OpenPBS and volclava (LSF), with real agents
+ * connecting back over TCP with CURVE, in two shapes:
  *
  *  - local: the master in this network namespace, the cluster's commands
- *    run here (transport local), like test-batch.c;
+ *    run here (transport local), like test-batch.c (PBS: the master in
+ *    the bed's own namespace, where PBS's jobs run);
  *  - ssh: the master in a namespace of its own (tb-master-S, 10.200.0.1),
  *    the cluster's daemons and its login node (a private sshd whose
  *    sessions see that cluster) in the site's namespace; the agent is
@@ -16,14 +17,15 @@
  *
  *  1. a proxy waits behind a competing user's job that fills the cluster,
  *     runs once that job is gone, and its agent runs the tasks;
- *  2. a running proxy cancelled with scancel or qdel drains
- *     its agent on the signal that comes first (TERM; USR2 with -notify):
+ *  2. a running proxy cancelled with scancel, qdel or bkill drains its
+ *     agent on the signal that comes first (TERM; USR2 with Grid Engine's
+ *     -notify; INT from bkill):
  *     its tasks come back without a crash and a new proxy finishes them;
  *  3. a proxy that reaches its walltime drains before the kill (Slurm's
  *     --signal USR1 warning; Grid Engine: the agent's own end, which the
- *     proxy script exports, comes before h_rt's USR2), and a new proxy
- *     finishes the tasks.  Slurm's limit is a whole minute, so its case
- *     runs once, over ssh;
+ *     proxy script exports, comes before h_rt's USR2; so on PBS and LSF),
+ *     and a new proxy finishes the tasks.  Slurm's and LSF's limits are
+ *     whole minutes, so their cases run once;
  *  4. (Slurm, local) a campaign that wants 8 proxies keeps to a budget of
  *     6 scheduler calls a minute, by its own trace and by a log of the
  *     commands that reached Slurm (tests/testbed/command-log.sh).
