@@ -57,7 +57,7 @@ typedef struct {
 
 /* Brings the whole bed up under `dir` (absolute, created) with the scripts
  * in $DATC_TESTBED (tests/testbed/); on failure brings down what did come
- * up and returns NULL.  Takes 20-25 s (PBS ~12 s, Grid Engine 4-7 s). */
+ * up and returns NULL.  Takes ~18 s (PBS ~12 s, Grid Engine 4-7 s). */
 MsBed *ms_bed_up (const char *dir, GError **error);
 /* The bed another process brought up under `dir` (a test's subprocess
  * reads what the parent started); bringing it down stays with that
