@@ -1,8 +1,9 @@
 /* test-multisite.c: campaigns across sites in their own network
  * namespaces, reached over SSH (tests/multisite.h): a Slurm cluster, a
  * Grid Engine cluster, an OpenPBS cluster, an LSF (volclava) cluster, a
- * fork site beside the master, and a login node that is down.  The master runs in its own namespace and agents connect
- * back to it over TCP with CURVE, as they would from real clusters.
+ * fork site beside the master, and a login node that is down.  The
+ * master runs in its own namespace and agents connect back to it over TCP
+ * with CURVE, as they would from real clusters.
  *
  * The bed comes up once in this process before any test and goes down by
  * PID after the last; each test body runs in a subprocess
