@@ -154,20 +154,18 @@ cluster_env (MsHost h, const char *state_dir, GError **error)
   return g_strv_builder_end (b);
 }
 
-/* The /etc/hosts `h`'s clients must see: pbs-up.sh maps this host's name
- * to the namespace's address there (recorded as hosts= in DIR/run/info),
- * as PBS ignores 127.x.  NULL with no error for the other hosts. */
-static gchar *
-cluster_hosts (MsHost h, const char *state_dir, GError **error)
+/* In *hosts, the /etc/hosts `h`'s clients must see: pbs-up.sh maps this
+ * host's name to the namespace's address there (recorded as hosts= in
+ * DIR/run/info), as PBS ignores 127.x.  NULL for the other clusters. */
+static gboolean
+cluster_hosts (MsHost h, const char *state_dir, gchar **hosts, GError **error)
 {
+  *hosts = NULL;
   if (h != MS_PBS)
-    return NULL;
+    return TRUE;
   g_autofree gchar *path = g_build_filename (state_dir, "run", "info", NULL);
   g_autoptr (GHashTable) info = read_env (path, error);
-  gchar *hosts = NULL;
-  if (info == NULL || !env_get (info, path, "hosts", &hosts, error))
-    return NULL;
-  return hosts;
+  return info != NULL && env_get (info, path, "hosts", hosts, error);
 }
 
 /* ---- up and down ---------------------------------------------------- */
@@ -271,16 +269,10 @@ static gboolean
 login_up (MsBed *bed, MsHost h, GError **error)
 {
   g_autofree gchar *cdir = cluster_dir (bed, h);
-  g_autoptr (GError) hosts_error = NULL;
   g_auto (GStrv) env = cdir ? cluster_env (h, cdir, error) : g_new0 (gchar *, 1);
-  g_autofree gchar *hosts = cdir ? cluster_hosts (h, cdir, &hosts_error) : NULL;
-  if (env == NULL)
+  g_autofree gchar *hosts = NULL;
+  if (env == NULL || (cdir != NULL && !cluster_hosts (h, cdir, &hosts, error)))
     return FALSE;
-  if (hosts_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&hosts_error));
-      return FALSE;
-    }
   g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (args, g_strdup ("--netns"));
   g_ptr_array_add (args, host_ns (bed, h));
@@ -311,15 +303,9 @@ load_login (MsBed *bed, MsHost h, GError **error)
   l->sshd_dir = sshd_dir (bed, h);
   g_autofree gchar *cdir = cluster_dir (bed, h);
   bed->cluster_env[h] = cdir ? cluster_env (h, cdir, error) : g_new0 (gchar *, 1);
-  if (bed->cluster_env[h] == NULL)
+  if (bed->cluster_env[h] == NULL
+      || (cdir != NULL && !cluster_hosts (h, cdir, &bed->hosts[h], error)))
     return FALSE;
-  g_autoptr (GError) hosts_error = NULL;
-  bed->hosts[h] = cdir ? cluster_hosts (h, cdir, &hosts_error) : NULL;
-  if (hosts_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&hosts_error));
-      return FALSE;
-    }
   g_autofree gchar *path = g_build_filename (l->sshd_dir, "sshd.env", NULL);
   g_autoptr (GHashTable) env = read_env (path, error);
   g_autofree gchar *port = NULL;
