@@ -16,10 +16,18 @@
 #define MS_ERROR (g_quark_from_static_string ("ms-testbed"))
 
 /* The steps of the bring-up, in order; down undoes them in reverse. */
-enum { STEP_NETNS, STEP_SLURM, STEP_SGE, STEP_SSHD0, N_STEPS = STEP_SSHD0 + MS_N_HOSTS };
+enum {
+  STEP_NETNS,
+  STEP_SLURM,
+  STEP_SGE,
+  STEP_PBS,
+  STEP_LSF,
+  STEP_SSHD0,
+  N_STEPS = STEP_SSHD0 + MS_N_HOSTS
+};
 G_STATIC_ASSERT (N_STEPS <= G_N_ELEMENTS (((MsBed *) NULL)->up));
 
-static const char *const host_names[MS_N_HOSTS] = { "slurm", "sge", "down" };
+static const char *const host_names[MS_N_HOSTS] = { "slurm", "sge", "down", "pbs", "lsf" };
 
 /* ---- running things ------------------------------------------------- */
 
@@ -89,16 +97,52 @@ env_get (GHashTable *env, const char *path, const char *key, gchar **value, GErr
   return TRUE;
 }
 
-/* A cluster's DIR/env (what its clients need: SLURM_CONF; SGE_ROOT,
- * SGE_CELL and the ports when they are not the default) as KEY=VALUE. */
+/* The PATH of a PBS or LSF client: their commands first (PBS's qsub,
+ * qstat, qdel clash with Grid Engine's in /usr/bin), then what a user's
+ * login has. */
+static gchar *
+client_path (const char *bindir)
+{
+  return g_strdup_printf ("PATH=%s:/usr/local/bin:/usr/bin:/bin", bindir);
+}
+
+/* A cluster's client environment as KEY=VALUE, from what its up script
+ * wrote: Slurm's and Grid Engine's DIR/env as it is (SLURM_CONF; SGE_ROOT,
+ * SGE_CELL and the ports when they are not the default); PBS_CONF_FILE
+ * and PBS's bin (PBS_EXEC in its pbs.conf), not pbs-up.sh's PATH, whose
+ * wrappers run `ip netns exec` and so need root; LSF's DIR/env (LSF_ENVDIR,
+ * LSB_NTRIES) and LSF_BINDIR on PATH. */
 static GStrv
-cluster_env (const char *state_dir, GError **error)
+cluster_env (MsHost h, const char *state_dir, GError **error)
 {
   g_autofree gchar *path = g_build_filename (state_dir, "env", NULL);
   g_autoptr (GHashTable) env = read_env (path, error);
   if (env == NULL)
     return NULL;
   g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  if (h == MS_PBS)
+    {
+      g_autofree gchar *conf_path = NULL, *exec = NULL;
+      if (!env_get (env, path, "PBS_CONF_FILE", &conf_path, error))
+        return NULL;
+      g_autoptr (GHashTable) conf = read_env (conf_path, error);
+      if (conf == NULL || !env_get (conf, conf_path, "PBS_EXEC", &exec, error))
+        return NULL;
+      g_autofree gchar *bin = g_build_filename (exec, "bin", NULL);
+      g_autofree gchar *conf_kv = g_strdup_printf ("PBS_CONF_FILE=%s", conf_path);
+      g_autofree gchar *path_kv = client_path (bin);
+      g_strv_builder_add (b, conf_kv);
+      g_strv_builder_add (b, path_kv);
+      return g_strv_builder_end (b);
+    }
+  if (h == MS_LSF)
+    {
+      g_autofree gchar *bin = NULL;
+      if (!env_get (env, path, "LSF_BINDIR", &bin, error))
+        return NULL;
+      g_autofree gchar *path_kv = client_path (bin);
+      g_strv_builder_add (b, path_kv);
+    }
   GHashTableIter it;
   gpointer k, v;
   g_hash_table_iter_init (&it, env);
@@ -110,6 +154,20 @@ cluster_env (const char *state_dir, GError **error)
   return g_strv_builder_end (b);
 }
 
+/* In *hosts, the /etc/hosts `h`'s clients must see: pbs-up.sh maps this
+ * host's name to the namespace's address there (recorded as hosts= in
+ * DIR/run/info), as PBS ignores 127.x.  NULL for the other clusters. */
+static gboolean
+cluster_hosts (MsHost h, const char *state_dir, gchar **hosts, GError **error)
+{
+  *hosts = NULL;
+  if (h != MS_PBS)
+    return TRUE;
+  g_autofree gchar *path = g_build_filename (state_dir, "run", "info", NULL);
+  g_autoptr (GHashTable) info = read_env (path, error);
+  return info != NULL && env_get (info, path, "hosts", hosts, error);
+}
+
 /* ---- up and down ---------------------------------------------------- */
 
 /* The steps, each one script; what they wrote is read by ms_bed_load. */
@@ -117,7 +175,10 @@ static gboolean
 netns_up (MsBed *bed, GError **error)
 {
   g_autofree gchar *netdir = g_build_filename (bed->dir, "net", NULL);
-  const char *args[] = { "--suffix", bed->suffix, netdir, "slurm", "sge", "down", NULL };
+  /* In MsHost's order: host_addr() counts on it. */
+  const char *args[] = { "--suffix", bed->suffix, netdir, "slurm", "sge", "down", "pbs", "lsf",
+                         NULL };
+  G_STATIC_ASSERT (G_N_ELEMENTS (args) == 3 + MS_N_HOSTS + 1);
   if (!script ("netns-up.sh", args, error))
     return FALSE;
   bed->up[STEP_NETNS] = TRUE;
@@ -176,6 +237,18 @@ clusters_up (MsBed *bed, GError **error)
   if (!script ("sge-up.sh", g_args, error))
     return FALSE;
   bed->up[STEP_SGE] = TRUE;
+  g_autofree gchar *pbs = g_build_filename (bed->dir, "pbs", NULL);
+  g_autofree gchar *pbs_ns = host_ns (bed, MS_PBS), *pbs_addr = host_addr (MS_PBS);
+  const char *p_args[] = { "--netns", pbs_ns, "--addr", pbs_addr, pbs, NULL };
+  if (!script ("pbs-up.sh", p_args, error))
+    return FALSE;
+  bed->up[STEP_PBS] = TRUE;
+  g_autofree gchar *lsf = g_build_filename (bed->dir, "lsf", NULL);
+  g_autofree gchar *lsf_ns = host_ns (bed, MS_LSF);
+  const char *l_args[] = { "--netns", lsf_ns, lsf, NULL };
+  if (!script ("lsf-up.sh", l_args, error))
+    return FALSE;
+  bed->up[STEP_LSF] = TRUE;
   return TRUE;
 }
 
@@ -196,14 +269,20 @@ static gboolean
 login_up (MsBed *bed, MsHost h, GError **error)
 {
   g_autofree gchar *cdir = cluster_dir (bed, h);
-  g_auto (GStrv) env = cdir ? cluster_env (cdir, error) : g_new0 (gchar *, 1);
-  if (env == NULL)
+  g_auto (GStrv) env = cdir ? cluster_env (h, cdir, error) : g_new0 (gchar *, 1);
+  g_autofree gchar *hosts = NULL;
+  if (env == NULL || (cdir != NULL && !cluster_hosts (h, cdir, &hosts, error)))
     return FALSE;
   g_autoptr (GPtrArray) args = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (args, g_strdup ("--netns"));
   g_ptr_array_add (args, host_ns (bed, h));
   g_ptr_array_add (args, g_strdup ("--addr"));
   g_ptr_array_add (args, host_addr (h));
+  if (hosts != NULL)
+    {
+      g_ptr_array_add (args, g_strdup ("--hosts"));
+      g_ptr_array_add (args, g_strdup (hosts));
+    }
   for (guint i = 0; env[i] != NULL; i++)
     {
       g_ptr_array_add (args, g_strdup ("--setenv"));
@@ -223,8 +302,9 @@ load_login (MsBed *bed, MsHost h, GError **error)
   MsLogin *l = &bed->login[h];
   l->sshd_dir = sshd_dir (bed, h);
   g_autofree gchar *cdir = cluster_dir (bed, h);
-  bed->cluster_env[h] = cdir ? cluster_env (cdir, error) : g_new0 (gchar *, 1);
-  if (bed->cluster_env[h] == NULL)
+  bed->cluster_env[h] = cdir ? cluster_env (h, cdir, error) : g_new0 (gchar *, 1);
+  if (bed->cluster_env[h] == NULL
+      || (cdir != NULL && !cluster_hosts (h, cdir, &bed->hosts[h], error)))
     return FALSE;
   g_autofree gchar *path = g_build_filename (l->sshd_dir, "sshd.env", NULL);
   g_autoptr (GHashTable) env = read_env (path, error);
@@ -300,6 +380,8 @@ ms_bed_down (MsBed *bed, GError **error)
         bed->up[STEP_SSHD0 + h] = FALSE;
       }
   const struct { int step; const char *script, *sub; } steps[] = {
+    { STEP_LSF, "lsf-down.sh", "lsf" },
+    { STEP_PBS, "pbs-down.sh", "pbs" },
     { STEP_SGE, "sge-down.sh", "sge" },
     { STEP_SLURM, "slurm-down.sh", "slurm" },
     { STEP_NETNS, "netns-down.sh", "net" },
@@ -337,6 +419,7 @@ ms_bed_free (MsBed *bed)
       g_free (l->identity);
       g_free (l->known_hosts);
       g_strfreev (bed->cluster_env[h]);
+      g_free (bed->hosts[h]);
     }
   g_free (bed->dir);
   g_free (bed->suffix);
@@ -387,6 +470,17 @@ ms_site_command (MsBed *bed, MsHost host, const char *user, const char *const *a
                  gchar **out, GError **error)
 {
   g_autoptr (GPtrArray) cmd = g_ptr_array_new ();
+  if (bed->hosts[host] != NULL)
+    {
+      /* As the login node's sshd does (sshd-up.sh --hosts): the cluster's
+       * hosts file over /etc/hosts in a mount namespace of the command's
+       * own. */
+      const char *const bind[] = { "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                   "mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"",
+                                   "sh", bed->hosts[host], NULL };
+      for (guint i = 0; bind[i] != NULL; i++)
+        g_ptr_array_add (cmd, (gpointer) bind[i]);
+    }
   g_ptr_array_add (cmd, "env");
   for (guint i = 0; bed->cluster_env[host][i] != NULL; i++)
     g_ptr_array_add (cmd, bed->cluster_env[host][i]);

@@ -5,11 +5,17 @@
  *   tb-slurm-S   10.200.0.11  a Slurm cluster and its login node (sshd)
  *   tb-sge-S     10.200.0.12  Grid Engine and its login node (sshd)
  *   tb-down-S    10.200.0.13  a login node that the errors test stops
+ *   tb-pbs-S     10.200.0.14  OpenPBS and its login node
+ *   tb-lsf-S     10.200.0.15  LSF (volclava) and its login node
  *
  * Each login node's sshd puts its cluster's client environment
- * (SLURM_CONF, Grid Engine ports) into every session, so a site reached
- * over SSH finds its own scheduler the way a user's login would.  Jobs run
- * as the login user (datc-tb); user `competitor` fills queues.
+ * (SLURM_CONF, Grid Engine ports, PBS_CONF_FILE, LSF_ENVDIR, and for PBS
+ * and LSF a PATH with their commands first: PBS's qsub/qstat/qdel must
+ * win over Grid Engine's in /usr/bin) into every session, so a site
+ * reached over SSH finds its own scheduler the way a user's login would.
+ * PBS's login node also sees the namespace's own /etc/hosts (PBS refuses
+ * the 127.x this host's name has elsewhere).  Jobs run as the login user
+ * (datc-tb); user `competitor` fills queues.
  *
  * Nothing here asserts: every step returns FALSE/NULL with a GError that
  * names the script or command, so a benchmark can use it too.  Grid
@@ -26,6 +32,8 @@ typedef enum {
   MS_SLURM = 0,
   MS_SGE,
   MS_DOWN,
+  MS_PBS,
+  MS_LSF,
   MS_N_HOSTS,
 } MsHost;
 
@@ -43,19 +51,20 @@ typedef struct {
   gchar *ns_master, *master_addr;
   MsLogin login[MS_N_HOSTS];
   GStrv cluster_env[MS_N_HOSTS];  /* KEY=VALUE a client of that cluster needs */
-  gboolean up[8];      /* steps this process brought up: down undoes exactly those */
+  gchar *hosts[MS_N_HOSTS];       /* its /etc/hosts, when not this host's (PBS) */
+  gboolean up[16];     /* steps this process brought up: down undoes exactly those */
 } MsBed;
 
 /* Brings the whole bed up under `dir` (absolute, created) with the scripts
  * in $DATC_TESTBED (tests/testbed/); on failure brings down what did come
- * up and returns NULL.  Takes 5-10 s (Grid Engine is most of it). */
+ * up and returns NULL.  Takes ~18 s (PBS ~12 s, Grid Engine 4-7 s). */
 MsBed *ms_bed_up (const char *dir, GError **error);
 /* The bed another process brought up under `dir` (a test's subprocess
  * reads what the parent started); bringing it down stays with that
  * process. */
 MsBed *ms_bed_load (const char *dir, GError **error);
 /* Stops everything by PID through the down scripts, in reverse order
- * (~12 s: sge_qmaster takes ~9 s to exit).  FALSE if a script failed;
+ * (~15 s: sge_qmaster takes ~9 s to exit, PBS ~3 s).  FALSE if a script failed;
  * every step is still tried. */
 gboolean ms_bed_down (MsBed *bed, GError **error);
 void ms_bed_free (MsBed *bed);
@@ -77,8 +86,9 @@ gchar *ms_site_group (MsBed *bed, MsHost host, const char *name, const char *sch
 gchar *ms_site_workdir_root (MsBed *bed, const char *parent, GError **error);
 
 /* Runs argv on `host`'s cluster (in its namespace, with its client
- * environment) as `user` (NULL: root); stdout in *out if not NULL.  A
- * non-zero exit is an error carrying its stderr. */
+ * environment and, for PBS, its /etc/hosts) as `user` (NULL: root);
+ * stdout in *out if not NULL.  A non-zero exit is an error carrying its
+ * stderr. */
 gboolean ms_site_command (MsBed *bed, MsHost host, const char *user, const char *const *argv,
                           gchar **out, GError **error);
 

@@ -1,8 +1,9 @@
 /* test-multisite.c: campaigns across sites in their own network
  * namespaces, reached over SSH (tests/multisite.h): a Slurm cluster, a
- * Grid Engine cluster, a fork site beside the master, and a login node
- * that is down.  The master runs in its own namespace and agents connect
- * back to it over TCP with CURVE, as they would from real clusters.
+ * Grid Engine cluster, an OpenPBS cluster, an LSF (volclava) cluster, a
+ * fork site beside the master, and a login node that is down.  The
+ * master runs in its own namespace and agents connect back to it over TCP
+ * with CURVE, as they would from real clusters.
  *
  * The bed comes up once in this process before any test and goes down by
  * PID after the last; each test body runs in a subprocess
@@ -147,12 +148,12 @@ assert_every_proxy_ended (GPtrArray *trace)
                     ms_count_events (trace, "proxy_submitted", NULL));
 }
 
-/* Nothing of any campaign queued or running on either cluster. */
+/* Nothing of any campaign queued or running on any cluster. */
 static void
 assert_clusters_empty (void)
 {
   g_autoptr (GError) error = NULL;
-  g_autofree gchar *sq = NULL, *qs = NULL;
+  g_autofree gchar *sq = NULL, *qs = NULL, *pq = NULL, *bj = NULL;
   const char *squeue[] = { "squeue", "-h", "-o", "%j %T", NULL };
   g_assert_true (ms_site_command (bed, MS_SLURM, NULL, squeue, &sq, &error));
   g_assert_no_error (error);
@@ -161,6 +162,28 @@ assert_clusters_empty (void)
   g_assert_true (ms_site_command (bed, MS_SGE, NULL, qstat, &qs, &error));
   g_assert_no_error (error);
   g_assert_cmpstr (g_strstrip (qs), ==, "");
+  /* PBS's qstat without -x: every job not finished (history keeps the rest). */
+  const char *pbs_qstat[] = { "qstat", NULL };
+  g_assert_true (ms_site_command (bed, MS_PBS, NULL, pbs_qstat, &pq, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_strstrip (pq), ==, "");
+  /* bjobs lists unfinished jobs only.  With none it exits 255 (as it
+   * does when it cannot reach mbatchd): its JSON, which only an answer
+   * has, must count 0 jobs. */
+  const char *bjobs[] = { "sh", "-c", "bjobs -u all -o 'jobid stat user' -json || true", NULL };
+  g_assert_true (ms_site_command (bed, MS_LSF, NULL, bjobs, &bj, &error));
+  g_assert_no_error (error);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_data (parser, bj, -1, NULL)
+      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    g_printerr ("# bjobs -json said: %s\n", bj);
+  JsonNode *root = json_parser_get_root (parser);
+  g_assert_true (root != NULL && JSON_NODE_HOLDS_OBJECT (root));
+  JsonObject *answer = json_node_get_object (root);
+  g_assert_true (json_object_has_member (answer, "JOBS"));
+  if (json_object_get_int_member (answer, "JOBS") != 0)
+    g_printerr ("# bjobs -json said: %s\n", bj);
+  g_assert_cmpint (json_object_get_int_member (answer, "JOBS"), ==, 0);
 }
 
 /* `n` copies of `line`, one per line (each task is told apart by its
@@ -174,64 +197,138 @@ same_tasks (Fixture *b, guint n, const char *line)
   return tb_write (b->d, "t.txt", t->str);
 }
 
-/* ---- one campaign across the three sites ---------------------------- */
+/* ---- one campaign across every kind of site ------------------------ */
+
+/* The batch sites, and how a job there says its id in the shell: the
+ * whole id (PBS: SEQ.SERVER, SEQ[I].SERVER for an array's element), or
+ * the array's for an element (Slurm's SLURM_JOB_ID is then an id of its
+ * own; Grid Engine's JOB_ID and LSF's LSB_JOBID are the array's). */
+static const struct {
+  const char *site;
+  MsHost host;
+  const char *job_id;
+} batch_sites[] = {
+  { "slurm", MS_SLURM, "${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}" },
+  { "sge", MS_SGE, "$JOB_ID" },
+  { "pbs", MS_PBS, "$PBS_JOBID" },
+  { "lsf", MS_LSF, "$LSB_JOBID" },
+};
+
+/* `printed` (what a task printed) names job `job` (as datc's trace has
+ * it): the same id, or the array of which `job` is an element (Slurm
+ * ID_I, Grid Engine ID.I, LSF ID[I]). */
+static gboolean
+names_job (const char *printed, const char *job)
+{
+  gsize n = strlen (printed);
+  return n > 0 && g_ascii_isdigit (printed[0]) && strncmp (printed, job, n) == 0
+         && (job[n] == '\0' || strchr ("_.[", job[n]) != NULL);
+}
+
+/* The [site] groups of every batch site, `extra` in each. */
+static gchar *
+batch_groups (Fixture *b, const char *name, const char *extra)
+{
+  g_autoptr (GString) groups = g_string_new (NULL);
+  for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
+    {
+      g_autofree gchar *g = site_group (b, name, batch_sites[s].host, batch_sites[s].site,
+                                        batch_sites[s].site, extra);
+      g_string_append (groups, g);
+    }
+  return g_string_free (g_steal_pointer (&groups), FALSE);
+}
+
+/* Proxy id -> the job id its site gave it, from the trace. */
+static GHashTable *
+jobs_of_proxies (GPtrArray *trace)
+{
+  GHashTable *jobs = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal (ms_str (trace->pdata[i], "event"), "proxy_submitted"))
+      g_hash_table_insert (jobs, (gpointer) ms_str (trace->pdata[i], "proxy"),
+                           (gpointer) ms_str (trace->pdata[i], "job"));
+  return jobs;
+}
+
+#define ACROSS_TASKS 200
 
 static void
 across_sites (void)
 {
   g_auto (Fixture) b = { 0 };
   fixture_init (&b);
-  g_autofree gchar *tasks = same_tasks (&b, 120, "sh -c 'sleep 0.3; echo $SLURM_JOB_ID$JOB_ID'");
-  g_autofree gchar *slurm = site_group (&b, "c", MS_SLURM, "slurm", "slurm",
-                                        "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
-  g_autofree gchar *sge = site_group (&b, "c", MS_SGE, "sge", "sge",
-                                      "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
-  g_autofree gchar *groups = g_strconcat (slurm, sge, fork_group, NULL);
+  /* Each task prints every scheduler's job id, ':'-separated: only its
+   * own site's may be set.  Long enough (~8 s of work on 18 slots) that
+   * LSF, whose first agent connects after ~3 s, gets some. */
+  g_autoptr (GString) line = g_string_new ("sh -c 'sleep 0.5; echo ");
+  for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
+    g_string_append_printf (line, "%s%s", s ? ":" : "", batch_sites[s].job_id);
+  g_string_append (line, "'");
+  g_autofree gchar *tasks = same_tasks (&b, ACROSS_TASKS, line->str);
+  g_autofree gchar *batch = batch_groups (&b, "c",
+                                          "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
+  g_autofree gchar *groups = g_strconcat (batch, fork_group, NULL);
   g_autofree gchar *sites = write_sites (&b, "c", groups);
   g_autofree gchar *dir = run_campaign (&b, "c", sites, tasks, "pull", 0);
 
   g_autoptr (GHashTable) res = tb_results (dir);
-  g_assert_cmpuint (g_hash_table_size (res), ==, 120);
+  g_assert_cmpuint (g_hash_table_size (res), ==, ACROSS_TASKS);
   GHashTableIter it;
   gpointer v;
   g_hash_table_iter_init (&it, res);
   while (g_hash_table_iter_next (&it, NULL, &v))
     g_assert_cmpint (ms_int (v, "exit_code"), ==, 0);
   /* Each site contributed. */
-  guint n_slurm = results_at (res, "slurm"), n_sge = results_at (res, "sge");
-  guint n_here = results_at (res, "here");
-  note ("results: slurm %u, sge %u, here %u", n_slurm, n_sge, n_here);
-  g_assert_cmpuint (n_slurm, >, 0);
-  g_assert_cmpuint (n_sge, >, 0);
-  g_assert_cmpuint (n_here, >, 0);
-  g_assert_cmpuint (n_slurm + n_sge + n_here, ==, 120);
-
-  /* The batch sites' tasks ran inside batch jobs: each printed its job id. */
-  const char *batch[] = { "slurm", "sge" };
-  for (guint s = 0; s < G_N_ELEMENTS (batch); s++)
+  guint n_here = results_at (res, "here"), total = n_here;
+  g_autoptr (GString) counts = g_string_new ("results:");
+  for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
     {
-      g_hash_table_iter_init (&it, res);
-      while (g_hash_table_iter_next (&it, NULL, &v))
-        if (g_str_equal (ms_str (v, "site"), batch[s]))
+      guint n = results_at (res, batch_sites[s].site);
+      g_string_append_printf (counts, " %s %u,", batch_sites[s].site, n);
+      total += n;
+    }
+  note ("%s here %u", counts->str, n_here);
+  for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
+    g_assert_cmpuint (results_at (res, batch_sites[s].site), >, 0);
+  g_assert_cmpuint (n_here, >, 0);
+  g_assert_cmpuint (total, ==, ACROSS_TASKS);
+
+  /* The batch sites' tasks ran inside batch jobs: each printed, in its
+   * scheduler's variable and no other, the id of the job its proxy was
+   * submitted as (the fork site's, nothing). */
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  g_autoptr (GHashTable) jobs = jobs_of_proxies (trace);
+  g_hash_table_iter_init (&it, res);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      const char *site = ms_str (v, "site");
+      g_autofree gchar *out = output_of (&b, dir, ms_int (v, "id"));
+      g_auto (GStrv) ids = g_strsplit (g_strstrip (out), ":", -1);
+      g_assert_cmpuint (g_strv_length (ids), ==, G_N_ELEMENTS (batch_sites));
+      for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
+        if (g_str_equal (site, batch_sites[s].site))
           {
-            g_autofree gchar *out = output_of (&b, dir, ms_int (v, "id"));
-            g_strstrip (out);
-            g_assert_cmpuint (strlen (out), >, 0);
-            g_assert_true (g_ascii_isdigit (out[0]));
-            break;
+            const char *job = g_hash_table_lookup (jobs, ms_str (v, "proxy"));
+            g_assert_nonnull (job);
+            if (!names_job (ids[s], job))
+              note ("task %" G_GINT64_FORMAT " on %s printed job id \"%s\"; its proxy is job %s",
+                    ms_int (v, "id"), site, ids[s], job);
+            g_assert_true (names_job (ids[s], job));
           }
+        else
+          g_assert_cmpstr (ids[s], ==, "");
     }
 
-  g_autoptr (GPtrArray) trace = tb_trace (dir);
   assert_every_proxy_ended (trace);
   assert_clusters_empty ();
 
   /* The campaign's key is not left on the sites, nor the scripts and
    * logs of its proxies, which all ended well (the same filesystem,
    * another network namespace). */
-  for (guint s = 0; s < G_N_ELEMENTS (batch); s++)
+  for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
     {
-      g_autofree gchar *wd = g_build_filename (b.workdirs, "c", batch[s], NULL);
+      g_autofree gchar *wd = g_build_filename (b.workdirs, "c", batch_sites[s].site, NULL);
       g_autofree gchar *key = g_build_filename (wd, "agent.key", NULL);
       g_assert_false (g_file_test (key, G_FILE_TEST_EXISTS));
       g_autoptr (GDir) dh = g_dir_open (wd, 0, NULL);
@@ -622,7 +719,9 @@ walltime_generations (void)
 
 /* ---- pull, static, direct ------------------------------------------- */
 
-#define MODE_TASKS 30
+/* A multiple of the total capacity (4 per batch site, 2 here: 18), so
+ * the static split is exact. */
+#define MODE_TASKS 36
 
 static void
 same_results_in_every_mode (void)
@@ -640,10 +739,9 @@ same_results_in_every_mode (void)
 
   for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
     {
-      const char *batch = "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n";
-      g_autofree gchar *slurm = site_group (&b, modes[m], MS_SLURM, "slurm", "slurm", batch);
-      g_autofree gchar *sge = site_group (&b, modes[m], MS_SGE, "sge", "sge", batch);
-      g_autofree gchar *groups = g_strconcat (slurm, sge, fork_group, NULL);
+      g_autofree gchar *batch = batch_groups (&b, modes[m], "slots_per_proxy = 2\nmax_proxies = 2\n"
+                                                            "walltime = 10m\n");
+      g_autofree gchar *groups = g_strconcat (batch, fork_group, NULL);
       g_autofree gchar *sites = write_sites (&b, modes[m], groups);
       gint64 t0 = g_get_monotonic_time ();
       g_autofree gchar *dir = run_campaign (&b, modes[m], sites, tasks, modes[m], 1);
@@ -655,8 +753,8 @@ same_results_in_every_mode (void)
 
       if (g_str_equal (modes[m], "static"))
         {
-          /* The split follows capacity (4 : 4 : 2), and each site ran
-           * exactly its share. */
+          /* The split follows capacity (4 : 4 : 4 : 4 : 2), and each site
+           * ran exactly its share. */
           guint split = 0;
           for (guint i = 0; i < trace->len; i++)
             {
@@ -664,17 +762,40 @@ same_results_in_every_mode (void)
               if (!g_str_equal (ms_str (o, "event"), "split"))
                 continue;
               const char *site = ms_str (o, "site");
-              guint want = g_str_equal (site, "here") ? MODE_TASKS / 5 : MODE_TASKS * 2 / 5;
+              guint want = g_str_equal (site, "here") ? MODE_TASKS / 9 : MODE_TASKS * 2 / 9;
               g_assert_cmpint (ms_int (o, "tasks"), ==, want);
               g_assert_cmpuint (results_at (res, site), ==, want);
               split++;
             }
-          g_assert_cmpuint (split, ==, 3);
+          g_assert_cmpuint (split, ==, G_N_ELEMENTS (batch_sites) + 1);
         }
       if (g_str_equal (modes[m], "direct"))
         {
-          /* One single-slot job per task; each agent ran one task. */
+          /* One single-slot job per task, on every site, each running the
+           * task it was submitted for; each agent ran one task. */
           g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", NULL), >=, MODE_TASKS);
+          g_autoptr (GHashTable) submitted = g_hash_table_new (g_str_hash, g_str_equal);
+          for (guint i = 0; i < trace->len; i++)
+            if (g_str_equal (ms_str (trace->pdata[i], "event"), "proxy_submitted"))
+              g_hash_table_insert (submitted, (gpointer) ms_str (trace->pdata[i], "proxy"),
+                                   trace->pdata[i]);
+          GHashTableIter rit;
+          gpointer r;
+          g_hash_table_iter_init (&rit, res);
+          while (g_hash_table_iter_next (&rit, NULL, &r))
+            {
+              JsonObject *sub = g_hash_table_lookup (submitted, ms_str (r, "proxy"));
+              g_assert_nonnull (sub);
+              g_assert_cmpstr (ms_str (sub, "site"), ==, ms_str (r, "site"));
+              g_assert_cmpint (ms_int (sub, "task"), ==, ms_int (r, "id"));
+            }
+          for (guint s = 0; s < G_N_ELEMENTS (batch_sites); s++)
+            {
+              guint n = results_at (res, batch_sites[s].site);
+              g_assert_cmpuint (n, >, 0);
+              g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", batch_sites[s].site),
+                                >=, n);
+            }
           for (guint i = 0; i < trace->len; i++)
             if (g_str_equal (ms_str (trace->pdata[i], "event"), "proxy_submitted"))
               g_assert_cmpint (ms_int (trace->pdata[i], "slots"), ==, 1);
@@ -688,8 +809,9 @@ same_results_in_every_mode (void)
               g_hash_table_add (per_proxy, (gpointer) ms_str (v, "proxy"));
             }
         }
-      note ("%s: slurm %u, sge %u, here %u", modes[m], results_at (res, "slurm"),
-            results_at (res, "sge"), results_at (res, "here"));
+      note ("%s: slurm %u, sge %u, pbs %u, lsf %u, here %u", modes[m], results_at (res, "slurm"),
+            results_at (res, "sge"), results_at (res, "pbs"), results_at (res, "lsf"),
+            results_at (res, "here"));
 
       if (first == NULL)
         {
@@ -759,8 +881,8 @@ main (int argc, char **argv)
                   (g_get_monotonic_time () - t0) / 1e6, dir);
       g_setenv ("DATC_MS_BED", dir, TRUE);
     }
-  g_test_add_data_func ("/multisite/one-campaign-across-slurm-grid-engine-and-fork", across_sites,
-                        in_subprocess);
+  g_test_add_data_func ("/multisite/one-campaign-across-slurm-grid-engine-pbs-lsf-and-fork",
+                        across_sites, in_subprocess);
   g_test_add_data_func ("/multisite/competitor-fills-slurm-grid-engine-takes-the-work",
                         competitor_first, in_subprocess);
   g_test_add_data_func ("/multisite/hung-login-node-holds-up-nothing", hung_login_node,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sshd-up.sh: a private sshd for tests, on a port the kernel picks.
 #
-#   sshd-up.sh [--user USER] [--netns NAME --addr ADDR] [--setenv K=V]... [DIR]
+#   sshd-up.sh [--user USER] [--netns NAME --addr ADDR] [--hosts FILE]
+#              [--setenv K=V]... [DIR]
 #
 # DIR (default /var/lib/datc-testbed/sshd) holds everything: config, host
 # key, client key, authorized_keys/USER, known_hosts, log, pid file and
@@ -18,11 +19,18 @@
 # --setenv K=V (repeatable) puts K=V in every session's environment (sshd's
 # SetEnv): a "login node" points its users at its own cluster this way
 # (SLURM_CONF=..., SGE_QMASTER_PORT=...).
+# --hosts FILE starts sshd in a private mount namespace (unshare --mount
+# --propagation private) where FILE is bind-mounted over /etc/hosts, so its
+# sessions resolve names the way `ip netns exec` would make them (PBS needs
+# the host name to mean the namespace's address, not 127.x: pbs-up.sh's
+# /etc/netns/NS/hosts).  Only the mount namespace differs: /sys stays, the
+# recorded PID is still sshd's (each step execs the next), and sshd-down.sh
+# stops it as any other.
 set -euo pipefail
 
 die() { echo "sshd-up: $*" >&2; exit 1; }
 
-user=datc-tb netns="" addr="" dir=""
+user=datc-tb netns="" addr="" hosts="" dir=""
 setenv=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -30,6 +38,7 @@ while [ $# -gt 0 ]; do
     --netns) netns=${2:?}; shift 2 ;;
     --addr) addr=${2:?}; shift 2 ;;
     --setenv) setenv+=("${2:?}"); shift 2 ;;
+    --hosts) hosts=${2:?}; shift 2 ;;
     -*) die "unknown option $1" ;;
     *) [ -z "$dir" ] || die "one DIR only"; dir=$1; shift ;;
   esac
@@ -43,6 +52,10 @@ for kv in "${setenv[@]}"; do
   [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9._/:,+@%-]*$ ]] || die "bad --setenv $kv (NAME=VALUE, plain characters)"
 done
 [ "$(id -u)" -eq 0 ] || die "must run as root (it starts sshd and may create $user)"
+if [ -n "$hosts" ]; then
+  [[ $hosts =~ ^/ ]] || die "--hosts wants an absolute path: $hosts"
+  [ -f "$hosts" ] && [ -r "$hosts" ] || die "--hosts $hosts: not a readable file"
+fi
 if [ -n "$netns" ]; then
   [ -e "/run/netns/$netns" ] || die "no network namespace $netns"
   [[ $addr =~ ^[0-9.]+$ ]] || die "--netns needs --addr IPV4"
@@ -143,6 +156,11 @@ for attempt in 1 2 3 4 5; do
   write_config "$port"
   : >"$dir/sshd.log"
   cmd=(/usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log")
+  # sh -c execs sshd once the bind is made, unshare and nsenter exec too:
+  # $! stays sshd's PID.
+  [ -z "$hosts" ] || cmd=(unshare --mount --propagation private \
+                          sh -c 'mount --bind "$1" /etc/hosts 2>>"$2" && shift 2 && exec "$@"' \
+                          sh "$hosts" "$dir/sshd.log" "${cmd[@]}")
   [ -z "$netns" ] || cmd=(nsenter --net="/run/netns/$netns" "${cmd[@]}")
   # setsid: no terminal signals; stdio closed so whoever ran this script
   # (a test through pipes) sees EOF when the script ends.
