@@ -840,6 +840,61 @@ same_results_in_every_mode (void)
   assert_clusters_empty ();
 }
 
+/* ---- datc sites check on every cluster --------------------------------- */
+
+/* `datc sites check` from the master's namespace asks each cluster, over
+ * its login node as the login user, about the site's queue: the queue
+ * each cluster has passes with the scheduler's own words about it (Slurm's
+ * partition, Grid Engine's queue, PBS's workq, LSF's normal), one it does
+ * not have fails naming the queue and the scheduler's answer. */
+static void
+sites_check_every_queue (void)
+{
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
+  const struct {
+    MsHost host;
+    const char *scheduler, *queue, *verdict, *says;
+  } want[] = {
+    { MS_SLURM, "slurm", "batch", " ok ", "batch: State=UP" },
+    { MS_SGE, "sge", "all.q", " ok ", "all.q: slots" },
+    { MS_PBS, "pbs", "workq", " ok ", "workq: queue_type = Execution, enabled = True" },
+    { MS_PBS, "pbs", "nosuch", " FAIL ", "no queue nosuch: pbs says: " },
+    { MS_LSF, "lsf", "normal", " ok ", "normal: Open:Active" },
+    { MS_LSF, "lsf", "nosuch", " FAIL ", "no queue nosuch: lsf says: " },
+  };
+  g_autoptr (GString) groups = g_string_new (NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("%s-%s", want[i].scheduler, want[i].queue);
+      g_autofree gchar *queue = g_strdup_printf ("queue = %s\n", want[i].queue);
+      g_autofree gchar *group = site_group (&b, "check", want[i].host, name, want[i].scheduler,
+                                            queue);
+      g_string_append (groups, group);
+    }
+  g_autofree gchar *sites = write_sites (&b, "check", groups->str);
+  const char *argv[] = { tb_datc (), "sites", "check", sites, NULL };
+  g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
+  g_autoptr (TbProc) p = tb_spawn (b.d, "check", (const char *const *) in_ns);
+  g_assert_cmpint (tb_wait (p, 120), ==, 1);
+  g_autofree gchar *out = tb_proc_stdout (p);
+  note ("%s", out);
+  g_auto (GStrv) lines = g_strsplit (out, "\n", -1);
+  for (guint w = 0; w < G_N_ELEMENTS (want); w++)
+    {
+      g_autofree gchar *prefix = g_strdup_printf ("%s-%s ", want[w].scheduler, want[w].queue);
+      gboolean seen = FALSE;
+      for (guint i = 0; lines[i] != NULL && !seen; i++)
+        seen = g_str_has_prefix (lines[i], prefix) && strstr (lines[i], " queue exists ")
+               && strstr (lines[i], want[w].verdict) && strstr (lines[i], want[w].says);
+      if (!seen)
+        note ("no line for %s with%s%s", prefix, want[w].verdict, want[w].says);
+      g_assert_true (seen);
+    }
+  /* Nothing else failed: each login node has its scheduler's commands. */
+  g_assert_nonnull (strstr (out, "\n2 checks failed\n"));
+}
+
 /* ---- the harness ---------------------------------------------------- */
 
 static void
@@ -891,6 +946,8 @@ main (int argc, char **argv)
                         bad_sites_degraded, in_subprocess);
   g_test_add_data_func ("/multisite/short-walltime-several-generations", walltime_generations,
                         in_subprocess);
+  g_test_add_data_func ("/multisite/sites-check-finds-each-schedulers-queue",
+                        sites_check_every_queue, in_subprocess);
   g_test_add_data_func ("/multisite/same-results-in-pull-static-direct",
                         same_results_in_every_mode, in_subprocess);
   int rc = g_test_run ();
