@@ -370,7 +370,7 @@ raise_fd_limit (void)
   rlim_t user = lim.rlim_cur;
   lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? MAX (user, (rlim_t) 1 << 20) : lim.rlim_max;
   if (setrlimit (RLIMIT_NOFILE, &lim) == 0)
-    datc_transport_local_set_child_fd_limit ((guint64) user);
+    datc_site_set_child_fd_limit ((guint64) user);
 }
 
 int

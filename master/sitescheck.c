@@ -30,38 +30,6 @@ line (Report *r, const char *site, const char *check, gboolean ok, const char *d
     r->failed++;
 }
 
-/* The programs a scheduler runs: its table's list, else argv[0] of its
- * submit, poll and cancel. */
-static GPtrArray *
-scheduler_programs (const char *scheduler)
-{
-  GPtrArray *out = g_ptr_array_new_with_free_func (g_free);
-  const DatcSchedulerClass *k = datc_scheduler_lookup (scheduler);
-  if (k->programs != NULL)
-    {
-      for (const char *const *p = k->programs; *p != NULL; p++)
-        g_ptr_array_add (out, g_strdup (*p));
-      return out;
-    }
-  const char *ids[] = { "12345", NULL };
-  DatcProxyRequest req = { .name = "datc-check", .slots = 1, .workdir = "/tmp",
-                           .agent_command = "true" };
-  g_auto (GStrv) a = k->submit_argv (&req, "/tmp/datc-check.sh");
-  g_auto (GStrv) b = k->poll_argv (ids);
-  g_auto (GStrv) c = k->cancel_argv (ids);
-  GStrv all[] = { a, b, c };
-  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
-    if (all[i] != NULL && all[i][0] != NULL)
-      {
-        gboolean seen = FALSE;
-        for (guint j = 0; j < out->len; j++)
-          seen |= g_str_equal (out->pdata[j], all[i][0]);
-        if (!seen)
-          g_ptr_array_add (out, g_strdup (all[i][0]));
-      }
-  return out;
-}
-
 static gboolean
 site_has (DatcSite *site, const char *program, GError **error)
 {
@@ -81,16 +49,13 @@ site_has (DatcSite *site, const char *program, GError **error)
 static void
 check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
 {
-  const DatcSchedulerClass *k = datc_scheduler_lookup (c->scheduler);
-  if (k->queue_argv == NULL)
+  const char *none = NULL;
+  if (!datc_scheduler_has_queues (c->scheduler, &none))
     {
       /* Would a proxy naming this queue even be written? */
-      DatcProxyRequest req = { .name = "datc-check", .slots = 1, .workdir = "/tmp",
-                               .agent_command = "true", .queue = c->queue };
-      g_autofree gchar *script = k->script (&req);
-      const char *none = k->no_queues != NULL ? k->no_queues : "the scheduler has no queues";
+      gboolean takes = datc_scheduler_takes_queue (c->scheduler, c->queue);
       g_autofree gchar *why = g_strdup_printf ("not applicable: %s", none);
-      line (r, c->name, "queue exists", script != NULL, script != NULL ? why : none);
+      line (r, c->name, "queue exists", takes, takes ? why : none);
       return;
     }
   if (c->queue == NULL)
@@ -106,8 +71,8 @@ check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
       line (r, c->name, "queue exists", FALSE, e->message);
       return;
     }
-  g_autofree gchar *missing = g_strdup_printf ("no queue %s: %s says: %s", c->queue, k->name,
-                                               answer);
+  g_autofree gchar *missing = g_strdup_printf ("no queue %s: %s says: %s", c->queue,
+                                               c->scheduler, answer);
   line (r, c->name, "queue exists", exists, exists ? answer : missing);
 }
 
@@ -476,12 +441,12 @@ datc_cmd_sites (int argc, char **argv)
       if (!up)
         continue;
       guint failed_before = r.failed;
-      g_autoptr (GPtrArray) progs = scheduler_programs (c->scheduler);
-      for (guint j = 0; j < progs->len; j++)
+      g_auto (GStrv) progs = datc_scheduler_programs (c->scheduler);
+      for (guint j = 0; progs != NULL && progs[j] != NULL; j++)
         {
-          g_autofree gchar *what = g_strdup_printf ("%s found", (char *) progs->pdata[j]);
+          g_autofree gchar *what = g_strdup_printf ("%s found", progs[j]);
           g_clear_error (&e);
-          gboolean has = site_has (site, progs->pdata[j], &e);
+          gboolean has = site_has (site, progs[j], &e);
           line (&r, c->name, what, has, has ? NULL : e ? e->message : "not on the PATH");
         }
       check_queue (&r, site, c);

@@ -447,12 +447,12 @@ datc_sites_file_load (const char *path, GError **error)
       c->transport = g_key_file_get_string (f->keyfile, g, "transport", NULL);
       if (c->transport == NULL)
         c->transport = g_strdup ("local");
-      if (datc_transport_lookup (c->transport) == NULL)
+      if (!datc_transport_exists (c->transport))
         problem (&ix, line_of (&ix, g, "transport"), "unknown transport \"%s\"", c->transport);
       c->scheduler = g_key_file_get_string (f->keyfile, g, "scheduler", NULL);
       if (c->scheduler == NULL)
         problem (&ix, gline, "[%s] needs scheduler = fork | slurm | sge | pbs | condor | lsf", g);
-      else if (datc_scheduler_lookup (c->scheduler) == NULL)
+      else if (!datc_scheduler_exists (c->scheduler))
         problem (&ix, line_of (&ix, g, "scheduler"), "unknown scheduler \"%s\"", c->scheduler);
       c->host = g_key_file_get_string (f->keyfile, g, "host", NULL);
       if (g_str_equal (c->transport, "ssh") && (c->host == NULL || c->host[0] == '\0'))

@@ -8,7 +8,7 @@
 #include <glib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "drivers-private.h"
 
 static const char *const ids[] = { "12345", "12346", NULL };
 static const char *const condor_ids[] = { "12345.0", "12346.0", NULL }; /* cluster.proc */
@@ -182,6 +182,40 @@ test_proxy_logs_name_what_the_scheduler_writes (void)
     }
 }
 
+/* What the rest of datc asks instead of reading the tables (driver.h):
+ * the programs `datc sites check` looks for, whether a queue can be asked
+ * about or named at all. */
+static void
+test_questions_outside_the_seam (void)
+{
+  g_auto (GStrv) slurm = datc_scheduler_programs ("slurm");
+  g_assert_nonnull (slurm);
+  g_assert_true (g_strv_contains ((const char *const *) slurm, "sbatch"));
+  g_assert_true (g_strv_contains ((const char *const *) slurm, "squeue"));
+  g_assert_true (g_strv_contains ((const char *const *) slurm, "scancel"));
+  g_auto (GStrv) fork = datc_scheduler_programs ("fork");
+  g_assert_nonnull (fork);
+  for (guint i = 0; fork[i] != NULL; i++)
+    for (guint j = i + 1; fork[j] != NULL; j++)
+      g_assert_cmpstr (fork[i], !=, fork[j]);
+  g_assert_null (datc_scheduler_programs ("nosuch"));
+
+  const char *why = "unset";
+  g_assert_true (datc_scheduler_has_queues ("pbs", &why));
+  g_assert_null (why);
+  g_assert_false (datc_scheduler_has_queues ("fork", &why));
+  g_assert_nonnull (why);
+  g_assert_false (datc_scheduler_has_queues ("nosuch", NULL));
+  /* condor refuses a queue, fork ignores it; either takes none. */
+  g_assert_false (datc_scheduler_takes_queue ("condor", "short"));
+  g_assert_true (datc_scheduler_takes_queue ("condor", NULL));
+  g_assert_true (datc_scheduler_takes_queue ("fork", "short"));
+  g_assert_true (datc_scheduler_exists ("lsf"));
+  g_assert_false (datc_scheduler_exists ("nosuch"));
+  g_assert_true (datc_transport_exists ("ssh"));
+  g_assert_false (datc_transport_exists ("rsh"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -196,5 +230,6 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/scheduler/proxy-logs-name-what-each-scheduler-writes",
                    test_proxy_logs_name_what_the_scheduler_writes);
+  g_test_add_func ("/scheduler/questions-outside-the-seam", test_questions_outside_the_seam);
   return g_test_run ();
 }
