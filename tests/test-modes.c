@@ -327,16 +327,14 @@ test_replacement_waits_for_returning_tasks (void)
       }
   const char *old = str_member (first, "proxy"), *repl = str_member (second, "proxy");
   /* The replacement's agent was there before the old one drained, and
-   * still there after: it ran both tasks, on their second attempt. */
+   * still there when the tasks came back: it ran both, on their second
+   * attempt.  (The old agent may leave after it: it waits for the ACKs of
+   * what it gave back, and the campaign can end first.) */
   JsonObject *old_exit = proxy_event (trace, "agent_exited", old);
   JsonObject *repl_connect = proxy_event (trace, "agent_connected", repl);
-  JsonObject *repl_exit = proxy_event (trace, "agent_exited", repl);
   g_assert_nonnull (old_exit);
   g_assert_nonnull (repl_connect);
-  g_assert_nonnull (repl_exit);
   g_assert_cmpint (json_object_get_int_member (repl_connect, "time"), <,
-                   json_object_get_int_member (old_exit, "time"));
-  g_assert_cmpint (json_object_get_int_member (repl_exit, "time"), >,
                    json_object_get_int_member (old_exit, "time"));
   GHashTableIter it;
   gpointer v;
