@@ -16,7 +16,7 @@ G_DEFINE_QUARK (datc-campaign-error-quark, datc_campaign_error)
 
 struct DatcCampaign {
   gchar *dir;
-  gchar *master_key, *agent_key, *agents_dir;
+  gchar *master_key, *agent_key, *agents_dir, *sites_dir;
   int lock_fd;
   gboolean resumed;
 };
@@ -32,6 +32,7 @@ datc_campaign_free (DatcCampaign *c)
   g_free (c->master_key);
   g_free (c->agent_key);
   g_free (c->agents_dir);
+  g_free (c->sites_dir);
   g_free (c);
 }
 
@@ -51,6 +52,8 @@ make_keys (DatcCampaign *c, GError **error)
 
   if (g_mkdir_with_parents (c->agents_dir, 0700) != 0 || chmod (keys, 0700) != 0)
     return io_fail (error, c->agents_dir);
+  if (g_mkdir_with_parents (c->sites_dir, 0700) != 0)
+    return io_fail (error, c->sites_dir);
   if (!g_file_test (c->master_key, G_FILE_TEST_EXISTS))
     {
       if (!datc_curve_keypair_generate (&kp, error)
@@ -224,6 +227,7 @@ datc_campaign_open (const char *dir, const char *task_file, const char *sha256,
   c->master_key = g_build_filename (c->dir, "keys", "master.key", NULL);
   c->agents_dir = g_build_filename (c->dir, "keys", "agents", NULL);
   c->agent_key = g_build_filename (c->agents_dir, "default.key", NULL);
+  c->sites_dir = g_build_filename (c->dir, "keys", "sites", NULL);
 
   if (g_mkdir_with_parents (c->dir, 0700) != 0)
     {
@@ -302,25 +306,69 @@ datc_campaign_agent_key (DatcCampaign *c)
   return c->agent_key;
 }
 
-GStrv
-datc_campaign_agent_publics (DatcCampaign *c, GError **error)
+/* The public keys under `dir` (*.pub), and the names they have there
+ * without ".pub" (when `names` is not NULL). */
+static GStrv
+publics_in (const char *dir, GStrv *names, GError **error)
 {
-  g_autoptr (GDir) d = g_dir_open (c->agents_dir, 0, error);
+  g_autoptr (GDir) d = g_dir_open (dir, 0, error);
   g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  g_autoptr (GStrvBuilder) nb = g_strv_builder_new ();
   const char *name;
   if (d == NULL)
     return NULL;
   while ((name = g_dir_read_name (d)) != NULL)
     {
-      if (!g_str_has_suffix (name, ".pub"))
+      if (!g_str_has_suffix (name, ".key.pub"))
         continue;
-      g_autofree gchar *path = g_build_filename (c->agents_dir, name, NULL);
+      g_autofree gchar *path = g_build_filename (dir, name, NULL);
       char pub[DATC_CURVE_Z85_LEN + 1];
       if (!datc_curve_public_load (pub, path, error))
         return NULL;
       g_strv_builder_add (b, pub);
+      g_autofree gchar *bare = g_strndup (name, strlen (name) - strlen (".key.pub"));
+      g_strv_builder_add (nb, bare);
     }
+  if (names != NULL)
+    *names = g_strv_builder_end (nb);
   return g_strv_builder_end (b);
+}
+
+GStrv
+datc_campaign_agent_publics (DatcCampaign *c, GError **error)
+{
+  return publics_in (c->agents_dir, NULL, error);
+}
+
+gchar *
+datc_campaign_site_key (DatcCampaign *c, const char *site, GError **error)
+{
+  /* Site names are letters, digits, '-', '_' and '.' (sitesfile.c, and
+   * "local"): with ".key" after them, a plain name inside sites_dir. */
+  g_autofree gchar *base = g_strconcat (site, ".key", NULL);
+  g_autofree gchar *path = g_build_filename (c->sites_dir, base, NULL);
+  DatcCurveKeypair kp;
+  if (strchr (site, '/') != NULL || site[0] == '\0')
+    {
+      g_set_error (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_INVALID,
+                   "site name \"%s\" cannot name a key file", site);
+      return NULL;
+    }
+  if (!g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      gboolean ok = datc_curve_keypair_generate (&kp, error)
+                    && datc_curve_keypair_save (&kp, path, error);
+      datc_curve_keypair_clear (&kp);
+      if (!ok)
+        return NULL;
+    }
+  return g_steal_pointer (&path);
+}
+
+GStrv
+datc_campaign_site_publics (DatcCampaign *c, GStrv *sites, GError **error)
+{
+  return publics_in (c->sites_dir, sites, error);
 }
 
 gchar *

@@ -1,6 +1,7 @@
 /* campaign.h: the campaign directory.  Creating one writes campaign.json
- * (what was asked), keys/ (mode 0700: the master's CURVE key and the agent
- * key this campaign issues) and outputs/.  Opening an existing one checks
+ * (what was asked), keys/ (mode 0700: the master's CURVE key, the key for
+ * agents started by hand, and one key per site under keys/sites/) and
+ * outputs/.  Opening an existing one checks
  * that the task file is the same one (by SHA-256) and takes DIR/lock so two
  * masters never run one campaign. */
 #pragma once
@@ -35,12 +36,21 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcCampaign, datc_campaign_free)
 
 gboolean datc_campaign_resumed (DatcCampaign *c);
 const char *datc_campaign_dir (DatcCampaign *c);
-/* keys/master.key (secret) and keys/agents/default.key (secret, given to
- * agents by file, never on a command line). */
+/* keys/master.key (secret) and keys/agents/default.key (secret, for
+ * agents started by hand: given by file, never on a command line). */
 const char *datc_campaign_master_key (DatcCampaign *c);
 const char *datc_campaign_agent_key (DatcCampaign *c);
-/* Public keys of every agent key under keys/agents/ (transfer full). */
+/* Public keys of every agent key under keys/agents/: the keys of agents
+ * started by hand, which may name any site but one that has its own key
+ * (transfer full). */
 GStrv datc_campaign_agent_publics (DatcCampaign *c, GError **error);
+/* keys/sites/SITE.key, the key pair of the agents of one site, made the
+ * first time the site is used and kept for the campaign's life (agents
+ * an earlier master started still hold it); transfer full. */
+gchar *datc_campaign_site_key (DatcCampaign *c, const char *site, GError **error);
+/* The public keys under keys/sites/, and in *sites (transfer full) the
+ * site each one is of, in the same order. */
+GStrv datc_campaign_site_publics (DatcCampaign *c, GStrv *sites, GError **error);
 /* An ipc:// endpoint inside DIR (or under /tmp when DIR's path is too long
  * for a unix socket), transfer full; NULL when that directory is unsafe
  * (see datc_campaign_socket_path). */

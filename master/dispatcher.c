@@ -59,6 +59,17 @@ typedef struct {
  * only gets to send one more bad frame). */
 #define BANNED_MAX 4096
 
+/* An issued agent key, as ZAP and the frame checks see it. */
+typedef struct {
+  gchar *site;            /* NULL: agents started by hand */
+  gboolean revoked;
+} KeyEntry;
+
+/* The ZAP user id of the key for agents started by hand: not a site name
+ * (those are letters, digits, '-', '_' and '.'), so no site's agents can
+ * be taken for hand-started ones or the other way round. */
+#define HAND_USER_ID "*"
+
 
 struct DatcDispatcher {
   void *router, *zap;
@@ -66,7 +77,8 @@ struct DatcDispatcher {
   gchar *endpoint;
   gboolean curve;
   gchar server_public[DATC_CURVE_Z85_LEN + 1];
-  GHashTable *allowed;    /* 32-byte public keys (as GBytes) */
+  GHashTable *allowed;    /* 32-byte public keys (as GBytes) -> KeyEntry* */
+  GHashTable *site_keys;  /* site -> its KeyEntry* (in allowed) */
   guint heartbeat_ms, timeout_ms;
   guint64 epoch;
   GHashTable *agents;     /* rid -> Agent* */
@@ -112,6 +124,14 @@ agent_free (gpointer p)
   g_array_unref (a->acks);
   g_array_unref (a->cancels);
   g_free (a);
+}
+
+static void
+key_entry_free (gpointer p)
+{
+  KeyEntry *k = p;
+  g_free (k->site);
+  g_free (k);
 }
 
 static void
@@ -217,13 +237,21 @@ zap_handle (DatcDispatcher *d)
       zmq_msg_close (&extra);
     }
 
-  const char *status = "400", *text = "not a key of this campaign";
+  const char *status = "400", *text = "not a key of this campaign", *user = "";
+  g_autofree gchar *revoked = NULL;
   if (n >= 7 && zmq_msg_size (&parts[5]) == 5
       && memcmp (zmq_msg_data (&parts[5]), "CURVE", 5) == 0 && zmq_msg_size (&parts[6]) == 32)
     {
       g_autoptr (GBytes) key = g_bytes_new (zmq_msg_data (&parts[6]), 32);
-      if (g_hash_table_contains (d->allowed, key))
-        status = "200", text = "OK";
+      KeyEntry *k = g_hash_table_lookup (d->allowed, key);
+      if (k != NULL && k->revoked)
+        text = revoked = g_strdup_printf ("the key of site %s, which this campaign is done with",
+                                          k->site);
+      else if (k != NULL)
+        /* The user id travels with every message of the connection
+         * (zmq_msg_gets "User-Id"): the site the agent's frames are
+         * held to, which the agent cannot choose. */
+        status = "200", text = "OK", user = k->site != NULL ? k->site : HAND_USER_ID;
     }
   if (status[0] != '2')
     {
@@ -232,6 +260,8 @@ zap_handle (DatcDispatcher *d)
         g_snprintf (addr, sizeof addr, "%.*s", (int) MIN (zmq_msg_size (&parts[3]), 100),
                     (const char *) zmq_msg_data (&parts[3]));
       g_message ("refused a connection from %s: %s", addr, text);
+      datc_trace_event (d->trace, "agent_refused", "address", 's', addr, "reason", 's', text,
+                        NULL);
     }
 
   zmq_send (d->zap, "1.0", 3, ZMQ_SNDMORE);
@@ -241,7 +271,7 @@ zap_handle (DatcDispatcher *d)
     zmq_send (d->zap, "", 0, ZMQ_SNDMORE);
   zmq_send (d->zap, status, 3, ZMQ_SNDMORE);
   zmq_send (d->zap, text, strlen (text), ZMQ_SNDMORE);
-  zmq_send (d->zap, "", 0, ZMQ_SNDMORE);
+  zmq_send (d->zap, user, strlen (user), ZMQ_SNDMORE);
   zmq_send (d->zap, "", 0, 0);
   for (int i = 0; i < n; i++)
     zmq_msg_close (&parts[i]);
@@ -286,7 +316,8 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->banned = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                      (GDestroyNotify) g_bytes_unref, NULL);
   d->allowed = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                      (GDestroyNotify) g_bytes_unref, NULL);
+                                      (GDestroyNotify) g_bytes_unref, key_entry_free);
+  d->site_keys = g_hash_table_new (g_str_hash, g_str_equal);
   d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->after_sync = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->scratch = g_byte_array_new ();
@@ -323,11 +354,21 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
       zmq_setsockopt (d->router, ZMQ_CURVE_SECRETKEY, kp.secret_z85, DATC_CURVE_Z85_LEN);
       datc_curve_keypair_clear (&kp);
       zmq_setsockopt (d->router, ZMQ_ZAP_DOMAIN, "datc", 4);
-      for (const char *const *k = o->agent_keys; *k; k++)
+      for (guint i = 0; i < o->n_agent_keys; i++)
         {
+          const DatcAgentKey *k = &o->agent_keys[i];
           guint8 raw[32];
-          if (datc_curve_z85_valid (*k) && zmq_z85_decode (raw, *k) != NULL)
-            g_hash_table_add (d->allowed, g_bytes_new (raw, 32));
+          if (!datc_curve_z85_valid (k->public_z85) || zmq_z85_decode (raw, k->public_z85) == NULL)
+            continue;
+          g_autoptr (GBytes) key = g_bytes_new (raw, 32);
+          if (g_hash_table_contains (d->allowed, key))
+            continue;
+          KeyEntry *e = g_new0 (KeyEntry, 1);
+          e->site = g_strdup (k->site);
+          e->revoked = k->revoked;
+          g_hash_table_insert (d->allowed, g_steal_pointer (&key), e);
+          if (e->site != NULL)
+            g_hash_table_replace (d->site_keys, e->site, e);
         }
       d->zap = zmq_socket (ctx, ZMQ_REP);
       if (d->zap == NULL || zmq_bind (d->zap, ZAP_ENDPOINT) != 0)
@@ -379,6 +420,7 @@ datc_dispatcher_free (DatcDispatcher *d)
     }
   g_hash_table_unref (d->agents);
   g_hash_table_unref (d->banned);
+  g_hash_table_unref (d->site_keys);
   g_hash_table_unref (d->allowed);
   g_byte_array_unref (d->scratch);
   g_ptr_array_unref (d->finished);
@@ -495,8 +537,94 @@ agent_partition (DatcDispatcher *d, const char *site)
   return G_MAXUINT;
 }
 
+/* Whether the connection's key (its ZAP user id, `user`) may act for
+ * `site`; otherwise *why (transfer full) says why not.  Over ipc there
+ * are no keys: the socket is the user's own, and every agent is. */
+static gboolean
+key_allows (DatcDispatcher *d, const char *user, const char *site, gchar **why)
+{
+  if (!d->curve)
+    return TRUE;
+  if (user == NULL || user[0] == '\0')
+    {
+      *why = g_strdup ("the connection has no key of this campaign");
+      return FALSE;
+    }
+  if (g_str_equal (user, HAND_USER_ID))
+    {
+      if (!g_hash_table_contains (d->site_keys, site))
+        return TRUE;
+      *why = g_strdup_printf ("the key for agents started by hand cannot act for site %s, "
+                              "which has a key of its own", site);
+      return FALSE;
+    }
+  KeyEntry *k = g_hash_table_lookup (d->site_keys, user);
+  if (k == NULL || k->revoked)
+    *why = g_strdup_printf ("the key of site %s, which this campaign is done with", user);
+  else if (!g_str_equal (user, site))
+    *why = g_strdup_printf ("this agent holds the key of site %s, not of site %s", user, site);
+  return *why == NULL;
+}
+
+/* A peer whose key does not allow what it says it is: told why (BYE:
+ * an agent that was never welcomed says so and exits), logged and
+ * traced.  Not banned and not forgotten: the routing id may be a real
+ * agent's, taken over (ROUTER_HANDOVER) by the holder of another key,
+ * and the real agent must be able to take it back. */
 static void
-on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
+refuse_peer (DatcDispatcher *d, GBytes *rid, const char *agent_id, const char *site,
+             const char *proxy, const char *user, const char *why)
+{
+  g_autofree gchar *who = rid_describe (rid);
+  g_autofree gchar *reason = g_strdup_printf ("refused: %s", why);
+  g_message ("peer %s (site %s, proxy %s): %s", who, site, proxy, reason);
+  datc_trace_event (d->trace, "agent_refused", "site", 's', site, "proxy", 's', proxy, "agent",
+                    's', agent_id, "key", 's', user != NULL ? user : "", "reason", 's', why,
+                    NULL);
+  DatcMsg m = { .type = DATC_MSG_BYE };
+  m.u.reason = reason;
+  queue_msg (d, rid, &m);
+}
+
+/* An agent may hold, or report a result of, only what the journal gave
+ * to an agent of its own site: the site of the task's last dispatch
+ * (datc_ledger_task_site).  A held attempt beyond the journal's (its
+ * dispatch record died with the last master) was given to no one the
+ * journal knows of, and goes to the ledger as before: a queued task may
+ * go to any agent. */
+static gboolean
+held_ours (DatcDispatcher *d, const Agent *a, const DatcTaskKey *k)
+{
+  if (!d->curve)
+    return TRUE;
+  const char *owner = datc_ledger_task_site (d->ledger, k->id);
+  return owner == NULL || g_str_equal (owner, a->site)
+         || k->attempt > datc_ledger_task_attempt (d->ledger, k->id);
+}
+
+static gboolean
+result_ours (DatcDispatcher *d, const Agent *a, const DatcResult *r)
+{
+  if (!d->curve)
+    return TRUE;
+  const char *owner = datc_ledger_task_site (d->ledger, r->id);
+  return owner != NULL && g_str_equal (owner, a->site);
+}
+
+static void
+trace_tasks_refused (DatcDispatcher *d, const Agent *a, const char *what, guint n)
+{
+  if (n == 0)
+    return;
+  g_message ("agent %s (site %s, proxy %s): %u %s refused: not dispatched to site %s",
+             a->agent_id, a->site, a->proxy, n, what, a->site);
+  datc_trace_event (d->trace, "tasks_refused", "site", 's', a->site, "proxy", 's', a->proxy,
+                    "agent", 's', a->agent_id, "what", 's', what, "count", 'i', (gint64) n,
+                    NULL);
+}
+
+static void
+on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
 {
   g_autofree gchar *who = rid_describe (rid);
   gsize rid_len;
@@ -512,6 +640,20 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
     }
 
   Agent *a = g_hash_table_lookup (d->agents, rid);
+  g_autofree gchar *why = NULL;
+  if (key_allows (d, user, h->site, &why) && d->curve)
+    {
+      /* An agent id stays with its site: another's would re-attach its
+       * tasks (the ledger keeps them by agent id). */
+      const char *known = a != NULL ? a->site : datc_ledger_agent_site (d->ledger, h->agent_id);
+      if (known != NULL && !g_str_equal (known, h->site))
+        why = g_strdup_printf ("agent %s is an agent of site %s", h->agent_id, known);
+    }
+  if (why != NULL)
+    {
+      refuse_peer (d, rid, h->agent_id, h->site, h->proxy, user, why);
+      return;
+    }
   if (a == NULL)
     {
       datc_trace_event (d->trace, "agent_connected", "site", 's', h->site, "proxy", 's',
@@ -542,10 +684,16 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   /* Reconcile: what the ledger says runs here versus what the agent holds. */
   g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
   g_autoptr (GArray) refused = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  guint not_ours = 0;
   for (guint i = 0; i < h->held->len; i++)
     {
       DatcTaskKey *k = &g_array_index (h->held, DatcTaskKey, i);
-      if (datc_ledger_reattach (d->ledger, a->idx, k->id, k->attempt))
+      if (!held_ours (d, a, k))
+        {
+          not_ours++;
+          g_array_append_val (refused, *k);
+        }
+      else if (datc_ledger_reattach (d->ledger, a->idx, k->id, k->attempt))
         g_hash_table_add (held, &k->id);
       else
         g_array_append_val (refused, *k);
@@ -553,6 +701,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
   /* The CANCEL goes before the WELCOME, on the same pipe: an agent starts
    * nothing it holds until WELCOME, so a task that is no longer its own
    * (finished, or given to another while it was silent) never starts. */
+  trace_tasks_refused (d, a, "held tasks", not_ours);
   send_keys (d, a, DATC_MSG_CANCEL, refused);
   g_autoptr (GArray) mine = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   datc_ledger_agent_tasks (d->ledger, a->idx, mine);
@@ -584,10 +733,19 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h)
 static gboolean
 on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
 {
+  guint not_ours = 0;
   for (guint i = 0; i < r->results->len; i++)
     {
       DatcResult *res = r->results->pdata[i];
       guint32 cancel_agent, cancel_attempt;
+      if (!result_ours (d, a, res))
+        {
+          /* Acknowledged unrecorded, so it is not sent again. */
+          DatcTaskKey k = { res->id, res->attempt };
+          g_array_append_val (a->acks, k);
+          not_ours++;
+          continue;
+        }
       gboolean mine = datc_ledger_task_agent (d->ledger, res->id) == a->idx
                       && datc_ledger_task_attempt (d->ledger, res->id) == res->attempt;
       g_autoptr (GError) local = NULL;
@@ -627,11 +785,15 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
       DatcTaskKey k = { res->id, res->attempt };
       g_array_append_val (a->acks, k);
     }
+  trace_tasks_refused (d, a, "results", not_ours);
   return TRUE;
 }
 
+/* `user`: the ZAP user id of the connection the frame came on (the
+ * site of its key), or NULL (ipc). */
 static gboolean
-handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GError **error)
+handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, const char *user,
+              GError **error)
 {
   if (g_hash_table_contains (d->banned, rid))
     return TRUE;
@@ -653,7 +815,7 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GEr
 
   if (m->type == DATC_MSG_HELLO)
     {
-      on_hello (d, rid, &m->u.hello);
+      on_hello (d, rid, &m->u.hello, user);
       return TRUE;
     }
   if (a == NULL)
@@ -665,6 +827,12 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, GEr
       return TRUE;
     }
 
+  g_autofree gchar *why = NULL;
+  if (!key_allows (d, user, a->site, &why))
+    {
+      refuse_peer (d, rid, a->agent_id, a->site, a->proxy, user, why);
+      return TRUE;
+    }
   a->last_seen_us = g_get_monotonic_time ();
   switch (m->type)
     {
@@ -732,6 +900,8 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
         }
       gboolean multipart = zmq_msg_more (&body);
       gboolean ok = TRUE;
+      /* Set by ZAP on every message of a CURVE connection. */
+      const char *user = d->curve ? zmq_msg_gets (&body, "User-Id") : NULL;
       if (multipart)
         {
           /* One frame per message is the protocol: drain and drop the peer. */
@@ -743,10 +913,10 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
               multipart = zmq_msg_more (&extra);
               zmq_msg_close (&extra);
             }
-          ok = handle_frame (d, rid, (const guint8 *) "", 0, error);
+          ok = handle_frame (d, rid, (const guint8 *) "", 0, user, error);
         }
       else
-        ok = handle_frame (d, rid, zmq_msg_data (&body), zmq_msg_size (&body), error);
+        ok = handle_frame (d, rid, zmq_msg_data (&body), zmq_msg_size (&body), user, error);
       zmq_msg_close (&body);
       if (!ok)
         return FALSE;
@@ -1088,6 +1258,26 @@ release_finished_one_task (DatcDispatcher *d)
       Agent *a = v;
       if (!a->bye && a->handed > 0 && a->assigned == 0)
         queue_bye (d, a, "its one task is done (direct mode)");
+    }
+}
+
+void
+datc_dispatcher_revoke_site (DatcDispatcher *d, const char *site)
+{
+  KeyEntry *k = g_hash_table_lookup (d->site_keys, site);
+  if (k == NULL || k->revoked)
+    return;
+  k->revoked = TRUE;
+  g_debug ("site %s is done with: its agent key is no longer accepted", site);
+  datc_trace_event (d->trace, "site_key_revoked", "site", 's', site, NULL);
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && g_strcmp0 (a->site, site) == 0)
+        queue_bye (d, a, "the campaign is done with this site");
     }
 }
 

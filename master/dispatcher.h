@@ -6,7 +6,8 @@
  * tasks are journaled as dispatched before they leave).
  *
  * TCP endpoints always use CURVE; a ZAP handler (same context, inproc)
- * admits only the agent public keys this campaign issued. */
+ * admits only the agent public keys this campaign issued, each as the
+ * site it was issued for (DatcAgentKey). */
 #pragma once
 
 #include <glib.h>
@@ -22,10 +23,22 @@ GQuark datc_dispatcher_error_quark (void);
 
 typedef struct DatcDispatcher DatcDispatcher;
 
+/* An agent key the campaign issued.  ZAP admits a site's key as that
+ * site (its ZAP user id), and the dispatcher holds its agents to it: a
+ * HELLO must name that site, and results and held tasks must be of tasks
+ * dispatched to that site's agents.  A key for agents started by hand
+ * (site NULL) may name any site but one that has a key of its own. */
+typedef struct {
+  const char *site;              /* NULL: agents started by hand */
+  const char *public_z85;
+  gboolean revoked;              /* refused (a site this run does not use) */
+} DatcAgentKey;
+
 typedef struct {
   const char *endpoint;          /* ipc://... or tcp://HOST:PORT (port * or 0: any) */
   const char *server_secret_file;/* master key file; required for tcp */
-  const char *const *agent_keys; /* public keys (Z85) admitted; required for tcp */
+  const DatcAgentKey *agent_keys;/* n_agent_keys of them; required for tcp */
+  guint n_agent_keys;
   guint heartbeat_ms;            /* both directions; at most timeout_ms / 8 */
   guint timeout_ms;              /* silence after which an agent is lost */
   DatcTrace *trace;              /* agent events (transfer none), or NULL */
@@ -94,6 +107,11 @@ void datc_dispatcher_release_idle (DatcDispatcher *d);
  * empty: tasks running there on proxies near their walltime may come
  * back, and these agents (their replacements) are where they will go. */
 void datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep);
+
+/* The site is done with (every proxy gone): its key is refused from now
+ * on, at ZAP and on connections made before, and agents still connected
+ * with it are told BYE. */
+void datc_dispatcher_revoke_site (DatcDispatcher *d, const char *site);
 
 /* Static mode: the bag is split (datc_ledger_split) and an agent of
  * sites[k] only gets tasks of partition k; agents of other sites get

@@ -56,6 +56,7 @@ typedef struct {
   guint8 failures;
   guint8 held : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
   guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
+  guint16 site;       /* the site of the agent its last attempt went to (site_names); 0: none */
 } TaskSlot;
 
 typedef struct {
@@ -102,6 +103,8 @@ struct DatcLedger {
   GPtrArray *windows;       /* OrphanWindow*, oldest first */
   guint64 orphans;          /* tasks with `orphan` set */
   GHashTable *agent_index;  /* agent_id -> index + 1 */
+  GPtrArray *site_names;    /* gchar*, the sites tasks went to; [0] is none */
+  GHashTable *site_ids;     /* site -> its index in site_names */
   GHashTable *proxies_seen; /* "site\nproxy" of every agent that said HELLO */
   GPtrArray *sources;       /* SourceInfo* */
   GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
@@ -527,6 +530,28 @@ apply_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint
   g_ptr_array_add (l->windows, w);
 }
 
+/* The site an attempt went to, kept with the task: agent indices are
+ * reused, and an agent of one site may only hold or finish what went to
+ * its own site (datc_ledger_task_site).  Past G_MAXUINT16 names (agents
+ * started by hand may call their site anything) a task's site is none,
+ * which no agent matches. */
+static guint16
+site_id (DatcLedger *l, guint32 agent)
+{
+  AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+  if (a == NULL || a->site == NULL)
+    return 0;
+  gpointer v = g_hash_table_lookup (l->site_ids, a->site);
+  if (v != NULL)
+    return (guint16) GPOINTER_TO_UINT (v);
+  if (l->site_names->len > G_MAXUINT16)
+    return 0;
+  guint16 id = (guint16) l->site_names->len;
+  g_ptr_array_add (l->site_names, g_strdup (a->site));
+  g_hash_table_insert (l->site_ids, l->site_names->pdata[id], GUINT_TO_POINTER (id));
+  return id;
+}
+
 static void
 apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
@@ -535,6 +560,7 @@ apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
     return;
   t->attempt = attempt;
   t->agent = agent;
+  t->site = site_id (l, agent);
   if (t->orphan)
     {
       t->orphan = FALSE; /* its agent is back (or it went to another) */
@@ -1107,6 +1133,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
   l->agents = g_ptr_array_new ();
   l->free_agents = g_array_new (FALSE, FALSE, sizeof (guint32));
+  l->site_names = g_ptr_array_new_with_free_func (g_free);
+  g_ptr_array_add (l->site_names, NULL);
+  l->site_ids = g_hash_table_new (g_str_hash, g_str_equal);
   l->windows = g_ptr_array_new_with_free_func (orphan_window_free);
   l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
   l->proxies_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -1430,6 +1459,8 @@ datc_ledger_free (DatcLedger *l)
   g_array_unref (l->free_agents);
   g_ptr_array_unref (l->windows);
   g_hash_table_unref (l->agent_index);
+  g_hash_table_unref (l->site_ids);
+  g_ptr_array_unref (l->site_names);
   g_hash_table_unref (l->proxies_seen);
   g_ptr_array_unref (l->sources);
   g_hash_table_unref (l->proxies);
@@ -1485,7 +1516,22 @@ datc_ledger_task_agent (DatcLedger *l, guint64 id)
   return t->agent;
 }
 
+const char *
+datc_ledger_task_site (DatcLedger *l, guint64 id)
+{
+  TaskSlot *t = slot (l, id);
+  return t != NULL ? l->site_names->pdata[t->site] : NULL;
+}
+
 /* ---- agents -------------------------------------------------------- */
+
+const char *
+datc_ledger_agent_site (DatcLedger *l, const char *agent_id)
+{
+  gpointer v = g_hash_table_lookup (l->agent_index, agent_id);
+  AgentInfo *a = v != NULL ? l->agents->pdata[GPOINTER_TO_UINT (v) - 1] : NULL;
+  return a != NULL && !a->gone ? a->site : NULL;
+}
 
 guint32
 datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const char *proxy,

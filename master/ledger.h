@@ -75,11 +75,18 @@ DatcTaskState datc_ledger_task_state (DatcLedger *ledger, guint64 id);
 guint32 datc_ledger_task_attempt (DatcLedger *ledger, guint64 id);
 /* The agent a running task runs on, or G_MAXUINT32. */
 guint32 datc_ledger_task_agent (DatcLedger *ledger, guint64 id);
+/* The site (as its agent said in HELLO) of the agent the task's last
+ * attempt was dispatched to, running or not, or NULL (never dispatched),
+ * transfer none.  Replayed from the journal like the rest. */
+const char *datc_ledger_task_site (DatcLedger *ledger, guint64 id);
 
 /* Agents get a small index, journaled with what they said in HELLO.  An
  * agent id seen before (a reconnect, or a master restart) keeps its index. */
 guint32 datc_ledger_agent (DatcLedger *ledger, const char *agent_id,
                            const char *site, const char *proxy, const char *host);
+/* The site an agent id still known to the ledger said it was of, or NULL
+ * (transfer none). */
+const char *datc_ledger_agent_site (DatcLedger *ledger, const char *agent_id);
 
 /* A request for work from one agent.  `partition` is the agent's share
  * of a split bag (0 when the bag is not split; see datc_ledger_split). */

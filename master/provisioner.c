@@ -2056,9 +2056,10 @@ datc_provisioner_serve_while_waiting (DatcProvisioner *p, const zmq_pollitem_t *
   g_array_append_vals (p->serve_items, items, n_items);
 }
 
-/* With its proxies gone no agent needs the campaign's key on a site: it
- * is not left behind in the workdir (a resumed campaign puts it again at
- * its first submit).  A site where proxies are left keeps it (their agents
+/* With its proxies gone no agent needs the site's key: the dispatcher
+ * refuses it from then on, and it is not left behind in the workdir (a
+ * resumed campaign accepts it again and puts it again at its first
+ * submit).  A site where proxies are left keeps it (their agents
  * need it), and says so.  The scripts and logs of proxies that ended well
  * go too (proxy_spent), those of failed ones stay for whoever debugs.
  * All sites at once, each on its worker. */
@@ -2072,6 +2073,10 @@ remove_keys (DatcProvisioner *p, gint64 deadline)
     {
       SiteState *s = p->sites->pdata[i];
       DatcSiteSpec *sp = s->spec;
+      /* Done with: no agent of it may come (or stay) any more, whatever
+       * becomes of the file on the site. */
+      if (s->proxies->len == 0)
+        datc_dispatcher_revoke_site (p->disp, sp->name);
       if (!s->prepared || sp->key_data == NULL)
         continue;
       if (s->proxies->len > 0)

@@ -201,17 +201,14 @@ advertised_endpoint (const char *bound, const char *advertise)
   return g_strdup (bound);
 }
 
-/* One provisioner site per [site] of SITES.ini.  Remote sites get the
- * campaign's agent key copied (mode 0600) into their work directory. */
+/* One provisioner site per [site] of SITES.ini.  Remote sites get their
+ * own agent key (`site_keys`: site -> its key file here) copied (mode
+ * 0600) into their work directory. */
 static GPtrArray *
 sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_agent,
-                 GError **error)
+                 GHashTable *site_keys, GError **error)
 {
   g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  /* The agent's secret key, held until every site has it: wiped on free. */
-  g_autoptr (GBytes) key = datc_curve_secret_file_read (datc_campaign_agent_key (campaign), error);
-  if (key == NULL)
-    return NULL;
   g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
                                                          datc_campaign_dir (campaign), -1);
   for (guint i = 0; i < file->sites->len; i++)
@@ -253,16 +250,61 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       else
         spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
                                                                                    : c->agent);
+      const char *site_key = g_hash_table_lookup (site_keys, c->name);
       if (local)
-        spec->key_file = g_strdup (datc_campaign_agent_key (campaign));
+        spec->key_file = g_strdup (site_key);
       else
         {
           spec->key_file = g_build_filename (spec->workdir, "agent.key", NULL);
-          spec->key_data = g_bytes_ref (key);
+          /* The secret, held until the site has it: wiped on free. */
+          spec->key_data = datc_curve_secret_file_read (site_key, error);
+          if (spec->key_data == NULL)
+            return NULL;
         }
       g_ptr_array_add (specs, g_steal_pointer (&spec));
     }
   return g_steal_pointer (&specs);
+}
+
+/* The keys the dispatcher knows: each site of this run gets its own
+ * (made the first time it is used; `site_keys`: site -> key file), the
+ * hand-started agents' keys, and the keys of sites an earlier run of the
+ * campaign used and this one does not, refused (their agents have no
+ * proxy here) but kept as names no hand-started agent may take.  The
+ * strvs hold the strings `keys` points to. */
+static gboolean
+agent_keys_for (DatcCampaign *campaign, DatcSitesFile *file, gboolean no_local,
+                GHashTable *site_keys, GArray *keys, GStrv *hand, GStrv *sites, GStrv *publics,
+                GError **error)
+{
+  g_autoptr (GPtrArray) names = g_ptr_array_new ();
+  if (file != NULL)
+    for (guint i = 0; i < file->sites->len; i++)
+      g_ptr_array_add (names, ((DatcSiteConfig *) file->sites->pdata[i])->name);
+  else if (!no_local)
+    g_ptr_array_add (names, "local");
+  for (guint i = 0; i < names->len; i++)
+    {
+      gchar *path = datc_campaign_site_key (campaign, names->pdata[i], error);
+      if (path == NULL)
+        return FALSE;
+      g_hash_table_replace (site_keys, names->pdata[i], path);
+    }
+  *hand = datc_campaign_agent_publics (campaign, error);
+  if (*hand == NULL || (*publics = datc_campaign_site_publics (campaign, sites, error)) == NULL)
+    return FALSE;
+  for (guint i = 0; (*hand)[i] != NULL; i++)
+    {
+      DatcAgentKey k = { .site = NULL, .public_z85 = (*hand)[i] };
+      g_array_append_val (keys, k);
+    }
+  for (guint i = 0; (*publics)[i] != NULL; i++)
+    {
+      DatcAgentKey k = { .site = (*sites)[i], .public_z85 = (*publics)[i],
+                         .revoked = !g_hash_table_contains (site_keys, (*sites)[i]) };
+      g_array_append_val (keys, k);
+    }
+  return TRUE;
 }
 
 /* `listen` for the dispatcher.  A resumed campaign asked for any port
@@ -469,8 +511,12 @@ datc_run (const DatcRunOptions *o)
   gboolean same_port = FALSE;
   g_autofree gchar *endpoint = listen ? listen_endpoint (campaign, listen, &same_port)
                                       : datc_campaign_ipc_endpoint (campaign, &error);
-  g_auto (GStrv) publics = endpoint ? datc_campaign_agent_publics (campaign, &error) : NULL;
-  if (publics == NULL)
+  g_autoptr (GHashTable) site_keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  g_autoptr (GArray) agent_keys = g_array_new (FALSE, FALSE, sizeof (DatcAgentKey));
+  g_auto (GStrv) hand_publics = NULL, key_sites = NULL, site_publics = NULL;
+  if (endpoint == NULL
+      || !agent_keys_for (campaign, sites_file, o->no_local, site_keys, agent_keys, &hand_publics,
+                          &key_sites, &site_publics, &error))
     {
       g_printerr ("datc: %s\n", error->message);
       zmq_ctx_term (ctx);
@@ -479,7 +525,8 @@ datc_run (const DatcRunOptions *o)
   DatcDispatcherOptions dopt = {
     .endpoint = endpoint,
     .server_secret_file = datc_campaign_master_key (campaign),
-    .agent_keys = (const char *const *) publics,
+    .agent_keys = (const DatcAgentKey *) agent_keys->data,
+    .n_agent_keys = agent_keys->len,
     .heartbeat_ms = o->heartbeat_ms,
     .timeout_ms = o->timeout_ms,
     .trace = trace,
@@ -531,12 +578,12 @@ datc_run (const DatcRunOptions *o)
     }
   local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
   local->agent_path = g_strdup (agent);
-  local->key_file = g_strdup (datc_campaign_agent_key (campaign));
+  local->key_file = g_strdup (g_hash_table_lookup (site_keys, "local"));
   g_autoptr (GPtrArray) specs = NULL;
   if (sites_file != NULL)
     {
       datc_site_spec_free (local);
-      specs = sites_from_file (sites_file, campaign, agent, &error);
+      specs = sites_from_file (sites_file, campaign, agent, site_keys, &error);
       if (specs == NULL)
         goto fatal;
     }

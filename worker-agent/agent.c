@@ -546,6 +546,15 @@ on_frame (Agent *a, const guint8 *data, gsize len)
       break;
     case DATC_MSG_BYE:
       g_debug ("agent %s: master says BYE: %s", a->agent_id, m->u.reason);
+      /* A BYE before any master ever said WELCOME is the master refusing
+       * this agent (the key it holds is another site's, or no longer
+       * accepted): say why in the proxy's log, and fail. */
+      if (a->epoch == 0)
+        {
+          g_printerr ("datc-agent on %s: the master refused this agent: %s\n", a->host,
+                      m->u.reason);
+          a->status = 3;
+        }
       drain (a, m->u.reason, TRUE);
       /* The master has forgotten us: nothing to wait for. */
       a->leave_deadline_us = g_get_monotonic_time ();
