@@ -215,6 +215,38 @@ tb_await (gboolean (*cond) (gpointer), gpointer data, guint timeout_s)
   return TRUE;
 }
 
+static gboolean
+file_exists (gpointer path)
+{
+  return g_file_test (path, G_FILE_TEST_EXISTS);
+}
+
+gboolean
+tb_await_file (const char *path, guint timeout_s)
+{
+  return tb_await (file_exists, (gpointer) path, timeout_s);
+}
+
+typedef struct {
+  TbProc *proc;
+  const char *needle;
+} StderrWait;
+
+static gboolean
+stderr_has (gpointer data)
+{
+  StderrWait *w = data;
+  g_autofree gchar *err = tb_proc_stderr (w->proc);
+  return strstr (err, w->needle) != NULL;
+}
+
+gboolean
+tb_await_stderr (TbProc *p, const char *needle, guint timeout_s)
+{
+  StderrWait w = { p, needle };
+  return tb_await (stderr_has, &w, timeout_s);
+}
+
 GHashTable *
 tb_results (const char *campaign_dir)
 {

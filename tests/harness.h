@@ -49,6 +49,10 @@ int tb_run (TbDir *d, const char *const *argv, guint timeout_s, gchar **err);
 
 /* Polls `cond` every few ms until it holds or `timeout_s` passes. */
 gboolean tb_await (gboolean (*cond) (gpointer), gpointer data, guint timeout_s);
+/* tb_await for `path` to exist, and for `needle` in what `p` printed on
+ * stderr so far. */
+gboolean tb_await_file (const char *path, guint timeout_s);
+gboolean tb_await_stderr (TbProc *p, const char *needle, guint timeout_s);
 
 /* results.jsonl as id -> JsonObject (ref'd).  Fails the test on an id seen
  * twice or an unreadable line. */

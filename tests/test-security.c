@@ -15,25 +15,6 @@
 #include "harness.h"
 #include "message.h"
 
-typedef struct {
-  TbProc *proc;
-  const char *needle;
-} LogWait;
-
-static gboolean
-log_has (gpointer p)
-{
-  LogWait *w = p;
-  g_autofree gchar *err = tb_proc_stderr (w->proc);
-  return strstr (err, w->needle) != NULL;
-}
-
-static gboolean
-file_exists (gpointer p)
-{
-  return g_file_test (p, G_FILE_TEST_EXISTS);
-}
-
 static void *
 curve_dealer (void *ctx, const char *endpoint, const char *server_pub, DatcCurveKeypair *kp,
               const char *routing_id)
@@ -74,7 +55,7 @@ test_keys_and_garbage (void)
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen",
                          "tcp://127.0.0.1:0", file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  g_assert_true (tb_await (file_exists, ep_file, 30));
+  g_assert_true (tb_await_file (ep_file, 30));
 
   g_autofree gchar *endpoint = NULL;
   g_assert_true (g_file_get_contents (ep_file, &endpoint, NULL, NULL));
@@ -92,8 +73,7 @@ test_keys_and_garbage (void)
   g_assert_true (datc_curve_keypair_generate (&stranger, &error));
   void *s1 = curve_dealer (ctx, endpoint, server_pub, &stranger, "stranger-1");
   send_hello (s1, "stranger-1");
-  LogWait w1 = { master, "refused a connection" };
-  g_assert_true (tb_await (log_has, &w1, 30));
+  g_assert_true (tb_await_stderr (master, "refused a connection", 30));
   zmq_pollitem_t it1 = { s1, 0, ZMQ_POLLIN, 0 };
   g_assert_cmpint (zmq_poll (&it1, 1, 300), ==, 0);
 
@@ -103,8 +83,7 @@ test_keys_and_garbage (void)
   g_assert_true (datc_curve_keypair_load (&issued, key_path, &error));
   void *s2 = curve_dealer (ctx, endpoint, server_pub, &issued, "garbage-1");
   zmq_send (s2, "\xdd\xff\xff\xff\xff", 5, 0);
-  LogWait w2 = { master, "dropped after a bad frame" };
-  g_assert_true (tb_await (log_has, &w2, 30));
+  g_assert_true (tb_await_stderr (master, "dropped after a bad frame", 30));
   /* Whatever it says next, it gets nothing: not even a reply to HELLO. */
   send_hello (s2, "garbage-1");
   zmq_pollitem_t it2 = { s2, 0, ZMQ_POLLIN, 0 };
@@ -259,7 +238,7 @@ test_fallback_made_private (void)
   g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, f.dir, -1);
   g_autofree gchar *control = g_strdup_printf ("%s/%.24s.control", f.priv, hash);
   g_autofree gchar *agents = g_strdup_printf ("%s/%.24s.agents.sock", f.priv, hash);
-  g_assert_true (tb_await (file_exists, control, 30));
+  g_assert_true (tb_await_file (control, 30));
 
   GStatBuf st;
   g_assert_cmpint (lstat (f.priv, &st), ==, 0);
@@ -363,7 +342,7 @@ test_agent_refuses_others_socket (void)
                                   "time.sleep(600)\n",
                                   sock, NULL };
   g_autoptr (TbProc) listener = tb_spawn (d, "listener", listener_argv);
-  g_assert_true (tb_await (file_exists, sock, 30));
+  g_assert_true (tb_await_file (sock, 30));
 
   /* 1. In another user's directory: refused before anything is sent. */
   g_autofree gchar *ep1 = g_strconcat ("ipc://", sock, NULL);

@@ -106,25 +106,6 @@ count_events (const char *dir, const char *event, const char *site, const char *
   return n;
 }
 
-typedef struct {
-  TbProc *proc;
-  const char *needle;
-} LogWait;
-
-static gboolean
-log_has (gpointer p)
-{
-  LogWait *w = p;
-  g_autofree gchar *err = tb_proc_stderr (w->proc);
-  return strstr (err, w->needle) != NULL;
-}
-
-static gboolean
-file_exists (gpointer p)
-{
-  return g_file_test (p, G_FILE_TEST_EXISTS);
-}
-
 /* The campaign's endpoint and master key, once it listens. */
 static void
 await_master (const char *dir, gchar **endpoint, char server_pub[DATC_CURVE_Z85_LEN + 1])
@@ -132,7 +113,7 @@ await_master (const char *dir, gchar **endpoint, char server_pub[DATC_CURVE_Z85_
   g_autofree gchar *ep_file = g_build_filename (dir, "endpoint", NULL);
   g_autofree gchar *pub = g_build_filename (dir, "keys", "master.key.pub", NULL);
   g_autoptr (GError) error = NULL;
-  g_assert_true (tb_await (file_exists, ep_file, 30));
+  g_assert_true (tb_await_file (ep_file, 30));
   g_assert_true (g_file_get_contents (ep_file, endpoint, NULL, NULL));
   g_strstrip (*endpoint);
   g_assert_true (datc_curve_public_load (server_pub, pub, &error));
@@ -428,8 +409,8 @@ test_done_with_site (void)
   Peer stale;
   peer_open (&stale, endpoint, server_pub, key_b, "stale-1");
   peer_hello (&stale, "stale-1", "b", 0);
-  LogWait zap = { resumed, "the key of site b, which this campaign is done with" };
-  g_assert_true (tb_await (log_has, &zap, 30));
+  g_assert_true (tb_await_stderr (resumed, "the key of site b, which this campaign is done with",
+                                  30));
   g_autoptr (DatcMsg) nothing = peer_next (&stale, 500);
   g_assert_null (nothing);
   peer_close (&stale);
