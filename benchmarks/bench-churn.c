@@ -84,7 +84,7 @@ main (int argc, char **argv)
         .finished_us = now, .out = empty, .err = empty,
       };
       guint32 ca, cat;
-      datc_ledger_record (l, agent, &r, &ca, &cat, &error);
+      datc_ledger_take_result (l, agent, &r, &ca, &cat, &error);
       g_assert_no_error (error);
       datc_ledger_agent_gone (l, agent);
       datc_ledger_proxy (l, "direct", id, id, "ended");

@@ -750,16 +750,16 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
                       && datc_ledger_task_attempt (d->ledger, res->id) == res->attempt;
       g_autoptr (GError) local = NULL;
 
-      DatcRecordOutcome oc = datc_ledger_record (d->ledger, a->idx, res, &cancel_agent,
-                                                 &cancel_attempt, &local);
+      DatcResultOutcome oc = datc_ledger_take_result (d->ledger, a->idx, res, &cancel_agent,
+                                                      &cancel_attempt, &local);
       if (local != NULL)
         {
           g_propagate_error (error, g_steal_pointer (&local));
           return FALSE;
         }
-      if (mine && oc != DATC_RECORD_DUPLICATE && a->assigned > 0)
+      if (mine && oc != DATC_RESULT_DUPLICATE && a->assigned > 0)
         a->assigned--;
-      if (oc == DATC_RECORD_ACCEPTED)
+      if (oc == DATC_RESULT_ACCEPTED)
         {
           a->done++;
           guint64 n = GPOINTER_TO_SIZE (g_hash_table_lookup (d->site_done, a->site));

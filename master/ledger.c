@@ -1875,16 +1875,16 @@ journal_requeue (DatcLedger *l, guint64 id, gboolean lost)
   datc_journal_end (l->journal);
 }
 
-DatcRecordOutcome
-datc_ledger_record (DatcLedger *l, guint32 agent, const DatcResult *res,
-                    guint32 *cancel_agent, guint32 *cancel_attempt, GError **error)
+DatcResultOutcome
+datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
+                         guint32 *cancel_agent, guint32 *cancel_attempt, GError **error)
 {
   TaskSlot *t = slot (l, res->id);
 
   *cancel_agent = G_MAXUINT32;
   *cancel_attempt = 0;
   if (t == NULL || is_final (t) || res->attempt == 0 || res->attempt > t->attempt)
-    return DATC_RECORD_DUPLICATE;
+    return DATC_RESULT_DUPLICATE;
 
   gboolean open_here = t->state == DATC_TASK_RUNNING && t->attempt == res->attempt
                        && t->agent == agent;
@@ -1895,10 +1895,10 @@ datc_ledger_record (DatcLedger *l, guint32 agent, const DatcResult *res,
     case DATC_STATUS_CANCELLED:
       /* The agent gave the task back unrun (or we asked it to stop it). */
       if (!open_here)
-        return DATC_RECORD_DUPLICATE;
+        return DATC_RESULT_DUPLICATE;
       journal_requeue (l, res->id, FALSE);
       apply_requeue (l, res->id, FALSE);
-      return DATC_RECORD_REQUEUED;
+      return DATC_RESULT_REQUEUED;
     default:
       break;
     }
@@ -1921,10 +1921,10 @@ datc_ledger_record (DatcLedger *l, guint32 agent, const DatcResult *res,
   };
   /* A failed old attempt while a newer one runs changes nothing. */
   if (!rr.final && t->state == DATC_TASK_RUNNING && !open_here)
-    return DATC_RECORD_DUPLICATE;
+    return DATC_RESULT_DUPLICATE;
 
   if (!write_output (l, agent, res, &rr, error))
-    return DATC_RECORD_DUPLICATE;
+    return DATC_RESULT_DUPLICATE;
   if (rr.final && t->state == DATC_TASK_RUNNING && !open_here)
     {
       *cancel_agent = t->agent;
@@ -1932,7 +1932,7 @@ datc_ledger_record (DatcLedger *l, guint32 agent, const DatcResult *res,
     }
   journal_result (l, &rr);
   apply_result (l, &rr);
-  return DATC_RECORD_ACCEPTED;
+  return DATC_RESULT_ACCEPTED;
 }
 
 /* ---- losses -------------------------------------------------------- */

@@ -144,20 +144,20 @@ gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id,
                                guint32 attempt);
 
 typedef enum {
-  DATC_RECORD_ACCEPTED,   /* journaled (final, or retried) */
-  DATC_RECORD_REQUEUED,   /* drained or refused: back in the queue */
-  DATC_RECORD_DUPLICATE,  /* the task already has a final result: ignored */
-} DatcRecordOutcome;
+  DATC_RESULT_ACCEPTED,   /* journaled (final, or retried) */
+  DATC_RESULT_REQUEUED,   /* drained or refused: back in the queue */
+  DATC_RESULT_DUPLICATE,  /* the task already has a final result: ignored */
+} DatcResultOutcome;
 
-/* Records one result from `agent`.  Writes its output to the agent's file
+/* Takes one result from `agent`.  Writes its output to the agent's file
  * first.  When the result makes the task final while another attempt of it
  * still runs (a re-attached copy, a replica), that attempt's agent and
  * number are returned in *cancel_agent / *cancel_attempt so the caller can
  * cancel it; otherwise *cancel_agent is G_MAXUINT32. */
-DatcRecordOutcome datc_ledger_record (DatcLedger *ledger, guint32 agent,
-                                      const DatcResult *result,
-                                      guint32 *cancel_agent, guint32 *cancel_attempt,
-                                      GError **error);
+DatcResultOutcome datc_ledger_take_result (DatcLedger *ledger, guint32 agent,
+                                           const DatcResult *result,
+                                           guint32 *cancel_agent, guint32 *cancel_attempt,
+                                           GError **error);
 
 /* `agent` is gone: each of its running tasks goes back to the queue with
  * one more crash, or fails as lost at the crash limit.  Returns how many

@@ -68,8 +68,8 @@ finish (Fixture *f, guint64 id, const char *out)
   };
   guint32 ca, cat;
   g_autoptr (GError) error = NULL;
-  g_assert_cmpint (datc_ledger_record (f->ledger, f->agent, &r, &ca, &cat, &error), ==,
-                   DATC_RECORD_ACCEPTED);
+  g_assert_cmpint (datc_ledger_take_result (f->ledger, f->agent, &r, &ca, &cat, &error), ==,
+                   DATC_RESULT_ACCEPTED);
   g_assert_no_error (error);
   g_bytes_unref (r.out);
   g_bytes_unref (r.err);

@@ -100,8 +100,8 @@ finish (Fixture *f, guint64 id, gint64 runtime_ms)
   };
   guint32 ca, cat;
   g_autoptr (GError) error = NULL;
-  g_assert_cmpint (datc_ledger_record (f->ledger, f->agent, &r, &ca, &cat, &error), ==,
-                   DATC_RECORD_ACCEPTED);
+  g_assert_cmpint (datc_ledger_take_result (f->ledger, f->agent, &r, &ca, &cat, &error), ==,
+                   DATC_RESULT_ACCEPTED);
   g_assert_no_error (error);
   g_bytes_unref (r.out);
   g_bytes_unref (r.err);
@@ -298,8 +298,8 @@ test_gone_agents_close_their_output (void)
         .out = g_bytes_new_static ("o", 1), .err = g_bytes_new (NULL, 0),
       };
       guint32 ca, cat;
-      g_assert_cmpint (datc_ledger_record (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
-                       DATC_RECORD_ACCEPTED);
+      g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
+                       DATC_RESULT_ACCEPTED);
       g_assert_no_error (error);
       g_bytes_unref (r.out);
       g_bytes_unref (r.err);
@@ -335,8 +335,8 @@ test_gone_agents_close_their_output (void)
     .out = g_bytes_new_static ("p", 1), .err = g_bytes_new (NULL, 0),
   };
   guint32 ca, cat;
-  g_assert_cmpint (datc_ledger_record (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
-                   DATC_RECORD_ACCEPTED);
+  g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, &ca, &cat, &error), ==,
+                   DATC_RESULT_ACCEPTED);
   g_bytes_unref (r.out);
   g_bytes_unref (r.err);
   g_assert_true (datc_ledger_commit (f.ledger, &error));
