@@ -72,8 +72,8 @@ main (int argc, char **argv)
       gchar id[64];
       g_snprintf (id, sizeof id, "node-%" G_GUINT64_FORMAT "-deadbeef", i);
       /* The provisioner journals each proxy it submits and sees end. */
-      datc_ledger_proxy (l, "direct", id, id, "submitted");
-      guint32 agent = datc_ledger_agent (l, id, "direct", id, "node");
+      datc_ledger_proxy_event (l, "direct", id, id, "submitted");
+      guint32 agent = datc_ledger_agent_hello (l, id, "direct", id, "node");
       DatcDispatchRequest req = { .agent = agent, .max = 1, .budget_ms = G_MAXUINT64 };
       g_byte_array_set_size (frame, 0);
       guint got = datc_ledger_dispatch (l, &req, frame);
@@ -87,7 +87,7 @@ main (int argc, char **argv)
       datc_ledger_take_result (l, agent, &r, &ca, &cat, &error);
       g_assert_no_error (error);
       datc_ledger_agent_gone (l, agent);
-      datc_ledger_proxy (l, "direct", id, id, "ended");
+      datc_ledger_proxy_event (l, "direct", id, id, "ended");
       if (i % 256 == 0 && !datc_ledger_commit (l, &error))
         g_error ("%s", error->message);
       if (i % (n / 10) == 0)

@@ -1534,8 +1534,8 @@ datc_ledger_agent_site (DatcLedger *l, const char *agent_id)
 }
 
 guint32
-datc_ledger_agent (DatcLedger *l, const char *agent_id, const char *site, const char *proxy,
-                   const char *host)
+datc_ledger_agent_hello (DatcLedger *l, const char *agent_id, const char *site, const char *proxy,
+                         const char *host)
 {
   gpointer v = g_hash_table_lookup (l->agent_index, agent_id);
   if (v != NULL)
@@ -2008,8 +2008,8 @@ datc_ledger_proxy_connected (DatcLedger *l, const char *site, const char *proxy)
 }
 
 void
-datc_ledger_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
-                   const char *event)
+datc_ledger_proxy_event (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
+                         const char *event)
 {
   msgpack_packer pk;
   record_begin (l, &pk, REC_PROXY, 6);

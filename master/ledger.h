@@ -80,10 +80,10 @@ guint32 datc_ledger_task_agent (DatcLedger *ledger, guint64 id);
  * transfer none.  Replayed from the journal like the rest. */
 const char *datc_ledger_task_site (DatcLedger *ledger, guint64 id);
 
-/* Agents get a small index, journaled with what they said in HELLO.  An
+/* An agent said HELLO: it gets a small index, journaled with what it said.  An
  * agent id seen before (a reconnect, or a master restart) keeps its index. */
-guint32 datc_ledger_agent (DatcLedger *ledger, const char *agent_id,
-                           const char *site, const char *proxy, const char *host);
+guint32 datc_ledger_agent_hello (DatcLedger *ledger, const char *agent_id,
+                                 const char *site, const char *proxy, const char *host);
 /* The site an agent id still known to the ledger said it was of, or NULL
  * (transfer none). */
 const char *datc_ledger_agent_site (DatcLedger *ledger, const char *agent_id);
@@ -200,8 +200,8 @@ gboolean datc_ledger_proxy_connected (DatcLedger *ledger, const char *site, cons
  * the command goes out, and "settled" (same id) once its outcome is
  * journaled: a master killed in between finds that submission open and
  * asks the scheduler for it by name. */
-void datc_ledger_proxy (DatcLedger *ledger, const char *site, const char *proxy,
-                        const char *job_id, const char *event);
+void datc_ledger_proxy_event (DatcLedger *ledger, const char *site, const char *proxy,
+                              const char *job_id, const char *event);
 /* Proxies submitted and not seen ended (cancelled ones included), as
  * site\tproxy\tjob_id strings. */
 GPtrArray *datc_ledger_open_proxies (DatcLedger *ledger);

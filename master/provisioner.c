@@ -810,7 +810,7 @@ submit_done (gpointer owner, gpointer data)
           x->job_id = g_strdup (j->job_ids[i]);
           x->log = datc_site_proxy_log (s->spec->site, &req, j->script, x->job_id);
           x->state = DATC_PROXY_PENDING;
-          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+          datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
         }
       /* Durable now, not at the next group commit: a master that dies in
        * between would not know these jobs, submit others in their place,
@@ -831,7 +831,7 @@ submit_done (gpointer owner, gpointer data)
         }
     }
   if (datc_site_scheduler_can_lookup (s->spec->site))
-    datc_ledger_proxy (p->ledger, s->spec->name, j->id, "", "settled");
+    datc_ledger_proxy_event (p->ledger, s->spec->name, j->id, "", "settled");
   g_clear_error (&j->error);
   g_free (j->id);
   g_ptr_array_unref (j->xs);
@@ -904,7 +904,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
   if (datc_site_scheduler_can_lookup (s->spec->site))
     {
       g_autofree gchar *count = g_strdup_printf ("%u", k);
-      datc_ledger_proxy (p->ledger, s->spec->name, id, count, "submitting");
+      datc_ledger_proxy_event (p->ledger, s->spec->name, id, count, "submitting");
       g_autoptr (GError) sync_error = NULL;
       if (!datc_ledger_commit (p->ledger, &sync_error))
         g_warning ("site %s: submit %s could not be journaled: %s", s->spec->name, id,
@@ -1021,7 +1021,7 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
     }
   else if (x->connected)
     s->early_deaths = 0;
-  datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "ended");
+  datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "ended");
   datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id,
                     "job", 's', x->job_id, NULL);
   proxy_spent (p, s, x);
@@ -1200,14 +1200,14 @@ lookup_done (gpointer owner, gpointer data)
           g_autofree gchar *id
               = j->k > 1 ? g_strdup_printf ("%s-%u", j->id, i + 1) : g_strdup (j->id);
           Proxy *x = adopt_proxy (p, s, id, j->job_ids[i], j->id);
-          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
+          datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
           datc_trace_event (p->trace, "proxy_found", "site", 's', s->spec->name, "proxy", 's',
                             x->id, "job", 's', x->job_id, NULL);
         }
       g_message ("site %s: submit %s of an earlier run, never seen to come back, %s",
                  s->spec->name, j->id, j->job_ids != NULL ? "went through: its proxies are adopted"
                                                          : "did not go through");
-      datc_ledger_proxy (p->ledger, s->spec->name, j->id, "", "settled");
+      datc_ledger_proxy_event (p->ledger, s->spec->name, j->id, "", "settled");
       for (guint i = 0; i < s->lookups->len; i++)
         if (g_str_has_prefix (s->lookups->pdata[i], j->id)
             && ((char *) s->lookups->pdata[i])[strlen (j->id)] == '\t')
@@ -1296,7 +1296,7 @@ cancel_done (gpointer owner, gpointer data)
             continue; /* gone meanwhile, or asked again: it did not end the first time */
           x->cancelling = TRUE;
           s->cancelled_total++;
-          datc_ledger_proxy (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
+          datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
           datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy",
                             's', x->id, "job", 's', x->job_id, "reason", 's', j->why, NULL);
         }

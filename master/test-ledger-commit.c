@@ -41,7 +41,7 @@ setup (Fixture *f, guint n)
   DatcLedgerOptions o = { 0 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
-  f->agent = datc_ledger_agent (f->ledger, "agent-1", "site", "proxy-1", "host");
+  f->agent = datc_ledger_agent_hello (f->ledger, "agent-1", "site", "proxy-1", "host");
   g_autoptr (GByteArray) frame = g_byte_array_new ();
   DatcDispatchRequest req = { .agent = f->agent, .max = n, .budget_ms = G_MAXUINT64 };
   g_assert_cmpuint (datc_ledger_dispatch (f->ledger, &req, frame), ==, n);

@@ -36,7 +36,7 @@ setup_as (Fixture *f, guint n, const char *line, DatcTaskFileFormat format)
   DatcLedgerOptions o = { 0 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
-  f->agent = datc_ledger_agent (f->ledger, "agent-1", "site", "proxy-1", "host");
+  f->agent = datc_ledger_agent_hello (f->ledger, "agent-1", "site", "proxy-1", "host");
   f->frame = g_byte_array_new ();
 }
 
@@ -288,7 +288,7 @@ test_gone_agents_close_their_output (void)
   for (guint i = 0; i < agents; i++)
     {
       g_autofree gchar *id = g_strdup_printf ("agent-gone-%u", i);
-      f.agent = datc_ledger_agent (f.ledger, id, "site", id, "host");
+      f.agent = datc_ledger_agent_hello (f.ledger, id, "site", id, "host");
       g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
       g_assert_cmpuint (ids->len, ==, 1);
       gint64 now = g_get_real_time ();
@@ -324,7 +324,7 @@ test_gone_agents_close_their_output (void)
 
   /* The first one comes back for the last task: a new entry, its file
    * appended to. */
-  f.agent = datc_ledger_agent (f.ledger, "agent-gone-0", "site", "agent-gone-0", "host");
+  f.agent = datc_ledger_agent_hello (f.ledger, "agent-gone-0", "site", "agent-gone-0", "host");
   g_assert_cmpuint (f.agent, <=, 8);
   g_autoptr (GArray) ids = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
   g_assert_cmpuint (ids->len, ==, 1);
@@ -378,7 +378,7 @@ test_restart_keeps_running_tasks_for_their_agent (void)
   g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 1);
 
   /* Another agent asks first: it gets none of them. */
-  f.agent = datc_ledger_agent (f.ledger, "agent-2", "site", "proxy-2", "host");
+  f.agent = datc_ledger_agent_hello (f.ledger, "agent-2", "site", "proxy-2", "host");
   g_autoptr (GArray) other = dispatch (&f, 0, 10, G_MAXUINT64, NULL);
   g_assert_cmpuint (other->len, ==, 7);
   for (guint i = 0; i < other->len; i++)
@@ -387,7 +387,7 @@ test_restart_keeps_running_tasks_for_their_agent (void)
 
   /* Their agent comes back holding two of them; the window does not
    * expire for them, and the third goes back at its end. */
-  g_assert_cmpuint (datc_ledger_agent (f.ledger, "agent-1", "site", "proxy-1", "host"), ==, mine);
+  g_assert_cmpuint (datc_ledger_agent_hello (f.ledger, "agent-1", "site", "proxy-1", "host"), ==, mine);
   g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 0);
   for (guint j = 0; j < 2; j++)
     g_assert_true (datc_ledger_reattach (f.ledger, mine, g_array_index (ids, guint64, j), 1));
