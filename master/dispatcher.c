@@ -1035,8 +1035,8 @@ hand_out_bound (DatcDispatcher *d, Agent *a)
       return datc_ledger_dispatch (d->ledger, &req, d->scratch);
     }
   g_hash_table_remove (d->bound, key);
-  return datc_ledger_dispatch_held (d->ledger, a->idx, GPOINTER_TO_SIZE (v), a->session,
-                                    d->scratch);
+  return datc_ledger_dispatch_bound (d->ledger, a->idx, GPOINTER_TO_SIZE (v), a->session,
+                                     d->scratch);
 }
 
 /* Turns the agent's credit into TASKS frames. */

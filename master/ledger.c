@@ -54,7 +54,7 @@ typedef struct {
   guint8 state;       /* DatcTaskState */
   guint8 crashes;
   guint8 failures;
-  guint8 held : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
+  guint8 bound : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
   guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
   guint16 site;       /* the site of the agent its last attempt went to (site_names); 0: none */
 } TaskSlot;
@@ -92,7 +92,7 @@ struct DatcLedger {
   guint64 n_tasks;
   DatcLedgerCounts counts;
   DatcTaskQueue *queue;     /* which queued task goes next */
-  guint64 held;             /* queued tasks bound to a proxy */
+  guint64 bound;             /* queued tasks bound to a proxy */
   guint32 *runtimes;        /* histogram of observed run times (see runtime_bucket) */
   guint64 runtimes_n;
   guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
@@ -198,7 +198,7 @@ static gboolean
 is_dispatchable (gpointer data, guint64 id)
 {
   const TaskSlot *t = &((DatcLedger *) data)->tasks[id - 1];
-  return t->state == DATC_TASK_QUEUED && !t->held;
+  return t->state == DATC_TASK_QUEUED && !t->bound;
 }
 
 /* Observed run times, for tasks without est_runtime: a histogram with four
@@ -273,10 +273,10 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
       l->orphans--;
     }
   (*count_for (l, t->state))--;
-  if (t->held && state != DATC_TASK_QUEUED)
+  if (t->bound && state != DATC_TASK_QUEUED)
     {
-      t->held = FALSE;   /* its proxy's binding is void: the task moved on */
-      l->held--;
+      t->bound = FALSE;   /* its proxy's binding is void: the task moved on */
+      l->bound--;
     }
   t->state = state;
   (*count_for (l, t->state))++;
@@ -1660,22 +1660,22 @@ datc_ledger_queued_in (DatcLedger *l, guint partition)
 }
 
 gboolean
-datc_ledger_hold (DatcLedger *l, guint64 *id)
+datc_ledger_bind (DatcLedger *l, guint64 *id)
 {
   if (!datc_task_queue_next (l->queue, 0, l->n_tasks, id))
     return FALSE;
-  l->tasks[*id - 1].held = TRUE;
-  l->held++;
+  l->tasks[*id - 1].bound = TRUE;
+  l->bound++;
   return TRUE;
 }
 
 static void
-unhold (DatcLedger *l, TaskSlot *t)
+unbind (DatcLedger *l, TaskSlot *t)
 {
-  if (t->held)
+  if (t->bound)
     {
-      t->held = FALSE;
-      l->held--;
+      t->bound = FALSE;
+      l->bound--;
     }
 }
 
@@ -1683,21 +1683,21 @@ void
 datc_ledger_release (DatcLedger *l, guint64 id)
 {
   TaskSlot *t = slot (l, id);
-  if (t == NULL || !t->held)
+  if (t == NULL || !t->bound)
     return;
-  unhold (l, t);
+  unbind (l, t);
   if (t->state == DATC_TASK_QUEUED)
     datc_task_queue_push (l->queue, id);
 }
 
 guint
-datc_ledger_dispatch_held (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
-                           GByteArray *frame)
+datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
+                            GByteArray *frame)
 {
   TaskSlot *t = slot (l, id);
-  if (t == NULL || !t->held || t->state != DATC_TASK_QUEUED)
+  if (t == NULL || !t->bound || t->state != DATC_TASK_QUEUED)
     return 0;
-  unhold (l, t);
+  unbind (l, t);
   guint32 id32 = (guint32) id;
   g_array_set_size (l->pick, 0);
   g_array_append_val (l->pick, id32);
@@ -1705,9 +1705,9 @@ datc_ledger_dispatch_held (DatcLedger *l, guint32 agent, guint64 id, guint32 ses
 }
 
 guint64
-datc_ledger_unheld_queued (DatcLedger *l)
+datc_ledger_unbound_queued (DatcLedger *l)
 {
-  return l->counts.queued - MIN (l->held, l->counts.queued);
+  return l->counts.queued - MIN (l->bound, l->counts.queued);
 }
 
 guint64

@@ -123,18 +123,18 @@ void datc_ledger_split (DatcLedger *ledger, guint n, const guint *weights);
 guint64 datc_ledger_queued_in (DatcLedger *ledger, guint partition);
 
 /* Direct mode binds a task to a proxy when the proxy is submitted.
- * datc_ledger_hold takes the next queued task out of the queue (it stays
+ * datc_ledger_bind takes the next queued task out of the queue (it stays
  * queued, counted, and is not journaled: a restarted master binds
- * afresh); datc_ledger_dispatch_held hands exactly that task to the
+ * afresh); datc_ledger_dispatch_bound hands exactly that task to the
  * proxy's agent; datc_ledger_release puts it back in the queue when its
- * proxy ends without running it.  A held task that becomes final (the
- * user cancelled it) is no longer held. */
-gboolean datc_ledger_hold (DatcLedger *ledger, guint64 *id);
-guint datc_ledger_dispatch_held (DatcLedger *ledger, guint32 agent, guint64 id,
-                                 guint32 session, GByteArray *frame);
+ * proxy ends without running it.  A bound task that becomes final (the
+ * user cancelled it) is no longer bound. */
+gboolean datc_ledger_bind (DatcLedger *ledger, guint64 *id);
+guint datc_ledger_dispatch_bound (DatcLedger *ledger, guint32 agent, guint64 id,
+                                  guint32 session, GByteArray *frame);
 void datc_ledger_release (DatcLedger *ledger, guint64 id);
 /* Queued tasks not bound to a proxy. */
-guint64 datc_ledger_unheld_queued (DatcLedger *ledger);
+guint64 datc_ledger_unbound_queued (DatcLedger *ledger);
 
 /* An agent said HELLO holding (id, attempt): if that attempt is still the
  * task's open attempt (or the next one, whose dispatch record a crash took

@@ -1683,7 +1683,7 @@ submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
 static void
 plan_pull (DatcProvisioner *p, gint64 now)
 {
-  guint64 demand = datc_ledger_unheld_queued (p->ledger), supply = 0, running = 0;
+  guint64 demand = datc_ledger_unbound_queued (p->ledger), supply = 0, running = 0;
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
@@ -1745,7 +1745,7 @@ plan_direct (DatcProvisioner *p, gint64 now)
             guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
             guint64 task;
             g_array_set_size (tasks, 0);
-            while (tasks->len < room && datc_ledger_hold (p->ledger, &task))
+            while (tasks->len < room && datc_ledger_bind (p->ledger, &task))
               g_array_append_val (tasks, task);
             if (tasks->len == 0)
               break;

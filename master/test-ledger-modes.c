@@ -1,8 +1,8 @@
 /* test-ledger-modes.c: what the site manager asks of the ledger, on a real
  * journal in a temporary directory: the static split (a partition only
  * hands out its share, and a returned task goes back to its own
- * partition), direct-mode holds (a held task is out of the queue until
- * dispatched to its proxy or released; a cancelled one stops being held),
+ * partition), direct-mode bindings (a bound task is out of the queue until
+ * dispatched to its proxy or released; a cancelled one stops being bound),
  * the observed run time that decides what fits in an agent's walltime,
  * and the output files of agents that come and go. */
 #include <glib.h>
@@ -137,17 +137,17 @@ test_split (void)
 }
 
 static void
-test_hold_release (void)
+test_bind_release (void)
 {
   Fixture f;
   setup (&f, 5, "true");
   guint64 h1, h2;
-  g_assert_true (datc_ledger_hold (f.ledger, &h1));
-  g_assert_true (datc_ledger_hold (f.ledger, &h2));
+  g_assert_true (datc_ledger_bind (f.ledger, &h1));
+  g_assert_true (datc_ledger_bind (f.ledger, &h2));
   g_assert_cmpuint (h1, !=, h2);
-  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 3);
+  g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 3);
 
-  /* Held tasks are not handed to anyone else. */
+  /* Bound tasks are not handed to anyone else. */
   g_autoptr (GArray) rest = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
   g_assert_cmpuint (rest->len, ==, 3);
   for (guint i = 0; i < rest->len; i++)
@@ -157,13 +157,13 @@ test_hold_release (void)
     }
   /* h1 goes to its proxy's agent, exactly it. */
   g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h1, 1, f.frame), ==, 1);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
-  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h1, 1, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 0);
   /* h2's proxy ended without running it: back in the queue, once. */
   datc_ledger_release (f.ledger, h2);
   datc_ledger_release (f.ledger, h2);
-  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 1);
+  g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 1);
   g_autoptr (GArray) last = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
   g_assert_cmpuint (last->len, ==, 1);
   g_assert_cmpuint (g_array_index (last, guint64, 0), ==, h2);
@@ -171,19 +171,19 @@ test_hold_release (void)
 }
 
 static void
-test_held_then_cancelled (void)
+test_bound_then_cancelled (void)
 {
   Fixture f;
   setup (&f, 3, "true");
   guint64 h;
-  g_assert_true (datc_ledger_hold (f.ledger, &h));
+  g_assert_true (datc_ledger_bind (f.ledger, &h));
   g_autoptr (GArray) running = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   g_assert_cmpuint (datc_ledger_cancel (f.ledger, &h, 1, running), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_CANCELLED);
-  /* Not held any more, not queued, and its proxy's agent gets nothing. */
-  g_assert_cmpuint (datc_ledger_unheld_queued (f.ledger), ==, 2);
+  /* Not bound any more, not queued, and its proxy's agent gets nothing. */
+  g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 2);
   g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_held (f.ledger, f.agent, h, 1, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h, 1, f.frame), ==, 0);
   teardown (&f);
 }
 
@@ -460,8 +460,8 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/ledger/split", test_split);
-  g_test_add_func ("/ledger/hold-release", test_hold_release);
-  g_test_add_func ("/ledger/held-then-cancelled", test_held_then_cancelled);
+  g_test_add_func ("/ledger/bind-release", test_bind_release);
+  g_test_add_func ("/ledger/bound-then-cancelled", test_bound_then_cancelled);
   g_test_add_func ("/ledger/observed-runtime", test_observed_runtime);
   g_test_add_func ("/ledger/observed-runtime-never-starves-a-fresh-agent",
                    test_observed_runtime_never_starves_fresh_agent);
