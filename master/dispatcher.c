@@ -229,7 +229,7 @@ zap_handle (DatcDispatcher *d)
     return FALSE;
   while (more)
     {
-      /* More frames than a ZAP request has: drain them. */
+      /* More frames than a ZAP request has: read and drop them. */
       zmq_msg_t extra;
       zmq_msg_init (&extra);
       zmq_msg_recv (&extra, d->zap, 0);
@@ -904,7 +904,7 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
       const char *user = d->curve ? zmq_msg_gets (&body, "User-Id") : NULL;
       if (multipart)
         {
-          /* One frame per message is the protocol: drain and drop the peer. */
+          /* One frame per message is the protocol: read the rest, drop the peer. */
           while (multipart)
             {
               zmq_msg_t extra;

@@ -639,7 +639,7 @@ on_exit_signal(ssh_session session, ssh_channel channel, const char *signal, int
 /* Appends what `stream` has ready, up to SSH_OUTPUT_KEEP bytes kept.
  * FALSE when the channel failed. */
 static gboolean
-drain(ssh_channel channel, int is_stderr, GByteArray *kept)
+read_ready(ssh_channel channel, int is_stderr, GByteArray *kept)
 {
   char buf[SSH_CHUNK];
 
@@ -678,7 +678,7 @@ exchange(ssh_session session, ssh_channel channel, GBytes *input, gint64 deadlin
 
   for (;;)
     {
-      if (!drain(channel, 0, out) || !drain(channel, 1, err))
+      if (!read_ready(channel, 0, out) || !read_ready(channel, 1, err))
         return *why = "reading output", RUN_LOST;
       if (ssh_channel_is_eof(channel) || ssh_channel_is_closed(channel))
         return RUN_DONE;

@@ -19,7 +19,7 @@
  * Ending.  When a leader's pidfd becomes readable we read its status with
  * waitid(WNOWAIT), which leaves it a zombie so that its pid, which is also
  * the pgid, cannot be reused; then SIGKILL the group (whatever it left
- * behind), then reap.  Output is then drained only as far as it is already
+ * behind), then reap.  Output is then read only as far as it is already
  * in the pipes: a grandchild that left the group (setsid) may keep a write
  * end open forever, so waiting for EOF could hang the task; what such an
  * escapee writes afterwards is lost, by design.  Until the leader exits
@@ -56,9 +56,9 @@ extern char **environ;
 #define READ_CHUNK (64u * 1024u)
 /* Reads per readiness event while a task runs (fairness between tasks). */
 #define READS_PER_EVENT 4
-/* Upper bound on reads when draining after the leader is reaped: pipes
+/* Upper bound on reads of the pipes' leftovers once the leader is reaped: pipes
  * hold at most pipe-max-size (1 MiB by default), this allows 4 MiB. */
-#define DRAIN_READS_MAX 64
+#define LEFTOVER_READS_MAX 64
 #define EVENTS_MAX 64
 #define DISPATCH_ROUNDS_MAX 8
 
@@ -822,7 +822,8 @@ capture_read_once (DatcRunner *runner, Capture *cap)
 
 /* Reads up to `max_reads` chunks; closes the capture at EOF or on error.
  * With `until_short` it stops at the first short read: the pipe was empty
- * at that moment, which is all a drain after the leader's death needs. */
+ * at that moment, which is all reading the leftovers after the leader's
+ * death needs. */
 static void
 capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
               gboolean until_short)
@@ -892,7 +893,8 @@ task_remove (DatcRunner *runner, RunTask *task)
 }
 
 /* The leader's pidfd is readable: it has exited.  Learns how (without
- * reaping), kills what is left of the group, reaps, drains, reports. */
+ * reaping), kills what is left of the group, reaps, reads the pipes'
+ * leftovers, reports. */
 static void
 task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
 {
@@ -925,8 +927,8 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
 
   close_fd (&task->out.hold);
   close_fd (&task->err.hold);
-  capture_read (runner, task, &task->out, DRAIN_READS_MAX, TRUE);
-  capture_read (runner, task, &task->err, DRAIN_READS_MAX, TRUE);
+  capture_read (runner, task, &task->out, LEFTOVER_READS_MAX, TRUE);
+  capture_read (runner, task, &task->err, LEFTOVER_READS_MAX, TRUE);
   close_fd (&task->out.fd);
   close_fd (&task->err.fd);
   close_fd (&task->pidfd);
