@@ -133,7 +133,7 @@ msg_equal (const DatcMsg *a, const DatcMsg *b)
              && a->u.heartbeat.received == b->u.heartbeat.received
              && a->u.heartbeat.running == b->u.heartbeat.running
              && !!a->u.heartbeat.rehello == !!b->u.heartbeat.rehello;
-    case DATC_MSG_DRAIN:
+    case DATC_MSG_RETIRE:
     case DATC_MSG_BYE:
       return g_strcmp0 (a->u.reason, b->u.reason) == 0;
     }

@@ -38,7 +38,7 @@ static const char *const type_names[] = {
   [DATC_MSG_CREDIT] = "CREDIT",       [DATC_MSG_TASKS] = "TASKS",
   [DATC_MSG_RESULT] = "RESULT",       [DATC_MSG_ACK] = "ACK",
   [DATC_MSG_HEARTBEAT] = "HEARTBEAT", [DATC_MSG_CANCEL] = "CANCEL",
-  [DATC_MSG_DRAIN] = "DRAIN",         [DATC_MSG_BYE] = "BYE",
+  [DATC_MSG_RETIRE] = "RETIRE",       [DATC_MSG_BYE] = "BYE",
 };
 
 const char *
@@ -200,7 +200,7 @@ static const Field heartbeat_fields[] = {
   { "rehello", FIELD_BOOL, G_STRUCT_OFFSET (DatcHeartbeat, rehello) },
 };
 
-/* DRAIN and BYE. */
+/* RETIRE and BYE. */
 static const Field reason_fields[] = {
   { "reason", FIELD_REASON, 0 },
 };
@@ -226,7 +226,7 @@ static const Shape *const body_shapes[] = {
   [DATC_MSG_CREDIT] = &credit_shape,       [DATC_MSG_TASKS] = &tasks_shape,
   [DATC_MSG_RESULT] = &results_shape,      [DATC_MSG_ACK] = &keys_shape,
   [DATC_MSG_HEARTBEAT] = &heartbeat_shape, [DATC_MSG_CANCEL] = &keys_shape,
-  [DATC_MSG_DRAIN] = &reason_shape,        [DATC_MSG_BYE] = &reason_shape,
+  [DATC_MSG_RETIRE] = &reason_shape,       [DATC_MSG_BYE] = &reason_shape,
 };
 
 static const Shape *

@@ -24,7 +24,7 @@
  *   HEARTBEAT both [epoch uint, session uint, received uint, running uint,
  *                   rehello bool]
  *   CANCEL    m->a [[key...]]
- *   DRAIN     m->a [reason str]
+ *   RETIRE    m->a [reason str]  (the master sends none today; the agent honours it)
  *   BYE       both [reason str]
  */
 #pragma once
@@ -56,7 +56,7 @@ typedef enum {
   DATC_MSG_ACK = 6,
   DATC_MSG_HEARTBEAT = 7,
   DATC_MSG_CANCEL = 8,
-  DATC_MSG_DRAIN = 9,
+  DATC_MSG_RETIRE = 9,
   DATC_MSG_BYE = 10,
 } DatcMsgType;
 
@@ -176,7 +176,7 @@ typedef struct {
     DatcResults results;
     GArray *keys;         /* ACK, CANCEL: DatcTaskKey */
     DatcHeartbeat heartbeat;
-    gchar *reason;        /* DRAIN, BYE */
+    gchar *reason;        /* RETIRE, BYE */
   } u;
 } DatcMsg;
 

@@ -172,7 +172,7 @@ assert_msg_equal (const DatcMsg *a, const DatcMsg *b)
       g_assert_cmpuint (a->u.heartbeat.running, ==, b->u.heartbeat.running);
       g_assert_cmpint (!!a->u.heartbeat.rehello, ==, !!b->u.heartbeat.rehello);
       break;
-    case DATC_MSG_DRAIN:
+    case DATC_MSG_RETIRE:
     case DATC_MSG_BYE:
       g_assert_cmpstr (a->u.reason, ==, b->u.reason);
       break;
@@ -472,9 +472,9 @@ sample_cancel (void)
 }
 
 static DatcMsg *
-sample_drain (void)
+sample_retire (void)
 {
-  DatcMsg *msg = datc_msg_new (DATC_MSG_DRAIN);
+  DatcMsg *msg = datc_msg_new (DATC_MSG_RETIRE);
 
   msg->u.reason = g_strdup ("walltime ends in 120 s");
   return msg;
@@ -530,7 +530,7 @@ static const Sample samples[] = {
   { "heartbeat", sample_heartbeat },
   { "heartbeat-rehello", sample_heartbeat_rehello },
   { "cancel", sample_cancel },
-  { "drain", sample_drain },
+  { "retire", sample_retire },
   { "bye", sample_bye },
   { "bye-edge", sample_bye_edge },
   { "bye-empty", sample_bye_empty },
@@ -739,7 +739,7 @@ static const struct {
   MIN_FRAME (DATC_MSG_ACK, "\x93\x01\x06\x91\x91\x92\x01\x01"),
   MIN_FRAME (DATC_MSG_HEARTBEAT, "\x93\x01\x07\x95\x00\x00\x00\x00\xc2"),
   MIN_FRAME (DATC_MSG_CANCEL, "\x93\x01\x08\x91\x90"),
-  MIN_FRAME (DATC_MSG_DRAIN, "\x93\x01\x09\x91\xa0"),
+  MIN_FRAME (DATC_MSG_RETIRE, "\x93\x01\x09\x91\xa0"),
   MIN_FRAME (DATC_MSG_BYE, "\x93\x01\x0a\x91\xa0"),
 #undef MIN_FRAME
 };
@@ -976,7 +976,7 @@ build_keys_at_batch_limit (msgpack_packer *pk)
 static void
 build_reason_at_limit (msgpack_packer *pk)
 {
-  pack_reason (pk, DATC_MSG_DRAIN, DATC_REASON_MAX);
+  pack_reason (pk, DATC_MSG_RETIRE, DATC_REASON_MAX);
 }
 static void
 build_result_at_output_limit (msgpack_packer *pk)
@@ -1015,7 +1015,7 @@ test_accepts_values_at_every_limit (void)
   } at_limit[] = {
     { build_hello_at_name_limit, DATC_MSG_HELLO },
     { build_keys_at_batch_limit, DATC_MSG_ACK },
-    { build_reason_at_limit, DATC_MSG_DRAIN },
+    { build_reason_at_limit, DATC_MSG_RETIRE },
     { build_result_at_output_limit, DATC_MSG_RESULT },
     { build_results_at_batch_limit, DATC_MSG_RESULT },
     { build_tasks_at_argv_env_string_limit, DATC_MSG_TASKS },
@@ -1259,8 +1259,8 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HEARTBEAT: expected 5 fields, got 4" },
   { "cancel-of-0-fields", BYTES ("\x93\x01\x08\x90"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "CANCEL: expected 1 field, got 0" },
-  { "drain-of-2-fields", BYTES ("\x93\x01\x09\x92\xa0\xa0"), .code = DATC_WIRE_ERROR_SHAPE,
-    .reason = "DRAIN: expected 1 field, got 2" },
+  { "retire-of-2-fields", BYTES ("\x93\x01\x09\x92\xa0\xa0"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "RETIRE: expected 1 field, got 2" },
   { "bye-of-0-fields", BYTES ("\x93\x01\x0a\x90"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "BYE: expected 1 field, got 0" },
   { "task-of-2-fields", BYTES ("\x93\x01\x04\x92\x00\x91\x92\x01\x01"),
@@ -1327,8 +1327,8 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field env: entry 0: value: expected str, got uint" },
   { "bye-reason-bin", BYTES ("\x93\x01\x0a\x91\xc4\x01\x61"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "BYE: field reason: expected str, got bin" },
-  { "drain-reason-nil", BYTES ("\x93\x01\x09\x91\xc0"), .code = DATC_WIRE_ERROR_SHAPE,
-    .reason = "DRAIN: field reason: expected str, got nil" },
+  { "retire-reason-nil", BYTES ("\x93\x01\x09\x91\xc0"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "RETIRE: field reason: expected str, got nil" },
 
   /* integers out of the range of their C field */
   { "credit-session-over-uint32", BYTES ("\x93\x01\x03\x92" UINT64_2_32 "\x00"),
@@ -1393,7 +1393,7 @@ static const BadFrame bad_frames[] = {
   { "env-key-invalid-utf8", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa1\x80\xa1\x76\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "entry 0: key: not valid UTF-8" },
   { "reason-with-nul", BYTES ("\x93\x01\x09\x91\xa3\x61\x00\x62"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "DRAIN: field reason: contains a NUL byte" },
+    .code = DATC_WIRE_ERROR_SHAPE, .reason = "RETIRE: field reason: contains a NUL byte" },
   { "argv-item-with-nul", BYTES (TASK_HEAD "\x96\x91\xa2\x61\x00\xc0\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field argv: item 0: contains a NUL byte" },
   { "env-value-with-nul", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa1\x41\xa2\x76\x00\xc0\x00\x00"),

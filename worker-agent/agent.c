@@ -530,8 +530,9 @@ on_frame (Agent *a, const guint8 *data, gsize len)
           a->next_hello_us = a->last_master_us + a->hello_backoff_ms * 1000;
         }
       break;
-    case DATC_MSG_DRAIN:
-      g_message ("agent %s: master asks to drain: %s", a->agent_id, m->u.reason);
+    case DATC_MSG_RETIRE:
+      /* The master sends no RETIRE today: kept so it can, without a new agent. */
+      g_message ("agent %s: master asks it to retire: %s", a->agent_id, m->u.reason);
       a->draining = TRUE;
       a->leaving = TRUE;
       a->leave_deadline_us = G_MAXINT64;
