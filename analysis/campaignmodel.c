@@ -82,8 +82,8 @@ add_observed_proxies (const DatcCampaignLog *log, gint64 t0, DatcScenario *sc, g
       double cv = MIN (s->task_cv, 10.0);
       double start = (double) (MAX (x->started, t0) - t0) / 1e6;
       g_autofree gchar *name = g_strdup_printf ("%s/%s", x->site, x->proxy);
-      DatcSiteSpec *spec = datc_scenario_add_site (sc, name, MAX (x->slots, 1), 1, t, cv,
-                                                   datc_wait_dist_new_const (start));
+      DatcScenarioSite *spec = datc_scenario_add_site (sc, name, MAX (x->slots, 1), 1, t, cv,
+                                                       datc_wait_dist_new_const (start));
       if (x->walltime >= t)
         spec->walltime = x->walltime;
       *random |= cv > 0;
@@ -164,8 +164,8 @@ add_direct_sites (const DatcCampaignLog *log, gint64 t0, DatcScenario *sc, guint
         same &= w[k] == w[0];
       DatcWaitDist *wait = same ? datc_wait_dist_new_const (w[0])
                                 : datc_wait_dist_new_empirical (w, waits->len);
-      DatcSiteSpec *spec = datc_scenario_add_site (sc, s->name, 1, (guint) MAX (most, 1), t, cv,
-                                                   wait);
+      DatcScenarioSite *spec = datc_scenario_add_site (sc, s->name, 1, (guint) MAX (most, 1), t, cv,
+                                                       wait);
       /* The observed overhead holds the polls that saw jobs end. */
       spec->poll_interval = 0;
       spec->job_overhead = alive_n > 0 ? MAX (0, alive_sum / alive_n - t) : 0;

@@ -162,7 +162,7 @@ datc_prediction_run (const DatcScenario *sc, guint64 trials, guint64 seed, guint
   p->pay_off = g_new0 (guint, n_sites);
   for (guint i = 0, c = 0; i < n_sites; i++)
     {
-      const DatcSiteSpec *s = datc_scenario_site (sc, i);
+      const DatcScenarioSite *s = datc_scenario_site (sc, i);
       for (guint j = 0; j < s->proxies; j++, c++)
         if (kth[c] + s->task_time < ref)
           p->pay_off[i]++;
@@ -176,7 +176,7 @@ datc_prediction_run (const DatcScenario *sc, guint64 trials, guint64 seed, guint
   gboolean any = FALSE;
   for (guint i = 0; i < n_sites; i++)
     {
-      const DatcSiteSpec *s = datc_scenario_site (sc, i);
+      const DatcScenarioSite *s = datc_scenario_site (sc, i);
       if (datc_wait_dist_kind (s->wait) != DATC_WAIT_EMPIRICAL)
         continue;
       gsize n;
@@ -342,7 +342,7 @@ datc_prediction_to_json (const DatcPrediction *p)
   gboolean sf = TRUE;
   for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)
     {
-      const DatcSiteSpec *s = datc_scenario_site (p->sc, i);
+      const DatcScenarioSite *s = datc_scenario_site (p->sc, i);
       datc_json_key (o, &sf, s->name);
       gboolean f = TRUE;
       g_string_append_c (o, '{');
@@ -456,7 +456,7 @@ datc_prediction_to_text (const DatcPrediction *p)
                           datc_policy_name (ref), reft);
   for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)
     {
-      const DatcSiteSpec *s = datc_scenario_site (p->sc, i);
+      const DatcScenarioSite *s = datc_scenario_site (p->sc, i);
       g_string_append_printf (o, "  %-16s %u of %u\n", s->name, p->pay_off[i], s->proxies);
     }
   for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)

@@ -16,13 +16,13 @@ struct DatcScenario
 {
   gchar *path;
   guint64 tasks;
-  GPtrArray *sites; /* DatcSiteSpec* */
+  GPtrArray *sites; /* DatcScenarioSite* */
 };
 
 static void
 site_free (gpointer p)
 {
-  DatcSiteSpec *s = p;
+  DatcScenarioSite *s = p;
   g_free (s->name);
   datc_wait_dist_unref (s->wait);
   g_free (s);
@@ -47,11 +47,11 @@ datc_scenario_free (DatcScenario *sc)
   g_free (sc);
 }
 
-DatcSiteSpec *
+DatcScenarioSite *
 datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_proxy, guint proxies,
                         double task_time, double task_cv, DatcWaitDist *wait)
 {
-  DatcSiteSpec *s = g_new0 (DatcSiteSpec, 1);
+  DatcScenarioSite *s = g_new0 (DatcScenarioSite, 1);
   s->name = g_strdup (name);
   s->slots_per_proxy = slots_per_proxy;
   s->proxies = proxies;
@@ -72,7 +72,7 @@ datc_scenario_copy_without (const DatcScenario *sc, guint skip)
     {
       if (i == skip)
         continue;
-      DatcSiteSpec *s = g_memdup2 (sc->sites->pdata[i], sizeof (DatcSiteSpec));
+      DatcScenarioSite *s = g_memdup2 (sc->sites->pdata[i], sizeof (DatcScenarioSite));
       s->name = g_strdup (s->name);
       s->wait = datc_wait_dist_ref (s->wait);
       g_ptr_array_add (c->sites, s);
@@ -84,7 +84,7 @@ void
 datc_scenario_set_site_wait (DatcScenario *sc, guint i, DatcWaitDist *wait)
 {
   g_return_if_fail (i < sc->sites->len && wait != NULL);
-  DatcSiteSpec *s = sc->sites->pdata[i];
+  DatcScenarioSite *s = sc->sites->pdata[i];
   datc_wait_dist_unref (s->wait);
   s->wait = wait;
 }
@@ -113,14 +113,14 @@ datc_scenario_n_sites (const DatcScenario *sc)
   return sc->sites->len;
 }
 
-const DatcSiteSpec *
+const DatcScenarioSite *
 datc_scenario_site (const DatcScenario *sc, guint i)
 {
   g_return_val_if_fail (i < sc->sites->len, NULL);
   return sc->sites->pdata[i];
 }
 
-DatcSiteSpec *
+DatcScenarioSite *
 datc_scenario_site_mut (DatcScenario *sc, guint i)
 {
   g_return_val_if_fail (i < sc->sites->len, NULL);
@@ -133,7 +133,7 @@ datc_scenario_total_slots (const DatcScenario *sc)
   guint64 n = 0;
   for (guint i = 0; i < sc->sites->len; i++)
     {
-      const DatcSiteSpec *s = sc->sites->pdata[i];
+      const DatcScenarioSite *s = sc->sites->pdata[i];
       n += (guint64) s->slots_per_proxy * s->proxies;
     }
   return n;
@@ -144,7 +144,7 @@ datc_scenario_total_proxies (const DatcScenario *sc)
 {
   guint64 n = 0;
   for (guint i = 0; i < sc->sites->len; i++)
-    n += ((const DatcSiteSpec *) sc->sites->pdata[i])->proxies;
+    n += ((const DatcScenarioSite *) sc->sites->pdata[i])->proxies;
   return (guint) MIN (n, G_MAXUINT);
 }
 
@@ -153,7 +153,7 @@ datc_scenario_is_deterministic (const DatcScenario *sc)
 {
   for (guint i = 0; i < sc->sites->len; i++)
     {
-      const DatcSiteSpec *s = sc->sites->pdata[i];
+      const DatcScenarioSite *s = sc->sites->pdata[i];
       if (!datc_wait_dist_is_constant (s->wait) || s->task_cv > 0 || s->fail_rate > 0)
         return FALSE;
       if (s->outage_length > 0 && s->outage_probability > 0 && s->outage_probability < 1)
@@ -195,7 +195,7 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
     }
   for (guint i = 0; i < sc->sites->len; i++)
     {
-      const DatcSiteSpec *s = sc->sites->pdata[i];
+      const DatcScenarioSite *s = sc->sites->pdata[i];
       if (s->slots_per_proxy == 0 || s->slots_per_proxy > DATC_SCENARIO_MAX_SLOTS_PER_PROXY
           || s->proxies == 0 || s->proxies > DATC_SCENARIO_MAX_PROXIES)
         {
@@ -237,7 +237,7 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
           return FALSE;
         }
       for (guint j = 0; j < i; j++)
-        if (g_str_equal (((DatcSiteSpec *) sc->sites->pdata[j])->name, s->name))
+        if (g_str_equal (((DatcScenarioSite *) sc->sites->pdata[j])->name, s->name))
           {
             set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line, "site '%s' appears twice",
                     s->name);
@@ -514,8 +514,8 @@ read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, 
           return FALSE;
         }
     }
-  DatcSiteSpec *s = datc_scenario_add_site (sc, name, (guint) slots, (guint) proxies, task_time,
-                                            cv, g_steal_pointer (&wait));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, name, (guint) slots, (guint) proxies, task_time,
+                                                cv, g_steal_pointer (&wait));
   s->line = line;
   guint64 calls = 0;
   if (!get_time (r, "walltime", FALSE, &s->walltime, error)
@@ -626,11 +626,11 @@ datc_scenario_load (const char *path, GError **error)
               return NULL;
             }
           for (guint i = 0; i < sc->sites->len; i++)
-            if (g_str_equal (((DatcSiteSpec *) sc->sites->pdata[i])->name, name))
+            if (g_str_equal (((DatcScenarioSite *) sc->sites->pdata[i])->name, name))
               {
                 set_at (error, DATC_ANALYSIS_ERROR_INPUT, path, line_of (&ix, group, NULL),
                         "site '%s' appears again (first at line %u)", name,
-                        ((DatcSiteSpec *) sc->sites->pdata[i])->line);
+                        ((DatcScenarioSite *) sc->sites->pdata[i])->line);
                 return NULL;
               }
           if (!read_site (sc, &r, name, base_dir, error))
@@ -657,7 +657,7 @@ datc_scenario_load (const char *path, GError **error)
   if (datc_scenario_total_slots (sc) > DATC_SCENARIO_MAX_TOTAL_SLOTS
       || datc_scenario_total_proxies (sc) > DATC_SCENARIO_MAX_TOTAL_PROXIES)
     {
-      const DatcSiteSpec *last = sc->sites->pdata[sc->sites->len - 1];
+      const DatcScenarioSite *last = sc->sites->pdata[sc->sites->len - 1];
       set_at (error, DATC_ANALYSIS_ERROR_LIMIT, path, last->line,
               "more than %u slots or %u proxies in all", DATC_SCENARIO_MAX_TOTAL_SLOTS,
               DATC_SCENARIO_MAX_TOTAL_PROXIES);

@@ -56,7 +56,7 @@ typedef struct
   double poll_interval;
   double job_overhead;
   guint calls_per_minute;
-} DatcSiteSpec;
+} DatcScenarioSite;
 
 /* The master's default poll interval of a batch site (fork sites: 1 s). */
 #define DATC_SCENARIO_POLL_INTERVAL 5.0
@@ -70,9 +70,9 @@ void datc_scenario_free (DatcScenario *sc);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcScenario, datc_scenario_free)
 
 /* Adds a site (wait: transfer full) and returns it for further settings. */
-DatcSiteSpec *datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_proxy,
-                                      guint proxies, double task_time, double task_cv,
-                                      DatcWaitDist *wait);
+DatcScenarioSite *datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_proxy,
+                                          guint proxies, double task_time, double task_cv,
+                                          DatcWaitDist *wait);
 /* A copy without site `skip` (G_MAXUINT: none); waits are shared. */
 DatcScenario *datc_scenario_copy_without (const DatcScenario *sc, guint skip);
 /* Replaces site i's wait (transfer full). */
@@ -82,8 +82,8 @@ const char *datc_scenario_path (const DatcScenario *sc); /* NULL when built in c
 guint64 datc_scenario_tasks (const DatcScenario *sc);
 void datc_scenario_set_tasks (DatcScenario *sc, guint64 tasks);
 guint datc_scenario_n_sites (const DatcScenario *sc);
-const DatcSiteSpec *datc_scenario_site (const DatcScenario *sc, guint i);
-DatcSiteSpec *datc_scenario_site_mut (DatcScenario *sc, guint i);
+const DatcScenarioSite *datc_scenario_site (const DatcScenario *sc, guint i);
+DatcScenarioSite *datc_scenario_site_mut (DatcScenario *sc, guint i);
 guint64 datc_scenario_total_slots (const DatcScenario *sc);
 guint datc_scenario_total_proxies (const DatcScenario *sc);
 /* TRUE when nothing in it is random: one trial gives the exact answer. */

@@ -307,7 +307,7 @@ datc_simulation_new (const DatcScenario *sc, guint64 seed)
   guint c = 0, k = 0;
   for (guint i = 0; i < sim->n_sites; i++)
     {
-      const DatcSiteSpec *spec = datc_scenario_site (sc, i);
+      const DatcScenarioSite *spec = datc_scenario_site (sc, i);
       Site *s = &sim->sites[i];
       s->t = spec->task_time;
       s->sigma = spec->task_cv > 0 ? sqrt (log1p (spec->task_cv * spec->task_cv)) : 0;
@@ -1041,7 +1041,7 @@ run_direct_mode (DatcSimulation *sim, guint64 trial, DatcOutcome *out)
     {
       guint i = sim->proxies[sim->slots[e].proxy].site;
       const Site *s = &sim->sites[i];
-      const DatcSiteSpec *spec = datc_scenario_site (sim->sc, i);
+      const DatcScenarioSite *spec = datc_scenario_site (sim->sc, i);
       if (ended[e])
         {
           /* Seen ended by the poll already planned, else by the next. */

@@ -65,7 +65,7 @@ test_scenario_reads_the_issue_example (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpuint (datc_scenario_tasks (sc), ==, 1000);
   g_assert_cmpuint (datc_scenario_n_sites (sc), ==, 2);
-  const DatcSiteSpec *a = datc_scenario_site (sc, 0), *b = datc_scenario_site (sc, 1);
+  const DatcScenarioSite *a = datc_scenario_site (sc, 0), *b = datc_scenario_site (sc, 1);
   g_assert_cmpstr (a->name, ==, "A");
   g_assert_cmpuint (a->line, ==, 3);
   g_assert_cmpuint (a->slots_per_proxy, ==, 64);
@@ -222,7 +222,7 @@ static void
 test_scenario_deterministic_when_nothing_is_random (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (10);
-  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 2, 1, 5, 0, datc_wait_dist_new_const (3));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 2, 1, 5, 0, datc_wait_dist_new_const (3));
   g_assert_true (datc_scenario_is_deterministic (sc));
   s->outage_probability = 1;
   s->outage_length = 60;

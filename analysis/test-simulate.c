@@ -99,7 +99,7 @@ test_simulate_ect_is_the_nth_completion_slot_exactly (void)
   GArray *all = g_array_new (FALSE, FALSE, sizeof (double));
   for (guint i = 0; i < datc_scenario_n_sites (sc); i++)
     {
-      const DatcSiteSpec *s = datc_scenario_site (sc, i);
+      const DatcScenarioSite *s = datc_scenario_site (sc, i);
       double w = datc_wait_dist_mean (s->wait);
       for (guint k = 0; k < s->slots_per_proxy * s->proxies; k++)
         for (guint m = 1; m <= 137; m++)
@@ -144,7 +144,7 @@ static void
 test_simulate_direct_mode_waits_add_up_per_place (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (6);
-  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 1, 2, 10, 0, datc_wait_dist_new_const (4));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 1, 2, 10, 0, datc_wait_dist_new_const (4));
   s->poll_interval = 0;
   s->job_overhead = 1;
   DatcOutcome o = run1 (sc, DATC_POLICY_DIRECT, 1, 0);
@@ -190,7 +190,7 @@ test_simulate_walltime_resubmits_the_proxy (void)
    * proxy leaves after 20 s and waits 5 s again.  6 tasks: [5,25] [30,50]
    * [55,75]. */
   g_autoptr (DatcScenario) sc = datc_scenario_new (6);
-  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 1, 1, 10, 0, datc_wait_dist_new_const (5));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 1, 1, 10, 0, datc_wait_dist_new_const (5));
   s->walltime = 25;
   DatcOutcome o = run1 (sc, DATC_POLICY_PULL, 1, 0);
   g_assert_cmpfloat (o.turnaround, ==, 75);
@@ -203,7 +203,7 @@ static void
 test_simulate_outage_delays_every_start (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (40);
-  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 4, 1, 30, 0, datc_wait_dist_new_const (60));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 4, 1, 30, 0, datc_wait_dist_new_const (60));
   s->outage_probability = 1;
   s->outage_length = 3600;
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_PULL, 1, 0).turnaround, ==, 3600 + 10 * 30);
@@ -216,7 +216,7 @@ test_simulate_failures_return_tasks_and_cost_slots (void)
 {
   /* Four failures an hour on 1-hour proxies running 10-minute tasks. */
   g_autoptr (DatcScenario) sc = datc_scenario_new (200);
-  DatcSiteSpec *s = datc_scenario_add_site (sc, "A", 8, 3, 600, 0, datc_wait_dist_new_exp (300));
+  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 8, 3, 600, 0, datc_wait_dist_new_exp (300));
   s->fail_rate = 4;
   g_autoptr (DatcSimulation) sim = datc_simulation_new (sc, 3);
   guint64 resub = 0;
@@ -322,10 +322,10 @@ random_scenario (DatcRng *r, guint n_sites, gboolean exact_times)
             g_assert_no_error (error);
           }
         }
-      DatcSiteSpec *s = datc_scenario_add_site (sc, name, 1 + (guint) datc_rng_below (r, 32),
-                                                1 + (guint) datc_rng_below (r, 4),
-                                                10 + datc_rng_exp (r, 600),
-                                                exact_times ? 0 : datc_rng_uniform (r), w);
+      DatcScenarioSite *s = datc_scenario_add_site (sc, name, 1 + (guint) datc_rng_below (r, 32),
+                                                    1 + (guint) datc_rng_below (r, 4),
+                                                    10 + datc_rng_exp (r, 600),
+                                                    exact_times ? 0 : datc_rng_uniform (r), w);
       if (!exact_times && datc_rng_below (r, 3) == 0)
         {
           s->outage_probability = 0.3;

@@ -15,11 +15,11 @@ static DatcScenario *
 four_sites (guint64 tasks)
 {
   DatcScenario *sc = datc_scenario_new (tasks);
-  DatcSiteSpec *a = datc_scenario_add_site (sc, "A", 32, 2, 1800, 0.3,
-                                            datc_wait_dist_parse ("lognormal 30m 1", NULL, NULL));
+  DatcScenarioSite *a = datc_scenario_add_site (sc, "A", 32, 2, 1800, 0.3,
+                                                datc_wait_dist_parse ("lognormal 30m 1", NULL, NULL));
   a->walltime = 4 * 3600;
   a->fail_rate = 0.05;
-  DatcSiteSpec *b = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
+  DatcScenarioSite *b = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
   b->outage_probability = 0.1;
   b->outage_length = 12 * 3600;
   datc_scenario_add_site (sc, "C", 64, 1, 2700, 0, datc_wait_dist_parse ("lomax 3600 2.5", NULL, NULL));
