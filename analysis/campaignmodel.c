@@ -297,7 +297,7 @@ datc_campaign_model_append_json (const DatcCampaignModel *m, GString *o)
   gboolean first = TRUE;
   g_string_append_c (o, '{');
   datc_json_key (o, &first, "basis");
-  datc_json_string (o, datc_campaign_model_basis (m));
+  datc_json_append_string (o, datc_campaign_model_basis (m));
   datc_json_key (o, &first, "tasks");
   g_string_append_printf (o, "%" G_GUINT64_FORMAT, m->tasks);
   datc_json_key (o, &first, "proxies");
@@ -306,13 +306,13 @@ datc_campaign_model_append_json (const DatcCampaignModel *m, GString *o)
   g_string_append_printf (o, "%" G_GUINT64_FORMAT, datc_prediction_trials (m->prediction));
   datc_json_key (o, &first, "mode");
   if (m->mode != NULL)
-    datc_json_string (o, m->mode);
+    datc_json_append_string (o, m->mode);
   else
     g_string_append (o, "null");
   datc_json_key (o, &first, "matches");
   int match = datc_campaign_model_matches (m);
   if (match >= 0)
-    datc_json_string (o, datc_policy_name ((DatcPolicy) match));
+    datc_json_append_string (o, datc_policy_name ((DatcPolicy) match));
   else
     g_string_append (o, "null");
   if (m->direct)

@@ -224,7 +224,7 @@ waits_of_trace (const char *trace, const char *only_site, double q, double c, gb
           gboolean first = TRUE;
           g_string_append (o, i ? ",{" : "{");
           datc_json_key (o, &first, "site");
-          datc_json_string (o, w->site);
+          datc_json_append_string (o, w->site);
         }
       ok = print_wait_bound (what, w->waits, q, c, o, FALSE);
     }

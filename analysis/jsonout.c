@@ -5,17 +5,24 @@
 #include <string.h>
 
 void
-datc_json_string (GString *out, const char *s)
+datc_json_append_string (GString *out, const char *s)
 {
   g_string_append_c (out, '"');
   for (const unsigned char *p = (const unsigned char *) (s ? s : ""); *p; p++)
     {
-      if (*p == '"' || *p == '\\')
-        g_string_append_printf (out, "\\%c", *p);
-      else if (*p < 0x20 || *p == 0x7f)
-        g_string_append_printf (out, "\\u%04x", *p);
-      else
-        g_string_append_c (out, (char) *p);
+      switch (*p)
+        {
+        case '"': g_string_append (out, "\\\""); break;
+        case '\\': g_string_append (out, "\\\\"); break;
+        case '\n': g_string_append (out, "\\n"); break;
+        case '\r': g_string_append (out, "\\r"); break;
+        case '\t': g_string_append (out, "\\t"); break;
+        default:
+          if (*p < 0x20 || *p == 0x7f)
+            g_string_append_printf (out, "\\u%04x", *p);
+          else
+            g_string_append_c (out, (char) *p);
+        }
     }
   g_string_append_c (out, '"');
 }
@@ -44,6 +51,6 @@ datc_json_key (GString *out, gboolean *first, const char *key)
   if (!*first)
     g_string_append_c (out, ',');
   *first = FALSE;
-  datc_json_string (out, key);
+  datc_json_append_string (out, key);
   g_string_append_c (out, ':');
 }

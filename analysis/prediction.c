@@ -336,7 +336,7 @@ datc_prediction_to_json (const DatcPrediction *p)
     }
   g_string_append_c (o, '}');
   datc_json_key (o, &first, "reference");
-  datc_json_string (o, datc_policy_name (datc_prediction_reference (p)));
+  datc_json_append_string (o, datc_policy_name (datc_prediction_reference (p)));
   datc_json_key (o, &first, "sites");
   g_string_append_c (o, '{');
   gboolean sf = TRUE;
@@ -374,7 +374,7 @@ datc_prediction_to_json (const DatcPrediction *p)
             if (!kf)
               g_string_append_c (o, ',');
             kf = FALSE;
-            datc_json_string (o, datc_policy_name (k));
+            datc_json_append_string (o, datc_policy_name (k));
           }
       g_string_append_c (o, ']');
     }

@@ -70,7 +70,7 @@ datc_trace_summary_to_json (const DatcCampaignLog *log, const DatcCampaignModel 
   GString *o = g_string_new ("{");
   gboolean first = TRUE;
   datc_json_key (o, &first, "dir");
-  datc_json_string (o, datc_campaign_log_dir (log));
+  datc_json_append_string (o, datc_campaign_log_dir (log));
   datc_json_key (o, &first, "tasks");
   g_string_append_printf (o, "%" G_GUINT64_FORMAT, datc_campaign_log_tasks (log));
   datc_json_key (o, &first, "done");

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "datc-limits.h"
+#include "jsonout.h"
 #include "message.h"
 
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
@@ -132,29 +133,24 @@ arena_append (DatcBag *bag, const void *bytes, gsize len)
 
 /* ---- messages ---- */
 
-/* A name from the input, quoted for an error message: escaped, and cut
- * short so that a 1 MiB key does not become a 1 MiB message. */
+/* A name from the input, quoted for an error message: escaped as JSON
+ * (the one escaper, jsonout.h), and cut short after QUOTED_NAME_MAX
+ * characters so that a 1 MiB key does not become a 1 MiB message. */
 static gchar *
 quote_name (const char *name)
 {
-  GString *out = g_string_new ("\"");
+  GString *out = g_string_new (NULL);
+  const char *cut = name;
   guint n = 0;
 
-  for (const char *p = name; *p != '\0'; p = g_utf8_next_char (p), n++) {
-    guchar c = (guchar) *p;
-
-    if (n == QUOTED_NAME_MAX) {
-      g_string_append (out, "...");
-      break;
-    }
-    if (c == '"' || c == '\\')
-      g_string_append_printf (out, "\\%c", c);
-    else if (c < 0x20 || c == 0x7f)
-      g_string_append_printf (out, "\\u%04x", c);
-    else
-      g_string_append_len (out, p, g_utf8_next_char (p) - p);
+  while (*cut != '\0' && n < QUOTED_NAME_MAX) {
+    cut = g_utf8_next_char (cut);
+    n++;
   }
-  g_string_append_c (out, '"');
+  g_autofree gchar *kept = g_strndup (name, cut - name);
+  datc_json_append_string (out, kept);
+  if (*cut != '\0')
+    g_string_insert (out, out->len - 1, "...");
   return g_string_free (out, FALSE);
 }
 

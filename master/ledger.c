@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "journal.h"
-#include "jsonline.h"
+#include "jsonout.h"
 #include "taskqueue.h"
 
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)

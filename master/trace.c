@@ -1,7 +1,7 @@
 /* trace.c: see trace.h. */
 #include "trace.h"
 
-#include "jsonline.h"
+#include "jsonout.h"
 
 #include <errno.h>
 #include <fcntl.h>
