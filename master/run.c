@@ -2,7 +2,7 @@
  *
  *   load the bag -> open the campaign dir -> replay the ledger
  *   -> bind the dispatcher -> provision the local site
- *   -> loop { poll; receive; tick; flush; provision } until the bag is done
+ *   -> loop { provision; poll; receive; tick; flush } until the bag is done
  *   -> release agents -> end every proxy -> summary
  *
  * One thread: ZeroMQ sockets are only touched here, signals arrive on a
@@ -156,11 +156,16 @@ serve_ending (gpointer data)
 static void
 progress (Master *m, gboolean final)
 {
-  g_autoptr (JsonNode) st = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE,
-                                               m->open);
-  g_autofree gchar *line = datc_status_line (json_node_get_object (st));
-  /* \r and erase-to-end: the line updates in place. */
-  fprintf (stderr, "\r\033[K%s%s", final ? "" : line, final ? "" : "");
+  /* \r and erase-to-end: the line updates in place, and the last call
+   * only erases it, so the summary starts on a clean line. */
+  fputs ("\r\033[K", stderr);
+  if (!final)
+    {
+      g_autoptr (JsonNode) st = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate,
+                                                   TRUE, m->open);
+      g_autofree gchar *line = datc_status_line (json_node_get_object (st));
+      fputs (line, stderr);
+    }
   fflush (stderr);
 }
 
