@@ -1,7 +1,7 @@
 /* bag.h: the campaign's tasks as read from task files, stored compactly
  * (one arena of bytes plus a fixed-size record per task) so that a million
  * tasks cost tens of megabytes.  The bag is append-only and knows nothing
- * about task state; the dispatcher keeps that beside it, indexed by id.
+ * about task state; the ledger (ledger.h) keeps that beside it, indexed by id.
  *
  * Task files:
  *  - plain text: one shell command per line; blank lines and lines whose

@@ -1,9 +1,12 @@
 /* dispatcher.h: the master's side of the wire.  One ROUTER socket; each
  * agent is a DEALER whose routing id is its agent id.  The dispatcher
  * never pushes work: an agent gets at most what its cumulative credit
- * allows.  Everything it sends is sent after the ledger has committed the
- * state it reflects (results are journaled before they are acknowledged,
- * tasks are journaled as dispatched before they leave).
+ * allows.  Results are journaled and committed before they are
+ * acknowledged.  TASKS are journaled as dispatched and leave at once,
+ * before that record is synced: a master that dies in between finds the
+ * task queued, holds queued work back until its agents are back, and
+ * re-attaches the task to the agent that holds it (datc_ledger_reattach);
+ * see master/README.md, Invariants.
  *
  * TCP endpoints always use CURVE; a ZAP handler (same context, inproc)
  * admits only the agent public keys this campaign issued, each as the
