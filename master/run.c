@@ -420,18 +420,16 @@ raise_fd_limit (void)
     datc_site_set_child_fd_limit ((guint64) user);
 }
 
-int
-datc_run (const DatcRunOptions *o)
+/* Steps 0 to 2: the sites file and the bag, each checked whole before
+ * anything starts (a bad line: EXIT_INPUT), then the campaign directory
+ * and its ledger, replayed from the journal.  Returns EXIT_ALL_OK, or the
+ * exit status once it has said why.  The ledger refers to the bag: the
+ * caller frees the ledger first. */
+static int
+open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **bag,
+               DatcCampaign **campaign, DatcLedger **ledger)
 {
-  raise_fd_limit ();
   g_autoptr (GError) error = NULL;
-  g_autoptr (DatcControl) control = NULL;
-  g_autoptr (DatcRate) rate = NULL;
-  g_autoptr (GArray) items = NULL;
-  g_autoptr (GArray) control_items = NULL;
-  g_autoptr (DatcProvisioner) prov = NULL;
-  g_autofree gchar *agents_endpoint = NULL;
-  gint64 started = g_get_monotonic_time ();
   DatcTaskFileFormat format;
 
   if (!datc_task_file_format_parse (o->format ? o->format : "auto", &format))
@@ -440,33 +438,28 @@ datc_run (const DatcRunOptions *o)
       return EXIT_INPUT;
     }
 
-  /* 0. The sites file, checked whole before anything starts. */
-  g_autoptr (DatcSitesFile) sites_file = NULL;
   if (o->sites != NULL)
     {
-      sites_file = datc_sites_file_load (o->sites, &error);
-      if (sites_file == NULL)
+      *sites_file = datc_sites_file_load (o->sites, &error);
+      if (*sites_file == NULL)
         {
           g_printerr ("datc: %s\n", error->message);
           return EXIT_INPUT;
         }
     }
 
-  /* 1. The bag: any bad line stops everything before anything starts. */
-  g_autoptr (DatcBag) bag = datc_bag_new ();
+  *bag = datc_bag_new ();
   g_autofree gchar *sha = NULL;
-  if (!datc_bag_load_file (bag, o->task_file, format, &sha, &error))
+  if (!datc_bag_load_file (*bag, o->task_file, format, &sha, &error))
     {
       g_printerr ("datc: %s\n", error->message);
       return EXIT_INPUT;
     }
 
-  /* 2. The campaign directory and its ledger. */
   g_autofree gchar *dir = o->dir ? g_strdup (o->dir) : default_dir (o->task_file);
-  g_autoptr (DatcCampaign) campaign
-      = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto",
-                              datc_mode_name (o->mode), &error);
-  if (campaign == NULL)
+  *campaign = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto",
+                                  datc_mode_name (o->mode), &error);
+  if (*campaign == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
       return g_error_matches (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_MISMATCH)
@@ -480,28 +473,23 @@ datc_run (const DatcRunOptions *o)
     .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
     .retry_cancelled = o->retry_cancelled,
   };
-  g_autoptr (DatcLedger) ledger = datc_ledger_open (datc_campaign_dir (campaign), bag,
-                                                    o->task_file, sha, &lopt, &error);
-  if (ledger == NULL)
+  *ledger = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt,
+                              &error);
+  if (*ledger == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
       return g_error_matches (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH)
                  ? EXIT_INPUT
                  : EXIT_CANNOT_RUN;
     }
+  return EXIT_ALL_OK;
+}
 
-  g_autoptr (DatcTrace) trace = datc_trace_open (datc_campaign_dir (campaign));
-  {
-    DatcLedgerCounts c0;
-    datc_ledger_counts (ledger, &c0);
-    /* The mode of this session: `analyze trace` models the one that ran. */
-    datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
-                      datc_campaign_resumed (campaign), "mode", 's', datc_mode_name (o->mode),
-                      NULL);
-  }
-
-  /* 3. Signals become readable on a fd; block them before ZeroMQ starts
-   * its threads so none of those gets them. */
+/* Step 3: signals become readable on a fd; blocked before ZeroMQ starts
+ * its threads so none of those gets them. */
+static int
+signals_fd (void)
+{
   sigset_t mask;
   sigemptyset (&mask);
   sigaddset (&mask, SIGINT);
@@ -509,14 +497,23 @@ datc_run (const DatcRunOptions *o)
   sigaddset (&mask, SIGHUP);
   sigprocmask (SIG_BLOCK, &mask, NULL);
   signal (SIGPIPE, SIG_IGN);
-  int sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  return signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
 
-  void *ctx = zmq_ctx_new ();
+/* The ROUTER agents connect to: the campaign's socket, or `listen` (a
+ * resumed campaign keeps the port it had) with the agent keys of every
+ * site (`site_keys` gets each site's key file).  Its endpoint goes to
+ * DIR/endpoint, for agents started by hand.  NULL once it has said why. */
+static DatcDispatcher *
+start_dispatcher (const DatcRunOptions *o, void *ctx, DatcCampaign *campaign,
+                  DatcSitesFile *sites_file, DatcLedger *ledger, DatcTrace *trace,
+                  GHashTable *site_keys)
+{
+  g_autoptr (GError) error = NULL;
   const char *listen = o->listen ? o->listen : sites_file ? sites_file->listen : NULL;
   gboolean same_port = FALSE;
   g_autofree gchar *endpoint = listen ? listen_endpoint (campaign, listen, &same_port)
                                       : datc_campaign_ipc_endpoint (campaign, &error);
-  g_autoptr (GHashTable) site_keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
   g_autoptr (GArray) agent_keys = g_array_new (FALSE, FALSE, sizeof (DatcAgentKey));
   g_auto (GStrv) hand_publics = NULL, key_sites = NULL, site_publics = NULL;
   if (endpoint == NULL
@@ -524,8 +521,7 @@ datc_run (const DatcRunOptions *o)
                           &key_sites, &site_publics, &error))
     {
       g_printerr ("datc: %s\n", error->message);
-      zmq_ctx_term (ctx);
-      return EXIT_CANNOT_RUN;
+      return NULL;
     }
   DatcDispatcherOptions dopt = {
     .endpoint = endpoint,
@@ -543,35 +539,28 @@ datc_run (const DatcRunOptions *o)
         g_prefix_error (&error, "%s is where this campaign's agents reached it before and "
                         "keep trying (free that port, or give --listen another one): ", endpoint);
       g_printerr ("datc: %s\n", error->message);
-      g_clear_pointer (&ledger, datc_ledger_free);
-      zmq_ctx_term (ctx);
-      return EXIT_CANNOT_RUN;
+      return NULL;
     }
-  {
-    g_autofree gchar *ep_file = g_build_filename (datc_campaign_dir (campaign), "endpoint", NULL);
-    g_autofree gchar *text = g_strdup_printf ("%s\n", datc_dispatcher_endpoint (disp));
-    g_file_set_contents (ep_file, text, -1, NULL);
-  }
+  g_autofree gchar *ep_file = g_build_filename (datc_campaign_dir (campaign), "endpoint", NULL);
+  g_autofree gchar *text = g_strdup_printf ("%s\n", datc_dispatcher_endpoint (disp));
+  g_file_set_contents (ep_file, text, -1, NULL);
+  return g_steal_pointer (&disp);
+}
 
-  /* 4. The embedded local site: a fork scheduler over the local transport,
-   * like any other site. */
-  g_autofree gchar *agent = find_agent ();
-  if (agent == NULL)
-    {
-      g_printerr ("datc: cannot find datc-agent (set DATC_AGENT)\n");
-      return EXIT_CANNOT_RUN;
-    }
+/* Step 4: the embedded local site, a fork scheduler over the local
+ * transport like any other site: `agents` proxies sharing the machine's
+ * slots (direct mode: one one-slot job per slot). */
+static DatcSiteSpec *
+local_site (const DatcRunOptions *o, DatcCampaign *campaign, const char *agent,
+            GHashTable *site_keys, GError **error)
+{
   guint slots = o->local_slots ? o->local_slots : g_get_num_processors ();
   guint agents = o->local_agents ? o->local_agents : 1;
-  DatcSiteSpec *local = g_new0 (DatcSiteSpec, 1);
+  g_autoptr (DatcSiteSpec) local = g_new0 (DatcSiteSpec, 1);
   local->name = g_strdup ("local");
-  local->site = datc_site_new ("local", "local", "fork", NULL, NULL, &error);
+  local->site = datc_site_new ("local", "local", "fork", NULL, NULL, error);
   if (local->site == NULL)
-    {
-      g_printerr ("datc: %s\n", error->message);
-      datc_site_spec_free (local);
-      return EXIT_CANNOT_RUN;
-    }
+    return NULL;
   local->max_proxies = agents;
   local->poll_s = 1;
   local->slots_per_proxy = (slots + agents - 1) / agents;
@@ -584,32 +573,225 @@ datc_run (const DatcRunOptions *o)
   local->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", NULL);
   local->agent_path = g_strdup (agent);
   local->key_file = g_strdup (g_hash_table_lookup (site_keys, "local"));
-  g_autoptr (GPtrArray) specs = NULL;
+  return g_steal_pointer (&local);
+}
+
+/* The sites of this run (DatcSiteSpec*): SITES.ini's, or the local one
+ * (none with --no-local). */
+static GPtrArray *
+site_specs (const DatcRunOptions *o, DatcSitesFile *sites_file, DatcCampaign *campaign,
+            const char *agent, GHashTable *site_keys, GError **error)
+{
   if (sites_file != NULL)
+    return sites_from_file (sites_file, campaign, agent, site_keys, error);
+  g_autoptr (GPtrArray) specs
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
+  if (!o->no_local)
     {
-      datc_site_spec_free (local);
-      specs = sites_from_file (sites_file, campaign, agent, site_keys, &error);
-      if (specs == NULL)
-        goto fatal;
+      DatcSiteSpec *local = local_site (o, campaign, agent, site_keys, error);
+      if (local == NULL)
+        return NULL;
+      g_ptr_array_add (specs, local);
     }
+  return g_steal_pointer (&specs);
+}
+
+/* Step 5: the loop, until the bag is done (an --open campaign: until
+ * `datc close`), a signal, or no site can run the campaign (*stop and
+ * *stop_why say which).  Each turn: provision, poll, receive from agents
+ * and the control socket, tick, then flush: TASKS out, a commit when due,
+ * then ACKs and the control replies it made durable.  FALSE on a failure
+ * that stops the campaign (the ledger could not commit). */
+static gboolean
+run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
+          gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
+{
+  gint64 next_progress = 0;
+
+  if (!datc_dispatcher_flush (m->disp, TRUE, NULL, error))
+    return FALSE;
+  while (!*stop && !(datc_ledger_finished (m->ledger) && !m->open))
+    {
+      datc_provisioner_tick (m->prov);
+      int timeout = datc_dispatcher_next_timeout_ms (m->disp);
+      int prov_timeout = datc_provisioner_next_timeout_ms (m->prov);
+      if (prov_timeout >= 0 && prov_timeout < timeout)
+        timeout = prov_timeout;
+      if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
+          && errno != EINTR)
+        {
+          g_set_error (error, DATC_DISPATCHER_ERROR, 0, "zmq_poll: %s", zmq_strerror (errno));
+          return FALSE;
+        }
+      struct signalfd_siginfo si;
+      while (read (sfd, &si, sizeof si) == sizeof si)
+        {
+          g_printerr ("datc: %s: stopping; run the same command again to resume\n",
+                      strsignal ((int) si.ssi_signo));
+          *stop = TRUE;
+        }
+      if (!datc_dispatcher_receive (m->disp, error))
+        return FALSE;
+      datc_control_receive (control, handle_control, m);
+      /* No site can run it: say why, site by site, and end as a signal
+       * would (resumable), not wait for ever. */
+      g_autofree gchar *cannot = NULL;
+      if (!*stop && datc_provisioner_cannot_run (m->prov, &cannot))
+        {
+          if (show_progress)
+            progress (m, TRUE);
+          g_printerr ("datc: %s\n", cannot);
+          datc_trace_event (trace, "campaign_gave_up", "reason", 's', cannot, NULL);
+          *stop_why = "no site can run the campaign";
+          *stop = TRUE;
+        }
+      datc_dispatcher_tick (m->disp);
+      datc_dispatcher_release_idle (m->disp);
+      /* Control replies leave once what they changed is committed. */
+      gboolean synced;
+      if (!datc_dispatcher_flush (m->disp, datc_control_replies_pending (control), &synced,
+                                  error))
+        return FALSE;
+      if (synced)
+        datc_control_send_replies (control);
+
+      DatcLedgerCounts c;
+      datc_ledger_counts (m->ledger, &c);
+      datc_rate_sample (m->rate, c.done + c.failed);
+      if (show_progress && g_get_monotonic_time () >= next_progress)
+        {
+          progress (m, FALSE);
+          next_progress = g_get_monotonic_time () + 200 * 1000;
+        }
+    }
+  if (show_progress)
+    progress (m, TRUE);
+  return TRUE;
+}
+
+/* Step 6: everyone goes home (agents exit, proxies end; `datc status` is
+ * still answered meanwhile), then the summary.  Returns the exit
+ * status. */
+static int
+finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us,
+            gboolean json, gboolean stop, const char *stop_why, GError **error)
+{
+  int status = EXIT_ALL_OK;
+  g_autoptr (GArray) control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_control_poll_items (control, control_items);
+  Ending ending = { m, control };
+  datc_provisioner_serve_while_waiting (m->prov, (zmq_pollitem_t *) control_items->data,
+                                        control_items->len, serve_ending, &ending);
+  if (!end_run (m->disp, m->prov, stop ? stop_why : "campaign finished", TRUE, error))
+    status = EXIT_CANNOT_RUN;
+  if (*error != NULL)
+    return EXIT_CANNOT_RUN;
+  summary (m->ledger, m->dir, started_us, json);
+  DatcLedgerCounts c;
+  datc_ledger_counts (m->ledger, &c);
+  datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
+                    (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
+  if (stop || m->cancelled_all || c.cancelled > 0 || c.queued + c.running > 0)
+    return EXIT_CANNOT_RUN;
+  if (c.failed > 0 && status == EXIT_ALL_OK)
+    return EXIT_SOME_FAILED;
+  return status;
+}
+
+/* After a failure that stops the campaign: nothing the master started
+ * may outlive it (a dead master's proxies would hold their queue places,
+ * or allocations, for nothing), and nothing more is committed. */
+static void
+stop_on_error (Master *m, DatcControl *control)
+{
+  g_printerr ("datc: stopping: ending every proxy and removing agent keys (at most %u s)\n",
+              SHUTDOWN_MS / 1000);
+  if (control != NULL)
+    {
+      g_autoptr (GArray) control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+      datc_control_poll_items (control, control_items);
+      Ending failing = { m, control };
+      datc_provisioner_serve_while_waiting (m->prov, (zmq_pollitem_t *) control_items->data,
+                                            control_items->len, serve_ending, &failing);
+    }
+  if (end_run (m->disp, m->prov, "the master stopped on an error", FALSE, NULL))
+    g_printerr ("datc: nothing left on the sites; run the same command again to resume\n");
   else
+    g_printerr ("datc: some proxies or keys are left on the sites (see above); the next run "
+                "of the same command cancels the proxies\n");
+}
+
+int
+datc_run (const DatcRunOptions *o)
+{
+  raise_fd_limit ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcControl) control = NULL;
+  g_autoptr (DatcRate) rate = NULL;
+  g_autoptr (GArray) items = NULL;
+  g_autoptr (DatcProvisioner) prov = NULL;
+  g_autofree gchar *agents_endpoint = NULL;
+  gint64 started = g_get_monotonic_time ();
+
+  /* 0-2. The sites file, the bag, the campaign directory and its ledger. */
+  g_autoptr (DatcSitesFile) sites_file = NULL;
+  g_autoptr (DatcBag) bag = NULL;
+  g_autoptr (DatcCampaign) campaign = NULL;
+  g_autoptr (DatcLedger) ledger = NULL;
+  int opened = open_campaign (o, &sites_file, &bag, &campaign, &ledger);
+  if (opened != EXIT_ALL_OK)
+    return opened;
+
+  g_autoptr (DatcTrace) trace = datc_trace_open (datc_campaign_dir (campaign));
+  {
+    DatcLedgerCounts c0;
+    datc_ledger_counts (ledger, &c0);
+    /* The mode of this session: `analyze trace` models the one that ran. */
+    datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
+                      datc_campaign_resumed (campaign), "mode", 's', datc_mode_name (o->mode),
+                      NULL);
+  }
+
+  /* 3. Signals on a fd, then the dispatcher. */
+  int sfd = signals_fd ();
+  void *ctx = zmq_ctx_new ();
+  g_autoptr (GHashTable) site_keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  g_autoptr (DatcDispatcher) disp
+      = start_dispatcher (o, ctx, campaign, sites_file, ledger, trace, site_keys);
+  if (disp == NULL)
     {
-      specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-      if (o->no_local)
-        datc_site_spec_free (local);
-      else
-        g_ptr_array_add (specs, local);
+      g_clear_pointer (&ledger, datc_ledger_free);
+      zmq_ctx_term (ctx);
+      return EXIT_CANNOT_RUN;
     }
+
+  /* 4. The sites (the embedded local one without SITES.ini) and their
+   * provisioner. */
+  g_autofree gchar *agent = find_agent ();
+  if (agent == NULL)
+    {
+      g_printerr ("datc: cannot find datc-agent (set DATC_AGENT)\n");
+      return EXIT_CANNOT_RUN;
+    }
+  /* Every owning local is declared before the first `goto fatal`. */
+  g_autofree gchar *agent_args
+      = o->local_exec != NULL ? g_strdup_printf ("--exec %s", o->local_exec) : g_strdup ("");
+  Master m = {
+    .dir = datc_campaign_dir (campaign),
+    .ledger = ledger,
+    .disp = disp,
+    .open = o->open,
+  };
+  g_autoptr (GPtrArray) specs = site_specs (o, sites_file, campaign, agent, site_keys, &error);
+  if (specs == NULL)
+    goto fatal;
   agents_endpoint = advertised_endpoint (
       datc_dispatcher_endpoint (disp), sites_file ? sites_file->advertise : NULL);
 
-  GString *agent_args = g_string_new (NULL);
-  if (o->local_exec != NULL)
-    g_string_append_printf (agent_args, "--exec %s", o->local_exec);
   DatcProvisionerOptions popt = {
     .endpoint = agents_endpoint,
     .server_public = datc_dispatcher_server_public (disp),
-    .agent_args = agent_args->str,
+    .agent_args = agent_args,
     .poll_ms = 5000,
     .mode = o->mode,
     .trace = trace,
@@ -618,25 +800,15 @@ datc_run (const DatcRunOptions *o)
     .keep_site_files = o->keep_site_files,
   };
   prov = datc_provisioner_new (ledger, disp, g_steal_pointer (&specs), &popt);
-  g_string_free (agent_args, TRUE);
+  m.prov = prov;
 
   control = datc_control_new (ctx, datc_campaign_dir (campaign), &error);
   if (control == NULL)
     goto fatal;
   rate = datc_rate_new ();
-  Master m = {
-    .dir = datc_campaign_dir (campaign),
-    .ledger = ledger,
-    .disp = disp,
-    .prov = prov,
-    .rate = rate,
-    .open = o->open,
-  };
-  gboolean show_progress = !o->no_progress && isatty (STDERR_FILENO);
-  gint64 next_progress = 0;
+  m.rate = rate;
 
   /* 5. The loop. */
-  int status = EXIT_ALL_OK;
   gboolean stop = FALSE;
   const char *stop_why = "campaign stopped";
   items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
@@ -645,89 +817,12 @@ datc_run (const DatcRunOptions *o)
   datc_provisioner_poll_items (prov, items);
   zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
   g_array_append_val (items, sig_item);
-
-  if (!datc_dispatcher_flush (disp, TRUE, NULL, &error))
+  gboolean show_progress = !o->no_progress && isatty (STDERR_FILENO);
+  if (!run_loop (&m, control, trace, items, sfd, show_progress, &stop, &stop_why, &error))
     goto fatal;
-  while (!stop && !(datc_ledger_finished (ledger) && !m.open))
-    {
-      datc_provisioner_tick (prov);
-      int timeout = datc_dispatcher_next_timeout_ms (disp);
-      int prov_timeout = datc_provisioner_next_timeout_ms (prov);
-      if (prov_timeout >= 0 && prov_timeout < timeout)
-        timeout = prov_timeout;
-      if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
-          && errno != EINTR)
-        {
-          g_set_error (&error, DATC_DISPATCHER_ERROR, 0, "zmq_poll: %s",
-                       zmq_strerror (errno));
-          goto fatal;
-        }
-      struct signalfd_siginfo si;
-      while (read (sfd, &si, sizeof si) == sizeof si)
-        {
-          g_printerr ("datc: %s: stopping; run the same command again to resume\n",
-                      strsignal ((int) si.ssi_signo));
-          stop = TRUE;
-        }
-      if (!datc_dispatcher_receive (disp, &error))
-        goto fatal;
-      datc_control_receive (control, handle_control, &m);
-      /* No site can run it: say why, site by site, and end as a signal
-       * would (resumable), not wait for ever. */
-      g_autofree gchar *cannot = NULL;
-      if (!stop && datc_provisioner_cannot_run (prov, &cannot))
-        {
-          if (show_progress)
-            progress (&m, TRUE);
-          g_printerr ("datc: %s\n", cannot);
-          datc_trace_event (trace, "campaign_gave_up", "reason", 's', cannot, NULL);
-          stop_why = "no site can run the campaign";
-          stop = TRUE;
-        }
-      datc_dispatcher_tick (disp);
-      datc_dispatcher_release_idle (disp);
-      /* Control replies leave once what they changed is committed. */
-      gboolean synced;
-      if (!datc_dispatcher_flush (disp, datc_control_replies_pending (control), &synced, &error))
-        goto fatal;
-      if (synced)
-        datc_control_send_replies (control);
 
-      DatcLedgerCounts c;
-      datc_ledger_counts (ledger, &c);
-      datc_rate_sample (rate, c.done + c.failed);
-      if (show_progress && g_get_monotonic_time () >= next_progress)
-        {
-          progress (&m, FALSE);
-          next_progress = g_get_monotonic_time () + 200 * 1000;
-        }
-    }
-  if (show_progress)
-    progress (&m, TRUE);
-
-  /* 6. Everyone goes home: agents exit, proxies end; `datc status` is
-   * still answered meanwhile. */
-  control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
-  datc_control_poll_items (control, control_items);
-  Ending ending = { &m, control };
-  datc_provisioner_serve_while_waiting (prov, (zmq_pollitem_t *) control_items->data,
-                                        control_items->len, serve_ending, &ending);
-  if (!end_run (disp, prov, stop ? stop_why : "campaign finished", TRUE, &error))
-    status = EXIT_CANNOT_RUN;
-  if (error == NULL)
-    {
-      summary (ledger, datc_campaign_dir (campaign), started, o->json);
-      DatcLedgerCounts c;
-      datc_ledger_counts (ledger, &c);
-      datc_trace_event (trace, "campaign_finished", "done", 'i', (gint64) c.done, "failed", 'i',
-                        (gint64) c.failed, "cancelled", 'i', (gint64) c.cancelled, NULL);
-      if (stop || m.cancelled_all || c.cancelled > 0 || c.queued + c.running > 0)
-        status = EXIT_CANNOT_RUN;
-      else if (c.failed > 0 && status == EXIT_ALL_OK)
-        status = EXIT_SOME_FAILED;
-    }
-  else
-    status = EXIT_CANNOT_RUN;
+  /* 6. Everyone goes home. */
+  int status = finish_run (&m, control, trace, started, o->json, stop, stop_why, &error);
   g_clear_pointer (&prov, datc_provisioner_free);
   g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
@@ -737,26 +832,8 @@ datc_run (const DatcRunOptions *o)
 
 fatal:
   g_printerr ("datc: %s\n", error->message);
-  /* Nothing the master started may outlive it: a dead master's proxies
-   * would hold their queue places (or allocations) for nothing. */
   if (prov != NULL)
-    {
-      g_printerr ("datc: stopping: ending every proxy and removing agent keys (at most %u s)\n",
-                  SHUTDOWN_MS / 1000);
-      Ending failing = { &m, control };
-      if (control != NULL && control_items == NULL)
-        {
-          control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
-          datc_control_poll_items (control, control_items);
-          datc_provisioner_serve_while_waiting (prov, (zmq_pollitem_t *) control_items->data,
-                                                control_items->len, serve_ending, &failing);
-        }
-      if (end_run (disp, prov, "the master stopped on an error", FALSE, NULL))
-        g_printerr ("datc: nothing left on the sites; run the same command again to resume\n");
-      else
-        g_printerr ("datc: some proxies or keys are left on the sites (see above); the next run "
-                    "of the same command cancels the proxies\n");
-    }
+    stop_on_error (&m, control);
   g_clear_pointer (&prov, datc_provisioner_free);
   g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
