@@ -773,32 +773,13 @@ open_socket (Agent *a, GError **error)
   return TRUE;
 }
 
-/* Files the agent keeps open beside its tasks': ZeroMQ's sockets and
- * mailboxes, epoll, signalfd, /dev/null, the key files while reading. */
-#define AGENT_OWN_FDS 64
-
-int
-datc_agent_run (const DatcAgentOptions *o)
+/* Signals to a fd; blocked before ZeroMQ starts its threads.  The
+ * runner's children get an empty mask and default dispositions. */
+static int
+signals_fd (void)
 {
-  g_autoptr (GError) error = NULL;
-  Agent a = { 0 };
   sigset_t mask;
-  DatcAgentOptions opts = *o; /* slots may shrink to the fds we can have */
 
-  a.o = &opts;
-  a.status = 0;
-  a.heartbeat_ms = 1000;
-  a.timeout_ms = 30000;
-  a.hello_backoff_ms = 5;
-  a.buf = g_byte_array_new ();
-  a.unacked = g_hash_table_new_full (datc_task_key_hash, datc_task_key_equal, NULL, unacked_free);
-  a.outbox = g_ptr_array_new ();
-  g_queue_init (&a.queue);
-  a.host = g_strdup (g_get_host_name ());
-  a.agent_id = make_agent_id (a.host);
-
-  /* Signals to a fd; blocked before ZeroMQ starts its threads.  The
-   * runner's children get an empty mask and default dispositions. */
   /* A proxy started from a background shell inherits SIGINT and SIGQUIT
    * ignored, and an ignored signal never reaches a signalfd. */
   signal (SIGINT, SIG_DFL);
@@ -814,7 +795,145 @@ datc_agent_run (const DatcAgentOptions *o)
   sigaddset (&mask, SIGHUP);
   sigprocmask (SIG_BLOCK, &mask, NULL);
   signal (SIGPIPE, SIG_IGN);
-  a.sfd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  return signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Files the agent keeps open beside its tasks': ZeroMQ's sockets and
+ * mailboxes, epoll, signalfd, /dev/null, the key files while reading. */
+#define AGENT_OWN_FDS 64
+
+/* The slots the open-file limit allows (it is raised as far as the hard
+ * limit lets): a many-core node under a 1024-file soft limit would
+ * otherwise fail spawns with EMFILE once ~200 tasks run. */
+static guint
+slots_that_fit (DatcRunner *runner, guint slots)
+{
+  guint fit = datc_runner_reserve_fds (runner, slots, AGENT_OWN_FDS);
+  if (fit >= slots)
+    return slots;
+  g_printerr ("datc-agent: %u slots need %u open files, but the hard limit "
+              "(ulimit -Hn) allows %u tasks at once: using %u slots\n",
+              slots, slots * DATC_RUNNER_FDS_PER_TASK + AGENT_OWN_FDS, fit, MAX (fit, 1u));
+  return MAX (fit, 1u);
+}
+
+/* How long the loop may sleep: until the next HELLO or heartbeat, the
+ * leave deadline, the results' linger, the walltime check (every second),
+ * the reachability probe or the runner's next deadline. */
+static long
+poll_timeout_ms (Agent *a, gint64 now)
+{
+  gint64 wake = now + (gint64) a->heartbeat_ms * 1000;
+  if (!a->welcomed)
+    wake = MIN (wake, a->next_hello_us);
+  else
+    wake = MIN (wake, a->last_heartbeat_us + (gint64) a->heartbeat_ms * 1000);
+  if (a->leaving)
+    wake = MIN (wake, a->leave_deadline_us);
+  if (a->outbox->len > 0)
+    wake = MIN (wake, (a->outbox_since_us ? a->outbox_since_us : now) + RESULT_LINGER_US);
+  if (a->o->walltime_end_us > 0 && !a->draining)
+    wake = MIN (wake, now + 1000 * 1000);
+  wake = MIN (wake, datc_reach_next_us (a->reach));
+  int rt = datc_runner_next_timeout_ms (a->runner);
+  /* Rounded up: rounded down, the last part of a millisecond before
+   * each deadline would be spent polling with a zero timeout. */
+  long timeout = (long) ((wake - now + 999) / 1000);
+  if (rt >= 0 && rt < timeout)
+    timeout = rt;
+  return MAX (timeout, 0);
+}
+
+/* Not welcomed: a master silent too long is lost; say HELLO until it
+ * answers, at least every half timeout, so that it re-attaches our tasks
+ * within its window after a restart.  FALSE when it stayed away past
+ * --reconnect-timeout: the agent gives up. */
+static gboolean
+seek_master (Agent *a, gint64 now)
+{
+  if (a->epoch != 0 && a->master_lost_us == 0
+      && now - a->last_master_us > (gint64) a->timeout_ms * 1000)
+    {
+      g_message ("agent %s: no word from the master for %u ms; reconnecting", a->agent_id,
+                 a->timeout_ms);
+      a->master_lost_us = now;
+    }
+  if (now >= a->next_hello_us)
+    {
+      guint cap = a->master_lost_us ? MIN (30000u, MAX (a->timeout_ms / 2, 1000u)) : 1000u;
+      /* Not connected (it did not leave): it goes out soon after the
+       * connection is back. */
+      guint next = send_hello (a) ? a->hello_backoff_ms : MIN (a->hello_backoff_ms, 100u);
+      a->next_hello_us = now + (gint64) next * 1000;
+      a->hello_backoff_ms = MIN (a->hello_backoff_ms * 2, cap);
+    }
+  if (now - a->last_master_us > (gint64) a->o->reconnect_timeout_s * G_USEC_PER_SEC)
+    {
+      g_printerr ("datc-agent %s: the master at %s did not answer for %u s; giving up\n",
+                  a->agent_id, a->o->connect, a->o->reconnect_timeout_s);
+      datc_runner_cancel_all (a->runner, DATC_STATUS_DRAINED);
+      a->status = 3;
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Leaving: once nothing runs or waits and every result is acknowledged,
+ * or at the leave deadline (what still runs is then given back DRAINED),
+ * says BYE.  TRUE when the agent is done. */
+static gboolean
+leave_now (Agent *a, gint64 now)
+{
+  gboolean quiet = datc_runner_running (a->runner) == 0 && a->queue.length == 0;
+  if (!(quiet && g_hash_table_size (a->unacked) == 0) && now < a->leave_deadline_us)
+    return FALSE;
+  if (!quiet)
+    datc_runner_cancel_all (a->runner, DATC_STATUS_DRAINED);
+  DatcMsg bye = { .type = DATC_MSG_BYE };
+  bye.u.reason = (gchar *) "leaving";
+  if (a->welcomed)
+    send_msg (a, &bye);
+  return TRUE;
+}
+
+/* Nothing of ours may outlive us: kill what still runs and reap it
+ * (at most 200 rounds of 50 ms). */
+static void
+kill_and_reap_all (DatcRunner *runner, GPtrArray *finished)
+{
+  datc_runner_cancel_all (runner, DATC_STATUS_DRAINED);
+  for (int i = 0; i < 200 && datc_runner_running (runner) > 0; i++)
+    {
+      struct pollfd pfd = { datc_runner_get_fd (runner), POLLIN, 0 };
+      int rt = datc_runner_next_timeout_ms (runner);
+      poll (&pfd, 1, rt < 0 || rt > 50 ? 50 : rt);
+      datc_runner_dispatch (runner, finished);
+      for (guint j = 0; j < finished->len; j++)
+        datc_result_free (finished->pdata[j]);
+      g_ptr_array_set_size (finished, 0);
+    }
+}
+
+int
+datc_agent_run (const DatcAgentOptions *o)
+{
+  g_autoptr (GError) error = NULL;
+  Agent a = { 0 };
+  DatcAgentOptions opts = *o; /* slots may shrink to the fds we can have */
+
+  a.o = &opts;
+  a.status = 0;
+  a.heartbeat_ms = 1000;
+  a.timeout_ms = 30000;
+  a.hello_backoff_ms = 5;
+  a.buf = g_byte_array_new ();
+  a.unacked = g_hash_table_new_full (datc_task_key_hash, datc_task_key_equal, NULL, unacked_free);
+  a.outbox = g_ptr_array_new ();
+  g_queue_init (&a.queue);
+  a.host = g_strdup (g_get_host_name ());
+  a.agent_id = make_agent_id (a.host);
+
+  a.sfd = signals_fd ();
 
   a.runner = datc_runner_new (o->output_limit, o->kill_grace_ms, &error);
   if (a.runner == NULL)
@@ -823,19 +942,7 @@ datc_agent_run (const DatcAgentOptions *o)
       return 3;
     }
   if (!opts.exec_none)
-    {
-      /* A many-core node under a 1024-file soft limit would otherwise
-       * fail spawns with EMFILE once ~200 tasks run. */
-      guint fit = datc_runner_reserve_fds (a.runner, opts.slots, AGENT_OWN_FDS);
-      if (fit < opts.slots)
-        {
-          g_printerr ("datc-agent: %u slots need %u open files, but the hard limit "
-                      "(ulimit -Hn) allows %u tasks at once: using %u slots\n",
-                      opts.slots, opts.slots * DATC_RUNNER_FDS_PER_TASK + AGENT_OWN_FDS,
-                      fit, MAX (fit, 1u));
-          opts.slots = MAX (fit, 1u);
-        }
-    }
+    opts.slots = slots_that_fit (a.runner, opts.slots);
   a.ctx = zmq_ctx_new ();
   size_t zfd_len = sizeof a.zfd;
   if (!open_socket (&a, &error)
@@ -859,33 +966,8 @@ datc_agent_run (const DatcAgentOptions *o)
 
   for (;;)
     {
-      gint64 now = g_get_monotonic_time ();
-
-      /* When to wake up. */
-      gint64 wake = now + (gint64) a.heartbeat_ms * 1000;
-      if (!a.welcomed)
-        wake = MIN (wake, a.next_hello_us);
-      else
-        wake = MIN (wake, a.last_heartbeat_us + (gint64) a.heartbeat_ms * 1000);
-      if (a.leaving)
-        wake = MIN (wake, a.leave_deadline_us);
-      if (a.outbox->len > 0)
-        wake = MIN (wake, (a.outbox_since_us ? a.outbox_since_us : now) + RESULT_LINGER_US);
-      if (o->walltime_end_us > 0 && !a.draining)
-        wake = MIN (wake, now + 1000 * 1000);
-      wake = MIN (wake, datc_reach_next_us (a.reach));
-      int rt = datc_runner_next_timeout_ms (a.runner);
-      /* Rounded up: rounded down, the last part of a millisecond before
-       * each deadline would be spent polling with a zero timeout. */
-      long timeout = (long) ((wake - now + 999) / 1000);
-      if (rt >= 0 && rt < timeout)
-        timeout = rt;
-      if (timeout < 0)
-        timeout = 0;
-
       gboolean input = zmq_has_input (&a);
-      if (input)
-        timeout = 0;
+      long timeout = input ? 0 : poll_timeout_ms (&a, g_get_monotonic_time ());
       struct pollfd fds[3 + DATC_REACH_FDS] = {
         { a.zfd, POLLIN, 0 },
         { datc_runner_get_fd (a.runner), POLLIN, 0 },
@@ -898,7 +980,7 @@ datc_agent_run (const DatcAgentOptions *o)
           a.status = 3;
           break;
         }
-      now = g_get_monotonic_time ();
+      gint64 now = g_get_monotonic_time ();
       gboolean reach_news = now >= datc_reach_next_us (a.reach);
       for (guint i = 3; i < nfds; i++)
         reach_news = reach_news || fds[i].revents != 0;
@@ -938,33 +1020,8 @@ datc_agent_run (const DatcAgentOptions *o)
       g_ptr_array_set_size (finished, 0);
       start_tasks (&a);
 
-      /* The master: silent too long means lost; say HELLO until it answers,
-       * at least every half timeout, so that it re-attaches our tasks
-       * within its window after a restart. */
-      if (!a.welcomed && a.epoch != 0 && a.master_lost_us == 0
-          && now - a.last_master_us > (gint64) a.timeout_ms * 1000)
-        {
-          g_message ("agent %s: no word from the master for %u ms; reconnecting", a.agent_id,
-                     a.timeout_ms);
-          a.master_lost_us = now;
-        }
-      if (!a.welcomed && now >= a.next_hello_us)
-        {
-          guint cap = a.master_lost_us ? MIN (30000u, MAX (a.timeout_ms / 2, 1000u)) : 1000u;
-          /* Not connected (it did not leave): it goes out soon after the
-           * connection is back. */
-          guint next = send_hello (&a) ? a.hello_backoff_ms : MIN (a.hello_backoff_ms, 100u);
-          a.next_hello_us = now + (gint64) next * 1000;
-          a.hello_backoff_ms = MIN (a.hello_backoff_ms * 2, cap);
-        }
-      if (!a.welcomed && now - a.last_master_us > (gint64) o->reconnect_timeout_s * G_USEC_PER_SEC)
-        {
-          g_printerr ("datc-agent %s: the master at %s did not answer for %u s; giving up\n",
-                      a.agent_id, o->connect, o->reconnect_timeout_s);
-          datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
-          a.status = 3;
-          break;
-        }
+      if (!a.welcomed && !seek_master (&a, now))
+        break;
 
       if (a.welcomed)
         {
@@ -977,34 +1034,11 @@ datc_agent_run (const DatcAgentOptions *o)
           send_credit (&a);
         }
 
-      if (a.leaving)
-        {
-          gboolean quiet = datc_runner_running (a.runner) == 0 && a.queue.length == 0;
-          if ((quiet && g_hash_table_size (a.unacked) == 0) || now >= a.leave_deadline_us)
-            {
-              if (!quiet)
-                datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
-              DatcMsg bye = { .type = DATC_MSG_BYE };
-              bye.u.reason = (gchar *) "leaving";
-              if (a.welcomed)
-                send_msg (&a, &bye);
-              break;
-            }
-        }
+      if (a.leaving && leave_now (&a, now))
+        break;
     }
 
-  /* Nothing of ours may outlive us: kill what still runs and reap it. */
-  datc_runner_cancel_all (a.runner, DATC_STATUS_DRAINED);
-  for (int i = 0; i < 200 && datc_runner_running (a.runner) > 0; i++)
-    {
-      struct pollfd pfd = { datc_runner_get_fd (a.runner), POLLIN, 0 };
-      int rt = datc_runner_next_timeout_ms (a.runner);
-      poll (&pfd, 1, rt < 0 || rt > 50 ? 50 : rt);
-      datc_runner_dispatch (a.runner, finished);
-      for (guint j = 0; j < finished->len; j++)
-        datc_result_free (finished->pdata[j]);
-      g_ptr_array_set_size (finished, 0);
-    }
+  kill_and_reap_all (a.runner, finished);
 
   datc_reach_free (a.reach);
   zmq_close (a.sock);
