@@ -123,7 +123,7 @@ void datc_dispatcher_split (DatcDispatcher *d, const char *const *sites);
 
 /* Direct mode: every agent runs one task and is then told to leave.  The
  * site manager binds each proxy to its task when it submits it
- * (datc_ledger_hold); an agent of a proxy without a binding (submitted by
+ * (datc_ledger_bind); an agent of a proxy without a binding (submitted by
  * an earlier master) takes the next queued task.  unbind returns the task
  * a proxy was bound to and never took (0: none). */
 void datc_dispatcher_one_task (DatcDispatcher *d);
