@@ -283,7 +283,8 @@ zap_handle (DatcDispatcher *d)
 static gboolean
 zmq_fail (GError **error, const char *what)
 {
-  g_set_error (error, DATC_DISPATCHER_ERROR, 0, "%s: %s", what, zmq_strerror (errno));
+  g_set_error (error, DATC_DISPATCHER_ERROR, DATC_DISPATCHER_ERROR_ZMQ, "%s: %s", what,
+               zmq_strerror (errno));
   return FALSE;
 }
 
@@ -343,7 +344,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
       DatcCurveKeypair kp;
       if (o->server_secret_file == NULL || o->agent_keys == NULL)
         {
-          g_set_error (error, DATC_DISPATCHER_ERROR, 0,
+          g_set_error (error, DATC_DISPATCHER_ERROR, DATC_DISPATCHER_ERROR_KEYS,
                        "%s: a tcp endpoint needs the campaign's keys", o->endpoint);
           return NULL;
         }
@@ -391,7 +392,8 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
     umask (old_umask);
   if (rc != 0 || (ipc_path != NULL && chmod (ipc_path, 0600) != 0))
     {
-      g_set_error (error, DATC_DISPATCHER_ERROR, 0, "cannot listen on %s: %s", ep,
+      g_set_error (error, DATC_DISPATCHER_ERROR, DATC_DISPATCHER_ERROR_LISTEN,
+                   "cannot listen on %s: %s", ep,
                    rc != 0 ? zmq_strerror (errno) : g_strerror (errno));
       return NULL;
     }

@@ -24,6 +24,12 @@ G_BEGIN_DECLS
 #define DATC_DISPATCHER_ERROR (datc_dispatcher_error_quark ())
 GQuark datc_dispatcher_error_quark (void);
 
+typedef enum {
+  DATC_DISPATCHER_ERROR_ZMQ,     /* a libzmq call failed (message: which, and errno's words) */
+  DATC_DISPATCHER_ERROR_KEYS,    /* a tcp endpoint without the campaign's keys */
+  DATC_DISPATCHER_ERROR_LISTEN,  /* the endpoint cannot be bound (in use, no such address) */
+} DatcDispatcherError;
+
 typedef struct DatcDispatcher DatcDispatcher;
 
 /* An agent key the campaign issued.  ZAP admits a site's key as that

@@ -620,7 +620,9 @@ run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int 
       if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
           && errno != EINTR)
         {
-          g_set_error (error, DATC_DISPATCHER_ERROR, 0, "zmq_poll: %s", zmq_strerror (errno));
+          int e = errno;
+          g_set_error (error, G_IO_ERROR, g_io_error_from_errno (e), "zmq_poll: %s",
+                       zmq_strerror (e));
           return FALSE;
         }
       struct signalfd_siginfo si;

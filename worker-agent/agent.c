@@ -44,6 +44,13 @@
 #define DATC_AGENT_ERROR (datc_agent_error_quark ())
 static G_DEFINE_QUARK (datc-agent-error-quark, datc_agent_error)
 
+typedef enum {
+  DATC_AGENT_ERROR_USAGE,    /* options that do not go together, a bad key */
+  DATC_AGENT_ERROR_ADDRESS,  /* the master's host or ipc path cannot be used */
+  DATC_AGENT_ERROR_UNSAFE,   /* the ipc socket or its directory is another user's */
+  DATC_AGENT_ERROR_ZMQ,      /* a libzmq call failed */
+} DatcAgentError;
+
 #define RESULT_FRAME_BUDGET (DATC_FRAME_MAX / 2)
 
 typedef struct {
@@ -81,6 +88,7 @@ typedef struct {
   gint64 master_lost_us;    /* when it went silent; 0 while it talks */
   gint64 last_heartbeat_us;
   gboolean draining, leaving;
+  gboolean dismissed;     /* the master said BYE: it has forgotten us */
   gint64 leave_deadline_us;
   int status;
   GByteArray *buf;
@@ -520,8 +528,12 @@ on_frame (Agent *a, const guint8 *data, gsize len)
           if (a->last_master_us - a->hello_sent_us >= (gint64) a->heartbeat_ms * 1000)
             a->next_hello_us = MIN (a->next_hello_us, a->last_master_us);
         }
-      else if (m->u.heartbeat.rehello || m->u.heartbeat.epoch != a->epoch)
+      else if (!a->dismissed && (m->u.heartbeat.rehello || m->u.heartbeat.epoch != a->epoch))
         {
+          /* (Not once dismissed: a frame of ours that crossed the master's
+           * BYE makes it ask a peer it no longer knows to say HELLO, and
+           * answering would make the master take the leaving agent for a
+           * new one, only to see it leave again.) */
           /* A master we have not introduced ourselves to (it restarted),
            * or one that asks us to reconcile. */
           g_debug ("agent %s: saying HELLO again", a->agent_id);
@@ -556,6 +568,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
                       m->u.reason);
           a->status = 3;
         }
+      a->dismissed = TRUE;
       drain (a, m->u.reason, TRUE);
       /* The master has forgotten us: nothing to wait for. */
       a->leave_deadline_us = g_get_monotonic_time ();
@@ -625,7 +638,7 @@ check_endpoint_host (const char *endpoint, GError **error)
     freeaddrinfo (res);
   if (rc == EAI_NONAME || rc == EAI_NODATA)
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0,
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS,
                    "%s: the master's host \"%s\" is not known here (%s); give the "
                    "master's address instead (advertise = ADDRESS under [master] in the sites file)",
                    endpoint, name, gai_strerror (rc));
@@ -666,13 +679,13 @@ check_ipc_peer (const char *endpoint, GError **error)
       struct stat st;
       if (lstat (dir, &st) != 0)
         {
-          g_set_error (error, DATC_AGENT_ERROR, 0, "%s: %s: %s", endpoint, dir,
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s: %s", endpoint, dir,
                        g_strerror (errno));
           return FALSE;
         }
       if (!S_ISDIR (st.st_mode) || st.st_uid != geteuid () || (st.st_mode & 022) != 0)
         {
-          g_set_error (error, DATC_AGENT_ERROR, 0,
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_UNSAFE,
                        "%s: the directory %s (uid %u, mode %04o) is not this agent's own "
                        "(uid %u, writable by no one else), so another user could put a "
                        "socket there; refusing to connect",
@@ -684,7 +697,7 @@ check_ipc_peer (const char *endpoint, GError **error)
   int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0, "%s: socket: %s", endpoint, g_strerror (errno));
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: socket: %s", endpoint, g_strerror (errno));
       return FALSE;
     }
   /* A full backlog makes connect wait: not for ever. */
@@ -697,19 +710,19 @@ check_ipc_peer (const char *endpoint, GError **error)
     {
       if (errno != ENOENT && errno != ECONNREFUSED)
         {
-          g_set_error (error, DATC_AGENT_ERROR, 0, "%s: %s", endpoint, g_strerror (errno));
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s", endpoint, g_strerror (errno));
           ok = FALSE;
         }
     }
   else if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0)
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0, "%s: SO_PEERCRED: %s", endpoint,
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_UNSAFE, "%s: SO_PEERCRED: %s", endpoint,
                    g_strerror (errno));
       ok = FALSE;
     }
   else if (cred.uid != geteuid ())
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0,
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_UNSAFE,
                    "%s: the socket there is held by uid %u (pid %d), not by this agent's uid "
                    "%u: not our master; refusing to connect",
                    endpoint, (unsigned) cred.uid, (int) cred.pid, (unsigned) geteuid ());
@@ -734,13 +747,13 @@ open_socket (Agent *a, GError **error)
       DatcCurveKeypair kp;
       if (!datc_curve_z85_valid (a->o->server_key))
         {
-          g_set_error (error, DATC_AGENT_ERROR, 0,
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_USAGE,
                        "--server-key: not a Z85 CURVE public key");
           return FALSE;
         }
       if (a->o->key_file == NULL)
         {
-          g_set_error (error, DATC_AGENT_ERROR, 0,
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_USAGE,
                        "--server-key needs --key-file");
           return FALSE;
         }
@@ -753,7 +766,7 @@ open_socket (Agent *a, GError **error)
     }
   else if (g_str_has_prefix (a->o->connect, "tcp://"))
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0,
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_USAGE,
                    "%s: a tcp endpoint needs --server-key and --key-file", a->o->connect);
       return FALSE;
     }
@@ -765,7 +778,7 @@ open_socket (Agent *a, GError **error)
     return FALSE;
   if (zmq_connect (a->sock, a->o->connect) != 0)
     {
-      g_set_error (error, DATC_AGENT_ERROR, 0, "cannot connect to %s: %s",
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ZMQ, "cannot connect to %s: %s",
                    a->o->connect, zmq_strerror (errno));
       return FALSE;
     }
@@ -949,7 +962,7 @@ datc_agent_run (const DatcAgentOptions *o)
       || zmq_getsockopt (a.sock, ZMQ_FD, &a.zfd, &zfd_len) != 0)
     {
       if (error == NULL)
-        g_set_error (&error, DATC_AGENT_ERROR, 0, "ZMQ_FD: %s", zmq_strerror (errno));
+        g_set_error (&error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ZMQ, "ZMQ_FD: %s", zmq_strerror (errno));
       g_printerr ("datc-agent: %s\n", error->message);
       datc_reach_free (a.reach);
       if (a.sock)

@@ -24,6 +24,7 @@
 #include <zmq.h>
 
 #define DATC_REACH_ERROR (datc_reach_error_quark ())
+enum { DATC_REACH_ERROR_MONITOR }; /* the socket monitor could not be set up */
 static G_DEFINE_QUARK (datc-reach-error-quark, datc_reach_error)
 
 /* A probe at most this often, and one that gets no answer in PROBE_WAIT_US
@@ -58,7 +59,8 @@ datc_reach_new (void *ctx, void *sock, const char *endpoint, const char *host, G
                | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
   if (zmq_socket_monitor (sock, addr, events) != 0)
     {
-      g_set_error (error, DATC_REACH_ERROR, 0, "zmq_socket_monitor: %s", zmq_strerror (errno));
+      g_set_error (error, DATC_REACH_ERROR, DATC_REACH_ERROR_MONITOR, "zmq_socket_monitor: %s",
+                   zmq_strerror (errno));
       return NULL;
     }
   DatcReach *r = g_new0 (DatcReach, 1);
@@ -76,7 +78,7 @@ datc_reach_new (void *ctx, void *sock, const char *endpoint, const char *host, G
   if (r->mon == NULL || zmq_setsockopt (r->mon, ZMQ_LINGER, &zero, sizeof zero) != 0
       || zmq_connect (r->mon, addr) != 0 || zmq_getsockopt (r->mon, ZMQ_FD, &r->mon_fd, &len) != 0)
     {
-      g_set_error (error, DATC_REACH_ERROR, 0, "socket monitor %s: %s", addr,
+      g_set_error (error, DATC_REACH_ERROR, DATC_REACH_ERROR_MONITOR, "socket monitor %s: %s", addr,
                    zmq_strerror (errno));
       datc_reach_free (r);
       return NULL;

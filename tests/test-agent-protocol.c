@@ -1,0 +1,153 @@
+/* test-agent-protocol.c: the real datc-agent against a master played by
+ * the test: a ZMQ ROUTER on an ipc socket in a private directory, which
+ * sends the agent exactly the frames a case needs, in an order a real
+ * master produces only by chance.
+ *
+ *  - Dismissed means gone: a BYE from the master, then (in the same batch
+ *    of frames) a HEARTBEAT asking it to say HELLO again, as the master
+ *    sends to a peer it no longer knows when a frame of the agent's
+ *    crossed its BYE.  The agent leaves without a second HELLO, which the
+ *    master would take for a new agent (`agent_connected` right after
+ *    `agent_exited`, seen in a multi-site trace). */
+#include <string.h>
+#include <sys/stat.h>
+#include <zmq.h>
+#include <glib/gstdio.h>
+
+#include "harness.h"
+#include "datc-limits.h"
+#include "message.h"
+
+typedef struct {
+  void *ctx, *router;
+  GBytes *peer;      /* the agent's routing id, once it spoke */
+} FakeMaster;
+
+static void
+fake_open (FakeMaster *f, const char *endpoint)
+{
+  f->ctx = zmq_ctx_new ();
+  f->router = zmq_socket (f->ctx, ZMQ_ROUTER);
+  int zero = 0;
+  zmq_setsockopt (f->router, ZMQ_LINGER, &zero, sizeof zero);
+  g_assert_cmpint (zmq_bind (f->router, endpoint), ==, 0);
+  f->peer = NULL;
+}
+
+static void
+fake_close (FakeMaster *f)
+{
+  g_clear_pointer (&f->peer, g_bytes_unref);
+  zmq_close (f->router);
+  zmq_ctx_term (f->ctx);
+}
+
+/* The next message from the agent within `timeout_ms`, or NULL. */
+static DatcMsg *
+fake_next (FakeMaster *f, int timeout_ms)
+{
+  zmq_pollitem_t item = { f->router, 0, ZMQ_POLLIN, 0 };
+  if (zmq_poll (&item, 1, timeout_ms) <= 0)
+    return NULL;
+  zmq_msg_t id, body;
+  zmq_msg_init (&id);
+  zmq_msg_init (&body);
+  g_assert_cmpint (zmq_msg_recv (&id, f->router, 0), >=, 0);
+  g_assert_true (zmq_msg_more (&id));
+  g_assert_cmpint (zmq_msg_recv (&body, f->router, 0), >=, 0);
+  if (f->peer == NULL)
+    f->peer = g_bytes_new (zmq_msg_data (&id), zmq_msg_size (&id));
+  g_autoptr (GError) error = NULL;
+  DatcMsg *m = datc_msg_decode (zmq_msg_data (&body), zmq_msg_size (&body), DATC_FRAME_MAX,
+                                &error);
+  g_assert_no_error (error);
+  zmq_msg_close (&id);
+  zmq_msg_close (&body);
+  return m;
+}
+
+/* The next message of `type`, skipping others (CREDIT, HEARTBEAT). */
+static DatcMsg *
+fake_await (FakeMaster *f, DatcMsgType type, int timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  while (g_get_monotonic_time () < deadline)
+    {
+      DatcMsg *m = fake_next (f, 100);
+      if (m != NULL && m->type == type)
+        return m;
+      if (m != NULL)
+        datc_msg_free (m);
+    }
+  return NULL;
+}
+
+static void
+fake_send (FakeMaster *f, const DatcMsg *m)
+{
+  g_autoptr (GByteArray) frame = g_byte_array_new ();
+  datc_msg_encode (m, frame);
+  gsize len;
+  const void *id = g_bytes_get_data (f->peer, &len);
+  g_assert_cmpint (zmq_send (f->router, id, len, ZMQ_SNDMORE), ==, (int) len);
+  g_assert_cmpint (zmq_send (f->router, frame->data, frame->len, 0), ==, (int) frame->len);
+}
+
+static void
+test_dismissed_agent_does_not_come_back (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *sockdir = g_build_filename (d->path, "s", NULL);
+  g_assert_cmpint (g_mkdir (sockdir, 0700), ==, 0);
+  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/m.sock", sockdir);
+  FakeMaster f;
+  fake_open (&f, endpoint);
+
+  const char *argv[] = { tb_agent (), "--connect", endpoint, "--slots", "1", "--site", "here",
+                         "--proxy", "p1", NULL };
+  g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
+  g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
+  g_assert_nonnull (hello);
+
+  g_autoptr (DatcMsg) welcome = datc_msg_new (DATC_MSG_WELCOME);
+  welcome->u.welcome.epoch = 7;
+  welcome->u.welcome.session = hello->u.hello.session;
+  welcome->u.welcome.heartbeat_ms = 1000;
+  welcome->u.welcome.timeout_ms = 10000;
+  fake_send (&f, welcome);
+  /* Welcomed: it asks for work. */
+  g_autoptr (DatcMsg) credit = fake_await (&f, DATC_MSG_CREDIT, 10000);
+  g_assert_nonnull (credit);
+
+  /* BYE, then at once the request a master sends a peer it does not know. */
+  g_autoptr (DatcMsg) bye = datc_msg_new (DATC_MSG_BYE);
+  bye->u.reason = g_strdup ("no work left");
+  fake_send (&f, bye);
+  g_autoptr (DatcMsg) again = datc_msg_new (DATC_MSG_HEARTBEAT);
+  again->u.heartbeat.epoch = 7;
+  again->u.heartbeat.rehello = TRUE;
+  fake_send (&f, again);
+
+  /* It leaves (its own BYE), and says no HELLO on the way. */
+  gboolean said_bye = FALSE, said_hello = FALSE;
+  DatcMsg *m;
+  while ((m = fake_next (&f, 3000)) != NULL)
+    {
+      said_hello |= m->type == DATC_MSG_HELLO;
+      said_bye |= m->type == DATC_MSG_BYE;
+      datc_msg_free (m);
+    }
+  g_assert_false (said_hello);
+  g_assert_true (said_bye);
+  g_assert_cmpint (tb_wait (agent, 10), ==, 0);
+  fake_close (&f);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/agent-protocol/dismissed-agent-says-no-hello-again",
+                   test_dismissed_agent_does_not_come_back);
+  return g_test_run ();
+}
