@@ -619,19 +619,6 @@ test_unknown_master_host (void)
 
 /* ---- a master the agent cannot reach --------------------------------- */
 
-typedef struct {
-  TbProc *agent;
-  const char *line;
-} StderrWatch;
-
-static gboolean
-stderr_has (gpointer data)
-{
-  StderrWatch *w = data;
-  g_autofree gchar *err = tb_proc_stderr (w->agent);
-  return err != NULL && strstr (err, w->line) != NULL;
-}
-
 /* A port bound but not listening refuses every connect, and stays ours
  * while the test runs.  ZeroMQ would retry it in silence every 100 ms; the
  * agent says why at once, and once, not once per retry. */
@@ -658,8 +645,7 @@ test_agent_says_it_cannot_reach (void)
   g_autoptr (TbProc) p = tb_spawn (d, "agent", argv);
   g_autofree gchar *line = g_strdup_printf ("datc-agent on %s: cannot reach %s: Connection "
                                             "refused (retrying)\n", g_get_host_name (), endpoint);
-  StderrWatch w = { p, line };
-  g_assert_true (tb_await (stderr_has, &w, 10));
+  g_assert_true (tb_await_stderr (p, line, 10));
   g_assert_cmpint (g_get_monotonic_time () - t0, <, 3 * G_USEC_PER_SEC);
   g_assert_cmpint (tb_wait (p, 30), ==, 3);
   g_autofree gchar *err = tb_proc_stderr (p);

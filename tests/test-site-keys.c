@@ -119,6 +119,40 @@ await_master (const char *dir, gchar **endpoint, char server_pub[DATC_CURVE_Z85_
   g_assert_true (datc_curve_public_load (server_pub, pub, &error));
 }
 
+/* A static-mode campaign on the two sites of `two_sites` (more `datc run`
+ * options in `extra`, may be NULL), once it listens: its directory,
+ * endpoint and master key. */
+typedef struct {
+  TbProc *master;
+  gchar *dir, *endpoint;
+  char server_pub[DATC_CURVE_Z85_LEN + 1];
+} Campaign;
+
+static void
+campaign_start (Campaign *c, TbDir *d, const char *tasks, const char *const *extra)
+{
+  g_autofree gchar *sites = tb_write (d, "sites.ini", two_sites);
+  c->dir = g_build_filename (d->path, "c", NULL);
+  g_autoptr (GStrvBuilder) b = g_strv_builder_new ();
+  g_strv_builder_add_many (b, tb_datc (), "run", "--dir", c->dir, "--sites", sites, "--mode",
+                           "static", NULL);
+  if (extra != NULL)
+    g_strv_builder_addv (b, (const char **) extra);
+  g_strv_builder_add (b, tasks);
+  g_auto (GStrv) argv = g_strv_builder_end (b);
+  c->master = tb_spawn (d, "master", (const char *const *) argv);
+  await_master (c->dir, &c->endpoint, c->server_pub);
+}
+
+static void
+campaign_clear (Campaign *c)
+{
+  g_clear_pointer (&c->master, tb_proc_free);
+  g_clear_pointer (&c->dir, g_free);
+  g_clear_pointer (&c->endpoint, g_free);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Campaign, campaign_clear)
+
 /* ---- a hand-made agent ------------------------------------------------ */
 
 typedef struct {
@@ -252,15 +286,11 @@ static void
 test_other_sites_proxy (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *sites = tb_write (d, "sites.ini", two_sites);
   g_autofree gchar *tasks = marked_tasks (d, 4, 3);
-  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", "static",
-                         tasks, NULL };
-  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  g_autofree gchar *endpoint = NULL;
-  char server_pub[DATC_CURVE_Z85_LEN + 1];
-  await_master (dir, &endpoint, server_pub);
+  g_auto (Campaign) c = { 0 };
+  campaign_start (&c, d, tasks, NULL);
+  TbProc *master = c.master;
+  const char *dir = c.dir, *endpoint = c.endpoint, *server_pub = c.server_pub;
 
   Running on_b = { d, "b", 4, 0, 0, NULL };
   g_assert_true (tb_await (running_at, &on_b, 60));
@@ -298,15 +328,12 @@ static void
 test_other_sites_tasks (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *sites = tb_write (d, "sites.ini", two_sites);
   g_autofree gchar *tasks = marked_tasks (d, 4, 2);
-  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", "static",
-                         "--heartbeat-ms", "250", "--agent-timeout-ms", "2000", tasks, NULL };
-  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  g_autofree gchar *endpoint = NULL;
-  char server_pub[DATC_CURVE_Z85_LEN + 1];
-  await_master (dir, &endpoint, server_pub);
+  const char *fast[] = { "--heartbeat-ms", "250", "--agent-timeout-ms", "2000", NULL };
+  g_auto (Campaign) c = { 0 };
+  campaign_start (&c, d, tasks, fast);
+  TbProc *master = c.master;
+  const char *dir = c.dir, *endpoint = c.endpoint, *server_pub = c.server_pub;
 
   Running on_b = { d, "b", 4, 0, 0, NULL };
   g_assert_true (tb_await (running_at, &on_b, 60));
@@ -376,19 +403,15 @@ static void
 test_done_with_site (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *sites = tb_write (d, "sites.ini", two_sites);
   g_autofree gchar *only_a = tb_write (d, "only-a.ini",
                                        "[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                        "[site a]\nscheduler = fork\nslots_per_proxy = 1\n"
                                        "max_proxies = 1\n");
   g_autofree gchar *tasks = marked_tasks (d, 6, 2);
-  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", "static",
-                         tasks, NULL };
-  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  g_autofree gchar *endpoint = NULL;
-  char server_pub[DATC_CURVE_Z85_LEN + 1];
-  await_master (dir, &endpoint, server_pub);
+  g_auto (Campaign) c = { 0 };
+  campaign_start (&c, d, tasks, NULL);
+  TbProc *master = c.master;
+  const char *dir = c.dir, *endpoint = c.endpoint, *server_pub = c.server_pub;
   Running on_b = { d, "b", 6, 0, 0, NULL };
   g_assert_true (tb_await (running_at, &on_b, 60));
   g_assert_true (tb_proc_signal (master, SIGTERM));
