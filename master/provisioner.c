@@ -10,6 +10,7 @@
  * one cancel at a time), and a site whose command outlives its timeout is
  * degraded at once while the others go on. */
 #include "provisioner.h"
+#include "qbets.h"
 
 #include <string.h>
 #include <zmq.h>
@@ -117,6 +118,8 @@ typedef struct {
   gchar *unreachable;      /* what an agent's log said of the master, until one connects */
   gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
   guint n_waits;
+  gchar *wait_key;         /* its key in the queue-wait cache */
+  GArray *all_waits;       /* double, s: earlier campaigns' (the cache) and this one's */
   guint serial;
   /* Filled by observe() for the plan. */
   guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
@@ -140,6 +143,7 @@ struct DatcProvisioner {
   DatcMode mode;
   guint32 tag;             /* distinguishes proxy ids across master restarts */
   DatcTrace *trace;
+  DatcWaitCache *waits;    /* or NULL (transfer none) */
   gint64 next_plan_us;
   gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
@@ -215,6 +219,8 @@ site_state_free (gpointer p)
   g_ptr_array_unref (s->proxies);
   g_ptr_array_unref (s->lookups);
   g_array_unref (s->calls);
+  g_array_unref (s->all_waits);
+  g_free (s->wait_key);
   g_hash_table_unref (s->submissions);
   g_ptr_array_unref (s->spent);
   if (s->worker != NULL && s->spec != NULL)
@@ -362,6 +368,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   p->poll_ms = o->poll_ms ? o->poll_ms : 5000;
   p->mode = o->mode;
   p->trace = o->trace;
+  p->waits = o->waits;
   p->tag = g_random_int_range (0x1000, 0xffff);
   p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
   p->keep_site_files = o->keep_site_files;
@@ -391,6 +398,11 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
         s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
                                   ? 0 : DATC_SITE_CALLS_PER_MINUTE;
       s->calls = g_array_new (FALSE, FALSE, sizeof (gint64));
+      s->wait_key = datc_wait_cache_key (s->spec->name, datc_site_scheduler_name (s->spec->site),
+                                         s->spec->queue);
+      s->all_waits = g_array_new (FALSE, FALSE, sizeof (double));
+      if (p->waits != NULL)
+        datc_wait_cache_get (p->waits, s->wait_key, s->all_waits);
       /* Every command counted: none run again behind the budget's back. */
       datc_site_set_retry (s->spec->site, s->calls_per_minute == 0);
       s->submissions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -1551,7 +1563,16 @@ static void
 proxy_connected (DatcProvisioner *p, SiteState *s, Proxy *x, const DatcAgentLoad *l)
 {
   if (x->submitted_us > 0 && x->started_us > x->submitted_us)
-    s->waits[s->n_waits++ % G_N_ELEMENTS (s->waits)] = x->started_us - x->submitted_us;
+    {
+      gint64 wait_us = x->started_us - x->submitted_us;
+      s->waits[s->n_waits++ % G_N_ELEMENTS (s->waits)] = wait_us;
+      double wait_s = wait_us / 1e6;
+      g_array_append_val (s->all_waits, wait_s);
+      if (s->all_waits->len > DATC_WAIT_CACHE_PER_SITE)
+        g_array_remove_range (s->all_waits, 0, s->all_waits->len - DATC_WAIT_CACHE_PER_SITE);
+      if (p->waits != NULL)
+        datc_wait_cache_add (p->waits, s->wait_key, wait_s, x->started_us / G_USEC_PER_SEC);
+    }
   x->walltime_end_us = l != NULL ? l->walltime_end_us : 0;
   if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
     x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
@@ -2244,6 +2265,46 @@ member_int (JsonBuilder *b, const char *name, gint64 v)
   json_builder_add_int_value (b, v);
 }
 
+static gint
+compare_doubles (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* The QBETS upper bound on the site's queue wait (its 0.95 quantile, at
+ * 0.95 confidence) from the waits of this campaign and of earlier ones
+ * (the cache), as `datc analyze waits` computes it:
+ * "queue_wait_bound": {quantile, confidence, observations, needed,
+ * bound_s (null until `needed` waits are known)}. */
+#define WAIT_BOUND_Q 0.95
+#define WAIT_BOUND_C 0.95
+
+static void
+describe_wait_bound (JsonBuilder *b, const SiteState *s)
+{
+  g_autoptr (GArray) sorted = g_array_sized_new (FALSE, FALSE, sizeof (double), s->all_waits->len);
+  g_array_append_vals (sorted, s->all_waits->data, s->all_waits->len);
+  g_array_sort (sorted, compare_doubles);
+  DatcWaitBound wb = { 0 };
+  gboolean ok = datc_wait_bound_compute ((const double *) sorted->data, sorted->len, WAIT_BOUND_Q,
+                                         WAIT_BOUND_C, &wb, NULL);
+  json_builder_set_member_name (b, "queue_wait_bound");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "quantile");
+  json_builder_add_double_value (b, WAIT_BOUND_Q);
+  json_builder_set_member_name (b, "confidence");
+  json_builder_add_double_value (b, WAIT_BOUND_C);
+  member_int (b, "observations", sorted->len);
+  member_int (b, "needed", (gint64) datc_qbets_needed (WAIT_BOUND_Q, WAIT_BOUND_C));
+  json_builder_set_member_name (b, "bound_s");
+  if (ok && wb.index > 0)
+    json_builder_add_double_value (b, wb.bound);
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+}
+
 static void
 describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
 {
@@ -2337,6 +2398,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
     json_builder_add_null_value (b);
   json_builder_set_member_name (b, "queue_wait_s");
   json_builder_add_double_value (b, queue_wait_us (s) / 1e6);
+  describe_wait_bound (b, s);
   json_builder_end_object (b);
 }
 

@@ -17,6 +17,7 @@
 #include <zmq.h>
 #include "dispatcher.h"
 #include "driver.h"
+#include "waitcache.h"
 #include "ledger.h"
 #include "trace.h"
 
@@ -76,6 +77,8 @@ typedef struct {
   DatcTrace *trace;            /* proxy and site events (transfer none), or NULL */
   guint give_up_s;             /* see datc_provisioner_cannot_run; 0: never */
   gboolean keep_site_files;    /* leave every proxy script and log on the sites */
+  DatcWaitCache *waits;        /* queue waits of earlier campaigns, kept up to date
+                                * (transfer none), or NULL */
 } DatcProvisionerOptions;
 
 /* Takes ownership of the specs (DatcSiteSpec*).  Sets the mode up in the

@@ -731,6 +731,7 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;
   g_autoptr (GArray) items = NULL;
+  g_autoptr (DatcWaitCache) waits = NULL;
   g_autoptr (DatcProvisioner) prov = NULL;
   g_autofree gchar *agents_endpoint = NULL;
   gint64 started = g_get_monotonic_time ();
@@ -800,6 +801,7 @@ datc_run (const DatcRunOptions *o)
     .give_up_s = o->give_up_set ? o->give_up_s
                  : sites_file != NULL ? sites_file->give_up_s : DATC_GIVE_UP_DEFAULT_S,
     .keep_site_files = o->keep_site_files,
+    .waits = waits = datc_wait_cache_open (NULL),
   };
   prov = datc_provisioner_new (ledger, disp, g_steal_pointer (&specs), &popt);
   m.prov = prov;

@@ -377,6 +377,19 @@ print_site_commands (JsonArray *sites, FILE *out)
                  json_object_get_string_member_with_default (s, "name", "?"),
                  json_object_get_int_member_with_default (s, "calls_last_minute", 0),
                  json_object_get_int_member_with_default (s, "max_calls_per_minute", 0));
+      /* The site's queue-wait bound, once enough waits are known. */
+      JsonObject *b = json_object_has_member (s, "queue_wait_bound")
+                          ? json_object_get_object_member (s, "queue_wait_bound")
+                          : NULL;
+      JsonNode *bound = b != NULL ? json_object_get_member (b, "bound_s") : NULL;
+      if (bound != NULL && JSON_NODE_HOLDS_VALUE (bound))
+        fprintf (out, "site %s: %.0f %% of queue waits end within %.0f s (QBETS, %.0f %% "
+                 "confidence, %" G_GINT64_FORMAT " waits of this and earlier campaigns)\n",
+                 json_object_get_string_member_with_default (s, "name", "?"),
+                 100 * json_object_get_double_member_with_default (b, "quantile", 0),
+                 json_node_get_double (bound),
+                 100 * json_object_get_double_member_with_default (b, "confidence", 0),
+                 json_object_get_int_member_with_default (b, "observations", 0));
     }
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "qbets.h"
 
 static gchar *
 tasks_file (TbDir *d, guint n)
@@ -222,6 +223,89 @@ test_status_shows_the_call_budget (void)
                                  "last minute, max_calls_per_minute = 4)\n"));
   g_assert_true (tb_proc_signal (master, SIGTERM));
   tb_wait (master, 60);
+}
+
+typedef struct {
+  const char *dir;
+  guint want;        /* observations the bound should rest on */
+  JsonObject *bound; /* site "here"'s queue_wait_bound once it does */
+} BoundWatch;
+
+static gboolean
+bound_rests_on (gpointer data)
+{
+  BoundWatch *w = data;
+  g_autoptr (JsonObject) st = tb_status (w->dir);
+  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
+  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      JsonObject *b = json_object_get_object_member (s, "queue_wait_bound");
+      if (g_str_equal (json_object_get_string_member (s, "name"), "here") && b != NULL
+          && json_object_get_int_member (b, "observations") == (gint64) w->want)
+        {
+          w->bound = json_object_ref (b);
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+/* Queue waits outlive the campaign: a per-user cache ($XDG_CACHE_HOME/
+ * datc/waits.jsonl) holds 80 earlier waits of site "here" (1..80 s) and
+ * one of another queue; the campaign's status bounds the site's wait
+ * (QBETS, 0.95 quantile at 0.95 confidence) on those and its own proxy's,
+ * and its own wait is in the cache afterwards. */
+static void
+test_status_bounds_the_queue_wait_from_earlier_campaigns (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *cache = g_build_filename (d->path, "xdg-cache", NULL);
+  g_autofree gchar *cache_dir = g_build_filename (cache, "datc", NULL);
+  g_autofree gchar *cache_file = g_build_filename (cache_dir, "waits.jsonl", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (cache_dir, 0700), ==, 0);
+  g_autoptr (GString) earlier = g_string_new (NULL);
+  for (guint i = 1; i <= 80; i++)
+    g_string_append_printf (earlier, "{\"site\":\"here|fork|\",\"wait_s\":%u,\"time\":%u}\n", i,
+                            1000 + i);
+  g_string_append (earlier, "{\"site\":\"here|fork|other\",\"wait_s\":9999,\"time\":999}\n");
+  g_assert_true (g_file_set_contents (cache_file, earlier->str, -1, NULL));
+
+  g_autofree gchar *file = tb_write (d, "t.txt", "sleep 60\n");
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site here]\nscheduler = fork\nslots_per_proxy = 1\n"
+                                      "max_proxies = 1\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_autofree gchar *xdg = g_strdup_printf ("XDG_CACHE_HOME=%s", cache);
+  const char *argv[] = { "env", xdg, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  BoundWatch w = { dir, 81, NULL };
+  g_assert_true (tb_await (bound_rests_on, &w, 60));
+  /* Of the 81 sorted waits (its own, well under a second, first), the
+   * order statistic QBETS picks, which is the wait of k - 1 s. */
+  guint64 k = datc_qbets_index (81, 0.95, 0.95);
+  g_assert_cmpuint (k, >, 1);
+  g_assert_cmpfloat (json_object_get_double_member (w.bound, "bound_s"), ==, (double) (k - 1));
+  g_assert_cmpint (json_object_get_int_member (w.bound, "needed"), ==, 59);
+  json_object_unref (w.bound);
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status", text_argv);
+  g_assert_cmpint (tb_wait (text, 60), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_autofree gchar *line = g_strdup_printf ("site here: 95 %% of queue waits end within %u s "
+                                            "(QBETS, 95 %% confidence, 81 waits of this and "
+                                            "earlier campaigns)\n", (guint) (k - 1));
+  g_assert_nonnull (strstr (out, line));
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+
+  /* Its own wait went to the cache, after the earlier ones. */
+  g_autofree gchar *cached = NULL;
+  g_assert_true (g_file_get_contents (cache_file, &cached, NULL, NULL));
+  g_auto (GStrv) lines = g_strsplit (g_strstrip (cached), "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 82);
+  g_assert_nonnull (strstr (lines[81], "\"site\":\"here|fork|\""));
 }
 
 static gboolean
@@ -815,6 +899,8 @@ main (int argc, char **argv)
                    test_failing_site_beside_a_working_one_goes_on);
   g_test_add_func ("/sites/a-finished-campaign-leaves-only-failed-proxies-files",
                    test_workdir_keeps_only_failed_proxies_files);
+  g_test_add_func ("/sites/status-bounds-the-queue-wait-from-earlier-campaigns",
+                   test_status_bounds_the_queue_wait_from_earlier_campaigns);
   g_test_add_func ("/sites/status-is-answered-while-the-run-ends",
                    test_status_answered_while_the_run_ends);
   return g_test_run ();
