@@ -120,6 +120,7 @@ typedef struct {
   guint n_waits;
   gchar *wait_key;         /* its key in the queue-wait cache */
   GArray *all_waits;       /* double, s: earlier campaigns' (the cache) and this one's */
+  DatcWaitBound wait_bound;/* QBETS on all_waits (index 0: too few to bound) */
   guint serial;
   /* Filled by observe() for the plan. */
   guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
@@ -354,6 +355,32 @@ default_poll_ms (DatcProvisioner *p, const DatcSiteSpec *spec)
   return g_str_equal (datc_site_scheduler_name (spec->site), "fork") ? 1000u : p->poll_ms;
 }
 
+static gint
+compare_doubles (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* The QBETS upper bound on the site's queue wait (its 0.95 quantile, at
+ * 0.95 confidence) from the waits of this campaign and of earlier ones
+ * (the cache), as `datc analyze waits` computes it; again after each new
+ * wait. */
+#define WAIT_BOUND_Q 0.95
+#define WAIT_BOUND_C 0.95
+
+static void
+update_wait_bound (SiteState *s)
+{
+  g_autoptr (GArray) sorted = g_array_sized_new (FALSE, FALSE, sizeof (double), s->all_waits->len);
+  g_array_append_vals (sorted, s->all_waits->data, s->all_waits->len);
+  g_array_sort (sorted, compare_doubles);
+  if (!datc_wait_bound_compute ((const double *) sorted->data, sorted->len, WAIT_BOUND_Q,
+                                WAIT_BOUND_C, &s->wait_bound, NULL))
+    s->wait_bound = (DatcWaitBound) { 0 };
+}
+
+
 DatcProvisioner *
 datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs,
                       const DatcProvisionerOptions *o)
@@ -403,6 +430,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
       s->all_waits = g_array_new (FALSE, FALSE, sizeof (double));
       if (p->waits != NULL)
         datc_wait_cache_get (p->waits, s->wait_key, s->all_waits);
+      update_wait_bound (s);
       /* Every command counted: none run again behind the budget's back. */
       datc_site_set_retry (s->spec->site, s->calls_per_minute == 0);
       s->submissions = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -1572,6 +1600,7 @@ proxy_connected (DatcProvisioner *p, SiteState *s, Proxy *x, const DatcAgentLoad
         g_array_remove_range (s->all_waits, 0, s->all_waits->len - DATC_WAIT_CACHE_PER_SITE);
       if (p->waits != NULL)
         datc_wait_cache_add (p->waits, s->wait_key, wait_s, x->started_us / G_USEC_PER_SEC);
+      update_wait_bound (s);
     }
   x->walltime_end_us = l != NULL ? l->walltime_end_us : 0;
   if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
@@ -1697,6 +1726,38 @@ submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
   return added;
 }
 
+/* A proxy's predicted wait in a site's queue: the QBETS bound on its
+ * waits (this campaign's and earlier ones', waitcache.h) once there are
+ * enough to bound it; until then 0, so an unknown site is tried (and its
+ * waits learnt) rather than passed over. */
+static double
+predicted_wait_s (const SiteState *s)
+{
+  return s->wait_bound.index > 0 ? s->wait_bound.bound : 0;
+}
+
+static gint
+by_predicted_start (gconstpointer a, gconstpointer b)
+{
+  const SiteState *x = *(SiteState *const *) a, *y = *(SiteState *const *) b;
+  double wx = predicted_wait_s (x), wy = predicted_wait_s (y);
+  if (wx != wy)
+    return wx < wy ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index; /* then the sites file's order */
+}
+
+/* The sites, where a proxy is predicted to start soonest first (transfer
+ * container). */
+static GPtrArray *
+sites_by_predicted_start (DatcProvisioner *p)
+{
+  GPtrArray *order = g_ptr_array_sized_new (p->sites->len);
+  for (guint i = 0; i < p->sites->len; i++)
+    g_ptr_array_add (order, p->sites->pdata[i]);
+  g_ptr_array_sort (order, by_predicted_start);
+  return order;
+}
+
 /* Work that needs slots: queued tasks plus those running on agents whose
  * walltime is near (they will be drained back to the queue, or finish).
  * Tasks an agent took ahead of a free slot (prefetch) are not counted: no
@@ -1719,11 +1780,12 @@ plan_pull (DatcProvisioner *p, gint64 now)
         cancel_pending (p, p->sites->pdata[i], "the work left fits in the running slots", BUDGET_RESERVE);
       return;
     }
-  /* Healthy sites first, in the order of the sites file. */
+  /* Healthy sites first, where proxies are predicted to start soonest. */
+  g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint pass = 0; pass < 2 && demand > supply; pass++)
-    for (guint i = 0; i < p->sites->len && demand > supply; i++)
+    for (guint i = 0; i < order->len && demand > supply; i++)
       {
-        SiteState *s = p->sites->pdata[i];
+        SiteState *s = order->pdata[i];
         if ((s->health == HEALTH_OK) != (pass == 0))
           continue;
         supply += submit_for (p, s, demand - supply, now);
@@ -1754,10 +1816,11 @@ plan_static (DatcProvisioner *p, gint64 now)
 static void
 plan_direct (DatcProvisioner *p, gint64 now)
 {
+  g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint pass = 0; pass < 2; pass++)
-    for (guint i = 0; i < p->sites->len; i++)
+    for (guint i = 0; i < order->len; i++)
       {
-        SiteState *s = p->sites->pdata[i];
+        SiteState *s = order->pdata[i];
         if ((s->health == HEALTH_OK) != (pass == 0))
           continue;
         g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
@@ -2265,41 +2328,22 @@ member_int (JsonBuilder *b, const char *name, gint64 v)
   json_builder_add_int_value (b, v);
 }
 
-static gint
-compare_doubles (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
-/* The QBETS upper bound on the site's queue wait (its 0.95 quantile, at
- * 0.95 confidence) from the waits of this campaign and of earlier ones
- * (the cache), as `datc analyze waits` computes it:
- * "queue_wait_bound": {quantile, confidence, observations, needed,
+/* "queue_wait_bound": {quantile, confidence, observations, needed,
  * bound_s (null until `needed` waits are known)}. */
-#define WAIT_BOUND_Q 0.95
-#define WAIT_BOUND_C 0.95
-
 static void
 describe_wait_bound (JsonBuilder *b, const SiteState *s)
 {
-  g_autoptr (GArray) sorted = g_array_sized_new (FALSE, FALSE, sizeof (double), s->all_waits->len);
-  g_array_append_vals (sorted, s->all_waits->data, s->all_waits->len);
-  g_array_sort (sorted, compare_doubles);
-  DatcWaitBound wb = { 0 };
-  gboolean ok = datc_wait_bound_compute ((const double *) sorted->data, sorted->len, WAIT_BOUND_Q,
-                                         WAIT_BOUND_C, &wb, NULL);
   json_builder_set_member_name (b, "queue_wait_bound");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "quantile");
   json_builder_add_double_value (b, WAIT_BOUND_Q);
   json_builder_set_member_name (b, "confidence");
   json_builder_add_double_value (b, WAIT_BOUND_C);
-  member_int (b, "observations", sorted->len);
+  member_int (b, "observations", s->all_waits->len);
   member_int (b, "needed", (gint64) datc_qbets_needed (WAIT_BOUND_Q, WAIT_BOUND_C));
   json_builder_set_member_name (b, "bound_s");
-  if (ok && wb.index > 0)
-    json_builder_add_double_value (b, wb.bound);
+  if (s->wait_bound.index > 0)
+    json_builder_add_double_value (b, s->wait_bound.bound);
   else
     json_builder_add_null_value (b);
   json_builder_end_object (b);

@@ -89,6 +89,11 @@ tb_spawn (TbDir *d, const char *tag, const char *const *argv)
   p->stdout_path = g_strdup_printf ("%s/%s-%u.out", d->path, tag, n);
   g_subprocess_launcher_set_stderr_file_path (l, p->stderr_path);
   g_subprocess_launcher_set_stdout_file_path (l, p->stdout_path);
+  /* The queue waits datc keeps across campaigns (master/waitcache.h) stay
+   * with the test's directory: one test's waits never steer another's
+   * proxies. */
+  g_autofree gchar *cache = g_build_filename (d->path, "xdg-cache", NULL);
+  g_subprocess_launcher_setenv (l, "XDG_CACHE_HOME", cache, TRUE);
   p->proc = g_subprocess_launcher_spawnv (l, argv, &error);
   g_assert_no_error (error);
   return p;

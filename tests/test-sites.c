@@ -308,6 +308,47 @@ test_status_bounds_the_queue_wait_from_earlier_campaigns (void)
   g_assert_nonnull (strstr (lines[81], "\"site\":\"here|fork|\""));
 }
 
+/* Proxies go where they are predicted to start soonest: the cache says
+ * site "slow" (first in the sites file) kept proxies 100 s in its queue
+ * 80 times, "fast" 1 s; the one proxy the campaign needs is submitted to
+ * "fast".  (Without the earlier waits, the file's order: "slow".) */
+static void
+test_proxies_go_where_they_start_soonest (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *cache = g_build_filename (d->path, "xdg-cache", NULL);
+  g_autofree gchar *cache_dir = g_build_filename (cache, "datc", NULL);
+  g_autofree gchar *cache_file = g_build_filename (cache_dir, "waits.jsonl", NULL);
+  g_assert_cmpint (g_mkdir_with_parents (cache_dir, 0700), ==, 0);
+  g_autoptr (GString) earlier = g_string_new (NULL);
+  for (guint i = 1; i <= 80; i++)
+    g_string_append_printf (earlier,
+                            "{\"site\":\"slow|fork|\",\"wait_s\":100,\"time\":%u}\n"
+                            "{\"site\":\"fast|fork|\",\"wait_s\":1,\"time\":%u}\n",
+                            1000 + i, 1000 + i);
+  g_assert_true (g_file_set_contents (cache_file, earlier->str, -1, NULL));
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\ntrue\n");
+  g_autofree gchar *sites = tb_write (d, "sites.ini",
+                                      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                      "[site slow]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "max_proxies = 1\n\n"
+                                      "[site fast]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                      "max_proxies = 1\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  g_autofree gchar *trace = g_build_filename (dir, "trace.jsonl", NULL);
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (trace, &text, NULL, NULL));
+  const char *first = strstr (text, "\"event\":\"proxy_submitted\"");
+  g_assert_nonnull (first);
+  const char *eol = strchr (first, '\n');
+  g_autofree gchar *line = g_strndup (first, eol != NULL ? (gsize) (eol - first) : strlen (first));
+  g_assert_nonnull (strstr (line, "\"site\":\"fast\""));
+  g_assert_cmpuint (count_events (dir, "proxy_submitted", "slow"), ==, 0);
+}
+
 static gboolean
 two_unreachable_reads (gpointer dir)
 {
@@ -901,6 +942,8 @@ main (int argc, char **argv)
                    test_workdir_keeps_only_failed_proxies_files);
   g_test_add_func ("/sites/status-bounds-the-queue-wait-from-earlier-campaigns",
                    test_status_bounds_the_queue_wait_from_earlier_campaigns);
+  g_test_add_func ("/sites/proxies-go-where-they-are-predicted-to-start-soonest",
+                   test_proxies_go_where_they_start_soonest);
   g_test_add_func ("/sites/status-is-answered-while-the-run-ends",
                    test_status_answered_while_the_run_ends);
   return g_test_run ();
