@@ -120,62 +120,13 @@ test_pending_behind_a_competitor_then_running(void)
 static void
 test_cancel_a_running_proxy(void)
 {
-  g_autofree gchar *sig_log = work_file("signals-p2");
-  g_autofree gchar *agent = signal_recording_agent(sig_log);
-  g_autofree gchar *id = submit_proxy(SGE, "datc-test-p2", 1, 0, agent);
-  const char *ids[] = { id, NULL };
-  g_autoptr(GError) error = NULL;
-
-  await_state(SGE, id, DATC_PROXY_RUNNING, 30);
-  g_autofree gchar *started = await_file(sig_log, 30);
-  pid_t pid = 0;
-  g_assert_cmpint(sscanf(started, "start %*d %*u %*d %d", &pid), ==, 1);
-  g_assert_cmpint(pid, >, 1);
-
-  g_assert_true(datc_site_cancel(bed_site(SGE), ids, &error));
-  g_assert_no_error(error);
-  await_state(SGE, id, DATC_PROXY_FINISHED, 30);
-  await_pid_gone(pid, 30);
-
-  g_assert_true(datc_site_cancel(bed_site(SGE), ids, &error));
-  g_assert_no_error(error);
-
-  g_autofree gchar *log = await_file(sig_log, 1);
-  g_test_message("agent's log:\n%s", log);
-  g_assert_cmpint(signal_time(log, "USR2"), >, 0);
+  check_cancel_a_running_proxy(SGE, "USR2", FALSE);
 }
 
 static void
 test_lookup_finds_a_proxy_by_name(void)
 {
-  g_autofree gchar *release = work_file("release-p3");
-  g_autofree gchar *qrelease = g_shell_quote(release);
-  g_autofree gchar *script = g_strdup_printf("while [ ! -e %s ]; do sleep 0.2; done", qrelease);
-  g_autofree gchar *agent = agent_sh(script);
-  g_autofree gchar *id = submit_proxy(SGE, "datc-test-p3", 1, 0, agent);
-  const DatcSchedulerClass *klass = datc_scheduler_lookup(SGE);
-  const DatcTransportClass *local = datc_transport_lookup("local");
-  g_autoptr(GError) error = NULL;
-  DatcTransport *t = local->open(NULL, NULL, &error);
-  g_assert_no_error(error);
-
-  const char *names[] = { "datc-test-p3", "datc-test-nobody" };
-  for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
-    {
-      g_auto(GStrv) argv = klass->lookup_argv(names[i]);
-      g_auto(DatcCommandResult) res = { 0 };
-      g_autofree gchar *found = NULL;
-
-      g_assert_true(local->run(t, (const char *const *)argv, NULL, DATC_SITE_COMMAND_TIMEOUT_MS,
-                               &res, &error));
-      g_assert_no_error(error);
-      g_assert_true(klass->parse_lookup(&res, &found, &error));
-      g_assert_no_error(error);
-      g_assert_cmpstr(found, ==, i == 0 ? id : NULL);
-    }
-  local->close(t);
-  touch(release);
-  await_state(SGE, id, DATC_PROXY_FINISHED, 30);
+  check_lookup_finds_a_proxy_by_name(SGE);
 }
 
 static void

@@ -37,118 +37,22 @@ static void
 test_pending_behind_a_competitor_then_running(void)
 {
   g_autofree gchar *competitor = competitor_submit("sleep 600");
-  await_state(SLURM, competitor, DATC_PROXY_RUNNING, 30);
-
-  g_autofree gchar *env_file = work_file("env-p1");
-  g_autofree gchar *release = work_file("release-p1");
-  g_autofree gchar *qenv = g_shell_quote(env_file);
-  g_autofree gchar *qrelease = g_shell_quote(release);
-  g_autofree gchar *script = g_strdup_printf(
-      "echo \"$DATC_SLOTS $DATC_WALLTIME_END $SLURM_JOB_ID $SLURM_CPUS_ON_NODE\" >%s.tmp && "
-      "mv %s.tmp %s; while [ ! -e %s ]; do sleep 0.2; done",
-      qenv, qenv, qenv, qrelease);
-  g_autofree gchar *agent = agent_sh(script);
-  gint64 submitted = (gint64)time(NULL);
-  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p1", 3, 3600, agent);
-
-  g_assert_cmpint(poll_one(SLURM, id), ==, DATC_PROXY_PENDING);
-  assert_stays(SLURM, id, DATC_PROXY_PENDING, 2);
-
-  /* One poll for several ids, one of them long forgotten. */
-  const char *ids[] = { id, competitor, "999999", NULL };
-  DatcProxyState states[3];
-  g_autoptr(GError) error = NULL;
-  g_assert_true(datc_site_poll(bed_site(SLURM), ids, states, &error));
-  g_assert_no_error(error);
-  g_assert_cmpint(states[0], ==, DATC_PROXY_PENDING);
-  g_assert_cmpint(states[1], ==, DATC_PROXY_RUNNING);
-  g_assert_cmpint(states[2], ==, DATC_PROXY_FINISHED);
-
-  scancel_as_root(competitor);
-  await_state(SLURM, id, DATC_PROXY_RUNNING, 30);
-  g_autofree gchar *env = await_file(env_file, 30);
-  gint64 now = (gint64)time(NULL);
-  g_auto(GStrv) words = g_strsplit(g_strstrip(env), " ", -1);
-
-  g_assert_cmpuint(g_strv_length(words), ==, 4);
-  g_assert_cmpstr(words[0], ==, "3");
-  g_assert_cmpstr(words[3], ==, "3");
-  g_assert_cmpstr(words[2], ==, id);
-  gint64 end = g_ascii_strtoll(words[1], NULL, 10);
-  g_assert_cmpint(end, >=, submitted + 3600);
-  g_assert_cmpint(end, <=, now + 3600);
-
-  touch(release);
-  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
-  await_state(SLURM, competitor, DATC_PROXY_FINISHED, 30);
-
-  g_autofree gchar *log_name = g_strdup_printf("datc-test-p1.%s.log", id);
-  g_autofree gchar *log = work_file(log_name);
-  g_assert_true(g_file_test(log, G_FILE_TEST_EXISTS));
+  check_pending_behind_a_competitor(SLURM, competitor, scancel_as_root, "SLURM_JOB_ID",
+                                    "SLURM_CPUS_ON_NODE");
 }
 
 /* Cancel takes a running proxy away, its processes with it. */
 static void
 test_cancel_a_running_proxy(void)
 {
-  g_autofree gchar *sig_log = work_file("signals-p2");
-  g_autofree gchar *agent = signal_recording_agent(sig_log);
-  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p2", 1, 0, agent);
-  const char *ids[] = { id, NULL };
-  g_autoptr(GError) error = NULL;
-
-  await_state(SLURM, id, DATC_PROXY_RUNNING, 30);
-  g_autofree gchar *started = await_file(sig_log, 30);
-  pid_t pid = 0;
-  g_assert_cmpint(sscanf(started, "start %*d %*u %*d %d", &pid), ==, 1);
-  g_assert_cmpint(pid, >, 1);
-
-  g_assert_true(datc_site_cancel(bed_site(SLURM), ids, &error));
-  g_assert_no_error(error);
-  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
-  await_pid_gone(pid, 30);
-
-  /* Already gone: cancelling again is fine. */
-  g_assert_true(datc_site_cancel(bed_site(SLURM), ids, &error));
-  g_assert_no_error(error);
-
-  g_autofree gchar *log = await_file(sig_log, 1);
-  g_test_message("agent's log:\n%s", log);
-  g_assert_cmpint(signal_time(log, "TERM"), >, 0);
+  check_cancel_a_running_proxy(SLURM, "TERM", FALSE);
 }
 
 /* A submit whose answer was lost can be found by the proxy's name. */
 static void
 test_lookup_finds_a_proxy_by_name(void)
 {
-  g_autofree gchar *release = work_file("release-p3");
-  g_autofree gchar *qrelease = g_shell_quote(release);
-  g_autofree gchar *script = g_strdup_printf("while [ ! -e %s ]; do sleep 0.2; done", qrelease);
-  g_autofree gchar *agent = agent_sh(script);
-  g_autofree gchar *id = submit_proxy(SLURM, "datc-test-p3", 1, 0, agent);
-  const DatcSchedulerClass *klass = datc_scheduler_lookup(SLURM);
-  const DatcTransportClass *local = datc_transport_lookup("local");
-  g_autoptr(GError) error = NULL;
-  DatcTransport *t = local->open(NULL, NULL, &error);
-  g_assert_no_error(error);
-
-  const char *names[] = { "datc-test-p3", "datc-test-nobody" };
-  for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
-    {
-      g_auto(GStrv) argv = klass->lookup_argv(names[i]);
-      g_auto(DatcCommandResult) res = { 0 };
-      g_autofree gchar *found = NULL;
-
-      g_assert_true(local->run(t, (const char *const *)argv, NULL, DATC_SITE_COMMAND_TIMEOUT_MS,
-                               &res, &error));
-      g_assert_no_error(error);
-      g_assert_true(klass->parse_lookup(&res, &found, &error));
-      g_assert_no_error(error);
-      g_assert_cmpstr(found, ==, i == 0 ? id : NULL);
-    }
-  local->close(t);
-  touch(release);
-  await_state(SLURM, id, DATC_PROXY_FINISHED, 30);
+  check_lookup_finds_a_proxy_by_name(SLURM);
 }
 
 static void

@@ -1,5 +1,6 @@
-/* real-batch.h: what test-slurm-real.c and test-sge-real.c share.
- * Included by one test program each.
+/* real-batch.h: what test-{slurm,sge,pbs,lsf}-real.c share (the bed, and the
+ * cases whose shape is the same on every scheduler).  Included by one
+ * test program each.
  *
  *  - The test bed: brought up once per program by tests/testbed/NAME-up.sh
  *    (path from DATC_TESTBED, set by meson) in a directory of its own,
@@ -441,4 +442,160 @@ check_array_behind_a_competitor(const char *scheduler, const char *competitor,
       g_autofree gchar *never = g_strdup_printf("%s.%u", seen, i);
       g_assert_false(g_file_test(never, G_FILE_TEST_EXISTS));
     }
+}
+
+/* A proxy waits behind `competitor` (a job holding every CPU, given time to
+ * run here), runs once `release_competitor` takes it away, and its agent
+ * sees its slots (`slots_var`, the scheduler's own count; NULL: it sets
+ * none here), its walltime end and its job id (`id_var`); one poll answers
+ * for several ids, one never known; its log is where the driver says. */
+G_GNUC_UNUSED static void
+check_pending_behind_a_competitor(const char *scheduler, const char *competitor,
+                                  void (*release_competitor)(const char *id),
+                                  const char *id_var, const char *slots_var)
+{
+  await_state(scheduler, competitor, DATC_PROXY_RUNNING, 30);
+
+  g_autofree gchar *env_file = work_file("env-p1");
+  g_autofree gchar *release = work_file("release-p1");
+  g_autofree gchar *qenv = g_shell_quote(env_file);
+  g_autofree gchar *qrelease = g_shell_quote(release);
+  g_autofree gchar *slots = slots_var != NULL ? g_strdup_printf("$%s", slots_var) : g_strdup("-");
+  g_autofree gchar *script = g_strdup_printf(
+      "echo \"$DATC_SLOTS $DATC_WALLTIME_END $%s %s\" >%s.tmp && "
+      "mv %s.tmp %s; while [ ! -e %s ]; do sleep 0.2; done",
+      id_var, slots, qenv, qenv, qenv, qrelease);
+  g_autofree gchar *agent = agent_sh(script);
+  gint64 submitted = (gint64)time(NULL);
+  g_autofree gchar *id = submit_proxy(scheduler, "datc-test-p1", 3, 3600, agent);
+
+  g_assert_cmpint(poll_one(scheduler, id), ==, DATC_PROXY_PENDING);
+  assert_stays(scheduler, id, DATC_PROXY_PENDING, 2);
+
+  /* One poll for several ids, one of them never known. */
+  const char *ids[] = { id, competitor, "999999", NULL };
+  DatcProxyState states[3];
+  g_autoptr(GError) error = NULL;
+  g_assert_true(datc_site_poll(bed_site(scheduler), ids, states, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(states[0], ==, DATC_PROXY_PENDING);
+  g_assert_cmpint(states[1], ==, DATC_PROXY_RUNNING);
+  g_assert_cmpint(states[2], ==, DATC_PROXY_FINISHED);
+
+  release_competitor(competitor);
+  await_state(scheduler, id, DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *env = await_file(env_file, 30);
+  gint64 now = (gint64)time(NULL);
+  g_auto(GStrv) words = g_strsplit(g_strstrip(env), " ", -1);
+  g_test_message("agent saw: %s", env);
+
+  g_assert_cmpuint(g_strv_length(words), ==, 4);
+  g_assert_cmpstr(words[0], ==, "3");
+  if (slots_var != NULL)
+    g_assert_cmpstr(words[3], ==, "3");
+  g_assert_cmpstr(words[2], ==, id);
+  gint64 end = g_ascii_strtoll(words[1], NULL, 10);
+  g_assert_cmpint(end, >=, submitted + 3600);
+  g_assert_cmpint(end, <=, now + 3600);
+
+  touch(release);
+  await_state(scheduler, id, DATC_PROXY_FINISHED, 30);
+  /* Taken away by its scheduler's cancel: ended the way proxies end. */
+  await_state(scheduler, competitor, DATC_PROXY_FINISHED, 30);
+
+  g_auto(GStrv) logs = datc_scheduler_lookup(scheduler)->proxy_logs("datc-test-p1", id,
+                                                                      "datc-test-p1.sh");
+  g_assert_nonnull(logs);
+  g_autofree gchar *log = work_file(logs[0]);
+  /* PBS copies it into place as the job ends. */
+  g_autofree gchar *log_text = await_file(log, 30);
+}
+
+/* Cancel takes a running proxy away, its processes with it; the agent saw
+ * `first_signal` ("TERM", "USR2"; NULL: not checked) first; cancelling
+ * again, once it is gone, is fine.  `may_outlive`: in this bed the agent
+ * may outlive its job (PBS: the MoM reports the task "force exited" at
+ * once and never KILLs an agent that traps TERM): then it is killed by its
+ * PID and the test is marked incomplete, not passed. */
+static void
+check_cancel_a_running_proxy(const char *scheduler, const char *first_signal,
+                             gboolean may_outlive)
+{
+  g_autofree gchar *sig_log = work_file("signals-p2");
+  g_autofree gchar *agent = signal_recording_agent(sig_log);
+  g_autofree gchar *id = submit_proxy(scheduler, "datc-test-p2", 1, 0, agent);
+  const char *ids[] = { id, NULL };
+  g_autoptr(GError) error = NULL;
+
+  await_state(scheduler, id, DATC_PROXY_RUNNING, 30);
+  g_autofree gchar *started = await_file(sig_log, 30);
+  pid_t pid = 0;
+  g_assert_cmpint(sscanf(started, "start %*d %*u %*d %d", &pid), ==, 1);
+  g_assert_cmpint(pid, >, 1);
+
+  g_assert_true(datc_site_cancel(bed_site(scheduler), ids, &error));
+  g_assert_no_error(error);
+  await_state(scheduler, id, DATC_PROXY_FINISHED, 30);
+  if (!may_outlive)
+    await_pid_gone(pid, 30);
+  else
+    {
+      gint64 deadline = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+      while (!pid_gone(pid) && g_get_monotonic_time() < deadline)
+        {
+          reap_orphans();
+          g_usleep(100 * 1000);
+        }
+      if (!pid_gone(pid))
+        {
+          g_assert_cmpint(kill(pid, SIGKILL), ==, 0);
+          await_pid_gone(pid, 10);
+          g_test_incomplete("the agent (TERM trapped) outlived its job after the cancel");
+        }
+    }
+
+  /* Already gone: cancelling again is fine. */
+  g_assert_true(datc_site_cancel(bed_site(scheduler), ids, &error));
+  g_assert_no_error(error);
+
+  if (first_signal == NULL)
+    return;
+  g_autofree gchar *log = await_file(sig_log, 1);
+  g_test_message("agent's log:\n%s", log);
+  g_assert_cmpint(signal_time(log, first_signal), >, 0);
+}
+
+/* A submit whose answer was lost can be found by the proxy's name, and a
+ * name no job has finds nothing. */
+static void
+check_lookup_finds_a_proxy_by_name(const char *scheduler)
+{
+  g_autofree gchar *release = work_file("release-p3");
+  g_autofree gchar *qrelease = g_shell_quote(release);
+  g_autofree gchar *script = g_strdup_printf("while [ ! -e %s ]; do sleep 0.2; done", qrelease);
+  g_autofree gchar *agent = agent_sh(script);
+  g_autofree gchar *id = submit_proxy(scheduler, "datc-test-p3", 1, 0, agent);
+  const DatcSchedulerClass *klass = datc_scheduler_lookup(scheduler);
+  const DatcTransportClass *local = datc_transport_lookup("local");
+  g_autoptr(GError) error = NULL;
+  DatcTransport *t = local->open(NULL, NULL, &error);
+  g_assert_no_error(error);
+
+  const char *names[] = { "datc-test-p3", "datc-test-nobody" };
+  for (gsize i = 0; i < G_N_ELEMENTS(names); i++)
+    {
+      g_auto(GStrv) argv = klass->lookup_argv(names[i]);
+      g_auto(DatcCommandResult) res = { 0 };
+      g_autofree gchar *found = NULL;
+
+      g_assert_true(local->run(t, (const char *const *)argv, NULL, DATC_SITE_COMMAND_TIMEOUT_MS,
+                               &res, &error));
+      g_assert_no_error(error);
+      g_assert_true(klass->parse_lookup(&res, &found, &error));
+      g_assert_no_error(error);
+      g_assert_cmpstr(found, ==, i == 0 ? id : NULL);
+    }
+  local->close(t);
+  touch(release);
+  await_state(scheduler, id, DATC_PROXY_FINISHED, 30);
 }
