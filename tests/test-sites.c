@@ -163,6 +163,22 @@ test_offline_status_keeps_site_errors (void)
                             "ended before its agent connected"));
 }
 
+/* Site `name` in the live status of the campaign in `dir` (transfer
+ * full), or NULL: no master answers, or no such site. */
+static JsonObject *
+live_site (const char *dir, const char *name)
+{
+  g_autoptr (JsonObject) st = tb_status (dir);
+  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
+  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
+    {
+      JsonObject *s = json_array_get_object_element (sites, i);
+      if (g_str_equal (json_object_get_string_member (s, "name"), name))
+        return json_object_ref (s);
+    }
+  return NULL;
+}
+
 typedef struct {
   const char *dir;
   JsonObject *site;  /* its last live status of site "tight" */
@@ -172,19 +188,11 @@ static gboolean
 waits_for_calls (gpointer data)
 {
   BudgetWatch *w = data;
-  g_autoptr (JsonObject) st = tb_status (w->dir);
-  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
-  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
-    {
-      JsonObject *s = json_array_get_object_element (sites, i);
-      if (g_str_equal (json_object_get_string_member (s, "name"), "tight")
-          && json_object_get_boolean_member (s, "waiting_for_calls"))
-        {
-          w->site = json_object_ref (s);
-          return TRUE;
-        }
-    }
-  return FALSE;
+  g_autoptr (JsonObject) s = live_site (w->dir, "tight");
+  if (s == NULL || !json_object_get_boolean_member (s, "waiting_for_calls"))
+    return FALSE;
+  w->site = g_steal_pointer (&s);
+  return TRUE;
 }
 
 /* A site whose budget (4 calls a minute, 2 kept for the end) allows one
@@ -235,20 +243,12 @@ static gboolean
 bound_rests_on (gpointer data)
 {
   BoundWatch *w = data;
-  g_autoptr (JsonObject) st = tb_status (w->dir);
-  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
-  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
-    {
-      JsonObject *s = json_array_get_object_element (sites, i);
-      JsonObject *b = json_object_get_object_member (s, "queue_wait_bound");
-      if (g_str_equal (json_object_get_string_member (s, "name"), "here") && b != NULL
-          && json_object_get_int_member (b, "observations") == (gint64) w->want)
-        {
-          w->bound = json_object_ref (b);
-          return TRUE;
-        }
-    }
-  return FALSE;
+  g_autoptr (JsonObject) s = live_site (w->dir, "here");
+  JsonObject *b = s != NULL ? json_object_get_object_member (s, "queue_wait_bound") : NULL;
+  if (b == NULL || json_object_get_int_member (b, "observations") != (gint64) w->want)
+    return FALSE;
+  w->bound = json_object_ref (b);
+  return TRUE;
 }
 
 /* Queue waits outlive the campaign: a per-user cache ($XDG_CACHE_HOME/
@@ -359,19 +359,12 @@ static gboolean
 status_says_unreachable (gpointer data)
 {
   BudgetWatch *w = data;
-  g_autoptr (JsonObject) st = tb_status (w->dir);
-  JsonArray *sites = st ? json_object_get_array_member (st, "sites") : NULL;
-  for (guint i = 0; sites && i < json_array_get_length (sites); i++)
-    {
-      JsonObject *s = json_array_get_object_element (sites, i);
-      if (g_str_equal (json_object_get_string_member (s, "name"), "far")
-          && json_object_get_string_member_with_default (s, "agents_cannot_reach", NULL) != NULL)
-        {
-          w->site = json_object_ref (s);
-          return TRUE;
-        }
-    }
-  return FALSE;
+  g_autoptr (JsonObject) s = live_site (w->dir, "far");
+  if (s == NULL
+      || json_object_get_string_member_with_default (s, "agents_cannot_reach", NULL) == NULL)
+    return FALSE;
+  w->site = g_steal_pointer (&s);
+  return TRUE;
 }
 
 /* Agents told an address where nothing listens (the master listens on
