@@ -1,6 +1,6 @@
-# batch-lib.sh: what slurm-*.sh, sge-*.sh and capture-*.sh share.  Sourced,
-# never run.  Every wait here polls a condition against a deadline; every
-# process is stopped by its PID, after checking that the PID still names
+# batch-lib.sh: what the test-bed scripts share (slurm-*.sh, sge-*.sh,
+# capture-*.sh, install-*.sh, ...).  Sourced, never run.  Every wait here
+# polls a condition against a deadline; every process is stopped by its PID, after checking that the PID still names
 # the program we started (a recycled PID is left alone).
 
 tb_die() { echo "$(basename "$0"): $*" >&2; exit 1; }
@@ -148,4 +148,28 @@ tb_record() {
   } >"$file"
   rm -f "$out" "$err"
   tb_log "recorded $(basename "$file") (exit $st)"
+}
+
+# tb_apt_missing PKG...: prints, one a line, those not installed.
+tb_apt_missing() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+# tb_apt_install PKG...: installs them from Debian, never starting a daemon
+# (a policy-rc.d that says "no" is put in place first when the image has
+# none), waiting up to 600 s for another apt or dpkg to let go of the lock.
+tb_apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  [ "$#" -gt 0 ] || return 0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod 755 /usr/sbin/policy-rc.d
+  fi
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends "$@" >/dev/null
 }

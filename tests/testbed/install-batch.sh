@@ -9,30 +9,22 @@
 # beforehand so its postinst runs init_cluster unattended (cell "default",
 # this host as master; see ../shared/TESTBED-NOTES.md section 2).
 set -euo pipefail
+. "$(dirname "$0")/batch-lib.sh"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 pkgs=(slurm-wlm slurmctld slurmd slurm-client munge
       gridengine-master gridengine-exec gridengine-client util-linux)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+mapfile -t missing < <(tb_apt_missing "${pkgs[@]}")
 
 if [ "${#missing[@]}" -gt 0 ]; then
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
-    $sudo chmod 755 /usr/sbin/policy-rc.d
-  fi
   host=$(hostname)
   for owner in gridengine-common gridengine-client gridengine-master; do
     printf '%s shared/gridengineconfig boolean true\n' "$owner"
     printf '%s shared/gridenginecell string default\n' "$owner"
     printf '%s shared/gridenginemaster string %s\n' "$owner" "$host"
   done | $sudo debconf-set-selections
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+  tb_apt_install "${missing[@]}"
 fi
 
 # `competitor` fills the queue in the batch tests; a plain user with a

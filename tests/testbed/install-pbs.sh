@@ -6,6 +6,7 @@
 # postinst would otherwise start a cluster).  Not sendmail-bin, which
 # PBS's INSTALL lists: it replaces exim4, which Grid Engine pulled in.
 set -euo pipefail
+. "$(dirname "$0")/batch-lib.sh"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
@@ -13,19 +14,7 @@ pkgs=(gcc g++ make libtool autoconf automake libhwloc-dev libx11-dev libxt-dev l
       libical-dev libncurses-dev perl postgresql-server-dev-all postgresql-contrib python3-dev
       tcl-dev tk-dev swig libexpat1-dev libssl-dev libxext-dev libxft-dev libcjson-dev expat
       libedit2 postgresql python3 sudo tcl tk libical3 iproute2 util-linux)
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
-    printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
-    $sudo chmod 755 /usr/sbin/policy-rc.d
-  fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+tb_apt_install $(tb_apt_missing "${pkgs[@]}")
 # PBS refuses jobs from root ("Bad UID for job execution"): tests submit as
 # `competitor` (install-batch.sh creates it too) or their login user.
 if ! id -u competitor >/dev/null 2>&1; then
