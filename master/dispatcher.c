@@ -1242,9 +1242,10 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
 void
 datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep)
 {
-  if (keep)
+  /* Called for every site on every provisioner tick: no copy when nothing changes. */
+  if (keep && !g_hash_table_contains (d->keep_idle, site))
     g_hash_table_add (d->keep_idle, g_strdup (site));
-  else
+  else if (!keep)
     g_hash_table_remove (d->keep_idle, site);
 }
 

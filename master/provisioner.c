@@ -11,6 +11,7 @@
  * degraded at once while the others go on. */
 #include "provisioner.h"
 #include "qbets.h"
+#include "waitdist.h"
 
 #include <string.h>
 #include <zmq.h>
@@ -355,13 +356,6 @@ default_poll_ms (DatcProvisioner *p, const DatcSiteSpec *spec)
   return g_str_equal (datc_site_scheduler_name (spec->site), "fork") ? 1000u : p->poll_ms;
 }
 
-static gint
-compare_doubles (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 /* The QBETS upper bound on the site's queue wait (its 0.95 quantile, at
  * 0.95 confidence) from the waits of this campaign and of earlier ones
  * (the cache), as `datc analyze waits` computes it; again after each new
@@ -372,11 +366,15 @@ compare_doubles (gconstpointer a, gconstpointer b)
 static void
 update_wait_bound (SiteState *s)
 {
-  g_autoptr (GArray) sorted = g_array_sized_new (FALSE, FALSE, sizeof (double), s->all_waits->len);
-  g_array_append_vals (sorted, s->all_waits->data, s->all_waits->len);
-  g_array_sort (sorted, compare_doubles);
-  if (!datc_wait_bound_compute ((const double *) sorted->data, sorted->len, WAIT_BOUND_Q,
-                                WAIT_BOUND_C, &s->wait_bound, NULL))
+  s->wait_bound = (DatcWaitBound) { 0 };
+  if (s->all_waits->len == 0)
+    return;
+  /* Sorted as `datc analyze waits` sorts them. */
+  g_autoptr (DatcWaitDist) d
+      = datc_wait_dist_new_empirical ((const double *) s->all_waits->data, s->all_waits->len);
+  gsize n;
+  const double *sorted = datc_wait_dist_samples (d, &n);
+  if (!datc_wait_bound_compute (sorted, n, WAIT_BOUND_Q, WAIT_BOUND_C, &s->wait_bound, NULL))
     s->wait_bound = (DatcWaitBound) { 0 };
 }
 
