@@ -1744,6 +1744,19 @@ by_predicted_start (gconstpointer a, gconstpointer b)
   return x->index < y->index ? -1 : x->index > y->index; /* then the sites file's order */
 }
 
+/* A site still being prepared (agent and key going up) submits once that
+ * is done, at worst after its command timeout: a site predicted to start
+ * proxies later than that is not worth taking instead (G_MAXDOUBLE: the
+ * site is not preparing).  Without it, which of two sites got the first
+ * proxy would depend on whose preparation ended first. */
+static double
+ready_soon_s (const SiteState *s)
+{
+  if (s->prepared || !s->preparing)
+    return G_MAXDOUBLE;
+  return predicted_wait_s (s) + s->timeout_ms / 1000.0;
+}
+
 /* The sites, where a proxy is predicted to start soonest first (transfer
  * container). */
 static GPtrArray *
@@ -1781,13 +1794,17 @@ plan_pull (DatcProvisioner *p, gint64 now)
   /* Healthy sites first, where proxies are predicted to start soonest. */
   g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint pass = 0; pass < 2 && demand > supply; pass++)
-    for (guint i = 0; i < order->len && demand > supply; i++)
-      {
-        SiteState *s = order->pdata[i];
-        if ((s->health == HEALTH_OK) != (pass == 0))
-          continue;
-        supply += submit_for (p, s, demand - supply, now);
-      }
+    {
+      double beyond = G_MAXDOUBLE;
+      for (guint i = 0; i < order->len && demand > supply; i++)
+        {
+          SiteState *s = order->pdata[i];
+          if ((s->health == HEALTH_OK) != (pass == 0) || predicted_wait_s (s) > beyond)
+            continue;
+          supply += submit_for (p, s, demand - supply, now);
+          beyond = MIN (beyond, ready_soon_s (s));
+        }
+    }
 }
 
 /* Each site on its own share only. */
@@ -1816,29 +1833,33 @@ plan_direct (DatcProvisioner *p, gint64 now)
 {
   g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint pass = 0; pass < 2; pass++)
-    for (guint i = 0; i < order->len; i++)
-      {
-        SiteState *s = order->pdata[i];
-        if ((s->health == HEALTH_OK) != (pass == 0))
-          continue;
-        g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
-        while (can_submit (s, now))
-          {
-            guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
-            guint64 task;
-            g_array_set_size (tasks, 0);
-            while (tasks->len < room && datc_ledger_bind (p->ledger, &task))
-              g_array_append_val (tasks, task);
-            if (tasks->len == 0)
-              break;
-            guint n = submit_proxies (p, s, 1, tasks->len, (const guint64 *) tasks->data);
-            for (guint t = n; t < tasks->len; t++)
-              datc_ledger_release (p->ledger, g_array_index (tasks, guint64, t));
-            if (n == 0)
-              break;
-            count_submitted (s, n);
-          }
-      }
+    {
+      double beyond = G_MAXDOUBLE; /* as in plan_pull */
+      for (guint i = 0; i < order->len; i++)
+        {
+          SiteState *s = order->pdata[i];
+          if ((s->health == HEALTH_OK) != (pass == 0) || predicted_wait_s (s) > beyond)
+            continue;
+          g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
+          while (can_submit (s, now))
+            {
+              guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
+              guint64 task;
+              g_array_set_size (tasks, 0);
+              while (tasks->len < room && datc_ledger_bind (p->ledger, &task))
+                g_array_append_val (tasks, task);
+              if (tasks->len == 0)
+                break;
+              guint n = submit_proxies (p, s, 1, tasks->len, (const guint64 *) tasks->data);
+              for (guint t = n; t < tasks->len; t++)
+                datc_ledger_release (p->ledger, g_array_index (tasks, guint64, t));
+              if (n == 0)
+                break;
+              count_submitted (s, n);
+            }
+          beyond = MIN (beyond, ready_soon_s (s));
+        }
+    }
 }
 
 /* Outcomes of site commands, as events on the loop; the plan looks at
