@@ -112,6 +112,7 @@ typedef struct {
   guint64 n_submit, n_poll, n_cancel, n_put, n_lookup;  /* commands issued to the site */
   Health health;
   gchar *last_error;
+  gchar *endpoint;         /* where its agents connect when not the master's (its relay's) */
   gint64 connect_wait_us;  /* running this long without its agent: its log is read */
   gboolean reading_log;    /* a log read is with the worker */
   gint64 next_log_us;
@@ -188,6 +189,8 @@ datc_site_spec_free (DatcSiteSpec *s)
 {
   if (s == NULL)
     return;
+  /* The relay first: it says BYE while its agents' connections close. */
+  g_clear_pointer (&s->relay, datc_relay_free);
   datc_site_free (s->site);
   g_free (s->name);
   g_free (s->queue);
@@ -229,6 +232,7 @@ site_state_free (gpointer p)
     s->spec->site = NULL; /* its worker still runs a command on it: left to the exit */
   datc_site_spec_free (s->spec);
   g_free (s->last_error);
+  g_free (s->endpoint);
   g_free (s->unreachable);
   g_free (s);
 }
@@ -578,7 +582,7 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean 
                guint slots)
 {
   g_autofree gchar *agent = g_shell_quote (s->spec->agent_path);
-  g_autofree gchar *ep = g_shell_quote (p->endpoint);
+  g_autofree gchar *ep = g_shell_quote (s->endpoint != NULL ? s->endpoint : p->endpoint);
   g_autofree gchar *site = g_shell_quote (s->spec->name);
   g_autofree gchar *quoted = g_shell_quote (proxy_id);
   g_autofree gchar *proxy = array ? g_strdup_printf ("%s-\"$%s\"", quoted, DATC_ARRAY_INDEX_VAR)
@@ -661,6 +665,9 @@ typedef struct {
   GBytes *key_data;
   gchar *check_agent;       /* an agent path to look for on the site, or NULL */
   gchar *agent_path;        /* out: where the upload put it */
+  DatcRelay *relay;         /* the site's, or NULL */
+  gchar *relay_agent, *relay_workdir;  /* the agent already there; its pid file's dir */
+  gchar *endpoint;          /* out: where the relay listens */
   GError *error;
 } PrepareJob;
 
@@ -693,8 +700,11 @@ prepare_run (DatcSite *site, gpointer data)
   if (j->upload_from != NULL
       && !datc_site_upload_agent (site, j->upload_from, j->workdir, &j->agent_path, &j->error))
     return;
-  if (j->key_data != NULL)
-    datc_site_put (site, j->key_data, j->key_file, 0600, &j->error);
+  if (j->key_data != NULL && !datc_site_put (site, j->key_data, j->key_file, 0600, &j->error))
+    return;
+  if (j->relay != NULL)
+    datc_relay_start (j->relay, j->agent_path ? j->agent_path : j->relay_agent, j->relay_workdir,
+                      j->command_ms, &j->endpoint, &j->error);
 }
 
 static void
@@ -724,6 +734,14 @@ prepare_done (gpointer owner, gpointer data)
           g_free (s->spec->agent_path);
           s->spec->agent_path = g_steal_pointer (&j->agent_path);
         }
+      if (j->endpoint != NULL)
+        {
+          if (g_strcmp0 (s->endpoint, j->endpoint) != 0)
+            datc_trace_event (p->trace, "relay_up", "site", 's', s->spec->name, "endpoint", 's',
+                              j->endpoint, NULL);
+          g_free (s->endpoint);
+          s->endpoint = g_steal_pointer (&j->endpoint);
+        }
       s->prepared = TRUE;
       site_recovered (p, s, HEALTH_HUNG);
     }
@@ -734,6 +752,9 @@ prepare_done (gpointer owner, gpointer data)
   g_free (j->key_file);
   g_clear_pointer (&j->key_data, g_bytes_unref);
   g_free (j->agent_path);
+  g_free (j->relay_agent);
+  g_free (j->relay_workdir);
+  g_free (j->endpoint);
   g_free (j);
 }
 
@@ -763,6 +784,12 @@ prepare_site (SiteState *s)
       s->n_put++;
       j->key_data = g_bytes_ref (sp->key_data);
       j->key_file = g_strdup (sp->key_file);
+    }
+  if (sp->relay != NULL)
+    {
+      j->relay = sp->relay;
+      j->relay_agent = g_strdup (sp->agent_path);
+      j->relay_workdir = g_strdup (sp->workdir);
     }
   s->preparing = TRUE;
   datc_site_worker_post (s->worker, prepare_run, prepare_done, j);

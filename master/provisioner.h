@@ -17,6 +17,7 @@
 #include <zmq.h>
 #include "dispatcher.h"
 #include "driver.h"
+#include "relay.h"
 #include "waitcache.h"
 #include "ledger.h"
 #include "trace.h"
@@ -50,6 +51,8 @@ typedef struct {
   gchar *upload_from;      /* agent = upload: the local binary copied to the site, or NULL */
   gchar *key_file;         /* agent key on the site (tcp only) */
   GBytes *key_data;        /* put at key_file (mode 0600) before the first submit, or NULL */
+  DatcRelay *relay;        /* reach = relay: started after the upload, before the first
+                            * submit; its endpoint is the one this site's agents get */
 } DatcSiteSpec;
 
 void datc_site_spec_free (DatcSiteSpec *spec);

@@ -26,6 +26,7 @@
 #include "ledger.h"
 #include "control.h"
 #include "provisioner.h"
+#include "relay.h"
 #include "sitesfile.h"
 #include "upload.h"
 #include "status.h"
@@ -211,7 +212,7 @@ advertised_endpoint (const char *bound, const char *advertise)
  * 0600) into their work directory. */
 static GPtrArray *
 sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_agent,
-                 GHashTable *site_keys, GError **error)
+                 GHashTable *site_keys, const char *dispatcher, GError **error)
 {
   g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
   g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
@@ -264,6 +265,24 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
           /* The secret, held until the site has it: wiped on free. */
           spec->key_data = datc_curve_secret_file_read (site_key, error);
           if (spec->key_data == NULL)
+            return NULL;
+        }
+      if (c->relay)
+        {
+          /* Its own connection: the relay's session never waits behind
+           * the site's commands, nor they behind it. */
+          DatcSite *own = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile,
+                                         c->group, error);
+          if (own == NULL)
+            return NULL;
+          datc_site_set_command_timeout (own, (c->command_timeout_s ? c->command_timeout_s
+                                                                    : DATC_SITE_COMMAND_TIMEOUT_MS
+                                                                          / 1000)
+                                                  * 1000);
+          DatcRelayOptions ro = { .site_name = c->name, .site = own, .target = dispatcher,
+                                  .listen = c->relay_address };
+          spec->relay = datc_relay_new (&ro, error);
+          if (spec->relay == NULL)
             return NULL;
         }
       g_ptr_array_add (specs, g_steal_pointer (&spec));
@@ -511,6 +530,12 @@ start_dispatcher (const DatcRunOptions *o, void *ctx, DatcCampaign *campaign,
 {
   g_autoptr (GError) error = NULL;
   const char *listen = o->listen ? o->listen : sites_file ? sites_file->listen : NULL;
+  /* Relays carry agents' connections to a TCP port here: loopback
+   * serves them when nothing else is asked for. */
+  if (listen == NULL && sites_file != NULL)
+    for (guint i = 0; i < sites_file->sites->len; i++)
+      if (((DatcSiteConfig *) sites_file->sites->pdata[i])->relay)
+        listen = "tcp://127.0.0.1:0";
   gboolean same_port = FALSE;
   g_autofree gchar *endpoint = listen ? listen_endpoint (campaign, listen, &same_port)
                                       : datc_campaign_ipc_endpoint (campaign, &error);
@@ -580,10 +605,10 @@ local_site (const DatcRunOptions *o, DatcCampaign *campaign, const char *agent,
  * (none with --no-local). */
 static GPtrArray *
 site_specs (const DatcRunOptions *o, DatcSitesFile *sites_file, DatcCampaign *campaign,
-            const char *agent, GHashTable *site_keys, GError **error)
+            const char *agent, GHashTable *site_keys, const char *dispatcher, GError **error)
 {
   if (sites_file != NULL)
-    return sites_from_file (sites_file, campaign, agent, site_keys, error);
+    return sites_from_file (sites_file, campaign, agent, site_keys, dispatcher, error);
   g_autoptr (GPtrArray) specs
       = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
   if (!o->no_local)
@@ -785,7 +810,8 @@ datc_run (const DatcRunOptions *o)
     .disp = disp,
     .open = o->open,
   };
-  g_autoptr (GPtrArray) specs = site_specs (o, sites_file, campaign, agent, site_keys, &error);
+  g_autoptr (GPtrArray) specs = site_specs (o, sites_file, campaign, agent, site_keys,
+                                               datc_dispatcher_endpoint (disp), &error);
   if (specs == NULL)
     goto fatal;
   agents_endpoint = advertised_endpoint (

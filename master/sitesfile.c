@@ -18,7 +18,7 @@ static const char *const master_keys[] = { "listen", "advertise", "give_up_after
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", NULL,
+  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", "reach", "relay_address", NULL,
 };
 
 typedef struct {
@@ -261,6 +261,7 @@ site_config_free (gpointer p)
   g_free (c->submit_args);
   g_free (c->agent);
   g_free (c->workdir);
+  g_free (c->relay_address);
   g_free (c);
 }
 
@@ -325,7 +326,8 @@ check_reach (Index *ix, DatcSitesFile *f)
   for (guint i = 0; i < f->sites->len; i++)
     {
       DatcSiteConfig *c = f->sites->pdata[i];
-      if (g_strcmp0 (c->transport, "ssh") != 0)
+      /* A relay site's agents connect to its relay on the login node. */
+      if (g_strcmp0 (c->transport, "ssh") != 0 || c->relay)
         continue;
       guint line = line_of (ix, c->group, "transport");
       if (f->listen == NULL)
@@ -499,6 +501,22 @@ datc_sites_file_load (const char *path, GError **error)
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");
       c->workdir = g_key_file_get_string (f->keyfile, g, "workdir", NULL);
+      g_autofree gchar *reach = g_key_file_get_string (f->keyfile, g, "reach", NULL);
+      if (reach != NULL && g_str_equal (g_strstrip (reach), "relay"))
+        c->relay = TRUE;
+      else if (reach != NULL && !g_str_equal (reach, "direct"))
+        problem (&ix, line_of (&ix, g, "reach"),
+                 "reach \"%s\": expected direct (agents connect to the master) or relay "
+                 "(through the login node)", reach);
+      c->relay_address = g_key_file_get_string (f->keyfile, g, "relay_address", NULL);
+      if (c->relay_address != NULL
+          && (!c->relay || c->relay_address[0] == '\0' || c->relay_address[0] == '-'
+              || strpbrk (c->relay_address, " \t/") != NULL))
+        problem (&ix, line_of (&ix, g, "relay_address"),
+                 c->relay ? "relay_address \"%s\": expected an address or host name of the "
+                            "login node"
+                          : "relay_address \"%s\" needs reach = relay",
+                 c->relay_address);
     }
   if (f->sites->len == 0 && ix.problems->len == 0)
     problem (&ix, 1, "no [site NAME] group");

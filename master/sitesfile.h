@@ -33,6 +33,14 @@
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
  *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
+ *   reach = relay                # direct (default): agents connect to the master's
+ *                                # advertised endpoint; relay: compute nodes cannot reach
+ *                                # this machine, so the master runs `datc-agent relay` on
+ *                                # the login node over its SSH session and agents connect
+ *                                # there (no [master] listen/advertise needed for it)
+ *   relay_address = 10.1.0.5     # relay: the login node's address its compute nodes
+ *                                # reach (listened on and told to agents); default: every
+ *                                # address, agents told the login node's host name
  *
  * Every problem is reported as "FILE:LINE: ..." (unknown group or key, a
  * value out of range, a driver that does not exist, a required key
@@ -65,6 +73,8 @@ typedef struct {
   guint connect_wait_s;        /* 0: the default (60 s) */
   gchar *agent;            /* "upload" or a path on the site */
   gchar *workdir;
+  gboolean relay;          /* reach = relay */
+  gchar *relay_address;    /* or NULL: every address of the login node */
 } DatcSiteConfig;
 
 typedef struct {

@@ -180,6 +180,35 @@ GStrv datc_site_proxy_logs(DatcSite *site, const char *job_name, const char *job
  * DATC_SITE_ERROR_CONFIG, and nothing is removed. */
 gboolean datc_site_remove_files(DatcSite *site, const char *workdir, const char *const *names,
                                 GError **error);
+/* ---- a long-lived command as a byte stream (the relay's) ----------- */
+
+typedef struct _DatcSiteStream DatcSiteStream;
+
+/* Starts argv on the site with its stdin and stdout as a stream, within
+ * the site's command timeout.  Over ssh it is an exec channel on the
+ * site's connection, which then serves the stream alone: give a stream
+ * a DatcSite of its own (no command may run on it until the stream is
+ * closed).  DATC_SITE_ERROR_CONFIG when the transport has no streams. */
+DatcSiteStream *datc_site_open_stream (DatcSite *site, const char *const *argv, GError **error);
+/* Poll it for POLLIN: bytes, or the stream's end, may be waiting.  Read
+ * until datc_site_stream_read returns 0 before polling: bytes the
+ * transport already took off the fd do not show there. */
+int datc_site_stream_fd (DatcSiteStream *s);
+/* Never blocks: bytes read (> 0), 0 when none is there yet, -1 with an
+ * error (DATC_SITE_ERROR_TRANSPORT) once the command ended or the
+ * connection is lost. */
+gssize datc_site_stream_read (DatcSiteStream *s, guint8 *buf, gsize len, GError **error);
+/* Writes all of buf within timeout_ms (DATC_SITE_ERROR_TIMEOUT), or fails
+ * (DATC_SITE_ERROR_TRANSPORT). */
+gboolean datc_site_stream_write (DatcSiteStream *s, const guint8 *buf, gsize len,
+                                 guint timeout_ms, GError **error);
+/* What the command wrote to stderr since the last call (at most 64 KiB
+ * kept), or NULL when nothing (transfer full). */
+gchar *datc_site_stream_take_stderr (DatcSiteStream *s);
+/* Ends the stream: closes the command's stdin, gives it timeout_ms to
+ * exit, then kills it (and, over ssh, drops the connection). */
+void datc_site_stream_close (DatcSiteStream *s, guint timeout_ms);
+
 /* Timeout for every command on this site (default DATC_SITE_COMMAND_TIMEOUT_MS). */
 void datc_site_set_command_timeout (DatcSite *site, guint timeout_ms);
 /* Whether a poll or cancel that failed in the transport (the connection

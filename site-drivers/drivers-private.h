@@ -14,6 +14,21 @@ G_BEGIN_DECLS
 
 typedef struct _DatcTransport DatcTransport;
 
+/* A command's stdin and stdout as a byte stream (driver.h,
+ * datc_site_open_stream); each transport's own. */
+typedef struct {
+  int (*fd) (DatcSiteStream *s);
+  gssize (*read) (DatcSiteStream *s, guint8 *buf, gsize len, GError **error);
+  gboolean (*write) (DatcSiteStream *s, const guint8 *buf, gsize len, guint timeout_ms,
+                     GError **error);
+  gchar *(*take_stderr) (DatcSiteStream *s);
+  void (*close) (DatcSiteStream *s, guint timeout_ms);
+} DatcSiteStreamClass;
+
+struct _DatcSiteStream {
+  const DatcSiteStreamClass *klass;
+};
+
 typedef struct {
   const char *name;
   /* `config` is the site's key file group (transfer none, may be NULL for
@@ -28,6 +43,11 @@ typedef struct {
    * rename). */
   gboolean (*put) (DatcTransport *t, GBytes *data, const char *path, int mode,
                    GError **error);
+  /* Optional (NULL: the transport has none): starts argv with its stdin
+   * and stdout as a stream, within timeout_ms (ssh: on the transport's
+   * connection, which is the stream's alone until it is closed). */
+  DatcSiteStream *(*stream) (DatcTransport *t, const char *const *argv, guint timeout_ms,
+                             GError **error);
   void (*close) (DatcTransport *t);
 } DatcTransportClass;
 

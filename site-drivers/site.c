@@ -796,6 +796,58 @@ datc_site_run(DatcSite *site, const char *const *argv, DatcCommandResult *res,
   return TRUE;
 }
 
+/* ---- streams ------------------------------------------------------------ */
+
+DatcSiteStream *
+datc_site_open_stream(DatcSite *site, const char *const *argv, GError **error)
+{
+  g_return_val_if_fail(site != NULL && argv != NULL && argv[0] != NULL, NULL);
+  if (site->transport->klass->stream == NULL)
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
+                  "site %s: transport %s cannot carry a stream", site->name,
+                  site->transport->klass->name);
+      return NULL;
+    }
+  DatcSiteStream *s = site->transport->klass->stream(site->transport, argv, site->timeout_ms,
+                                                     error);
+  if (s == NULL)
+    g_prefix_error(error, "site %s: ", site->name);
+  return s;
+}
+
+int
+datc_site_stream_fd(DatcSiteStream *s)
+{
+  return s->klass->fd(s);
+}
+
+gssize
+datc_site_stream_read(DatcSiteStream *s, guint8 *buf, gsize len, GError **error)
+{
+  return s->klass->read(s, buf, len, error);
+}
+
+gboolean
+datc_site_stream_write(DatcSiteStream *s, const guint8 *buf, gsize len, guint timeout_ms,
+                       GError **error)
+{
+  return s->klass->write(s, buf, len, timeout_ms, error);
+}
+
+gchar *
+datc_site_stream_take_stderr(DatcSiteStream *s)
+{
+  return s->klass->take_stderr(s);
+}
+
+void
+datc_site_stream_close(DatcSiteStream *s, guint timeout_ms)
+{
+  if (s != NULL)
+    s->klass->close(s, timeout_ms);
+}
+
 /* ---- the files proxies leave in the workdir ---------------------------- */
 
 GStrv

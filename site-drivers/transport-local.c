@@ -28,7 +28,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct
@@ -385,10 +387,182 @@ local_put(DatcTransport *t, GBytes *data, const char *path, int mode, GError **e
   return TRUE;
 }
 
+/* ---- stream ------------------------------------------------------------ */
+
+#define STREAM_STDERR_KEEP (64u * 1024u)
+
+typedef struct
+{
+  DatcSiteStream parent;
+  GPid pid;          /* also its process group */
+  int in, out, err;  /* its stdin (ours to write), stdout, stderr; -1 once closed */
+  GString *stderr_text;
+  gboolean reaped;
+} LocalStream;
+
+static void
+stream_child_setup(gpointer user_data)
+{
+  static volatile pid_t unused;
+  child_enter_own_group((gpointer)&unused);
+}
+
+static void
+drain_stderr(LocalStream *ls)
+{
+  char buf[4096];
+  ssize_t n;
+
+  while (ls->err >= 0 && (n = read(ls->err, buf, sizeof buf)) > 0)
+    if (ls->stderr_text->len < STREAM_STDERR_KEEP)
+      g_string_append_len(ls->stderr_text, buf,
+                          MIN((gsize)n, STREAM_STDERR_KEEP - ls->stderr_text->len));
+}
+
+static int
+local_stream_fd(DatcSiteStream *s)
+{
+  return ((LocalStream *)s)->out;
+}
+
+static gssize
+local_stream_read(DatcSiteStream *s, guint8 *buf, gsize len, GError **error)
+{
+  LocalStream *ls = (LocalStream *)s;
+
+  drain_stderr(ls);
+  ssize_t n = read(ls->out, buf, len);
+  if (n > 0)
+    return n;
+  if (n < 0 && (errno == EAGAIN || errno == EINTR))
+    return 0;
+  g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT, "the command %s",
+              n == 0 ? "ended (its stdout closed)" : g_strerror(errno));
+  return -1;
+}
+
+static gboolean
+local_stream_write(DatcSiteStream *s, const guint8 *buf, gsize len, guint timeout_ms,
+                   GError **error)
+{
+  LocalStream *ls = (LocalStream *)s;
+  gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+  gsize off = 0;
+
+  while (off < len)
+    {
+      ssize_t n = write(ls->in, buf + off, len - off);
+      if (n > 0)
+        {
+          off += (gsize)n;
+          continue;
+        }
+      if (n < 0 && errno != EAGAIN && errno != EINTR)
+        return set_errno_error(error, errno, "writing to", "the command's stdin");
+      gint64 left_ms = (deadline - g_get_monotonic_time()) / 1000;
+      if (left_ms <= 0)
+        {
+          g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TIMEOUT,
+                      "the command took no input for %u ms", timeout_ms);
+          return FALSE;
+        }
+      struct pollfd p = { ls->in, POLLOUT, 0 };
+      (void)poll(&p, 1, (int)MIN(left_ms, 1000));
+    }
+  return TRUE;
+}
+
+static gchar *
+local_stream_take_stderr(DatcSiteStream *s)
+{
+  LocalStream *ls = (LocalStream *)s;
+
+  drain_stderr(ls);
+  if (ls->stderr_text->len == 0)
+    return NULL;
+  gchar *text = g_strdup(ls->stderr_text->str);
+  g_string_truncate(ls->stderr_text, 0);
+  return text;
+}
+
+/* Reaps it within timeout_ms, else KILLs its group and reaps it. */
+static void
+local_stream_close(DatcSiteStream *s, guint timeout_ms)
+{
+  LocalStream *ls = (LocalStream *)s;
+  gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+
+  if (ls->in >= 0)
+    close(ls->in);
+  while (!ls->reaped)
+    {
+      int status;
+      pid_t r = waitpid(ls->pid, &status, WNOHANG);
+      if (r == ls->pid || (r < 0 && errno != EINTR))
+        ls->reaped = TRUE;
+      else if (g_get_monotonic_time() >= deadline)
+        {
+          (void)kill(-ls->pid, SIGKILL);
+          (void)waitpid(ls->pid, &status, 0);
+          ls->reaped = TRUE;
+        }
+      else
+        {
+          /* Its stdout ends when it exits: wait on that, not a clock. */
+          drain_stderr(ls);
+          struct pollfd p = { ls->out, POLLIN, 0 };
+          char sink[4096];
+          if (poll(&p, 1, 50) > 0 && read(ls->out, sink, sizeof sink) <= 0)
+            {
+              (void)waitpid(ls->pid, &status, 0);
+              ls->reaped = TRUE;
+            }
+        }
+    }
+  close(ls->out);
+  if (ls->err >= 0)
+    close(ls->err);
+  g_string_free(ls->stderr_text, TRUE);
+  g_free(ls);
+}
+
+static const DatcSiteStreamClass local_stream_class = {
+  .fd = local_stream_fd,
+  .read = local_stream_read,
+  .write = local_stream_write,
+  .take_stderr = local_stream_take_stderr,
+  .close = local_stream_close,
+};
+
+static DatcSiteStream *
+local_stream(DatcTransport *t, const char *const *argv, guint timeout_ms, GError **error)
+{
+  LocalStream *ls = g_new0(LocalStream, 1);
+  g_autoptr(GError) spawn_error = NULL;
+
+  ls->parent.klass = &local_stream_class;
+  if (!g_spawn_async_with_pipes_and_fds(NULL, argv, NULL,
+                                        G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_CLOEXEC_PIPES,
+                                        stream_child_setup, NULL, -1, -1, -1, NULL, NULL, 0,
+                                        &ls->pid, &ls->in, &ls->out, &ls->err, &spawn_error))
+    {
+      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_TRANSPORT, "cannot run %s: %s",
+                  argv[0], spawn_error->message);
+      g_free(ls);
+      return NULL;
+    }
+  ls->stderr_text = g_string_new(NULL);
+  (void)fcntl(ls->in, F_SETFL, fcntl(ls->in, F_GETFL) | O_NONBLOCK);
+  (void)fcntl(ls->out, F_SETFL, fcntl(ls->out, F_GETFL) | O_NONBLOCK);
+  (void)fcntl(ls->err, F_SETFL, fcntl(ls->err, F_GETFL) | O_NONBLOCK);
+  return &ls->parent;
+}
+
 const DatcTransportClass datc_transport_local = {
   .name = "local",
   .open = local_open,
   .run = local_run,
   .put = local_put,
+  .stream = local_stream,
   .close = local_close,
 };

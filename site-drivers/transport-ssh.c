@@ -1097,10 +1097,177 @@ ssh_put(DatcTransport *base, GBytes *data, const char *path, int mode, GError **
   return ok;
 }
 
+/* ---- stream ------------------------------------------------------------ */
+
+#define STREAM_STDERR_KEEP (64u * 1024u)
+
+typedef struct
+{
+  DatcSiteStream parent;
+  DatcTransportSsh *t;
+  ssh_channel channel;
+  GString *stderr_text;
+} SshStream;
+
+static void
+stream_drain_stderr(SshStream *ss)
+{
+  char buf[4096];
+  int n;
+
+  while ((n = ssh_channel_read_nonblocking(ss->channel, buf, sizeof buf, 1)) > 0)
+    if (ss->stderr_text->len < STREAM_STDERR_KEEP)
+      g_string_append_len(ss->stderr_text, buf,
+                          MIN((gsize)n, STREAM_STDERR_KEEP - ss->stderr_text->len));
+}
+
+static int
+ssh_stream_fd(DatcSiteStream *s)
+{
+  return ssh_get_fd(((SshStream *)s)->t->session);
+}
+
+static gssize
+ssh_stream_read(DatcSiteStream *s, guint8 *buf, gsize len, GError **error)
+{
+  SshStream *ss = (SshStream *)s;
+  /* Reading handles what waits on the socket (window adjustments, the
+   * peer's keepalives) without blocking, stderr first. */
+  stream_drain_stderr(ss);
+  int n = ssh_channel_read_nonblocking(ss->channel, buf, (uint32_t)MIN(len, SSH_CHUNK), 0);
+
+  if (n > 0)
+    return n;
+  if (n == 0 && !ssh_channel_is_eof(ss->channel) && !ssh_channel_is_closed(ss->channel)
+      && session_is_alive(ss->t->session))
+    return 0;
+  if (n == 0 || n == SSH_EOF || ssh_channel_is_eof(ss->channel))
+    set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: the command ended", ss->t->name);
+  else
+    set_error_va(error, DATC_SITE_ERROR_TRANSPORT, "ssh %s: lost the connection: %s",
+                 ss->t->name, ssh_get_error(ss->t->session));
+  return -1;
+}
+
+static gboolean
+ssh_stream_write(DatcSiteStream *s, const guint8 *buf, gsize len, guint timeout_ms,
+                 GError **error)
+{
+  SshStream *ss = (SshStream *)s;
+  gint64 deadline = deadline_after_ms(timeout_ms);
+  gsize off = 0;
+
+  while (off < len)
+    {
+      if (!bound_by(ss->t->session, deadline))
+        return set_error_va(error, DATC_SITE_ERROR_TIMEOUT,
+                            "ssh %s: the command took no input for %u ms", ss->t->name,
+                            timeout_ms);
+      int w = ssh_channel_write(ss->channel, buf + off, (uint32_t)MIN(len - off, SSH_CHUNK));
+      if (w < 0)
+        return set_error_va(error,
+                            past(deadline) ? DATC_SITE_ERROR_TIMEOUT : DATC_SITE_ERROR_TRANSPORT,
+                            "ssh %s: lost the connection while writing: %s", ss->t->name,
+                            ssh_get_error(ss->t->session));
+      off += (gsize)w;
+    }
+  return TRUE;
+}
+
+static gchar *
+ssh_stream_take_stderr(DatcSiteStream *s)
+{
+  SshStream *ss = (SshStream *)s;
+
+  if (session_is_alive(ss->t->session))
+    stream_drain_stderr(ss);
+  if (ss->stderr_text->len == 0)
+    return NULL;
+  gchar *text = g_strdup(ss->stderr_text->str);
+  g_string_truncate(ss->stderr_text, 0);
+  return text;
+}
+
+/* EOF on its stdin, up to timeout_ms for it to end, then the connection
+ * goes (sshd ends what it ran). */
+static void
+ssh_stream_close(DatcSiteStream *s, guint timeout_ms)
+{
+  SshStream *ss = (SshStream *)s;
+  gint64 deadline = deadline_after_ms(timeout_ms);
+
+  if (session_is_alive(ss->t->session) && bound_by(ss->t->session, deadline))
+    {
+      (void)ssh_channel_send_eof(ss->channel);
+      char sink[4096];
+      while (!past(deadline) && session_is_alive(ss->t->session)
+             && !ssh_channel_is_eof(ss->channel) && !ssh_channel_is_closed(ss->channel))
+        {
+          stream_drain_stderr(ss);
+          if (ssh_channel_read_nonblocking(ss->channel, sink, sizeof sink, 0) < 0)
+            break;
+          struct pollfd p = { ssh_get_fd(ss->t->session), POLLIN, 0 };
+          (void)poll(&p, 1, 50);
+        }
+    }
+  ssh_channel_free(ss->channel);
+  drop_connection(ss->t);
+  g_string_free(ss->stderr_text, TRUE);
+  g_free(ss);
+}
+
+static const DatcSiteStreamClass ssh_stream_class = {
+  .fd = ssh_stream_fd,
+  .read = ssh_stream_read,
+  .write = ssh_stream_write,
+  .take_stderr = ssh_stream_take_stderr,
+  .close = ssh_stream_close,
+};
+
+static DatcSiteStream *
+ssh_stream(DatcTransport *base, const char *const *argv, guint timeout_ms, GError **error)
+{
+  DatcTransportSsh *t = ssh_transport(base);
+  gint64 deadline = deadline_after_ms(timeout_ms);
+  g_autofree gchar *line = command_line(argv);
+
+  /* A fresh connection: a stream must not inherit a half-dead one. */
+  drop_connection(t);
+  t->failures = 0;
+  if (!ensure_connected(t, deadline, error))
+    return NULL;
+  ssh_channel channel = ssh_channel_new(t->session);
+  const char *why = NULL;
+
+  if (channel == NULL)
+    why = "opening a channel";
+  else if (!bound_by(t->session, deadline) || ssh_channel_open_session(channel) != SSH_OK)
+    why = "opening a channel";
+  else if (!bound_by(t->session, deadline) || ssh_channel_request_exec(channel, line) != SSH_OK)
+    why = "starting the command";
+  if (why != NULL)
+    {
+      g_autofree gchar *command = datc_site_describe_argv(argv);
+      set_error_va(error, past(deadline) ? DATC_SITE_ERROR_TIMEOUT : DATC_SITE_ERROR_TRANSPORT,
+                   "ssh %s: %s for %s: %s", t->name, why, command, ssh_get_error(t->session));
+      if (channel != NULL)
+        ssh_channel_free(channel);
+      drop_connection(t);
+      return NULL;
+    }
+  SshStream *ss = g_new0(SshStream, 1);
+  ss->parent.klass = &ssh_stream_class;
+  ss->t = t;
+  ss->channel = channel;
+  ss->stderr_text = g_string_new(NULL);
+  return &ss->parent;
+}
+
 const DatcTransportClass datc_transport_ssh = {
   .name = "ssh",
   .open = ssh_open,
   .run = ssh_run,
   .put = ssh_put,
+  .stream = ssh_stream,
   .close = ssh_close,
 };

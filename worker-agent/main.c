@@ -6,6 +6,7 @@
 #include "agent.h"
 #include "datc-limits.h"
 #include "libc-setup.h"
+#include "relay.h"
 
 static gboolean
 env_uint (const char *name, guint64 max, guint64 *out)
@@ -42,6 +43,9 @@ main (int argc, char **argv)
   g_autoptr (GError) error = NULL;
 
   datc_agent_libc_setup ();
+  /* On a login node, for a site in relay mode (relay.h). */
+  if (argc > 1 && g_str_equal (argv[1], "relay"))
+    return datc_relay_main (argc - 1, argv + 1);
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
     {
