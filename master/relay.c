@@ -425,6 +425,22 @@ pump (Session *s)
     }
 }
 
+/* After BYE: the relay's stream ends when it exits (its last words on
+ * stderr then said), within BYE_MS. */
+static void
+await_end (Session *s)
+{
+  gint64 deadline = g_get_monotonic_time () + BYE_MS * (gint64) 1000;
+  guint8 buf[4096];
+  g_autoptr (GError) ended = NULL;
+  while (g_get_monotonic_time () < deadline
+         && datc_site_stream_read (s->stream, buf, sizeof buf, &ended) >= 0)
+    {
+      struct pollfd p = { datc_site_stream_fd (s->stream), POLLIN, 0 };
+      poll (&p, 1, 50);
+    }
+}
+
 /* One session: start the relay, wait for its HELLO (the first session
  * reports it to datc_relay_start), carry connections.  Returns whether
  * it got as far as carrying. */
@@ -469,8 +485,8 @@ session (DatcRelay *r)
     }
 
   gboolean bye = s.error == NULL && stopping (r);
-  if (bye)
-    send_frame (&s, DATC_RELAY_BYE, 0, NULL, 0);
+  if (bye && send_frame (&s, DATC_RELAY_BYE, 0, NULL, 0))
+    await_end (&s);
   if (s.stream != NULL)
     {
       log_stderr (&s);

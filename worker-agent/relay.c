@@ -52,6 +52,7 @@ typedef struct {
   gint64 last_master_us;
   guint idle_timeout_s;
   gchar *pidfile;
+  guint64 carried, to_master, to_agents;  /* connections and bytes, said at the exit */
   const char *ended;        /* why the loop ended, for stderr */
   int status;
 } Relay;
@@ -272,6 +273,7 @@ on_frame (Relay *r, const DatcRelayFrame *f)
       if (c != NULL && !c->closing)
         {
           g_byte_array_append (c->out, f->payload, f->length);
+          r->to_agents += f->length;
           flush_conn (r, c);
         }
       break;
@@ -334,7 +336,10 @@ read_agent (Relay *r, Conn *c)
   guint8 buf[DATC_RELAY_PAYLOAD_MAX];
   ssize_t n = read (c->fd, buf, sizeof buf);
   if (n > 0)
-    frame (r, DATC_RELAY_DATA, c->id, buf, (gsize) n);
+    {
+      frame (r, DATC_RELAY_DATA, c->id, buf, (gsize) n);
+      r->to_master += (guint64) n;
+    }
   else if (n == 0 || (errno != EAGAIN && errno != EINTR))
     drop_conn (r, c, TRUE);
 }
@@ -357,6 +362,7 @@ accept_agent (Relay *r)
   c->fd = fd;
   c->out = g_byte_array_new ();
   g_hash_table_insert (r->conns, GUINT_TO_POINTER (c->id), c);
+  r->carried++;
   frame (r, DATC_RELAY_OPEN, c->id, NULL, 0);
 }
 
@@ -524,7 +530,9 @@ datc_relay_main (int argc, char **argv)
   flush_up (&r);
   loop (&r);
 
-  g_printerr ("datc-agent relay: exiting: %s\n", r.ended);
+  g_printerr ("datc-agent relay: exiting: %s (carried %" G_GUINT64_FORMAT " connections, %"
+              G_GUINT64_FORMAT " bytes to the master, %" G_GUINT64_FORMAT " to agents)\n",
+              r.ended, r.carried, r.to_master, r.to_agents);
   g_hash_table_destroy (r.conns);
   close (r.listen_fd);
   remove_pidfile (pidfile);
