@@ -18,6 +18,7 @@
 
 #include "siteworker.h"
 #include "upload.h"
+#include "workdir.h"
 
 /* A site is shown degraded after this many failures in a row (submits,
  * polls, or proxies that died before their agent connected). */
@@ -655,18 +656,23 @@ calls_last_minute (SiteState *s)
 
 /* ---- jobs: what runs on a site's worker ----------------------------- */
 
-/* Puts the agent (agent = upload) and the campaign's agent key on the
- * site, once.  Done before the first submit rather than at start, so a
- * site that is unreachable at start only delays itself. */
+/* Makes and checks the workdir, then puts the agent (agent = upload) and
+ * the campaign's agent key there, once.  Done before the first submit
+ * rather than at start, so a site that is unreachable at start only
+ * delays itself.  The agent's hash is checked, and the key lands, only in
+ * a workdir found to be the user's alone, where no one else can swap them
+ * afterwards. */
 typedef struct {
   SiteState *s;
   guint command_ms;
   gchar *upload_from, *workdir, *key_file;
+  gboolean make_workdir;
   GBytes *key_data;
   gchar *check_agent;       /* an agent path to look for on the site, or NULL */
+  gchar *resolved;          /* out: the workdir's absolute path (make_workdir) */
   gchar *agent_path;        /* out: where the upload put it */
   DatcRelay *relay;         /* the site's, or NULL */
-  gchar *relay_agent, *relay_workdir;  /* the agent already there; its pid file's dir */
+  gchar *relay_agent;       /* the agent already there (no upload this time) */
   gchar *endpoint;          /* out: where the relay listens */
   GError *error;
 } PrepareJob;
@@ -690,11 +696,35 @@ agent_is_there (DatcSite *site, const char *path, GError **error)
   return there;
 }
 
+/* `path` with its leading `from` directory replaced by `to` (transfer
+ * full); `path` itself when it is not under `from`. */
+static gchar *
+rebase_path (const char *path, const char *from, const char *to)
+{
+  gsize n = strlen (from);
+  if (strncmp (path, from, n) == 0 && path[n] == '/')
+    return g_strconcat (to, path + n, NULL);
+  return g_strdup (path);
+}
+
 static void
 prepare_run (DatcSite *site, gpointer data)
 {
   PrepareJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
+  if (j->make_workdir)
+    {
+      if (!datc_site_make_workdir (site, j->workdir, &j->resolved, &j->error))
+        return;
+      if (j->key_file != NULL)
+        {
+          gchar *key_file = rebase_path (j->key_file, j->workdir, j->resolved);
+          g_free (j->key_file);
+          j->key_file = key_file;
+        }
+      g_free (j->workdir);
+      j->workdir = g_strdup (j->resolved);
+    }
   if (j->check_agent != NULL && !agent_is_there (site, j->check_agent, &j->error))
     return;
   if (j->upload_from != NULL
@@ -703,7 +733,7 @@ prepare_run (DatcSite *site, gpointer data)
   if (j->key_data != NULL && !datc_site_put (site, j->key_data, j->key_file, 0600, &j->error))
     return;
   if (j->relay != NULL)
-    datc_relay_start (j->relay, j->agent_path ? j->agent_path : j->relay_agent, j->relay_workdir,
+    datc_relay_start (j->relay, j->agent_path ? j->agent_path : j->relay_agent, j->workdir,
                       j->command_ms, &j->endpoint, &j->error);
 }
 
@@ -729,6 +759,16 @@ prepare_done (gpointer owner, gpointer data)
     submit_failed (p, s, j->error);
   else
     {
+      if (j->resolved != NULL)
+        {
+          g_free (s->spec->workdir);
+          s->spec->workdir = g_steal_pointer (&j->resolved);
+          if (j->key_file != NULL)
+            {
+              g_free (s->spec->key_file);
+              s->spec->key_file = g_steal_pointer (&j->key_file);
+            }
+        }
       if (j->agent_path != NULL)
         {
           g_free (s->spec->agent_path);
@@ -751,9 +791,9 @@ prepare_done (gpointer owner, gpointer data)
   g_free (j->workdir);
   g_free (j->key_file);
   g_clear_pointer (&j->key_data, g_bytes_unref);
+  g_free (j->resolved);
   g_free (j->agent_path);
   g_free (j->relay_agent);
-  g_free (j->relay_workdir);
   g_free (j->endpoint);
   g_free (j);
 }
@@ -773,11 +813,12 @@ prepare_site (SiteState *s)
   j->command_ms = s->command_ms;
   if (sp->upload_from == NULL && sp->agent_path != NULL && sp->agent_path[0] == '/')
     j->check_agent = g_strdup (sp->agent_path);
+  j->workdir = g_strdup (sp->workdir);
+  j->make_workdir = sp->make_workdir;
   if (sp->upload_from != NULL && sp->agent_path == NULL)
     {
       s->n_put++;
       j->upload_from = g_strdup (sp->upload_from);
-      j->workdir = g_strdup (sp->workdir);
     }
   if (sp->key_data != NULL)
     {
@@ -789,7 +830,6 @@ prepare_site (SiteState *s)
     {
       j->relay = sp->relay;
       j->relay_agent = g_strdup (sp->agent_path);
-      j->relay_workdir = g_strdup (sp->workdir);
     }
   s->preparing = TRUE;
   datc_site_worker_post (s->worker, prepare_run, prepare_done, j);

@@ -46,7 +46,9 @@ typedef struct {
   guint calls_per_minute;  /* scheduler commands in any minute; 0: no limit;
                             * DATC_SITE_CALLS_DEFAULT: the scheduler's default */
   gchar *queue, *submit_args;
-  gchar *workdir;          /* on the site */
+  gchar *workdir;          /* on the site; may start with ~/ until the site is prepared */
+  gboolean make_workdir;   /* made and checked on the site (workdir.h) before anything goes
+                            * there; workdir is then the absolute path it resolved to */
   gchar *agent_path;       /* datc-agent on the site (set after the upload when upload_from) */
   gchar *upload_from;      /* agent = upload: the local binary copied to the site, or NULL */
   gchar *key_file;         /* agent key on the site (tcp only) */

@@ -209,14 +209,22 @@ advertised_endpoint (const char *bound, const char *advertise)
 
 /* One provisioner site per [site] of SITES.ini.  Remote sites get their
  * own agent key (`site_keys`: site -> its key file here) copied (mode
- * 0600) into their work directory. */
+ * 0600) into their work directory.  A remote site's workdir is by default
+ * ~/.datc/TAG/SITE in the login user's home (a shared file system on a
+ * cluster, where /tmp is the login node's own and every user's): TAG is a
+ * plain name of 16 hex digits from this host and the campaign's
+ * directory, so two campaigns of a user never share one, and a resumed
+ * campaign finds its own again.  Every workdir but a local site's default
+ * (inside the campaign's directory) is made and checked on the site
+ * before anything goes there (workdir.h). */
 static GPtrArray *
 sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_agent,
                  GHashTable *site_keys, const char *dispatcher, GError **error)
 {
   g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256,
-                                                         datc_campaign_dir (campaign), -1);
+  g_autofree gchar *where = g_strdup_printf ("%s\n%s", g_get_host_name (),
+                                             datc_campaign_dir (campaign));
+  g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256, where, -1);
   for (guint i = 0; i < file->sites->len; i++)
     {
       DatcSiteConfig *c = file->sites->pdata[i];
@@ -237,7 +245,8 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       else if (local)
         spec->workdir = g_build_filename (datc_campaign_dir (campaign), "proxies", c->name, NULL);
       else
-        spec->workdir = g_strdup_printf ("/tmp/datc-%.16s/%s", tag, c->name);
+        spec->workdir = g_strdup_printf ("~/.datc/%.16s/%s", tag, c->name);
+      spec->make_workdir = c->workdir != NULL || !local;
       spec->poll_s = c->poll_s;
       spec->command_timeout_s = c->command_timeout_s;
       spec->connect_wait_s = c->connect_wait_s;

@@ -17,6 +17,7 @@
 
 #include "driver.h"
 #include "sitesfile.h"
+#include "workdir.h"
 
 typedef struct {
   guint failed;
@@ -76,82 +77,37 @@ check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
   line (r, c->name, "queue exists", exists, exists ? answer : missing);
 }
 
-/* Run on the site with the workdir as $1.  An existing workdir must be a
- * directory of the login user, closed to others (the agent and its key
- * live there) and really writable (a test file, since `test -w` says yes
- * to root and to read-only mounts alike); a missing one must be creatable
- * where its nearest existing parent is (a directory made and removed
- * there).  With $2 = parent, $1 is only a place to make directories in.
- * The first line of output is the detail. */
-static const char workdir_script[] =
-  "d=$1\n"
-  "if [ \"$2\" != parent ] && { [ -e \"$d\" ] || [ -L \"$d\" ]; }; then\n"
-  "  [ -d \"$d\" ] || { echo \"$d exists and is not a directory\"; exit 1; }\n"
-  "  [ -O \"$d\" ] || { echo \"$d belongs to another user\"; exit 1; }\n"
-  "  m=$(ls -ldL \"$d\" | cut -c1-10)\n"
-  "  case $m in d\?\?\?------) ;; *) echo \"$d is $m, open to other users: chmod 700 it\"; exit 1;; esac\n"
-  "  t=$(mktemp \"$d/.datc-check.XXXXXX\" 2>&1) || { echo \"cannot write in $d: $t\"; exit 1; }\n"
-  "  rm -f \"$t\"\n"
-  "  echo \"$d: yours, 0700, writable\"\n"
-  "  exit 0\n"
-  "fi\n"
-  "p=$d\n"
-  "[ \"$2\" = parent ] || p=$(dirname \"$d\")\n"
-  "while [ ! -e \"$p\" ]; do p=$(dirname \"$p\"); done\n"
-  "[ -d \"$p\" ] || { echo \"cannot create $d: $p is not a directory\"; exit 1; }\n"
-  "t=$(mktemp -d \"$p/.datc-check.XXXXXX\" 2>&1) || { echo \"cannot create $d: $t\"; exit 1; }\n"
-  "rmdir \"$t\"\n"
-  "[ \"$2\" = parent ] && { echo \"directories can be made in $p\"; exit 0; }\n"
-  "echo \"$d: can be created (0700) in $p\"\n";
-
 /* The workdir a campaign will use: proxy scripts, their logs, the agent
  * (agent = upload) and its key go there at the first submit, so a site
- * whose workdir cannot be made fails every submit of the campaign. */
+ * whose workdir cannot be made fails every submit of the campaign.  The
+ * same check the campaign makes (workdir.h), making nothing: an existing
+ * one must be the user's, closed to others and writable, its parents the
+ * user's or root's and writable by no one else; a missing one creatable. */
 static gboolean
 check_workdir (Report *r, DatcSite *site, DatcSiteConfig *c)
 {
   const char *dir = c->workdir;
-  gboolean parent_only = FALSE;
   if (dir == NULL && g_str_equal (c->transport, "local"))
     {
       line (r, c->name, "workdir writable", TRUE,
             "none set: proxies/SITE in each campaign's directory");
       return TRUE;
     }
-  if (dir == NULL)
+  /* What run.c makes for a remote site: ~/.datc/TAG/SITE per campaign. */
+  gboolean by_default = dir == NULL;
+  if (by_default)
+    dir = "~/.datc";
+  gboolean ok = FALSE;
+  g_autofree gchar *said = NULL;
+  g_autoptr (GError) e = NULL;
+  if (!datc_site_check_workdir (site, dir, &ok, &said, &e))
     {
-      /* What run.c makes for a remote site: /tmp/datc-TAG/SITE per campaign. */
-      dir = "/tmp";
-      parent_only = TRUE;
-    }
-  else if (!g_path_is_absolute (dir))
-    {
-      g_autofree gchar *why = g_strdup_printf ("workdir '%s' is not an absolute path", dir);
-      line (r, c->name, "workdir writable", FALSE, why);
+      line (r, c->name, "workdir writable", FALSE, e->message);
       return FALSE;
     }
-  const char *argv[] = { "/bin/sh", "-c", workdir_script, "sh", dir,
-                         parent_only ? "parent" : "", NULL };
-  DatcCommandResult res = { 0 };
-  g_autoptr (GError) e = NULL;
-  gboolean ran = datc_site_run (site, argv, &res, &e);
-  gboolean ok = ran && res.exit_status == 0;
-  g_autofree gchar *said = NULL;
-  if (ran)
-    {
-      /* Its first line: stdout, else stderr (a shell that could not start). */
-      GBytes *b = res.out != NULL && g_bytes_get_size (res.out) > 0 ? res.out : res.err;
-      gsize n = 0;
-      const char *text = b != NULL ? g_bytes_get_data (b, &n) : NULL;
-      const char *nl = text != NULL ? memchr (text, '\n', n) : NULL;
-      said = n > 0 ? g_utf8_make_valid (text, nl != NULL ? nl - text : (gssize) n)
-                   : g_strdup (ok ? dir : "the check failed without a word");
-    }
-  datc_command_result_clear (&res);
-  g_autofree gchar *detail = !ran         ? g_strdup (e->message)
-                             : parent_only ? g_strdup_printf ("none set: /tmp/datc-…/%s per "
-                                                              "campaign; %s", c->name, said)
-                                           : g_steal_pointer (&said);
+  g_autofree gchar *detail = by_default ? g_strdup_printf ("none set: ~/.datc/…/%s per "
+                                                           "campaign; %s", c->name, said)
+                                        : g_steal_pointer (&said);
   line (r, c->name, "workdir writable", ok, detail);
   return ok;
 }

@@ -32,7 +32,15 @@
  *                                # datc status); default 60s
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
- *   workdir = /scratch/me/datc   # scripts and logs on the site (default ~/.datc)
+ *   workdir = /scratch/me/datc   # on the site: proxy scripts and logs, the uploaded agent,
+ *                                # its key.  Absolute, or ~/... in the login user's home.
+ *                                # Default: ssh ~/.datc/TAG/SITE (TAG: 16 hex digits, one
+ *                                # per campaign); local DIR/proxies/SITE.  Before anything
+ *                                # goes there, each missing directory is made 0700, and
+ *                                # the workdir and its parents up to the home (or to the
+ *                                # first of root's) must be real directories of the login
+ *                                # user that no one else can write (nor read the workdir),
+ *                                # else the site fails naming the directory
  *   reach = relay                # direct (default): agents connect to the master's
  *                                # advertised endpoint; relay: compute nodes cannot reach
  *                                # this machine, so the master runs `datc-agent relay` on

@@ -256,6 +256,29 @@ test_replaces_a_corrupted_copy(Fixture *f)
   g_assert_cmpuint(mode, ==, 0755);
 }
 
+/* A copy that is a symlink is replaced even when what it points to has
+ * the right bytes: the digest was of the target, which may change. */
+static void
+test_replaces_a_symlinked_copy(Fixture *f)
+{
+  g_autofree gchar *agent = local_agent(f, "/bin/echo", "agent");
+  g_autofree gchar *remote = upload(f, agent);
+  g_autofree gchar *aside = g_strdup_printf("%s.aside", remote);
+
+  g_assert_cmpint(g_rename(remote, aside), ==, 0);
+  g_assert_cmpint(symlink(aside, remote), ==, 0);
+  struct stat st;
+  g_assert_cmpint(stat(aside, &st), ==, 0);
+  g_assert_cmpint(lchown(remote, st.st_uid, st.st_gid), ==, 0);
+
+  g_autofree gchar *again = upload(f, agent);
+  g_assert_cmpstr(again, ==, remote);
+  g_assert_cmpuint(f->puts, ==, 1);
+  g_assert_cmpint(lstat(again, &st), ==, 0);
+  g_assert_true(S_ISREG(st.st_mode));
+  assert_same_file(again, agent);
+}
+
 static void
 test_keeps_agents_apart_by_content(Fixture *f)
 {
@@ -340,6 +363,7 @@ test_refuses_an_answer_that_is_no_digest(Fixture *f)
 static const UploadTest tests[] = {
   { "/site/upload/copies-once-then-reuses", test_copies_once_then_reuses },
   { "/site/upload/replaces-a-corrupted-copy", test_replaces_a_corrupted_copy },
+  { "/site/upload/replaces-a-symlinked-copy", test_replaces_a_symlinked_copy },
   { "/site/upload/keeps-agents-apart-by-content", test_keeps_agents_apart_by_content },
   { "/site/upload/refuses-bad-input-before-touching-the-site",
     test_refuses_bad_input_before_touching_the_site },

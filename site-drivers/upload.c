@@ -24,11 +24,12 @@
 #define UPLOAD_NAME_DIGITS 16
 
 /* The check run on the site; $1 is the cached path.  Prints "missing",
- * "unusable" (not an executable regular file), or the digest line. */
+ * "unusable" (not an executable regular file, or a symlink: what it
+ * points to is not what was checked), or the digest line. */
 static const char check_script[]
     = "f=$1\n"
       "if [ ! -e \"$f\" ] && [ ! -L \"$f\" ]; then echo missing; exit 0; fi\n"
-      "if [ ! -f \"$f\" ] || [ ! -x \"$f\" ]; then echo unusable; exit 0; fi\n"
+      "if [ -L \"$f\" ] || [ ! -f \"$f\" ] || [ ! -x \"$f\" ]; then echo unusable; exit 0; fi\n"
       "if command -v sha256sum >/dev/null 2>&1; then sha256sum <\"$f\"\n"
       "else shasum -a 256 <\"$f\"; fi\n";
 

@@ -515,7 +515,7 @@ test_sites_check_workdir (void)
     { "open", FALSE, is_open },
     { "good", TRUE, is_good },
     { "fresh", TRUE, can },
-    { "rel", FALSE, "workdir 'datc' is not an absolute path" },
+    { "rel", FALSE, "site rel: workdir 'datc': not an absolute path (nor ~/...)" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
     {
@@ -711,6 +711,38 @@ test_campaign_no_site_can_run_stops (void)
   JsonObject *tasks = json_object_get_object_member (st, "tasks");
   g_assert_cmpint (json_object_get_int_member (tasks, "total"), ==, 4);
   g_assert_cmpint (json_object_get_int_member (tasks, "queued"), ==, 4);
+}
+
+/* A workdir datc cannot trust (here a symbolic link: whoever may change
+ * the link chooses where the agent, its key and the proxy scripts go) is
+ * refused before anything is put there: `datc run` names the site and
+ * the link, and the directory it points to stays empty. */
+static void
+test_run_refuses_a_workdir_that_is_a_symlink (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tasks_file (d, 2);
+  g_autofree gchar *real = g_build_filename (d->path, "real", NULL);
+  g_autofree gchar *link = g_build_filename (d->path, "link", NULL);
+  g_assert_cmpint (g_mkdir (real, 0700), ==, 0);
+  g_assert_cmpint (symlink (real, link), ==, 0);
+  g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                                           "[site linked]\nscheduler = fork\nworkdir = %s\n",
+                                           link);
+  g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites,
+                         "--give-up-after", "1s", file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 120, &err), ==, 3);
+  g_test_message ("%s", err);
+  g_assert_nonnull (strstr (err, "datc: no site can run the campaign"));
+  g_autofree gchar *said = g_strdup_printf ("site linked: workdir %s: %s is a symbolic link",
+                                            link, link);
+  g_assert_nonnull (strstr (err, said));
+  g_autoptr (GDir) listing = g_dir_open (real, 0, NULL);
+  g_assert_nonnull (listing);
+  g_assert_null (g_dir_read_name (listing));
 }
 
 /* ---- status while the run ends ------------------------------------ */
@@ -931,6 +963,8 @@ main (int argc, char **argv)
                    test_campaign_no_site_can_run_stops);
   g_test_add_func ("/sites/a-failing-site-beside-a-working-one-does-not-stop-the-campaign",
                    test_failing_site_beside_a_working_one_goes_on);
+  g_test_add_func ("/sites/run-refuses-a-workdir-that-is-a-symlink",
+                   test_run_refuses_a_workdir_that_is_a_symlink);
   g_test_add_func ("/sites/a-finished-campaign-leaves-only-failed-proxies-files",
                    test_workdir_keeps_only_failed_proxies_files);
   g_test_add_func ("/sites/status-bounds-the-queue-wait-from-earlier-campaigns",
