@@ -302,6 +302,19 @@ check_layout (void)
   g_autofree gchar *want_who = g_strdup_printf ("%s\n%s\n", bed->login_hostname, bed->login.user);
   g_assert_cmpstr (who, ==, want_who);
 
+  /* The scheduler answers on the login node, as the login node. */
+  const char *const slurm_argv[] = { "sinfo", "-h", "-o", "%P", NULL };
+  const char *const sge_argv[] = { "qstat", "-f", "-q", "all.q", NULL };
+  gboolean slurm = g_str_equal (bed->scheduler, "slurm");
+  g_autofree gchar *answer = NULL;
+  cl_login_command (bed, bed->login.user, slurm ? slurm_argv : sge_argv, &answer, &error);
+  g_assert_no_error (error);
+  g_autofree gchar *queue = g_strdup_printf ("all.q@%s ", bed->compute_hostname);
+  if (slurm)
+    g_assert_cmpstr (answer, ==, "batch*\n");
+  else
+    g_assert_nonnull (strstr (answer, queue));
+
   check_a_job (bed, on_m, port_m, on_b, port_b);
   check_cut_session (bed);
   check_link (bed);
