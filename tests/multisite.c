@@ -168,6 +168,31 @@ cluster_hosts (MsHost h, const char *state_dir, gchar **hosts, GError **error)
   return info != NULL && env_get (info, path, "hosts", hosts, error);
 }
 
+/* For the other beds built from the same scripts (tests/cluster.c). */
+gboolean
+ms_run (const char *const *argv, gchar **out, GError **error)
+{
+  return run_argv (argv, out, error);
+}
+
+gboolean
+ms_script (const char *name, const char *const *args, GError **error)
+{
+  return script (name, args, error);
+}
+
+GHashTable *
+ms_env_read (const char *path, GError **error)
+{
+  return read_env (path, error);
+}
+
+gboolean
+ms_env_get (GHashTable *env, const char *path, const char *key, gchar **value, GError **error)
+{
+  return env_get (env, path, key, value, error);
+}
+
 /* ---- up and down ---------------------------------------------------- */
 
 /* The steps, each one script; what they wrote is read by ms_bed_load. */
@@ -306,6 +331,12 @@ load_login (MsBed *bed, MsHost h, GError **error)
   if (bed->cluster_env[h] == NULL
       || (cdir != NULL && !cluster_hosts (h, cdir, &bed->hosts[h], error)))
     return FALSE;
+  return ms_login_load (l, error);
+}
+
+gboolean
+ms_login_load (MsLogin *l, GError **error)
+{
   g_autofree gchar *path = g_build_filename (l->sshd_dir, "sshd.env", NULL);
   g_autoptr (GHashTable) env = read_env (path, error);
   g_autofree gchar *port = NULL;
@@ -434,7 +465,13 @@ gchar *
 ms_site_group (MsBed *bed, MsHost host, const char *name, const char *scheduler,
                const char *workdir, const char *extra)
 {
-  MsLogin *l = &bed->login[host];
+  return ms_login_site_group (&bed->login[host], name, scheduler, workdir, extra);
+}
+
+gchar *
+ms_login_site_group (const MsLogin *l, const char *name, const char *scheduler,
+                     const char *workdir, const char *extra)
+{
   const char *agent = g_getenv ("DATC_AGENT");
   return g_strdup_printf ("[site %s]\ntransport = ssh\nhost = %s\nport = %u\nuser = %s\n"
                           "identity = %s\nknown_hosts = %s\nscheduler = %s\n"
@@ -447,7 +484,12 @@ ms_site_group (MsBed *bed, MsHost host, const char *name, const char *scheduler,
 gchar *
 ms_site_workdir_root (MsBed *bed, const char *parent, GError **error)
 {
-  const char *user = bed->login[MS_SLURM].user;
+  return ms_user_workdir_root (bed->login[MS_SLURM].user, parent, error);
+}
+
+gchar *
+ms_user_workdir_root (const char *user, const char *parent, GError **error)
+{
   struct passwd *pw = getpwnam (user);
   if (pw == NULL)
     {

@@ -106,6 +106,28 @@ gboolean ms_competitor_cancel (MsBed *bed, const char *job_id, GError **error);
 /* Slurm's word for the job's state ("RUNNING", "CANCELLED", ...). */
 gchar *ms_slurm_job_state (MsBed *bed, const char *job_id, GError **error);
 
+/* ---- shared with the other beds built from tests/testbed/ (cluster.c) -- */
+
+/* Runs argv (searched in PATH); a non-zero exit is an error carrying the
+ * end of its stderr.  Its stdout in *out when not NULL. */
+gboolean ms_run (const char *const *argv, gchar **out, GError **error);
+/* bash $DATC_TESTBED/NAME ARGS...; its stderr is printed when it fails. */
+gboolean ms_script (const char *name, const char *const *args, GError **error);
+/* The KEY=VALUE lines of `path`; NULL with an error naming it. */
+GHashTable *ms_env_read (const char *path, GError **error);
+/* env[key] (read from `path`) in *value; an error naming both when absent
+ * or empty. */
+gboolean ms_env_get (GHashTable *env, const char *path, const char *key, gchar **value,
+                     GError **error);
+/* Port, user, identity and known_hosts of the sshd in l->sshd_dir, from
+ * its sshd.env. */
+gboolean ms_login_load (MsLogin *l, GError **error);
+/* ms_site_group for any login node. */
+gchar *ms_login_site_group (const MsLogin *l, const char *name, const char *scheduler,
+                            const char *workdir, const char *extra);
+/* ms_site_workdir_root for login user `user`. */
+gchar *ms_user_workdir_root (const char *user, const char *parent, GError **error);
+
 /* ---- reading a campaign ------------------------------------------------ */
 
 /* DIR/trace.jsonl as JsonObject* (ref'd), in file order. */

@@ -4,7 +4,8 @@
 # default, on however few cores), parallel environment smp
 # ($pe_slots), jobs from root allowed, scheduling every second.
 #
-#   sge-up.sh [--netns NAME] [--slots N] [--wait SECONDS] [DIR]
+#   sge-up.sh [--netns NAME] [--hosts FILE] [--hostname NAME]
+#             [--submit-host NAME]... [--slots N] [--wait SECONDS] [DIR]
 #
 # Grid Engine has one cell per host (SGE_ROOT=/var/lib/gridengine, cell
 # default, spool /var/spool/gridengine), so only one instance runs at a
@@ -30,17 +31,28 @@
 # SGE_QMASTER_PORT and SGE_EXECD_PORT, which clients then need too.
 # --netns NAME runs both daemons in /run/netns/NAME (nsenter); "vm"
 # still resolves to 127.0.0.1, that namespace's own loopback.
+# --hosts FILE and --hostname NAME run the daemons and this script's qconf
+# in a mount and UTS namespace of their own (unshare), with FILE over
+# /etc/hosts and NAME as the host name, so Grid Engine, which tells hosts
+# apart by name, sees a cluster host distinct from the login node that
+# submits across a network (cluster-up.sh); jobs inherit both.
+# --submit-host NAME (repeatable) also makes NAME a submit host (FILE must
+# resolve it).  Without these options nothing changes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/batch-lib.sh"
 
-netns="" slots=8 wait_s=0
+netns="" slots=8 wait_s=0 hosts="" hostname=""
+submit_hosts=()
 while [ $# -gt 0 ]; do
   case $1 in
     --netns) netns=$2; shift 2 ;;
     --slots) slots=$2; shift 2 ;;
     --wait) wait_s=$2; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --hostname) hostname=$2; shift 2 ;;
+    --submit-host) submit_hosts+=("$2"); shift 2 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     -*) tb_die "unknown option $1" ;;
     *) break ;;
   esac
@@ -50,11 +62,26 @@ dir=$(realpath -m "${1:-/var/lib/datc-testbed/sge}")
 [ -x /usr/sbin/sge_qmaster ] || tb_die "Grid Engine is not installed: run tests/testbed/install-batch.sh"
 [[ $slots =~ ^[1-9][0-9]*$ ]] || tb_die "--slots wants a positive number"
 [[ $wait_s =~ ^[0-9]+$ ]] || tb_die "--wait wants seconds"
+if [ -n "$hosts" ]; then
+  [[ $hosts =~ ^/ ]] && [ -f "$hosts" ] && [ -r "$hosts" ] || tb_die "--hosts $hosts: not a readable file (absolute path)"
+fi
+for h in "$hostname" "${submit_hosts[@]}"; do
+  [ -z "$h" ] || [[ $h =~ ^[a-z0-9][a-z0-9-]{0,62}$ ]] || tb_die "bad host name $h"
+done
 ns=$(tb_ns "$netns")
+# What puts a command in that mount/UTS namespace (each step execs the
+# next, so a daemon's PID is its own); empty without --hosts/--hostname.
+wrap=()
+if [ -n "$hosts" ] || [ -n "$hostname" ]; then
+  wrap=(unshare --mount --uts --propagation private sh -c '
+    if [ -n "$1" ]; then mount --bind "$1" /etc/hosts || exit 1; fi
+    if [ -n "$2" ]; then echo "$2" >/proc/sys/kernel/hostname || exit 1; fi
+    shift 2; exec "$@"' sh "$hosts" "$hostname")
+fi
 
 export SGE_ROOT=/var/lib/gridengine SGE_CELL=default
 spool=/var/spool/gridengine
-host=$(hostname)
+host=${hostname:-$(hostname)}
 owner_file=/var/lib/datc-testbed/sge.owner
 mkdir -p /var/lib/datc-testbed "$dir"
 chmod 755 "$dir"
@@ -108,10 +135,10 @@ install -d -o sgeadmin -g sgeadmin /run/gridengine
 rm -f /run/gridengine/execd.pid
 daemon_env=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${client_env[@]}"
             SGE_EXECD_PIDFILE=/run/gridengine/execd.pid)
-in_ns() { $ns env "${client_env[@]}" "$@"; }
+in_ns() { $ns "${wrap[@]}" env "${client_env[@]}" "$@"; }
 
 # shellcheck disable=SC2086
-$ns "${daemon_env[@]}" /usr/sbin/sge_qmaster || tb_die "sge_qmaster did not start"
+$ns "${wrap[@]}" "${daemon_env[@]}" /usr/sbin/sge_qmaster || tb_die "sge_qmaster did not start"
 tb_await 30 test -s "$spool/qmaster/qmaster.pid" || tb_die "sge_qmaster wrote no pid file"
 cp "$spool/qmaster/qmaster.pid" "$dir/run/qmaster.pid"
 tb_await 30 in_ns qconf -sh >/dev/null 2>&1 \
@@ -128,6 +155,7 @@ in_ns qconf -ssconf | sed -e 's/^schedule_interval .*/schedule_interval 0:0:1/' 
   -e 's/^load_adjustment_decay_time .*/load_adjustment_decay_time 0:0:0/' >"$dir/conf/sched"
 qconf_q -Msconf "$dir/conf/sched"
 qconf_q -as "$host"
+for h in "${submit_hosts[@]}"; do qconf_q -as "$h"; done
 conf exechost <<CONF
 hostname              $host
 load_scaling          NONE
@@ -215,7 +243,7 @@ CONF
 qconf_q -Aq "$dir/conf/all.q"
 
 # shellcheck disable=SC2086
-$ns "${daemon_env[@]}" /usr/sbin/sge_execd || tb_die "sge_execd did not start"
+$ns "${wrap[@]}" "${daemon_env[@]}" /usr/sbin/sge_execd || tb_die "sge_execd did not start"
 tb_await 30 test -s /run/gridengine/execd.pid || tb_die "sge_execd wrote no pid file"
 cp /run/gridengine/execd.pid "$dir/run/execd.pid"
 

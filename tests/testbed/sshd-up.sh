@@ -2,7 +2,7 @@
 # sshd-up.sh: a private sshd for tests, on a port the kernel picks.
 #
 #   sshd-up.sh [--user USER] [--netns NAME --addr ADDR] [--hosts FILE]
-#              [--setenv K=V]... [DIR]
+#              [--hostname NAME] [--setenv K=V]... [DIR]
 #
 # DIR (default /var/lib/datc-testbed/sshd) holds everything: config, host
 # key, client key, authorized_keys/USER, known_hosts, log, pid file and
@@ -26,11 +26,14 @@
 # /etc/netns/NS/hosts).  Only the mount namespace differs: /sys stays, the
 # recorded PID is still sshd's (each step execs the next), and sshd-down.sh
 # stops it as any other.
+# --hostname NAME starts sshd in a UTS namespace of its own (unshare --uts)
+# named NAME: a login node whose host name differs from its cluster's
+# (Grid Engine tells hosts apart by name; cluster-up.sh).
 set -euo pipefail
 
 die() { echo "sshd-up: $*" >&2; exit 1; }
 
-user=datc-tb netns="" addr="" hosts="" dir=""
+user=datc-tb netns="" addr="" hosts="" hostname="" dir=""
 setenv=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
     --addr) addr=${2:?}; shift 2 ;;
     --setenv) setenv+=("${2:?}"); shift 2 ;;
     --hosts) hosts=${2:?}; shift 2 ;;
+    --hostname) hostname=${2:?}; shift 2 ;;
     -*) die "unknown option $1" ;;
     *) [ -z "$dir" ] || die "one DIR only"; dir=$1; shift ;;
   esac
@@ -56,6 +60,7 @@ if [ -n "$hosts" ]; then
   [[ $hosts =~ ^/ ]] || die "--hosts wants an absolute path: $hosts"
   [ -f "$hosts" ] && [ -r "$hosts" ] || die "--hosts $hosts: not a readable file"
 fi
+[ -z "$hostname" ] || [[ $hostname =~ ^[a-z0-9][a-z0-9-]{0,62}$ ]] || die "bad --hostname $hostname"
 if [ -n "$netns" ]; then
   [ -e "/run/netns/$netns" ] || die "no network namespace $netns"
   [[ $addr =~ ^[0-9.]+$ ]] || die "--netns needs --addr IPV4"
@@ -158,6 +163,9 @@ for attempt in 1 2 3 4 5; do
   cmd=(/usr/sbin/sshd -D -f "$dir/sshd_config" -E "$dir/sshd.log")
   # sh -c execs sshd once the bind is made, unshare and nsenter exec too:
   # $! stays sshd's PID.
+  [ -z "$hostname" ] || cmd=(unshare --uts \
+                             sh -c 'echo "$1" >/proc/sys/kernel/hostname 2>>"$2" && shift 2 && exec "$@"' \
+                             sh "$hostname" "$dir/sshd.log" "${cmd[@]}")
   [ -z "$hosts" ] || cmd=(unshare --mount --propagation private \
                           sh -c 'mount --bind "$1" /etc/hosts 2>>"$2" && shift 2 && exec "$@"' \
                           sh "$hosts" "$dir/sshd.log" "${cmd[@]}")
