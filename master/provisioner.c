@@ -1552,9 +1552,16 @@ log_done (gpointer owner, gpointer data)
   else
     {
       g_auto (GStrv) f = g_strsplit (found, "\t", 2);
-      g_autofree gchar *why = g_strdup_printf (
-          "job %s runs on %s but its agent cannot reach %s; set [master] advertise = an "
-          "address the nodes can reach (the proxy's log: %s)", j->job, f[0], f[1], j->log);
+      g_autofree gchar *why
+          = s->spec->relay != NULL
+                ? g_strdup_printf ("job %s runs on %s but its agent cannot reach its relay: %s; "
+                                   "set relay_address = the login node's address its compute "
+                                   "nodes reach (the proxy's log: %s)", j->job, f[0], f[1],
+                                   j->log)
+                : g_strdup_printf ("job %s runs on %s but its agent cannot reach %s; set "
+                                   "[master] advertise = an address the nodes can reach, or "
+                                   "reach = relay when they reach only the login node (the "
+                                   "proxy's log: %s)", j->job, f[0], f[1], j->log);
       datc_trace_event (p->trace, "agent_unreachable", "site", 's', s->spec->name, "proxy", 's',
                         j->proxy, "job", 's', j->job, "host", 's', f[0], "error", 's', f[1], NULL);
       /* Once per site and reason, not per proxy. */
