@@ -23,6 +23,7 @@
  * behind. */
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cluster.h"
 #include "harness.h"
@@ -150,7 +151,8 @@ direct_fails_naming_address (ClBed *bed, TbDir *d)
   g_autofree gchar *says = g_strdup_printf ("its agent cannot reach tcp://%s:", bed->master_addr);
   g_assert_nonnull (strstr (err, says));
   g_assert_nonnull (strstr (err, "reach = relay"));
-  g_assert_cmpuint (tb_count_lines (g_build_filename (dir, "results.jsonl", NULL)), ==, 0);
+  g_autofree gchar *results_path = g_build_filename (dir, "results.jsonl", NULL);
+  g_assert_cmpuint (tb_count_lines (results_path), ==, 0);
 }
 
 /* Cuts the session (or the link) once `after` results are in; the
