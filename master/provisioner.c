@@ -2518,6 +2518,36 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
     json_builder_add_string_value (b, s->unreachable);
   else
     json_builder_add_null_value (b);
+  /* reach = relay: its session to the login node, null for a direct site. */
+  json_builder_set_member_name (b, "relay");
+  if (s->spec->relay != NULL)
+    {
+      DatcRelayState rs;
+      datc_relay_state (s->spec->relay, &rs);
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "state");
+      json_builder_add_string_value (b, rs.up ? "up" : rs.started ? "re-establishing"
+                                                                  : "not started");
+      json_builder_set_member_name (b, "endpoint");
+      if (rs.endpoint != NULL)
+        json_builder_add_string_value (b, rs.endpoint);
+      else
+        json_builder_add_null_value (b);
+      member_int (b, "sessions", rs.sessions);
+      member_int (b, "connections", rs.conns);
+      member_int (b, "connections_total", (gint64) rs.conns_total);
+      member_int (b, "bytes_to_master", (gint64) rs.bytes_to_master);
+      member_int (b, "bytes_to_agents", (gint64) rs.bytes_to_agents);
+      json_builder_set_member_name (b, "last_error");
+      if (rs.last_error != NULL)
+        json_builder_add_string_value (b, rs.last_error);
+      else
+        json_builder_add_null_value (b);
+      json_builder_end_object (b);
+      datc_relay_state_clear (&rs);
+    }
+  else
+    json_builder_add_null_value (b);
   json_builder_set_member_name (b, "max_calls_per_minute");
   if (s->calls_per_minute > 0)
     json_builder_add_int_value (b, s->calls_per_minute);

@@ -122,6 +122,7 @@ typedef struct {
   gchar *job;           /* the probe's proxy, once submitted */
   gboolean submitted, started, connected, finished, degraded;
   gchar *degraded_error;
+  gchar *unreachable;   /* what the agent said it could not reach, and why */
 } ProbeSteps;
 
 static void
@@ -129,6 +130,7 @@ probe_steps_clear (ProbeSteps *s)
 {
   g_free (s->job);
   g_free (s->degraded_error);
+  g_free (s->unreachable);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (ProbeSteps, probe_steps_clear)
 
@@ -168,6 +170,11 @@ probe_read_trace (const char *dir, ProbeSteps *s)
         }
       else if (g_str_equal (event, "site_ok"))
         s->degraded = FALSE;
+      else if (g_str_equal (event, "agent_unreachable"))
+        {
+          g_free (s->unreachable);
+          s->unreachable = g_strdup (json_object_get_string_member_with_default (o, "error", "?"));
+        }
     }
   g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
   GStatBuf st;
@@ -235,7 +242,8 @@ probe_reap (GPid pid, guint ms, int *status)
  * silence.  Its directory is removed whatever the outcome; what it said
  * is in the detail. */
 static gboolean
-probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s, gchar **detail)
+probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach,
+       guint timeout_s, gchar **detail, gchar **unreachable)
 {
   g_autoptr (GError) error = NULL;
   g_autofree gchar *tmp = g_dir_make_tmp ("datc-probe-XXXXXX", &error);
@@ -257,6 +265,16 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s, g
       g_key_file_set_value (kf, c->group, keys[i], v);
     }
   g_key_file_set_string (kf, c->group, "max_proxies", "1");
+  if (reach != NULL)
+    {
+      g_key_file_set_string (kf, c->group, "reach", reach);
+      if (g_str_equal (reach, "direct"))
+        g_key_file_remove_key (kf, c->group, "relay_address", NULL);
+    }
+  /* An agent that cannot reach the master says so within seconds: read
+   * its log sooner than a campaign would. */
+  if (!g_key_file_has_key (kf, c->group, "connect_wait", NULL))
+    g_key_file_set_string (kf, c->group, "connect_wait", "15s");
   if (f->listen)
     g_key_file_set_string (kf, "master", "listen", f->listen);
   if (f->advertise)
@@ -302,6 +320,9 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s, g
           if (s.degraded || g_get_monotonic_time () >= deadline)
             break;
         }
+      probe_read_trace (dir, &s);
+      if (unreachable != NULL)
+        *unreachable = g_strdup (s.unreachable);
       if (ended)
         {
           ok = WIFEXITED (status) && WEXITSTATUS (status) == 0;
@@ -339,6 +360,56 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s, g
   const char *rm[] = { "/bin/rm", "-rf", tmp, NULL };
   g_spawn_sync (NULL, (gchar **) rm, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL);
   return ok;
+}
+
+/* The probe as configured, and whether the site's compute nodes reach
+ * the master directly: a direct site whose agent says it cannot reach
+ * the master is probed again through a relay, and `reach = relay`
+ * recommended when that works; a relay site is also probed directly
+ * when [master] has a listen to probe. */
+static void
+probe_site (Report *r, const char *self, DatcSitesFile *f, DatcSiteConfig *c, guint timeout_s)
+{
+  g_autofree gchar *detail = NULL, *unreachable = NULL;
+  gboolean ok = probe (self, f, c, NULL, timeout_s, &detail, &unreachable);
+  line (r, c->name, c->relay ? "probe (reach = relay)" : "probe", ok, detail);
+  gboolean remote = g_str_equal (c->transport, "ssh");
+  if (!c->relay)
+    {
+      if (ok)
+        line (r, c->name, "reach", TRUE, "compute nodes reach the master directly");
+      else if (unreachable != NULL)
+        {
+          g_autofree gchar *why = g_strdup_printf ("compute nodes cannot reach the master "
+                                                   "directly: %s", unreachable);
+          line (r, c->name, "reach", FALSE, why);
+          if (!remote)
+            return;
+          g_autofree gchar *relayed = NULL;
+          gboolean works = probe (self, f, c, "relay", timeout_s, &relayed, NULL);
+          line (r, c->name, "probe (reach = relay)", works, relayed);
+          if (works)
+            printf ("%-14s recommended: set reach = relay in [site %s] (its compute nodes "
+                    "reach the login node; the relay carried the probe's agent)\n", c->name,
+                    c->name);
+        }
+      return;
+    }
+  if (f->listen == NULL)
+    {
+      printf ("%-14s %-22s %-4s %s\n", c->name, "reach", "-",
+              "direct not probed ([master] has no listen): agents reach the master through "
+              "the relay");
+      return;
+    }
+  g_autofree gchar *direct = NULL, *direct_unreachable = NULL;
+  gboolean direct_ok = probe (self, f, c, "direct", timeout_s, &direct, &direct_unreachable);
+  g_autofree gchar *said = direct_ok ? g_strdup ("compute nodes reach the master directly too "
+                                                 "(reach = direct would do)")
+                           : g_strdup_printf ("compute nodes cannot reach the master directly "
+                                              "(%s): reach = relay is needed",
+                                              direct_unreachable ? direct_unreachable : direct);
+  printf ("%-14s %-22s %-4s %s\n", c->name, "reach", "-", said);
 }
 
 int
@@ -430,11 +501,7 @@ datc_cmd_sites (int argc, char **argv)
       if (do_probe && self != NULL && r.failed > failed_before)
         line (&r, c->name, "probe", FALSE, "not run: the checks above failed");
       else if (do_probe && self != NULL)
-        {
-          g_autofree gchar *detail = NULL;
-          gboolean ok = probe (self, f, c, (guint) probe_timeout, &detail);
-          line (&r, c->name, "probe", ok, detail);
-        }
+        probe_site (&r, self, f, c, (guint) probe_timeout);
     }
   printf ("%u check%s failed\n", r.failed, r.failed == 1 ? "" : "s");
   return r.failed ? 1 : 0;

@@ -377,6 +377,26 @@ print_site_commands (JsonArray *sites, FILE *out)
                  json_object_get_string_member_with_default (s, "name", "?"),
                  json_object_get_int_member_with_default (s, "calls_last_minute", 0),
                  json_object_get_int_member_with_default (s, "max_calls_per_minute", 0));
+      JsonObject *relay = json_object_has_member (s, "relay")
+                                  && JSON_NODE_HOLDS_OBJECT (json_object_get_member (s, "relay"))
+                              ? json_object_get_object_member (s, "relay")
+                              : NULL;
+      if (relay != NULL)
+        {
+          /* A null member reads as NULL, not as the default. */
+          const char *last = json_object_get_string_member_with_default (relay, "last_error",
+                                                                          NULL);
+          const char *at = json_object_get_string_member_with_default (relay, "endpoint", NULL);
+          gint64 conns = json_object_get_int_member_with_default (relay, "connections", 0);
+          fprintf (out, "site %s: relay %s at %s, %" G_GINT64_FORMAT " agent connection%s, "
+                   "session %" G_GINT64_FORMAT "%s%s\n",
+                   json_object_get_string_member_with_default (s, "name", "?"),
+                   json_object_get_string_member_with_default (relay, "state", "?"),
+                   at ? at : "-",
+                   conns, conns == 1 ? "" : "s",
+                   json_object_get_int_member_with_default (relay, "sessions", 0),
+                   last ? "; last lost: " : "", last ? last : "");
+        }
       /* The site's queue-wait bound, once enough waits are known. */
       JsonObject *b = json_object_has_member (s, "queue_wait_bound")
                           ? json_object_get_object_member (s, "queue_wait_bound")

@@ -171,6 +171,16 @@ test_relay_exits_with_its_master (void)
   int pid = relay_pid (pidfile);
   g_assert_cmpint (pid, >, 1);
   g_assert_false (tb_pid_gone (pid));
+  /* `datc status` shows the relay carrying the agents' connections. */
+  g_autoptr (JsonObject) st = tb_status (dir);
+  g_assert_nonnull (st);
+  JsonObject *site = json_array_get_object_element (json_object_get_array_member (st, "sites"), 0);
+  JsonObject *relay = json_object_get_object_member (site, "relay");
+  g_assert_cmpstr (json_object_get_string_member (relay, "state"), ==, "up");
+  g_assert_true (g_str_has_prefix (json_object_get_string_member (relay, "endpoint"),
+                                   "tcp://127.0.0.1:"));
+  g_assert_cmpint (json_object_get_int_member (relay, "connections"), >=, 1);
+  g_assert_cmpint (json_object_get_int_member (relay, "sessions"), ==, 1);
 
   /* No BYE: its session (here, its stdin) just ends. */
   tb_proc_signal (run, SIGKILL);
