@@ -266,11 +266,7 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach,
     }
   g_key_file_set_string (kf, c->group, "max_proxies", "1");
   if (reach != NULL)
-    {
-      g_key_file_set_string (kf, c->group, "reach", reach);
-      if (g_str_equal (reach, "direct"))
-        g_key_file_remove_key (kf, c->group, "relay_address", NULL);
-    }
+    g_key_file_set_string (kf, c->group, "reach", reach);
   /* An agent that cannot reach the master says so within seconds: read
    * its log sooner than a campaign would. */
   if (!g_key_file_has_key (kf, c->group, "connect_wait", NULL))

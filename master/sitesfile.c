@@ -509,13 +509,13 @@ datc_sites_file_load (const char *path, GError **error)
                  "reach \"%s\": expected direct (agents connect to the master) or relay "
                  "(through the login node)", reach);
       c->relay_address = g_key_file_get_string (f->keyfile, g, "relay_address", NULL);
+      /* Kept with reach = direct too: `sites check --probe` tries the
+       * relay there when the compute nodes cannot reach the master. */
       if (c->relay_address != NULL
-          && (!c->relay || c->relay_address[0] == '\0' || c->relay_address[0] == '-'
+          && (c->relay_address[0] == '\0' || c->relay_address[0] == '-'
               || strpbrk (c->relay_address, " \t/") != NULL))
         problem (&ix, line_of (&ix, g, "relay_address"),
-                 c->relay ? "relay_address \"%s\": expected an address or host name of the "
-                            "login node"
-                          : "relay_address \"%s\" needs reach = relay",
+                 "relay_address \"%s\": expected an address or host name of the login node",
                  c->relay_address);
     }
   if (f->sites->len == 0 && ix.problems->len == 0)

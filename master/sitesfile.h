@@ -48,7 +48,8 @@
  *                                # there (no [master] listen/advertise needed for it)
  *   relay_address = 10.1.0.5     # relay: the login node's address its compute nodes
  *                                # reach (listened on and told to agents); default: every
- *                                # address, agents told the login node's host name
+ *                                # address, agents told the login node's host name (also
+ *                                # what `sites check --probe` tries on a direct site)
  *
  * Every problem is reported as "FILE:LINE: ..." (unknown group or key, a
  * value out of range, a driver that does not exist, a required key

@@ -204,6 +204,32 @@ link_down_mid_campaign (ClBed *bed, TbDir *d)
   interrupted (bed, d, TRUE);
 }
 
+/* `datc sites check --probe` on the direct site: its compute nodes
+ * cannot reach the master, the relay works, reach = relay recommended. */
+static void
+probe_recommends_relay (ClBed *bed, TbDir *d)
+{
+  g_autofree gchar *master
+      = g_strdup_printf ("[master]\nlisten = tcp://%s:0\nadvertise = %s\n\n", bed->master_addr,
+                         bed->master_addr);
+  g_autofree gchar *extra = g_strdup_printf ("relay_address = %s\nmax_calls_per_minute = 0\n"
+                                             "poll_interval = 1s\n", bed->login_cluster_addr);
+  g_autofree gchar *sites = sites_file (bed, d, master, extra);
+  const char *argv[] = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "120",
+                         NULL };
+  g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
+  g_autoptr (TbProc) check = tb_spawn (d, "check", (const char *const *) in_ns);
+  g_assert_cmpint (tb_wait (check, 400), ==, 1);
+  g_autofree gchar *out = tb_proc_stdout (check);
+  g_printerr ("%s", out);
+  g_autofree gchar *cannot = g_strdup_printf ("FAIL compute nodes cannot reach the master "
+                                              "directly: tcp://%s:", bed->master_addr);
+  g_assert_nonnull (strstr (out, cannot));
+  g_assert_true (g_regex_match_simple ("^c +probe \\(reach = relay\\) +ok ", out,
+                                          G_REGEX_MULTILINE, 0));
+  g_assert_nonnull (strstr (out, "recommended: set reach = relay in [site c]"));
+}
+
 static void
 run_case (gconstpointer data)
 {
@@ -247,12 +273,13 @@ main (int argc, char **argv)
   static const Case cases[] = {
     { "slurm", relay_campaign_completes }, { "slurm", direct_fails_naming_address },
     { "slurm", session_cut_mid_campaign }, { "slurm", link_down_mid_campaign },
+    { "slurm", probe_recommends_relay },
     { "sge", relay_campaign_completes },   { "sge", direct_fails_naming_address },
     { "sge", session_cut_mid_campaign },
   };
   static const char *const names[] = {
     "relay-campaign-completes", "direct-fails-naming-address", "session-cut-mid-campaign",
-    "link-down-mid-campaign",   "relay-campaign-completes",    "direct-fails-naming-address",
+    "link-down-mid-campaign",   "sites-check-probe-recommends-relay", "relay-campaign-completes",    "direct-fails-naming-address",
     "session-cut-mid-campaign",
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
