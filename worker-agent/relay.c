@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -530,9 +531,16 @@ datc_relay_main (int argc, char **argv)
   flush_up (&r);
   loop (&r);
 
+  /* What it cost the login node, for its admins (and bench-relay). */
+  struct rusage ru;
+  getrusage (RUSAGE_SELF, &ru);
   g_printerr ("datc-agent relay: exiting: %s (carried %" G_GUINT64_FORMAT " connections, %"
-              G_GUINT64_FORMAT " bytes to the master, %" G_GUINT64_FORMAT " to agents)\n",
-              r.ended, r.carried, r.to_master, r.to_agents);
+              G_GUINT64_FORMAT " bytes to the master, %" G_GUINT64_FORMAT " to agents; cpu "
+              "%.3f s, max RSS %ld KiB)\n",
+              r.ended, r.carried, r.to_master, r.to_agents,
+              ru.ru_utime.tv_sec + ru.ru_stime.tv_sec
+                  + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+              ru.ru_maxrss);
   g_hash_table_destroy (r.conns);
   close (r.listen_fd);
   remove_pidfile (pidfile);
