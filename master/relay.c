@@ -116,20 +116,10 @@ flush_conn (Session *s, Conn *c)
 {
   if (c->connecting)
     return;
-  while (c->out->len > 0)
-    {
-      ssize_t n = send (c->fd, c->out->data, c->out->len, MSG_NOSIGNAL);
-      if (n > 0)
-        {
-          g_byte_array_remove_range (c->out, 0, (guint) n);
-          continue;
-        }
-      if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-      drop_conn (s, c, TRUE);
-      return;
-    }
-  if (c->closing)
+  /* SIGPIPE is ignored by the master (run.c). */
+  if (!datc_relay_flush (c->fd, c->out))
+    drop_conn (s, c, TRUE);
+  else if (c->out->len == 0 && c->closing)
     drop_conn (s, c, FALSE);
 }
 

@@ -1,7 +1,9 @@
 /* relayframe.c: the relay's frames (relayframe.h). */
 #include "relayframe.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "message.h"
 
@@ -116,6 +118,22 @@ unknown:
   g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_TYPE, "relay frame of unknown type %u",
                buf[0]);
   return -1;
+}
+
+gboolean
+datc_relay_flush (int fd, GByteArray *out)
+{
+  while (out->len > 0)
+    {
+      ssize_t n = write (fd, out->data, out->len);
+      if (n > 0)
+        g_byte_array_remove_range (out, 0, (guint) n);
+      else if (n < 0 && errno == EINTR)
+        continue;
+      else
+        return n < 0 && errno == EAGAIN;
+    }
+  return TRUE;
 }
 
 gssize

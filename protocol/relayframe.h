@@ -67,4 +67,9 @@ gssize datc_relay_preamble (const guint8 *buf, gsize len, GError **error);
 
 const char *datc_relay_type_name (DatcRelayType type);
 
+/* Writes what `out` holds to the non-blocking `fd` until it would block;
+ * what was written leaves `out`.  FALSE when the fd failed (the peer
+ * gone: SIGPIPE must be ignored).  Both ends of a relay pump bytes so. */
+gboolean datc_relay_flush (int fd, GByteArray *out);
+
 G_END_DECLS

@@ -233,6 +233,25 @@ tb_await_file (const char *path, guint timeout_s)
 }
 
 typedef struct {
+  const char *path;
+  guint64 n;
+} LinesWait;
+
+static gboolean
+has_lines (gpointer data)
+{
+  LinesWait *w = data;
+  return tb_count_lines (w->path) >= w->n;
+}
+
+gboolean
+tb_await_lines (const char *path, guint64 n, guint timeout_s)
+{
+  LinesWait w = { path, n };
+  return tb_await (has_lines, &w, timeout_s);
+}
+
+typedef struct {
   TbProc *proc;
   const char *needle;
 } StderrWait;

@@ -53,6 +53,8 @@ gboolean tb_await (gboolean (*cond) (gpointer), gpointer data, guint timeout_s);
  * stderr so far. */
 gboolean tb_await_file (const char *path, guint timeout_s);
 gboolean tb_await_stderr (TbProc *p, const char *needle, guint timeout_s);
+/* tb_await for `path` to hold at least `n` lines (results.jsonl...). */
+gboolean tb_await_lines (const char *path, guint64 n, guint timeout_s);
 
 /* results.jsonl as id -> JsonObject (ref'd).  Fails the test on an id seen
  * twice or an unreadable line. */

@@ -82,18 +82,6 @@ spawn_run (ClBed *bed, TbDir *d, const char *tasks, const char *sites, const cha
   return tb_spawn (d, "run", (const char *const *) in_ns);
 }
 
-typedef struct {
-  const char *path;
-  guint n;
-} Lines;
-
-static gboolean
-has_lines (gpointer p)
-{
-  Lines *l = p;
-  return tb_count_lines (l->path) >= l->n;
-}
-
 /* Nothing of the relay left on the login node: no relay process of this
  * campaign's workdir, no pid file. */
 static void
@@ -169,8 +157,7 @@ interrupted (ClBed *bed, TbDir *d, gboolean link)
   g_autoptr (TbProc) run = spawn_run (bed, d, tasks, sites, dir);
   g_autoptr (GError) error = NULL;
 
-  Lines some = { results_path, 8 };
-  g_assert_true (tb_await (has_lines, &some, 180));
+  g_assert_true (tb_await_lines (results_path, 8, 180));
   if (link)
     {
       g_assert_true (cl_link_set (bed, FALSE, &error));

@@ -60,18 +60,6 @@ relay_pid (const char *pidfile)
   return atoi (text);
 }
 
-typedef struct {
-  const char *path;
-  guint n;
-} Lines;
-
-static gboolean
-has_lines (gpointer p)
-{
-  Lines *l = p;
-  return tb_count_lines (l->path) >= l->n;
-}
-
 static gboolean
 pid_gone (gpointer p)
 {
@@ -136,8 +124,7 @@ test_relay_killed_mid_campaign (void)
   const char *argv[] = { tb_datc (), "run", tasks, "--sites", sites, "--dir", dir, NULL };
   g_autoptr (TbProc) run = tb_spawn (d, "run", argv);
 
-  Lines some = { results_path, 10 };
-  g_assert_true (tb_await (has_lines, &some, 60));
+  g_assert_true (tb_await_lines (results_path, 10, 60));
   int first = relay_pid (pidfile);
   g_assert_cmpint (first, >, 1);
   g_assert_cmpint (kill (first, SIGKILL), ==, 0);

@@ -228,39 +228,17 @@ drop_conn (Relay *r, Conn *c, gboolean tell_master)
 static void
 flush_conn (Relay *r, Conn *c)
 {
-  while (c->out->len > 0)
-    {
-      ssize_t n = write (c->fd, c->out->data, c->out->len);
-      if (n > 0)
-        {
-          g_byte_array_remove_range (c->out, 0, (guint) n);
-          continue;
-        }
-      if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-      drop_conn (r, c, TRUE);
-      return;
-    }
-  if (c->closing)
+  if (!datc_relay_flush (c->fd, c->out))
+    drop_conn (r, c, TRUE);
+  else if (c->out->len == 0 && c->closing)
     drop_conn (r, c, FALSE);
 }
 
 static void
 flush_up (Relay *r)
 {
-  while (r->up->len > 0)
-    {
-      ssize_t n = write (STDOUT_FILENO, r->up->data, r->up->len);
-      if (n > 0)
-        {
-          g_byte_array_remove_range (r->up, 0, (guint) n);
-          continue;
-        }
-      if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-      end (r, 1, "its session is gone (stdout closed)");
-      return;
-    }
+  if (!datc_relay_flush (STDOUT_FILENO, r->up))
+    end (r, 1, "its session is gone (stdout closed)");
 }
 
 static void
