@@ -64,6 +64,7 @@ typedef struct Proxy {
   gchar *log;              /* its log on the site, or NULL: not known */
   gint64 running_since_us; /* when a poll first said it runs (monotonic); 0: not yet */
   gboolean log_read;       /* its log was read for why its agent does not connect */
+  gboolean migrating;      /* queued too long: cancelled here, submitted again elsewhere */
   gboolean ran;            /* the scheduler said it runs (its files may say why it failed) */
   gchar *submission;       /* the submit it came from (ID, or ID of ID-1..ID-k): its job name
                             * datc-ID and script ID.sh; NULL: not known */
@@ -1418,12 +1419,12 @@ cancel_done (gpointer owner, gpointer data)
  * at a time.  A failed cancel backs the site's cancels off (1 s doubling
  * to 60 s) so an unreachable login node is not asked on every tick.
  * Proxies whose submit is still out have nothing to cancel yet. */
-static void
+static gboolean
 cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why,
                 guint reserve)
 {
   if (s->cancelling)
-    return;
+    return FALSE;
   g_autoptr (GPtrArray) ids = g_ptr_array_new ();
   for (guint i = 0; i < which->len; i++)
     {
@@ -1432,13 +1433,13 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
         g_ptr_array_add (ids, g_strdup (x->job_id));
     }
   if (ids->len == 0)
-    return;
+    return FALSE;
   /* Asked about first, the budget allowing (the worker runs commands in
    * order): a proxy that already ended on its own is seen so, not taken
    * for one we cancelled, and its files stay for the user (proxy_spent). */
   poll_site (p, s, reserve + 1);
   if (!take_calls (p, s, 1, reserve, "cancel"))
-    return;
+    return FALSE;
   g_ptr_array_add (ids, NULL);
   CancelJob *j = g_new0 (CancelJob, 1);
   j->s = s;
@@ -1448,6 +1449,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
   s->n_cancel++;
   s->cancelling = TRUE;
   datc_site_worker_post (s->worker, cancel_run, cancel_done, j);
+  return TRUE;
 }
 
 /* Proxies whose agent has not connected (queued, or starting): the work
@@ -1465,7 +1467,7 @@ cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve
       if (!x->connected && !x->online && !x->cancelling)
         g_ptr_array_add (which, x);
     }
-  cancel_proxies (p, s, which, why, reserve);
+  (void) cancel_proxies (p, s, which, why, reserve);
 }
 
 /* ---- agents that cannot reach the master ---------------------------- */
@@ -1718,7 +1720,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       x->starved = l != NULL && l->starved;
       x->expiring = is_expiring (s, x, now_real);
 
-      if (x->cancelling)
+      if (x->cancelling || x->migrating)
         {
           s->alive++;
           continue;
@@ -1843,6 +1845,92 @@ sites_by_predicted_start (DatcProvisioner *p)
   return order;
 }
 
+/* ---- migration of pending proxies ----------------------------------- */
+
+/* How long a proxy of the site may stay queued before it moves. */
+static double
+migrate_bound_s (const SiteState *s)
+{
+  if (s->spec->migrate_after_s > 0)
+    return s->spec->migrate_after_s;
+  return s->wait_bound.index > 0 ? s->wait_bound.bound : DATC_MIGRATE_DEFAULT_S;
+}
+
+/* A site with room for another proxy now, predicted to start it sooner
+ * than `from`'s bound (which the proxy to move has already waited out),
+ * and not itself holding a proxy queued past its own bound; NULL: none. */
+static SiteState *
+migration_target (DatcProvisioner *p, SiteState *from, gint64 now, gint64 now_real)
+{
+  g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
+  for (guint i = 0; i < order->len; i++)
+    {
+      SiteState *t = order->pdata[i];
+      if (t == from || t->health != HEALTH_OK || !can_submit (t, now)
+          || predicted_wait_s (t) >= migrate_bound_s (from))
+        continue;
+      gboolean stuck = FALSE;
+      for (guint k = 0; k < t->proxies->len && !stuck; k++)
+        {
+          Proxy *y = t->proxies->pdata[k];
+          stuck = !y->connected && !y->cancelling && y->submitted_us > 0
+                  && (now_real - y->submitted_us) / 1e6 > migrate_bound_s (t);
+        }
+      if (!stuck)
+        return t;
+    }
+  return NULL;
+}
+
+/* MyCluster's proxy migration, Nextflow's maxSubmitAwait made adaptive:
+ * a proxy queued longer than its site's bound (the QBETS bound on the
+ * site's waits, or migrate_after) while another site has room predicted
+ * to start one sooner is cancelled and submitted there, within
+ * max_proxies and both sites' call budgets; one move per site and tick.
+ * Each move is traced (`proxy_migrated`) with its reason. */
+static void
+migrate (DatcProvisioner *p, gint64 now)
+{
+  gint64 now_real = g_get_real_time ();
+  for (guint i = 0; i < p->sites->len; i++)
+    {
+      SiteState *s = p->sites->pdata[i];
+      if (s->spec->migrate_after_s == DATC_MIGRATE_NEVER || s->cancelling)
+        continue;
+      double bound = migrate_bound_s (s);
+      for (guint k = 0; k < s->proxies->len; k++)
+        {
+          Proxy *x = s->proxies->pdata[k];
+          if (x->connected || x->cancelling || x->migrating || x->job_id == NULL
+              || x->submitted_us <= 0)
+            continue;
+          double waited = (now_real - x->submitted_us) / 1e6;
+          if (waited <= bound)
+            continue;
+          SiteState *t = migration_target (p, s, now, now_real);
+          if (t == NULL)
+            break;
+          g_autofree gchar *why = g_strdup_printf (
+              "queued %.0f s, over the site's bound of %.0f s; site %s has room and is "
+              "predicted to start a proxy within %.0f s", waited, bound, t->spec->name,
+              predicted_wait_s (t));
+          g_autoptr (GPtrArray) which = g_ptr_array_new ();
+          g_ptr_array_add (which, x);
+          if (!cancel_proxies (p, s, which, why, BUDGET_RESERVE))
+            break;
+          x->migrating = TRUE;
+          guint64 slots = submit_for (p, t, x->slots, now);
+          g_message ("site %s: proxy %s (job %s) moves to site %s: %s", s->spec->name, x->id,
+                     x->job_id, t->spec->name, why);
+          datc_trace_event (p->trace, "proxy_migrated", "site", 's', s->spec->name, "proxy", 's',
+                            x->id, "job", 's', x->job_id, "to", 's', t->spec->name,
+                            "waited_s", 'd', waited, "bound_s", 'd', bound, "submitted_slots",
+                            'i', (gint64) slots, "reason", 's', why, NULL);
+          break;
+        }
+    }
+}
+
 /* Work that needs slots: queued tasks plus those running on agents whose
  * walltime is near (they will be drained back to the queue, or finish).
  * Tasks an agent took ahead of a free slot (prefetch) are not counted: no
@@ -1850,6 +1938,7 @@ sites_by_predicted_start (DatcProvisioner *p)
 static void
 plan_pull (DatcProvisioner *p, gint64 now)
 {
+  migrate (p, now);
   guint64 demand = datc_ledger_unbound_queued (p->ledger), supply = 0, running = 0;
   for (guint i = 0; i < p->sites->len; i++)
     {

@@ -34,6 +34,11 @@ typedef enum {
 gboolean datc_mode_parse (const char *text, DatcMode *mode);
 const char *datc_mode_name (DatcMode mode);
 
+/* Pending proxies move (migrate_after of SITES.ini): until a site's
+ * queue waits bound it, after this long; and never. */
+#define DATC_MIGRATE_DEFAULT_S 600u
+#define DATC_MIGRATE_NEVER G_MAXUINT
+
 typedef struct {
   gchar *name;
   DatcSite *site;          /* owned */
@@ -43,6 +48,8 @@ typedef struct {
   guint poll_s;            /* 0: the provisioner's default */
   guint command_timeout_s; /* 0: DATC_SITE_COMMAND_TIMEOUT_MS */
   guint connect_wait_s;    /* 0: DATC_CONNECT_WAIT_S */
+  guint migrate_after_s;   /* a proxy queued this long moves (pull); 0: the site's
+                            * QBETS bound, else DATC_MIGRATE_DEFAULT_S; DATC_MIGRATE_NEVER */
   guint calls_per_minute;  /* scheduler commands in any minute; 0: no limit;
                             * DATC_SITE_CALLS_DEFAULT: the scheduler's default */
   gchar *queue, *submit_args;

@@ -250,6 +250,9 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       spec->poll_s = c->poll_s;
       spec->command_timeout_s = c->command_timeout_s;
       spec->connect_wait_s = c->connect_wait_s;
+      spec->migrate_after_s = !c->migrate_set ? 0
+                              : c->migrate_after_s == 0 ? DATC_MIGRATE_NEVER
+                                                        : c->migrate_after_s;
       spec->calls_per_minute = c->calls_set ? c->calls_per_minute : DATC_SITE_CALLS_DEFAULT;
       /* The agent and the key reach the site at its first submit (see
        * provisioner.c), so a site unreachable now only delays itself. */

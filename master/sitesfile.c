@@ -18,7 +18,7 @@ static const char *const master_keys[] = { "listen", "advertise", "give_up_after
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", "reach", "relay_address", NULL,
+  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", "reach", "relay_address", "migrate_after", NULL,
 };
 
 typedef struct {
@@ -500,6 +500,12 @@ datc_sites_file_load (const char *path, GError **error)
       c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");
+      g_autofree gchar *ma = g_key_file_get_string (f->keyfile, g, "migrate_after", NULL);
+      if (ma != NULL && (!datc_parse_duration (g_strstrip (ma), &c->migrate_after_s)
+                         || c->migrate_after_s > 7 * 86400))
+        problem (&ix, line_of (&ix, g, "migrate_after"),
+                 "migrate_after \"%s\": expected 0 (never) or a duration up to 7 days", ma);
+      c->migrate_set = ma != NULL;
       c->workdir = g_key_file_get_string (f->keyfile, g, "workdir", NULL);
       g_autofree gchar *reach = g_key_file_get_string (f->keyfile, g, "reach", NULL);
       if (reach != NULL && g_str_equal (g_strstrip (reach), "relay"))

@@ -30,6 +30,11 @@
  *                                # connected after this has its log read on the site: an
  *                                # agent that cannot reach the master is reported (datc run,
  *                                # datc status); default 60s
+ *   migrate_after = 10m          # a proxy still queued after this is cancelled and
+ *                                # submitted again on a site with room predicted to start
+ *                                # it sooner (pull mode); 0: never; default: the site's
+ *                                # QBETS bound on its queue waits (`datc status`) once
+ *                                # known, 10m until then
  *   submit_args = --account=abc
  *   agent = upload               # or the agent's path on the site (default: datc-agent)
  *   workdir = /scratch/me/datc   # on the site: proxy scripts and logs, the uploaded agent,
@@ -80,6 +85,8 @@ typedef struct {
   guint calls_per_minute;      /* max_calls_per_minute; 0: no limit */
   gboolean calls_set;          /* max_calls_per_minute was given */
   guint connect_wait_s;        /* 0: the default (60 s) */
+  guint migrate_after_s;       /* migrate_after when migrate_set; 0: never */
+  gboolean migrate_set;
   gchar *agent;            /* "upload" or a path on the site */
   gchar *workdir;
   gboolean relay;          /* reach = relay */

@@ -4,6 +4,7 @@
 #include "jsonout.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -60,6 +61,14 @@ datc_trace_event (DatcTrace *t, const char *event, ...)
         datc_json_append_string (s, va_arg (ap, const char *));
       else if (kind == 'i')
         g_string_append_printf (s, "%" G_GINT64_FORMAT, va_arg (ap, gint64));
+      else if (kind == 'd')
+        {
+          /* JSON has no NaN or infinity; "C" decimal point whatever the locale. */
+          double v = va_arg (ap, double);
+          char buf[G_ASCII_DTOSTR_BUF_SIZE];
+          g_string_append (s, isfinite (v) ? g_ascii_formatd (buf, sizeof buf, "%.3f", v)
+                                           : "null");
+        }
       else
         g_string_append (s, va_arg (ap, gboolean) ? "true" : "false");
     }

@@ -12,6 +12,10 @@
  *   proxy_started     site, proxy, job, seen_by ("scheduler" | "agent"), started (µs), wait_us
  *   proxy_ended       site, proxy, job
  *   proxy_cancelled   site, proxy, job, reason
+ *   proxy_migrated    site, proxy, job, to (the site it moves to), waited_s, bound_s,
+ *                     submitted_slots (there: 0 when its budget held the submit back),
+ *                     reason (then proxy_cancelled for it, proxy_submitted there)
+ *   relay_up          site, endpoint (its relay listens there; agents are told it)
  *   agent_connected   site, proxy, agent, host, slots
  *   agent_exited      site, proxy, agent
  *   agent_lost        site, proxy, agent, requeued
@@ -41,8 +45,9 @@ void datc_trace_free (DatcTrace *t);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcTrace, datc_trace_free)
 
 /* Appends one event.  `...` is a NULL-terminated list of (const char *key,
- * int kind, value) where kind is 's' (const char *), 'i' (gint64) or 'b'
- * (gboolean).  Accepts t == NULL. */
+ * int kind, value) where kind is 's' (const char *), 'i' (gint64), 'd'
+ * (double, 3 decimals; null when not finite) or 'b' (gboolean).  Accepts
+ * t == NULL. */
 void datc_trace_event (DatcTrace *t, const char *event, ...) G_GNUC_NULL_TERMINATED;
 
 G_END_DECLS
