@@ -449,6 +449,99 @@ competitor_first (void)
   assert_clusters_empty ();
 }
 
+/* ---- pending proxies migrate ----------------------------------------- */
+
+typedef struct {
+  const char *dir, *event, *site;
+  guint n;
+} TraceWaitMs;
+
+static gboolean
+trace_count_reaches (gpointer data)
+{
+  TraceWaitMs *w = data;
+  g_autoptr (GPtrArray) trace = tb_trace (w->dir);
+  return ms_count_events (trace, w->event, w->site) >= w->n;
+}
+
+/* A competitor holds Slurm, which the plan chose first (both sites
+ * unknown, Slurm first in the file) and whose two proxies cover the two
+ * tasks: they move to Grid Engine once queued past migrate_after, and the
+ * campaign completes while the competitor still holds Slurm.  With
+ * migrate_after = 0 nothing moves and nothing runs. */
+static void
+pending_proxies_migrate (void)
+{
+  g_auto (Fixture) b = { 0 };
+  fixture_init (&b);
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *job = NULL;
+  g_assert_true (ms_competitor_fill_slurm (bed, 600, &job, &error));
+  g_assert_no_error (error);
+  g_autofree gchar *tasks = same_tasks (&b, 2, "sleep 1");
+  const char *sge_extra = "slots_per_proxy = 1\nmax_proxies = 2\npoll_interval = 1s\n";
+
+  /* Never: after well past the bound, still nothing moved or ran. */
+  g_autofree gchar *slurm0 = site_group (&b, "never", MS_SLURM, "slurm", "slurm",
+                                         "slots_per_proxy = 1\nmax_proxies = 2\n"
+                                         "poll_interval = 1s\nmigrate_after = 0\n");
+  g_autofree gchar *sge0 = site_group (&b, "never", MS_SGE, "sge", "sge", sge_extra);
+  g_autofree gchar *groups0 = g_strconcat (slurm0, sge0, NULL);
+  g_autofree gchar *sites0 = write_sites (&b, "never", groups0);
+  g_autofree gchar *dir0 = NULL;
+  g_autoptr (TbProc) run0 = start_campaign (&b, "never", sites0, tasks, "pull", &dir0);
+  TraceWaitMs submitted = { dir0, "proxy_submitted", "slurm", 2 };
+  g_assert_true (tb_await (trace_count_reaches, &submitted, 60));
+  g_autofree gchar *results0 = g_build_filename (dir0, "results.jsonl", NULL);
+  /* Not awaitable (it must not happen): 12 s, over twice the 5 s below. */
+  g_assert_false (tb_await_lines (results0, 1, 12));
+  g_autoptr (GPtrArray) trace0 = tb_trace (dir0);
+  g_assert_cmpuint (ms_count_events (trace0, "proxy_migrated", NULL), ==, 0);
+  g_assert_cmpuint (ms_count_events (trace0, "proxy_submitted", "sge"), ==, 0);
+  tb_proc_signal (run0, SIGTERM);
+  tb_wait (run0, 120);
+
+  /* After 5 s queued: moved, and done while Slurm is still held. */
+  g_autofree gchar *slurm = site_group (&b, "move", MS_SLURM, "slurm", "slurm",
+                                        "slots_per_proxy = 1\nmax_proxies = 2\n"
+                                        "poll_interval = 1s\nmigrate_after = 5s\n");
+  g_autofree gchar *sge = site_group (&b, "move", MS_SGE, "sge", "sge", sge_extra);
+  g_autofree gchar *groups = g_strconcat (slurm, sge, NULL);
+  g_autofree gchar *sites = write_sites (&b, "move", groups);
+  g_autofree gchar *dir = NULL;
+  g_autoptr (TbProc) run = start_campaign (&b, "move", sites, tasks, "pull", &dir);
+  finish_campaign (run, dir, 0);
+  g_autofree gchar *state = ms_slurm_job_state (bed, job, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (state, ==, "RUNNING");
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 2);
+  g_assert_cmpuint (results_at (res, "sge"), ==, 2);
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  guint moved = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      if (!g_str_equal (ms_str (o, "event"), "proxy_migrated"))
+        continue;
+      moved++;
+      g_assert_cmpstr (ms_str (o, "site"), ==, "slurm");
+      g_assert_cmpstr (ms_str (o, "to"), ==, "sge");
+      g_assert_cmpfloat (json_object_get_double_member (o, "waited_s"), >, 5.0);
+      g_assert_nonnull (strstr (ms_str (o, "reason"), "over the site's bound of 5 s"));
+    }
+  note ("proxies moved from Slurm to Grid Engine: %u", moved);
+  g_assert_cmpuint (moved, >=, 1);
+  g_assert_cmpuint (ms_count_events (trace, "agent_connected", "slurm"), ==, 0);
+  g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", "sge"), >=, moved);
+
+  g_assert_true (ms_competitor_cancel (bed, job, &error));
+  g_assert_no_error (error);
+  assert_every_proxy_ended (trace);
+  assert_clusters_empty ();
+}
+
 /* ---- a scheduler that answers with errors, a login node that is down */
 
 typedef struct {
@@ -942,6 +1035,8 @@ main (int argc, char **argv)
                         competitor_first, in_subprocess);
   g_test_add_data_func ("/multisite/hung-login-node-holds-up-nothing", hung_login_node,
                         in_subprocess);
+  g_test_add_data_func ("/multisite/pending-proxies-migrate-to-a-site-with-room",
+                        pending_proxies_migrate, in_subprocess);
   g_test_add_data_func ("/multisite/bad-scheduler-and-down-login-node-are-degraded",
                         bad_sites_degraded, in_subprocess);
   g_test_add_data_func ("/multisite/short-walltime-several-generations", walltime_generations,
