@@ -682,6 +682,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   a->rehello = FALSE;
   a->bye = FALSE;
   a->idx = datc_ledger_agent_hello (d->ledger, h->agent_id, h->site, h->proxy, h->host);
+  datc_ledger_agent_walltime (d->ledger, a->idx, h->walltime_end_us);
 
   /* Reconcile: what the ledger says runs here versus what the agent holds. */
   g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
