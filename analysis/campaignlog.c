@@ -34,7 +34,38 @@ struct DatcCampaignLog
   GHashTable *agents;       /* agent id -> proxy index + 1, for slots */
   GArray *results;          /* DatcResultPoint */
   GArray *run_sum, *run_sum2; /* per site: seconds, for mean and cv */
+  GHashTable *classes;      /* why tasks ended: class -> count (in a pointer) */
 };
+
+/* Distinct classes counted; a file with more (not ours) counts the rest as "other". */
+#define CLASSES_MAX 32
+
+static gint
+class_cmp (gconstpointer a, gconstpointer b, gpointer classes)
+{
+  const char *x = *(const char *const *) a, *y = *(const char *const *) b;
+  guint nx = GPOINTER_TO_UINT (g_hash_table_lookup (classes, x));
+  guint ny = GPOINTER_TO_UINT (g_hash_table_lookup (classes, y));
+  return nx != ny ? (nx > ny ? -1 : 1) : strcmp (x, y);
+}
+
+GPtrArray *
+datc_campaign_log_classes (const DatcCampaignLog *log, GArray *counts)
+{
+  GPtrArray *names = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer k;
+  g_hash_table_iter_init (&it, log->classes);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    g_ptr_array_add (names, k);
+  g_ptr_array_sort_with_data (names, class_cmp, log->classes);
+  for (guint i = 0; i < names->len; i++)
+    {
+      guint64 n = GPOINTER_TO_UINT (g_hash_table_lookup (log->classes, names->pdata[i]));
+      g_array_append_val (counts, n);
+    }
+  return names;
+}
 
 static void
 site_log_free (gpointer p)
@@ -71,6 +102,7 @@ datc_campaign_log_free (DatcCampaignLog *log)
   g_array_unref (log->results);
   g_array_unref (log->run_sum);
   g_array_unref (log->run_sum2);
+  g_hash_table_unref (log->classes);
   g_free (log);
 }
 
@@ -356,6 +388,21 @@ on_result (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
   if (!get_int (o, "started", &started) || started <= 0 || started > finished)
     started = finished;
   get_int (o, "exit_code", &code);
+  /* A line of an older datc has no class: it follows from the status. */
+  static const char *const by_status[][2] = {
+    { "exited", "exit" },   { "signaled", "signal" }, { "drained", "walltime" },
+  };
+  const char *cls = get_str (o, "class");
+  for (guint i = 0; cls == NULL && i < G_N_ELEMENTS (by_status); i++)
+    if (g_str_equal (status, by_status[i][0]))
+      cls = by_status[i][1];
+  if (cls == NULL)
+    cls = status; /* timeout, spawn_failed, cancelled, refused, lost: the same word */
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (log->classes, cls));
+  if (n == 0 && g_hash_table_size (log->classes) >= CLASSES_MAX)
+    cls = "other";
+  n = GPOINTER_TO_UINT (g_hash_table_lookup (log->classes, cls));
+  g_hash_table_replace (log->classes, g_strdup (cls), GUINT_TO_POINTER (n + 1));
   DatcResultPoint r = { started, finished, site_get (log, site && site[0] ? site : "?"),
                         g_str_equal (status, "exited") && code == 0 };
   g_array_append_val (log->results, r);
@@ -425,6 +472,7 @@ datc_campaign_log_load (const char *dir, GError **error)
   log->proxy_index = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   log->agents = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   log->results = g_array_new (FALSE, FALSE, sizeof (DatcResultPoint));
+  log->classes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   log->run_sum = g_array_new (FALSE, FALSE, sizeof (double));
   log->run_sum2 = g_array_new (FALSE, FALSE, sizeof (double));
 

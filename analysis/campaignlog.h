@@ -73,6 +73,11 @@ const char *datc_campaign_log_warning (const DatcCampaignLog *log, guint i);
 guint64 datc_campaign_log_tasks (const DatcCampaignLog *log);
 guint64 datc_campaign_log_done (const DatcCampaignLog *log);
 guint64 datc_campaign_log_failed (const DatcCampaignLog *log);
+/* Why tasks ended (results.jsonl's `class`, or from the status for lines
+ * without one): the classes seen, most frequent first (transfer container:
+ * the names belong to the log), their counts appended to `counts`
+ * (guint64). */
+GPtrArray *datc_campaign_log_classes (const DatcCampaignLog *log, GArray *counts);
 gboolean datc_campaign_log_finished (const DatcCampaignLog *log);
 /* The mode that ran ("pull", "static", "direct"): the last session's
  * campaign_started, else DIR/campaign.json; NULL when neither says. */

@@ -339,6 +339,19 @@ datc_report_render (const DatcCampaignLog *log, const DatcCampaignModel *model)
                           datc_campaign_log_tasks (log), datc_campaign_log_done (log), datc_campaign_log_failed (log),
                           datc_campaign_log_finished (log) ? "finished" : "not finished", ta, sessions,
                           sessions == 1 ? "" : "s");
+  g_autoptr (GArray) class_counts = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GPtrArray) classes = datc_campaign_log_classes (log, class_counts);
+  if (classes->len > 0)
+    {
+      g_string_append (o, "<p class=\"summary\">Why tasks ended:");
+      for (guint i = 0; i < classes->len; i++)
+        {
+          g_string_append (o, i == 0 ? " " : ", ");
+          escaped (o, classes->pdata[i]);
+          g_string_append_printf (o, " %" G_GUINT64_FORMAT, g_array_index (class_counts, guint64, i));
+        }
+      g_string_append (o, ".</p>\n");
+    }
   for (guint i = 0; i < datc_campaign_log_n_warnings (log); i++)
     {
       g_string_append (o, "<p class=\"note\">");

@@ -346,11 +346,40 @@ test_campaignlog_resumed_campaign_models_its_last_session (void)
   fixture_remove_tree (dir);
 }
 
+/* Why tasks ended: `class` where the line has one, else from the status
+ * (the fixture's lines are an older datc's: "exited" is "exit"). */
+static void
+test_campaignlog_counts_why_tasks_ended (void)
+{
+  g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+  g_autofree gchar *rp = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *old = NULL;
+  g_assert_true (g_file_get_contents (rp, &old, NULL, NULL));
+  g_autofree gchar *more = g_strdup_printf (
+      "%s{\"id\":9,\"status\":\"signaled\",\"class\":\"oom\",\"exit_code\":137,\"signal\":9,"
+      "\"site\":\"A\",\"started\":%" G_GINT64_FORMAT ",\"finished\":%" G_GINT64_FORMAT "}\n"
+      "{\"id\":10,\"status\":\"timeout\",\"exit_code\":143,\"signal\":15,"
+      "\"site\":\"A\",\"started\":%" G_GINT64_FORMAT ",\"finished\":%" G_GINT64_FORMAT "}\n",
+      old, FIXTURE_T0 + 1000000, FIXTURE_T0 + 2000000, FIXTURE_T0 + 1000000, FIXTURE_T0 + 3000000);
+  g_assert_true (g_file_set_contents (rp, more, -1, NULL));
+  g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+  g_autoptr (GArray) counts = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GPtrArray) classes = datc_campaign_log_classes (log, counts);
+  g_assert_cmpuint (classes->len, ==, 3);
+  g_assert_cmpstr (classes->pdata[0], ==, "exit");
+  g_assert_cmpuint (g_array_index (counts, guint64, 0), ==, 8);
+  g_assert_cmpstr (classes->pdata[1], ==, "oom");
+  g_assert_cmpuint (g_array_index (counts, guint64, 1), ==, 1);
+  g_assert_cmpstr (classes->pdata[2], ==, "timeout");
+  fixture_remove_tree (dir);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/campaignlog/load/counts-what-happened", test_campaignlog_counts_what_happened);
+  g_test_add_func ("/campaignlog/load/counts-why-tasks-ended", test_campaignlog_counts_why_tasks_ended);
   g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);
   g_test_add_data_func ("/campaignlog/model/of-a-direct-campaign-is-direct",
                         GINT_TO_POINTER (FALSE), test_campaignlog_direct_campaign_modelled_as_direct);

@@ -16,6 +16,7 @@
 
 #include "curve.h"
 #include "datc-limits.h"
+#include "driver.h"
 #include "message.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -42,7 +43,15 @@ typedef struct {
   GArray *acks;           /* DatcTaskKey to acknowledge after commit */
   GArray *cancels;        /* DatcTaskKey to cancel after commit */
   gboolean welcome, rehello, bye;
+  gboolean retired;       /* sent RETIRE: its node failed tasks fast; no more work */
 } Agent;
+
+/* A node whose tasks fail this many times in a row, each within
+ * FAST_FAILURE_US of its start, is taken for broken (a missing library, a
+ * full disk, a bad GPU) rather than the tasks: its agents are retired and
+ * the site's later proxies exclude it. */
+#define FAST_FAILURES_MAX 3
+#define FAST_FAILURE_US G_USEC_PER_SEC
 
 typedef struct {
   GBytes *rid;
@@ -96,6 +105,9 @@ struct DatcDispatcher {
   gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
   GHashTable *bound;      /* direct mode: "site\tproxy" -> task id (guint64 in a pointer) */
   GHashTable *keep_idle;  /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
+  GHashTable *fast_failures; /* "site\thost" -> failures in a row under FAST_FAILURE_US */
+  GHashTable *site_hosts;    /* site -> set of the hosts its agents said HELLO from */
+  GHashTable *excluded;      /* site -> GPtrArray of hosts excluded (NULL-ended) */
 };
 
 /* An agent may start a task it holds only while it has heard from this
@@ -158,7 +170,11 @@ rid_describe (GBytes *rid)
   return g_string_free (s, FALSE);
 }
 
+static gboolean host_excluded (DatcDispatcher *d, const char *site, const char *host);
+static void retire_agent (DatcDispatcher *d, Agent *a, const char *reason);
+
 /* ---- sending (queued until flush) ---------------------------------- */
+
 
 /* Encodes `msg` for `rid` onto `queue` (d->out, or d->after_sync). */
 static void
@@ -326,6 +342,11 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->bound = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->keep_idle = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  d->fast_failures = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  d->site_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                         (GDestroyNotify) g_hash_table_unref);
+  d->excluded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify) g_ptr_array_unref);
   d->curve = g_str_has_prefix (o->endpoint, "tcp://");
 
   d->router = zmq_socket (ctx, ZMQ_ROUTER);
@@ -429,6 +450,9 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_hash_table_unref (d->site_done);
   g_hash_table_unref (d->bound);
   g_hash_table_unref (d->keep_idle);
+  g_hash_table_unref (d->fast_failures);
+  g_hash_table_unref (d->site_hosts);
+  g_hash_table_unref (d->excluded);
   g_strfreev (d->split_sites);
   if (d->router)
     zmq_close (d->router);
@@ -682,6 +706,14 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   a->rehello = FALSE;
   a->bye = FALSE;
   a->idx = datc_ledger_agent_hello (d->ledger, h->agent_id, h->site, h->proxy, h->host);
+  datc_ledger_agent_walltime (d->ledger, a->idx, h->walltime_end_us);
+  GHashTable *hosts = g_hash_table_lookup (d->site_hosts, a->site);
+  if (hosts == NULL)
+    {
+      hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      g_hash_table_insert (d->site_hosts, g_strdup (a->site), hosts);
+    }
+  g_hash_table_add (hosts, g_strdup (a->host));
 
   /* Reconcile: what the ledger says runs here versus what the agent holds. */
   g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
@@ -727,9 +759,137 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   w.u.welcome.heartbeat_ms = d->heartbeat_ms;
   w.u.welcome.timeout_ms = d->timeout_ms;
   queue_msg (d, rid, &w);
+  /* A proxy submitted before its host was excluded, or an agent we
+   * retired saying HELLO again: it gets no work. */
+  if (a->retired || host_excluded (d, a->site, a->host))
+    retire_agent (d, a, "its host is excluded: tasks failed fast there");
   a->last_heartbeat_us = a->last_seen_us = g_get_monotonic_time ();
   g_debug ("agent %s (site %s, proxy %s, host %s, %u slots) said HELLO, session %u, holding %u",
            a->agent_id, a->site, a->proxy, a->host, a->slots, a->session, h->held->len);
+}
+
+/* ---- nodes where tasks fail fast ------------------------------------ */
+
+static gboolean
+host_excluded (DatcDispatcher *d, const char *site, const char *host)
+{
+  GPtrArray *hosts = g_hash_table_lookup (d->excluded, site);
+  for (guint i = 0; hosts != NULL && i + 1 < hosts->len; i++)
+    if (g_str_equal (hosts->pdata[i], host))
+      return TRUE;
+  return FALSE;
+}
+
+/* RETIRE: the agent gives back what it holds unstarted, finishes what it
+ * runs and leaves (its BYE); it gets no credit meanwhile. */
+static void
+retire_agent (DatcDispatcher *d, Agent *a, const char *reason)
+{
+  DatcMsg m = { .type = DATC_MSG_RETIRE };
+  m.u.reason = (gchar *) reason;
+  queue_msg (d, a->rid, &m);
+  a->retired = TRUE;
+  a->limit = a->sent;
+}
+
+/* Every host the site has run on would be excluded: its later proxies
+ * could then never start anywhere we know works, and the campaign would
+ * wait on them for ever.  The last host is drained but kept. */
+static gboolean
+would_exclude_every_host (DatcDispatcher *d, const char *site, const char *host)
+{
+  GHashTable *seen = g_hash_table_lookup (d->site_hosts, site);
+  GHashTableIter it;
+  gpointer k;
+  if (seen == NULL)
+    return TRUE;
+  g_hash_table_iter_init (&it, seen);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    if (!g_str_equal (k, host) && !host_excluded (d, site, k))
+      return FALSE;
+  return TRUE;
+}
+
+static void
+exclude_host (DatcDispatcher *d, const char *site, const char *host)
+{
+  g_autofree gchar *why = g_strdup_printf ("%u tasks in a row failed within %u ms of their start",
+                                           FAST_FAILURES_MAX,
+                                           (guint) (FAST_FAILURE_US / 1000));
+  guint retired = 0;
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && !a->retired && g_strcmp0 (a->site, site) == 0
+          && g_strcmp0 (a->host, host) == 0)
+        {
+          retire_agent (d, a, why);
+          retired++;
+        }
+    }
+  const char *kept = NULL;
+  if (!datc_proxy_host_is_valid (host))
+    kept = "not excluded: its name cannot go into a scheduler's request";
+  else if (would_exclude_every_host (d, site, host))
+    kept = "not excluded: every other host the site ran on is excluded or none is known";
+  if (kept == NULL)
+    {
+      GPtrArray *hosts = g_hash_table_lookup (d->excluded, site);
+      if (hosts == NULL)
+        {
+          hosts = g_ptr_array_new_with_free_func (g_free);
+          g_ptr_array_add (hosts, NULL);
+          g_hash_table_insert (d->excluded, g_strdup (site), hosts);
+        }
+      hosts->pdata[hosts->len - 1] = g_strdup (host);
+      g_ptr_array_add (hosts, NULL);
+      g_printerr ("datc: site %s: host %s excluded from later proxies: %s; %u agent%s drained\n",
+                  site, host, why, retired, retired == 1 ? "" : "s");
+    }
+  else
+    g_printerr ("datc: site %s: host %s: %s; %u agent%s drained, but %s\n", site, host, why,
+                retired, retired == 1 ? "" : "s", kept);
+  datc_trace_event (d->trace, "node_excluded", "site", 's', site, "host", 's', host, "why", 's',
+                    why, "excluded", 'b', (gboolean) (kept == NULL), "agents", 'i',
+                    (gint64) retired, kept != NULL ? "note" : NULL, 's', kept, NULL);
+}
+
+/* Counts failures in a row per (site, host) that ended within
+ * FAST_FAILURE_US of their start; a success or a slower failure starts the
+ * count again.  Timeouts, cancels and drains say nothing of the node. */
+static void
+note_node_outcome (DatcDispatcher *d, Agent *a, const DatcResult *res)
+{
+  gboolean ok = res->status == DATC_STATUS_EXITED && res->exit_code == 0;
+  gboolean failed = (res->status == DATC_STATUS_EXITED && res->exit_code != 0)
+                    || res->status == DATC_STATUS_SIGNALED
+                    || res->status == DATC_STATUS_SPAWN_FAILED;
+  if ((!ok && !failed) || a->retired)
+    return;
+  g_autofree gchar *key = g_strdup_printf ("%s\t%s", a->site, a->host);
+  if (ok || res->finished_us - res->started_us >= FAST_FAILURE_US)
+    {
+      g_hash_table_remove (d->fast_failures, key);
+      return;
+    }
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (d->fast_failures, key)) + 1;
+  if (n < FAST_FAILURES_MAX)
+    {
+      g_hash_table_replace (d->fast_failures, g_steal_pointer (&key), GUINT_TO_POINTER (n));
+      return;
+    }
+  g_hash_table_remove (d->fast_failures, key);
+  exclude_host (d, a->site, a->host);
+}
+
+const char *const *
+datc_dispatcher_excluded_hosts (DatcDispatcher *d, const char *site)
+{
+  GPtrArray *hosts = g_hash_table_lookup (d->excluded, site);
+  return hosts != NULL ? (const char *const *) hosts->pdata : NULL;
 }
 
 static gboolean
@@ -761,6 +921,8 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
         }
       if (mine && oc != DATC_RESULT_DUPLICATE && a->assigned > 0)
         a->assigned--;
+      if (oc == DATC_RESULT_ACCEPTED)
+        note_node_outcome (d, a, res);
       if (oc == DATC_RESULT_ACCEPTED)
         {
           a->done++;
@@ -839,7 +1001,7 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, con
   switch (m->type)
     {
     case DATC_MSG_CREDIT:
-      if (m->u.credit.session == a->session && m->u.credit.limit > a->limit)
+      if (m->u.credit.session == a->session && m->u.credit.limit > a->limit && !a->retired)
         a->limit = m->u.credit.limit;
       break;
     case DATC_MSG_RESULT:

@@ -136,6 +136,17 @@ void datc_dispatcher_one_task (DatcDispatcher *d);
 void datc_dispatcher_bind (DatcDispatcher *d, const char *site, const char *proxy, guint64 id);
 guint64 datc_dispatcher_unbind (DatcDispatcher *d, const char *site, const char *proxy);
 
+/* Hosts of `site` its later proxies must not run on (NULL-ended, transfer
+ * none, valid until the next receive), or NULL: where FAST_FAILURES_MAX
+ * (3) tasks in a row failed (non-zero exit, signal, spawn failure) within
+ * a second of their start.  Such a host's agents get RETIRE at once, and
+ * any that says HELLO later; a success there before the third resets the
+ * count.  A host is drained but not excluded when it is the last the
+ * site has run on that is not (the campaign would wait for ever), or its
+ * name could not go into a scheduler's request.  Traced `node_excluded`
+ * (site, host, why, excluded, agents, note) and said on stderr. */
+const char *const *datc_dispatcher_excluded_hosts (DatcDispatcher *d, const char *site);
+
 /* One connected agent, as the site manager sees it. */
 typedef struct {
   const char *proxy;       /* transfer none: valid until the next receive/flush */

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,7 +34,9 @@ enum RecordType {
   REC_DISPATCH = 3, /* [3, agent, time_us, [id, attempt, ...]] */
   REC_RESULT = 4,   /* [4, id, attempt, agent, final, status, exit, signal, started,
                         finished, out_off, out_len, err_off, err_len, out_dropped,
-                        err_dropped, message|nil] */
+                        err_dropped, message|nil(, class, oom_evidence|nil)]: the last
+                        two since results have a class; without them (an older
+                        journal) the class follows from the status */
   REC_REQUEUE = 5,  /* [5, id, lost(bool)] */
   REC_SOURCE = 7,   /* [7, index, path, sha256, first_id, count, submitted_us, format,
                         data|nil]: data holds submitted tasks; the task file is nil */
@@ -45,7 +48,8 @@ enum RecordType {
   REC_AGENT_GONE = 12, /* [12, idx]: the agent left or was lost; its index is free */
 };
 
-#define RESULT_FIELDS 16  /* after the type */
+#define RESULT_FIELDS 18  /* after the type */
+#define RESULT_FIELDS_OLD 16
 
 typedef struct {
   guint32 agent;      /* when running */
@@ -68,6 +72,7 @@ typedef struct {
   gboolean gone;       /* left: freed (and its index reused) once its output is committed */
   gboolean awaited;    /* known to the last master, not back since this one started */
   guint32 idx;
+  gint64 walltime_end_us; /* as its HELLO said, 0: none (not journaled) */
 } AgentInfo;
 
 /* Tasks an earlier master left running, kept for their agents until
@@ -309,7 +314,55 @@ typedef struct {
   gint64 exit_code, signal, started, finished;
   guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
   const char *message;
+  DatcEndClass end_class;
+  const char *oom_evidence;
 } ResultRec;
+
+static const char *const end_class_names[DATC_END_N] = {
+  [DATC_END_EXIT] = "exit",          [DATC_END_SIGNAL] = "signal",
+  [DATC_END_TIMEOUT] = "timeout",    [DATC_END_WALLTIME] = "walltime",
+  [DATC_END_OOM] = "oom",            [DATC_END_LOST] = "lost",
+  [DATC_END_SPAWN_FAILED] = "spawn_failed", [DATC_END_CANCELLED] = "cancelled",
+  [DATC_END_REFUSED] = "refused",
+};
+
+const char *
+datc_end_class_name (DatcEndClass end_class)
+{
+  if ((guint) end_class < DATC_END_N)
+    return end_class_names[end_class];
+  return "unknown";
+}
+
+/* `walltime`: the task's agent had passed its walltime end. */
+static DatcEndClass
+end_class_of (guint status, gint64 signal, const char *oom_evidence, gboolean walltime)
+{
+  switch (status)
+    {
+    case DATC_STATUS_EXITED: return DATC_END_EXIT;
+    case DATC_STATUS_SIGNALED:
+      return signal == SIGKILL && oom_evidence != NULL ? DATC_END_OOM : DATC_END_SIGNAL;
+    case DATC_STATUS_TIMEOUT: return DATC_END_TIMEOUT;
+    case DATC_STATUS_SPAWN_FAILED: return DATC_END_SPAWN_FAILED;
+    case DATC_STATUS_CANCELLED: return DATC_END_CANCELLED;
+    case DATC_STATUS_DRAINED: return DATC_END_WALLTIME;
+    case DATC_STATUS_REFUSED: return DATC_END_REFUSED;
+    case DATC_STATUS_LOST: return walltime ? DATC_END_WALLTIME : DATC_END_LOST;
+    default: return DATC_END_N;
+    }
+}
+
+DatcEndClass
+datc_end_class_of_status_name (const char *status, gint64 signal)
+{
+  if (g_str_equal (status, "lost"))
+    return DATC_END_LOST;
+  for (guint s = 0; s <= DATC_STATUS_LAST; s++)
+    if (g_str_equal (status, datc_task_status_name ((DatcTaskStatus) s)))
+      return end_class_of (s, signal, NULL, FALSE);
+  return DATC_END_N;
+}
 
 static gboolean write_results (DatcLedger *l, GError **error);
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
@@ -369,6 +422,8 @@ write_result_line (DatcLedger *l, const ResultRec *r)
   append_member_u64 (s, ",\"attempt\":", r->attempt);
   g_string_append (s, ",\"status\":\"");
   g_string_append (s, status_name (r->status));
+  g_string_append (s, "\",\"class\":\"");
+  g_string_append (s, datc_end_class_name (r->end_class));
   append_member_i64 (s, "\",\"exit_code\":", r->exit_code);
   append_member_i64 (s, ",\"signal\":", r->signal);
   g_string_append (s, ",\"site\":");
@@ -394,6 +449,11 @@ write_result_line (DatcLedger *l, const ResultRec *r)
     {
       g_string_append (s, ",\"message\":");
       datc_json_append_string (s, r->message);
+    }
+  if (r->oom_evidence != NULL)
+    {
+      g_string_append (s, ",\"oom_evidence\":");
+      datc_json_append_string (s, r->oom_evidence);
     }
   g_string_append (s, "}\n");
   if (l->options.read_only)
@@ -692,7 +752,7 @@ cancel_one (DatcLedger *l, guint64 id, gint64 when)
     .id = id, .attempt = t->attempt,
     .agent = t->state == DATC_TASK_RUNNING ? t->agent : G_MAXUINT32,
     .final = TRUE, .status = DATC_STATUS_CANCELLED, .exit_code = -1,
-    .finished = when, .message = "cancelled by the user",
+    .finished = when, .message = "cancelled by the user", .end_class = DATC_END_CANCELLED,
   };
   set_state (l, t, DATC_TASK_CANCELLED);
   write_result_line (l, &rr);
@@ -840,10 +900,10 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
       {
         ResultRec rr = { 0 };
         guint64 v[6];
-        g_autofree gchar *message = NULL;
-        guint64 attempt, agent, status;
+        g_autofree gchar *message = NULL, *oom_evidence = NULL;
+        guint64 attempt, agent, status, end_class = DATC_END_N;
         r.what = "result";
-        if (r.n != RESULT_FIELDS + 1 || !rec_u64 (&r, 1, &rr.id) || !rec_u64 (&r, 2, &attempt)
+        if ((r.n != RESULT_FIELDS + 1 && r.n != RESULT_FIELDS_OLD + 1) || !rec_u64 (&r, 1, &rr.id) || !rec_u64 (&r, 2, &attempt)
             || !rec_u64 (&r, 3, &agent) || r.items[4].type != MSGPACK_OBJECT_BOOLEAN
             || !rec_u64 (&r, 5, &status) || !rec_i64 (&r, 6, &rr.exit_code)
             || !rec_i64 (&r, 7, &rr.signal) || !rec_i64 (&r, 8, &rr.started)
@@ -854,6 +914,9 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
             goto out;
         if (!rec_str (&r, 16, TRUE, &message))
           goto out;
+        if (r.n == RESULT_FIELDS + 1
+            && (!rec_u64 (&r, 17, &end_class) || !rec_str (&r, 18, TRUE, &oom_evidence)))
+          goto out;
         rr.attempt = (guint32) attempt;
         rr.agent = (guint32) agent;
         rr.final = r.items[4].via.boolean;
@@ -861,6 +924,10 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
         rr.out_off = v[0], rr.out_len = v[1], rr.err_off = v[2], rr.err_len = v[3];
         rr.out_dropped = v[4], rr.err_dropped = v[5];
         rr.message = message;
+        rr.oom_evidence = oom_evidence;
+        rr.end_class = end_class < DATC_END_N
+                           ? (DatcEndClass) end_class
+                           : end_class_of (rr.status, rr.signal, oom_evidence, FALSE);
         if (rr.id == 0 || rr.id > l->n_tasks)
           {
             g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
@@ -1525,6 +1592,14 @@ datc_ledger_task_site (DatcLedger *l, guint64 id)
 
 /* ---- agents -------------------------------------------------------- */
 
+void
+datc_ledger_agent_walltime (DatcLedger *l, guint32 agent, gint64 walltime_end_us)
+{
+  AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+  if (a != NULL)
+    a->walltime_end_us = walltime_end_us;
+}
+
 const char *
 datc_ledger_agent_site (DatcLedger *l, const char *agent_id)
 {
@@ -1859,6 +1934,8 @@ journal_result (DatcLedger *l, const ResultRec *rr)
   msgpack_pack_uint64 (&pk, rr->out_dropped);
   msgpack_pack_uint64 (&pk, rr->err_dropped);
   pack_str (&pk, rr->message);
+  msgpack_pack_uint32 (&pk, rr->end_class);
+  pack_str (&pk, rr->oom_evidence);
   datc_journal_end (l->journal);
 }
 
@@ -1918,6 +1995,8 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
     .out_dropped = res->out_dropped,
     .err_dropped = res->err_dropped,
     .message = res->message,
+    .end_class = end_class_of (res->status, res->signal, res->oom_evidence, FALSE),
+    .oom_evidence = res->oom_evidence,
   };
   /* A failed old attempt while a newer one runs changes nothing. */
   if (!rr.final && t->state == DATC_TASK_RUNNING && !open_here)
@@ -1966,12 +2045,14 @@ datc_ledger_agent_lost (DatcLedger *l, guint32 agent)
           g_autofree gchar *msg = g_strdup_printf (
               "lost with its agent %u times (crash limit %u)", t->crashes + 1u,
               l->options.crash_limit);
+          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+          gboolean walltime = a != NULL && a->walltime_end_us > 0 && now >= a->walltime_end_us;
           ResultRec rr = {
             .id = k->id, .attempt = k->attempt, .agent = agent, .final = TRUE,
             .status = DATC_STATUS_LOST, .exit_code = -1, .signal = 0,
             .started = 0, .finished = now, .message = msg,
+            .end_class = end_class_of (DATC_STATUS_LOST, 0, NULL, walltime),
           };
-          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
           rr.out_off = rr.err_off = a ? a->out_size : 0;
           t->crashes++;
           journal_result (l, &rr);

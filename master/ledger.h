@@ -42,6 +42,28 @@ typedef enum {
 /* Final status "lost" (crash limit reached), beside DatcTaskStatus. */
 #define DATC_STATUS_LOST 100
 
+/* Why a task ended, as results.jsonl's `class` says it: from the status,
+ * the signal, the agent's OOM evidence and whether its proxy's walltime
+ * had ended.  An OOM kill is only ever "oom" with evidence; without it,
+ * a SIGKILL stays "signal". */
+typedef enum {
+  DATC_END_EXIT = 0,       /* exited, the code kept (0 or not) */
+  DATC_END_SIGNAL,         /* killed by a signal we did not send */
+  DATC_END_TIMEOUT,        /* its own timeout */
+  DATC_END_WALLTIME,       /* its proxy's walltime ended (the agent's drain, the scheduler's kill) */
+  DATC_END_OOM,            /* SIGKILL, and the node recorded the OOM killer at work */
+  DATC_END_LOST,           /* its node or agent was lost */
+  DATC_END_SPAWN_FAILED,
+  DATC_END_CANCELLED,
+  DATC_END_REFUSED,
+  DATC_END_N,
+} DatcEndClass;
+
+const char *datc_end_class_name (DatcEndClass end_class);
+/* The class of a status name of results.jsonl ("exited", "lost", ...),
+ * for lines an older datc wrote without `class`; DATC_END_N if unknown. */
+DatcEndClass datc_end_class_of_status_name (const char *status, gint64 signal);
+
 /* Default re-attach window: twice the default agent timeout. */
 #define DATC_LEDGER_REATTACH_WINDOW_MS 60000u
 
@@ -84,6 +106,10 @@ const char *datc_ledger_task_site (DatcLedger *ledger, guint64 id);
  * agent id seen before (a reconnect, or a master restart) keeps its index. */
 guint32 datc_ledger_agent_hello (DatcLedger *ledger, const char *agent_id,
                                  const char *site, const char *proxy, const char *host);
+/* The end of the agent's walltime, as its HELLO said (0: none).  Not
+ * journaled: an agent says it again to a restarted master.  A task lost
+ * with its agent after that moment ended because of the walltime. */
+void datc_ledger_agent_walltime (DatcLedger *ledger, guint32 agent, gint64 walltime_end_us);
 /* The site an agent id still known to the ledger said it was of, or NULL
  * (transfer none). */
 const char *datc_ledger_agent_site (DatcLedger *ledger, const char *agent_id);

@@ -847,6 +847,7 @@ typedef struct {
   gchar *name, *queue, *submit_args, *workdir, *command, *script;
   guint slots, walltime_s;
   GStrv job_ids;            /* out: k of them */
+  GStrv exclude_hosts;      /* the site's excluded hosts when it was made, or NULL */
   GError *error;
 } SubmitJob;
 
@@ -862,6 +863,7 @@ submit_run (DatcSite *site, gpointer data)
     .submit_args = j->submit_args,
     .workdir = j->workdir,
     .agent_command = j->command,
+    .exclude_hosts = (const char *const *) j->exclude_hosts,
   };
   datc_site_set_command_timeout (site, j->command_ms);
   if (j->k > 1)
@@ -945,6 +947,7 @@ submit_done (gpointer owner, gpointer data)
   g_free (j->name);
   g_free (j->queue);
   g_free (j->submit_args);
+  g_strfreev (j->exclude_hosts);
   g_free (j->workdir);
   g_free (j->command);
   g_free (j->script);
@@ -983,6 +986,8 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
   j->command = agent_command (p, s, id, k > 1, slots);
   j->queue = g_strdup (s->spec->queue);
   j->submit_args = g_strdup (s->spec->submit_args);
+  /* Copied: the submit runs on the site's worker thread. */
+  j->exclude_hosts = g_strdupv ((gchar **) datc_dispatcher_excluded_hosts (p->disp, s->spec->name));
   j->workdir = g_strdup (s->spec->workdir);
   j->slots = slots;
   j->walltime_s = s->spec->walltime_s;
@@ -2580,6 +2585,20 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
   member_int (b, "slots_per_proxy", s->spec->slots_per_proxy);
   member_int (b, "max_proxies", s->spec->max_proxies);
   member_int (b, "done", (gint64) datc_dispatcher_site_done (p->disp, s->spec->name));
+  /* Hosts where tasks kept failing fast, and, if the scheduler cannot
+   * keep proxies off them, why. */
+  const char *const *excluded = datc_dispatcher_excluded_hosts (p->disp, s->spec->name);
+  json_builder_set_member_name (b, "excluded_hosts");
+  json_builder_begin_array (b);
+  for (guint i = 0; excluded != NULL && excluded[i] != NULL; i++)
+    json_builder_add_string_value (b, excluded[i]);
+  json_builder_end_array (b);
+  const char *no_exclude = NULL;
+  if (excluded != NULL && !datc_scheduler_can_exclude_hosts (datc_site_scheduler_name (s->spec->site), &no_exclude))
+    {
+      json_builder_set_member_name (b, "exclusion_ignored");
+      json_builder_add_string_value (b, no_exclude);
+    }
   if (p->mode == DATC_MODE_STATIC)
     member_int (b, "queued", (gint64) datc_ledger_queued_in (p->ledger, s->index));
   member_int (b, "submit_failures", s->failures);

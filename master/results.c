@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "ledger.h"
 
 static FILE *
 open_results (const char *dir)
@@ -135,9 +136,10 @@ datc_results_list (const char *dir, gboolean failed_only, gboolean json)
   ssize_t n;
   g_autoptr (JsonParser) p = json_parser_new ();
 
+  guint64 per_class[DATC_END_N + 1] = { 0 };  /* [DATC_END_N]: a class this datc does not know */
   if (!json)
-    printf ("%8s %7s %-12s %5s %6s %-16s %10s\n", "ID", "ATTEMPT", "STATUS", "EXIT", "SIGNAL",
-            "SITE", "SECONDS");
+    printf ("%8s %7s %-12s %-12s %5s %6s %-16s %10s\n", "ID", "ATTEMPT", "STATUS", "CLASS", "EXIT",
+            "SIGNAL", "SITE", "SECONDS");
   while ((n = getline (&line, &cap, f)) > 0)
     {
       if (!json_parser_load_from_data (p, line, n, NULL)
@@ -149,22 +151,36 @@ datc_results_list (const char *dir, gboolean failed_only, gboolean json)
       gboolean ok = g_str_equal (st, "exited") && code == 0;
       if (failed_only && ok)
         continue;
+      /* Lines of an older datc have no class: it follows from the status. */
+      gint64 sig = json_object_get_int_member_with_default (o, "signal", 0);
+      const char *cls = json_object_get_string_member_with_default (o, "class", NULL);
+      if (cls == NULL)
+        cls = datc_end_class_name (datc_end_class_of_status_name (st, sig));
+      guint c = 0;
+      while (c < DATC_END_N && !g_str_equal (cls, datc_end_class_name ((DatcEndClass) c)))
+        c++;
+      per_class[c]++;
       if (json)
         fputs (line, stdout);
       else
         {
           gint64 s = json_object_get_int_member_with_default (o, "started", 0);
           gint64 e = json_object_get_int_member_with_default (o, "finished", 0);
-          printf ("%8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %-12s %5" G_GINT64_FORMAT
+          printf ("%8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %-12s %-12s %5" G_GINT64_FORMAT
                   " %6" G_GINT64_FORMAT " %-16s %10.3f\n",
                   json_object_get_int_member_with_default (o, "id", 0),
-                  json_object_get_int_member_with_default (o, "attempt", 0), st, code,
-                  json_object_get_int_member_with_default (o, "signal", 0),
+                  json_object_get_int_member_with_default (o, "attempt", 0), st, cls, code, sig,
                   json_object_get_string_member_with_default (o, "site", ""),
                   s > 0 && e >= s ? (e - s) / 1e6 : 0.0);
         }
     }
   free (line);
   fclose (f);
+  /* Why they ended, one line per class seen: "# exit 98", "# oom 2". */
+  if (!json)
+    for (guint c = 0; c <= DATC_END_N; c++)
+      if (per_class[c] > 0)
+        printf ("# %-12s %" G_GUINT64_FORMAT "\n",
+                c < DATC_END_N ? datc_end_class_name ((DatcEndClass) c) : "other", per_class[c]);
   return 0;
 }

@@ -490,6 +490,25 @@ datc_status_print (JsonObject *st, FILE *out)
                      json_object_get_string_member_with_default (s, "name", "?"),
                      error ? error : "(no message)");
         }
+      /* Hosts where tasks kept failing fast. */
+      for (guint i = 0; i < json_array_get_length (sites); i++)
+        {
+          JsonObject *s = json_array_get_object_element (sites, i);
+          JsonArray *hosts = json_object_has_member (s, "excluded_hosts")
+                                 ? json_object_get_array_member (s, "excluded_hosts")
+                                 : NULL;
+          if (hosts == NULL || json_array_get_length (hosts) == 0)
+            continue;
+          fprintf (out, "site %s excludes hosts where tasks failed fast:",
+                   json_object_get_string_member_with_default (s, "name", "?"));
+          for (guint h = 0; h < json_array_get_length (hosts); h++)
+            fprintf (out, " %s", json_array_get_string_element (hosts, h));
+          const char *ignored = json_object_get_string_member_with_default (s, "exclusion_ignored",
+                                                                            NULL);
+          if (ignored != NULL)
+            fprintf (out, " (but %s)", ignored);
+          fputc ('\n', out);
+        }
       /* Proxies in a scheduler's queue, and why it says they wait. */
       for (guint i = 0; i < json_array_get_length (sites); i++)
         {

@@ -113,11 +113,17 @@ typedef struct {
 typedef struct {
   const Field *fields;
   guint n_fields;
+  /* Fields past the first n_required are optional trailing ones (string or
+   * nil kinds), added after version 1 shipped: a sender leaves them out
+   * while they are NULL, so its frame is the one an older peer expects, and
+   * a receiver reads a missing one as NULL. */
+  guint n_required;
   /* A rule across fields, run after each field passed on its own. */
   gboolean (*check_whole) (const msgpack_object *items, GError **error);
 } Shape;
 
-#define SHAPE(fields, whole) { fields, G_N_ELEMENTS (fields), whole }
+#define SHAPE(fields, whole) { fields, G_N_ELEMENTS (fields), G_N_ELEMENTS (fields), whole }
+#define SHAPE_OPTIONAL(fields, required, whole) { fields, G_N_ELEMENTS (fields), required, whole }
 
 static const Field key_fields[] = {
   { "id", FIELD_U64, G_STRUCT_OFFSET (DatcTaskKey, id) },
@@ -152,6 +158,8 @@ static const Field result_fields[] = {
   { "stdout_dropped", FIELD_U64, G_STRUCT_OFFSET (DatcResult, out_dropped) },
   { "stderr_dropped", FIELD_U64, G_STRUCT_OFFSET (DatcResult, err_dropped) },
   { "message", FIELD_REASON_OR_NIL, G_STRUCT_OFFSET (DatcResult, message) },
+  /* optional trailing */
+  { "oom_evidence", FIELD_REASON_OR_NIL, G_STRUCT_OFFSET (DatcResult, oom_evidence) },
 };
 
 static const Field hello_fields[] = {
@@ -210,7 +218,7 @@ static gboolean check_spec_whole (const msgpack_object *items, GError **error);
 static const Shape key_shape = SHAPE (key_fields, NULL);
 static const Shape spec_shape = SHAPE (spec_fields, check_spec_whole);
 static const Shape task_shape = SHAPE (task_fields, NULL);
-static const Shape result_shape = SHAPE (result_fields, NULL);
+static const Shape result_shape = SHAPE_OPTIONAL (result_fields, 12, NULL);
 static const Shape hello_shape = SHAPE (hello_fields, NULL);
 static const Shape welcome_shape = SHAPE (welcome_fields, NULL);
 static const Shape credit_shape = SHAPE (credit_fields, NULL);
@@ -534,8 +542,11 @@ encode_field (msgpack_packer *pk, const Field *f, gconstpointer base)
 static void
 encode_record (msgpack_packer *pk, const Shape *shape, gconstpointer base)
 {
-  msgpack_pack_array (pk, shape->n_fields);
-  for (guint i = 0; i < shape->n_fields; i++)
+  guint n = shape->n_fields;
+  while (n > shape->n_required && *(char *const *) CFIELD_AT (base, &shape->fields[n - 1]) == NULL)
+    n--;
+  msgpack_pack_array (pk, n);
+  for (guint i = 0; i < n; i++)
     encode_field (pk, &shape->fields[i], base);
 }
 
@@ -1148,14 +1159,20 @@ check_record (const Shape *shape, const msgpack_object *o, GError **error)
 {
   if (o->type != MSGPACK_OBJECT_ARRAY)
     return wrong_type (o, "array", error);
-  if (o->via.array.size != shape->n_fields)
+  if (o->via.array.size != shape->n_fields
+      && (o->via.array.size < shape->n_required || o->via.array.size > shape->n_fields))
     {
-      g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                   "expected %u field%s, got %u", shape->n_fields,
-                   shape->n_fields == 1 ? "" : "s", o->via.array.size);
+      if (shape->n_required == shape->n_fields)
+        g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
+                     "expected %u field%s, got %u", shape->n_fields,
+                     shape->n_fields == 1 ? "" : "s", o->via.array.size);
+      else
+        g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
+                     "expected %u to %u fields, got %u", shape->n_required,
+                     shape->n_fields, o->via.array.size);
       return FALSE;
     }
-  for (guint i = 0; i < shape->n_fields; i++)
+  for (guint i = 0; i < o->via.array.size; i++)
     if (!check_field (&shape->fields[i], &o->via.array.ptr[i], error))
       return FALSE;
   if (shape->check_whole != NULL && !shape->check_whole (o->via.array.ptr, error))
@@ -1391,10 +1408,11 @@ copy_field (const Field *f, const msgpack_object *o, gpointer base)
     }
 }
 
+/* Optional fields the sender left out stay as they are: zero, NULL. */
 static void
 copy_record (const Shape *shape, const msgpack_object *o, gpointer base)
 {
-  for (guint i = 0; i < shape->n_fields; i++)
+  for (guint i = 0; i < o->via.array.size; i++)
     copy_field (&shape->fields[i], &o->via.array.ptr[i], base);
 }
 

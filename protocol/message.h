@@ -19,7 +19,11 @@
  *               result = [id uint, attempt uint, status uint, exit_code int,
  *                         signal int, started_us int, finished_us int,
  *                         stdout bin, stderr bin, stdout_dropped uint,
- *                         stderr_dropped uint, message str|nil]
+ *                         stderr_dropped uint, message str|nil
+ *                         [, oom_evidence str|nil]]
+ *               oom_evidence is optional (added without a version bump):
+ *               sent only when set, so a result without it is byte for byte
+ *               the version-1 shape, and a missing one decodes as NULL.
  *   ACK       m->a [[key...]]
  *   HEARTBEAT both [epoch uint, session uint, received uint, running uint,
  *                   rehello bool]
@@ -119,6 +123,7 @@ typedef struct {
   guint64 out_dropped;    /* bytes beyond the capture limit */
   guint64 err_dropped;
   gchar *message;         /* or NULL */
+  gchar *oom_evidence;    /* what the agent saw of the kernel's OOM killer, or NULL */
 } DatcResult;
 
 DatcResult *datc_result_new (guint64 id, guint32 attempt);

@@ -114,6 +114,7 @@ assert_result_equal (const DatcResult *a, const DatcResult *b)
   g_assert_cmpuint (a->out_dropped, ==, b->out_dropped);
   g_assert_cmpuint (a->err_dropped, ==, b->err_dropped);
   g_assert_cmpstr (a->message, ==, b->message);
+  g_assert_cmpstr (a->oom_evidence, ==, b->oom_evidence);
 }
 
 static void
@@ -381,6 +382,9 @@ sample_result (void)
   r->out_dropped = 1 << 20;
   r->err_dropped = 17;
   g_ptr_array_add (results, r);
+  r = result_with_output (5, 0, DATC_STATUS_SIGNALED, 137, 9, "", 0, NULL);
+  r->oom_evidence = g_strdup ("memory.oom_control oom_kill 0 -> 1 in /sys/fs/cgroup/memory/job");
+  g_ptr_array_add (results, r);
   return msg;
 }
 
@@ -546,6 +550,31 @@ test_round_trip (gconstpointer data)
 }
 
 /* ----------------------------------------------------------- encoding */
+
+/* A result without OOM evidence is the version-1 shape (12 fields), so an
+ * older master reads it; one with evidence has a 13th field. */
+static void
+test_result_oom_evidence_is_optional (void)
+{
+  g_autoptr (DatcMsg) msg = datc_msg_new (DATC_MSG_RESULT);
+  g_ptr_array_add (msg->u.results.results,
+                   result_with_output (1, 0, DATC_STATUS_SIGNALED, 137, 9, "", 0, NULL));
+  g_autoptr (GByteArray) out = g_byte_array_new ();
+  datc_msg_encode (msg, out);
+  /* [1, 5, [[result]]]: the result's array header is the 6th byte */
+  g_assert_cmpuint (out->len, >, 5);
+  g_assert_cmphex (out->data[5], ==, 0x9c);
+
+  DatcResult *r = g_ptr_array_index (msg->u.results.results, 0);
+  r->oom_evidence = g_strdup ("dmesg: Killed process 42 (sim)");
+  g_byte_array_set_size (out, 0);
+  datc_msg_encode (msg, out);
+  g_assert_cmphex (out->data[5], ==, 0x9d);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcMsg) back = datc_msg_decode (out->data, out->len, DATC_FRAME_MAX, &error);
+  g_assert_no_error (error);
+  assert_msg_equal (msg, back);
+}
 
 static void
 test_every_type_has_a_sample (void)
@@ -1270,7 +1299,13 @@ static const BadFrame bad_frames[] = {
     .reason = "TASKS: task 0: field spec: expected 6 fields, got 5" },
   { "result-of-11-fields", BYTES ("\x93\x01\x05\x91\x91\x9b\x01\x01\x00\x00\x00\x00\x00"
                                   "\xc4\x00\xc4\x00\x00\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "RESULT: result 0: expected 12 fields, got 11" },
+    .code = DATC_WIRE_ERROR_SHAPE, .reason = "RESULT: result 0: expected 12 to 13 fields, got 11" },
+  { "result-of-14-fields", BYTES ("\x93\x01\x05\x91\x91\x9e\x01\x01\x00\x00\x00\x00\x00"
+                                  "\xc4\x00\xc4\x00\x00\x00\xc0\xc0\xc0"),
+    .code = DATC_WIRE_ERROR_SHAPE, .reason = "RESULT: result 0: expected 12 to 13 fields, got 14" },
+  { "result-oom-evidence-int", BYTES ("\x93\x01\x05\x91\x91\x9d\x01\x01\x00\x00\x00\x00\x00"
+                                      "\xc4\x00\xc4\x00\x00\x00\xc0\x07"),
+    .code = DATC_WIRE_ERROR_SHAPE, .reason = "field oom_evidence: expected str or nil, got uint" },
   { "key-of-1-field", BYTES ("\x93\x01\x06\x91\x91\x91\x01"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "ACK: key 0: expected 2 fields, got 1" },
 
@@ -1622,6 +1657,8 @@ main (int argc, char **argv)
   g_test_add_func ("/wire/msg/new-makes-empty-containers", test_new_makes_empty_containers);
   g_test_add_func ("/wire/msg/free-accepts-null", test_free_accepts_null);
   g_test_add_func ("/wire/msg/names", test_names);
+  g_test_add_func ("/wire/encode/result-without-oom-evidence-is-the-version-1-shape",
+                   test_result_oom_evidence_is_optional);
   g_test_add_func ("/wire/decode/accepts-minimal-frames", test_accepts_minimal_frames);
   g_test_add_func ("/wire/decode/accepts-any-integer-encoding-in-range",
                    test_accepts_any_integer_encoding_in_range);

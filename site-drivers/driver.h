@@ -55,6 +55,11 @@ typedef struct {
   const char *submit_args;    /* extra arguments, split like a shell would, or NULL */
   const char *workdir;        /* directory on the site for the script and its log */
   const char *agent_command;  /* the shell command line that starts the agent */
+  /* Hosts the proxy must not run on (NULL-ended, or NULL), each a valid
+   * host name (datc_batch_host_is_valid): nodes where tasks kept failing
+   * fast.  Each scheduler says it its own way; those that cannot ignore
+   * it (datc_scheduler_can_exclude_hosts says why). */
+  const char *const *exclude_hosts;
 } DatcProxyRequest;
 
 /* Proxies as one job array (optional per scheduler, see `arrays` below).
@@ -76,6 +81,16 @@ typedef struct {
 
 /* The drivers' tables stay inside site-drivers/ (drivers-private.h); the
  * rest of datc asks these. */
+
+/* A host name a proxy request may exclude: 1 to 253 bytes of letters,
+ * digits, '.', '-' and '_', not starting with '-' (it goes into
+ * directives and requirement expressions unquoted). */
+gboolean datc_proxy_host_is_valid (const char *host);
+
+/* Whether the scheduler `name` can keep a proxy off some hosts
+ * (DatcProxyRequest.exclude_hosts); when not, *why (may be NULL) says why
+ * (transfer none). */
+gboolean datc_scheduler_can_exclude_hosts (const char *name, const char **why);
 
 /* Commands the local transport runs start with this soft RLIMIT_NOFILE
  * (never above their hard limit), for a caller that raised its own to

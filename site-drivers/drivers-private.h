@@ -131,6 +131,9 @@ typedef struct {
   /* Where queue_argv is NULL: why, for a report ("HTCondor has no
    * queues"). */
   const char *no_queues;
+  /* Why the scheduler cannot keep a proxy off hosts (its script and
+   * submit ignore DatcProxyRequest.exclude_hosts), or NULL when it can. */
+  const char *no_exclude;
   /* The scheduler's programs its commands run on the site (NULL-ended),
    * which `datc sites check` looks for; many commands go through `sh -c`,
    * so their argv[0] would only say /bin/sh.  NULL: the argv[0]s. */

@@ -143,6 +143,16 @@ datc_scheduler_has_queues(const char *name, const char **why)
 }
 
 gboolean
+datc_scheduler_can_exclude_hosts(const char *name, const char **why)
+{
+  const DatcSchedulerClass *k = name != NULL ? datc_scheduler_lookup(name) : NULL;
+
+  if (why != NULL)
+    *why = k == NULL ? "no such scheduler" : k->no_exclude;
+  return k != NULL && k->no_exclude == NULL;
+}
+
+gboolean
 datc_scheduler_takes_queue(const char *name, const char *queue)
 {
   const DatcSchedulerClass *k = name != NULL ? datc_scheduler_lookup(name) : NULL;

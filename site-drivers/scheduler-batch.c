@@ -39,6 +39,26 @@ datc_batch_queue_is_valid(const char *queue)
   return TRUE;
 }
 
+gboolean
+datc_proxy_host_is_valid(const char *host)
+{
+  if (host == NULL || host[0] == '\0' || host[0] == '-' || strlen(host) > 253)
+    return FALSE;
+  for (const char *p = host; *p != '\0'; p++)
+    if (!g_ascii_isalnum(*p) && strchr("._-", *p) == NULL)
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+hosts_are_valid(const char *const *hosts)
+{
+  for (guint i = 0; hosts != NULL && hosts[i] != NULL; i++)
+    if (!datc_proxy_host_is_valid(hosts[i]))
+      return FALSE;
+  return TRUE;
+}
+
 static gboolean
 is_one_line(const char *s)
 {
@@ -57,6 +77,7 @@ datc_batch_request_is_valid(const DatcProxyRequest *req)
          && req->agent_command != NULL && req->agent_command[0] != '\0'
          && strpbrk(req->agent_command, "\n\r") == NULL
          && (req->queue == NULL || datc_batch_queue_is_valid(req->queue))
+         && hosts_are_valid(req->exclude_hosts)
          && req->workdir != NULL && req->workdir[0] == '/' && is_one_line(req->workdir);
 }
 

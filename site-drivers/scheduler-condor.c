@@ -97,6 +97,14 @@ condor_description(const DatcProxyRequest *req, const char *script_path)
                                          req->walltime_s));
       g_ptr_array_add(d, g_strdup_printf("job_max_vacate_time = %u", CONDOR_VACATE_S));
     }
+  if (req->exclude_hosts != NULL && req->exclude_hosts[0] != NULL)
+    {
+      g_autoptr(GString) r = g_string_new("requirements = ");
+      for (guint i = 0; req->exclude_hosts[i] != NULL; i++)
+        g_string_append_printf(r, "%s(Machine != \"%s\")", i == 0 ? "" : " && ",
+                               req->exclude_hosts[i]);
+      g_ptr_array_add(d, g_string_free(g_steal_pointer(&r), FALSE));
+    }
   datc_batch_argv_add(d, "queue");
   return d;
 }

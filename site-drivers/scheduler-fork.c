@@ -313,5 +313,6 @@ const DatcSchedulerClass datc_scheduler_fork = {
   .parse_poll = fork_parse_poll,
   .cancel_argv = fork_cancel_argv,
   .no_queues = "fork has no queues: `queue` is ignored",
+  .no_exclude = "fork runs proxies on the site's one host: it cannot exclude it",
   .proxy_logs = fork_proxy_logs,
 };

@@ -110,7 +110,14 @@ lsf_write_script(const DatcProxyRequest *req, gboolean array)
   g_autoptr(GString) d = g_string_new(NULL);
   g_string_append_printf(d, "#BSUB -J %s\n", req->name);
   g_string_append_printf(d, "#BSUB -n %u\n", req->slots);
-  g_string_append(d, "#BSUB -R \"span[hosts=1]\"\n");
+  /* One resource requirement string holds both sections. */
+  g_string_append(d, "#BSUB -R \"");
+  for (guint i = 0; req->exclude_hosts != NULL && req->exclude_hosts[i] != NULL; i++)
+    g_string_append_printf(d, "%shname!='%s'", i == 0 ? "select[" : " && ",
+                           req->exclude_hosts[i]);
+  if (req->exclude_hosts != NULL && req->exclude_hosts[0] != NULL)
+    g_string_append(d, "] ");
+  g_string_append(d, "span[hosts=1]\"\n");
   g_string_append_printf(d, "#BSUB -o %s.%s.log\n", req->name, array ? "%J_%I" : "%J");
   if (req->walltime_s > 0)
     {

@@ -91,6 +91,7 @@ pbs_write_script(const DatcProxyRequest *req, gboolean array)
                            req->walltime_s / 60 % 60, req->walltime_s % 60);
   if (req->queue != NULL)
     g_string_append_printf(d, "#PBS -q %s\n", req->queue);
+  /* exclude_hosts: none (see no_exclude) */
   g_string_append(d, "#PBS -j oe\n");
 
   g_autofree gchar *workdir = g_shell_quote(req->workdir);
@@ -592,6 +593,10 @@ static const char *const pbs_programs[] = { "qsub", "qstat", "qdel", "qselect", 
 
 const DatcSchedulerClass datc_scheduler_pbs = {
   .name = "pbs",
+  /* A select chunk says what a host must have (host=NAME picks one), never
+   * what it must not: no "!=" in PBS resource requests. */
+  .no_exclude = "PBS has no per-job host exclusion (a select chunk can name a host, not "
+                "exclude one)",
   .script = pbs_script,
   .submit_argv = pbs_submit_argv,
   .parse_submit = pbs_parse_submit,

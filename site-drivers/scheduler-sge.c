@@ -83,6 +83,15 @@ sge_write_script(const DatcProxyRequest *req, gboolean array)
     g_string_append_printf(d, "#$ -l h_rt=%u\n", req->walltime_s);
   if (req->queue != NULL)
     g_string_append_printf(d, "#$ -q %s\n", req->queue);
+  /* A host expression (sge_types(1)): !a for one, !(a|b) for several. */
+  if (req->exclude_hosts != NULL && req->exclude_hosts[0] != NULL)
+    {
+      g_autofree gchar *hosts = g_strjoinv("|", (gchar **)req->exclude_hosts);
+      if (req->exclude_hosts[1] == NULL)
+        g_string_append_printf(d, "#$ -l h=!%s\n", hosts);
+      else
+        g_string_append_printf(d, "#$ -l h=!(%s)\n", hosts);
+    }
 
   g_autofree gchar *index_code = array ? datc_batch_array_index_code("SGE_TASK_ID", FALSE) : NULL;
   return datc_batch_script(req, SGE, d->str, "DATC_SLOTS=${NSLOTS:-}\n", index_code);

@@ -89,6 +89,11 @@ slurm_write_script(const DatcProxyRequest *req, gboolean array)
     }
   if (req->queue != NULL)
     g_string_append_printf(d, "#SBATCH --partition=%s\n", req->queue);
+  if (req->exclude_hosts != NULL && req->exclude_hosts[0] != NULL)
+    {
+      g_autofree gchar *hosts = g_strjoinv(",", (gchar **)req->exclude_hosts);
+      g_string_append_printf(d, "#SBATCH --exclude=%s\n", hosts);
+    }
 
   g_autofree gchar *index_code
       = array ? datc_batch_array_index_code("SLURM_ARRAY_TASK_ID", FALSE) : NULL;

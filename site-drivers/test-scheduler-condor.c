@@ -160,12 +160,26 @@ test_has_no_queues(void)
   g_assert_null(answer);
 }
 
+static void
+test_submit_excludes_hosts(void)
+{
+  static const char *const two[] = { "node07.example.org", "node12", NULL };
+  DatcProxyRequest req = base_request;
+  req.exclude_hosts = two;
+  g_auto(GStrv) argv = condor()->submit_argv(&req, "/scratch/datc/p.sh");
+
+  g_assert_nonnull(strstr(argv[5], "\nrequirements = (Machine != \"node07.example.org\") && "
+                                   "(Machine != \"node12\")\nqueue"));
+  g_assert_true(datc_scheduler_can_exclude_hosts("condor", NULL));
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
 
   g_test_add_func("/site/condor/submit/description", test_submit_description);
+  g_test_add_func("/site/condor/submit/excludes-hosts", test_submit_excludes_hosts);
   g_test_add_func("/site/condor/script/reads-the-slot-cpus", test_script_reads_the_slot_cpus);
   g_test_add_func("/site/condor/argv/poll-cancel-lookup-and-bad-ids", test_poll_and_lookup_argv);
   g_test_add_func("/site/condor/parse/malformed-answers-are-parse-errors-naming-condor",

@@ -959,6 +959,18 @@ test_submit_reports_a_workdir_it_cannot_write(Fixture *f, gconstpointer data)
   g_assert_null(job_id);
 }
 
+static void
+test_cannot_exclude_hosts(void)
+{
+  const char *why = NULL;
+  g_assert_false(datc_scheduler_can_exclude_hosts("fork", &why));
+  g_assert_nonnull(strstr(why, "cannot exclude"));
+  g_assert_true(datc_proxy_host_is_valid("node-07.example.org"));
+  g_assert_false(datc_proxy_host_is_valid("-rf"));
+  g_assert_false(datc_proxy_host_is_valid("a b"));
+  g_assert_false(datc_proxy_host_is_valid(""));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -987,6 +999,7 @@ main(int argc, char **argv)
   g_test_add_func("/site/fork/argv/refuses-ids-that-are-not-pids",
                   test_argv_refuses_ids_that_are_not_pids);
   g_test_add_func("/site/fork/queue/there-are-none", test_has_no_queues);
+  g_test_add_func("/site/fork/cannot-exclude-hosts", test_cannot_exclude_hosts);
   g_test_add_func("/site/fork/parse-submit/recorded-answers",
                   test_parse_submit_recorded_answers);
   g_test_add_func("/site/fork/parse-submit/refuses-a-nul-byte",

@@ -252,12 +252,29 @@ test_array_script_and_argv(void)
   check_array_script(lsf(), "LSB_JOBINDEX");
 }
 
+/* One -R string: the hosts left out (select) and the one host (span). */
+static void
+test_script_excludes_hosts(void)
+{
+  static const char *const two[] = { "node07", "node12", NULL };
+  DatcProxyRequest req = base_request;
+
+  g_autofree gchar *none = lsf()->script(&req);
+  g_assert_nonnull(strstr(none, "\n#BSUB -R \"span[hosts=1]\"\n"));
+  req.exclude_hosts = two;
+  g_autofree gchar *s2 = lsf()->script(&req);
+  g_assert_nonnull(
+      strstr(s2, "\n#BSUB -R \"select[hname!='node07' && hname!='node12'] span[hosts=1]\"\n"));
+  g_assert_true(datc_scheduler_can_exclude_hosts("lsf", NULL));
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
 
   g_test_add_func("/site/lsf/script/directives", test_script_directives);
+  g_test_add_func("/site/lsf/script/excludes-hosts", test_script_excludes_hosts);
   g_test_add_func("/site/lsf/script/gives-the-agent-what-lsf-granted",
                   test_script_gives_the_agent_what_lsf_granted);
   g_test_add_func("/site/lsf/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);

@@ -193,12 +193,29 @@ test_array_script_and_argv(void)
   check_array_script(pbs(), "PBS_ARRAY_INDEX");
 }
 
+/* PBS's select says what a host must have, never what it must not: the
+ * scheduler says so, and its script is the same with or without hosts. */
+static void
+test_script_cannot_exclude_hosts(void)
+{
+  static const char *const one[] = { "node07", NULL };
+  DatcProxyRequest req = base_request;
+  g_autofree gchar *without = pbs()->script(&req);
+  req.exclude_hosts = one;
+  g_autofree gchar *with = pbs()->script(&req);
+  g_assert_cmpstr(with, ==, without);
+  const char *why = NULL;
+  g_assert_false(datc_scheduler_can_exclude_hosts("pbs", &why));
+  g_assert_nonnull(strstr(why, "no per-job host exclusion"));
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
 
   g_test_add_func("/site/pbs/script/directives", test_script_directives);
+  g_test_add_func("/site/pbs/script/cannot-exclude-hosts", test_script_cannot_exclude_hosts);
   g_test_add_func("/site/pbs/script/gives-the-agent-what-pbs-granted",
                   test_script_gives_the_agent_what_pbs_granted);
   g_test_add_func("/site/pbs/argv/submit-poll-cancel-lookup-and-bad-ids", test_argv);

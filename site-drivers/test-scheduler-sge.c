@@ -357,12 +357,32 @@ test_poll_reads_task_lists(void)
     }
 }
 
+/* sge_types(1) host expressions: !a for one host, !(a|b) for several. */
+static void
+test_script_excludes_hosts(void)
+{
+  static const char *const one[] = { "node07", NULL };
+  static const char *const two[] = { "node07", "node12", NULL };
+  DatcProxyRequest req = base_request;
+
+  g_autofree gchar *none = sge()->script(&req);
+  g_assert_null(strstr(none, "h=!"));
+  req.exclude_hosts = one;
+  g_autofree gchar *s1 = sge()->script(&req);
+  g_assert_nonnull(strstr(s1, "\n#$ -l h=!node07\n"));
+  req.exclude_hosts = two;
+  g_autofree gchar *s2 = sge()->script(&req);
+  g_assert_nonnull(strstr(s2, "\n#$ -l h=!(node07|node12)\n"));
+  g_assert_true(datc_scheduler_can_exclude_hosts("sge", NULL));
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
 
   g_test_add_func("/site/sge/script/directives", test_script_directives);
+  g_test_add_func("/site/sge/script/excludes-hosts", test_script_excludes_hosts);
   g_test_add_func("/site/sge/script/one-slot-no-walltime-no-queue",
                   test_script_one_slot_no_walltime_no_queue);
   g_test_add_func("/site/sge/script/gives-the-agent-what-sge-granted",

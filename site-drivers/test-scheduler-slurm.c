@@ -502,12 +502,36 @@ test_poll_reads_collapsed_elements(void)
     }
 }
 
+/* Nodes where tasks kept failing fast stay out of later proxies. */
+static void
+test_script_excludes_hosts(void)
+{
+  static const char *const one[] = { "node07", NULL };
+  static const char *const two[] = { "node07", "node-12.cluster", NULL };
+  static const char *const bad[] = { "node07", "x\n#SBATCH --uid=0", NULL };
+  DatcProxyRequest req = base_request;
+
+  g_autofree gchar *none = slurm()->script(&req);
+  g_assert_null(strstr(none, "--exclude"));
+  req.exclude_hosts = one;
+  g_autofree gchar *s1 = slurm()->script(&req);
+  g_assert_nonnull(strstr(s1, "\n#SBATCH --exclude=node07\n"));
+  req.exclude_hosts = two;
+  g_autofree gchar *s2 = slurm()->script(&req);
+  g_assert_nonnull(strstr(s2, "\n#SBATCH --exclude=node07,node-12.cluster\n"));
+  g_assert_true(g_strrstr(s2, "#SBATCH") < strstr(s2, "\nDATC_SLOTS="));
+  req.exclude_hosts = bad;
+  g_assert_null(slurm()->script(&req));
+  g_assert_true(datc_scheduler_can_exclude_hosts("slurm", NULL));
+}
+
 int
 main(int argc, char **argv)
 {
   g_test_init(&argc, &argv, NULL);
 
   g_test_add_func("/site/slurm/script/directives", test_script_directives);
+  g_test_add_func("/site/slurm/script/excludes-hosts", test_script_excludes_hosts);
   g_test_add_func("/site/slurm/script/rounds-walltime-up-and-scales-the-warning",
                   test_script_rounds_walltime_up_and_scales_the_warning);
   g_test_add_func("/site/slurm/script/without-walltime-or-queue",

@@ -657,6 +657,123 @@ test_agent_says_it_cannot_reach (void)
   datc_curve_keypair_clear (&agent);
 }
 
+/* ---- why each task ended ---------------------------------------------- */
+
+static const char *
+class_of (GHashTable *res, gint64 id)
+{
+  JsonObject *o = g_hash_table_lookup (res, &id);
+  g_assert_nonnull (o);
+  return json_object_get_string_member_with_default (o, "class", "(none)");
+}
+
+/* Every class an agent can produce for real, in results.jsonl, `datc
+ * results` (a CLASS column and a line per class) and `--json`.  One slot,
+ * so the fast failures below come one after another; task 3's SIGKILL has
+ * no OOM evidence (nothing raised a counter): "signal", never "oom". */
+static void
+test_results_say_why_each_task_ended (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.jsonl",
+                                     "{\"sh\": \"true\"}\n"
+                                     "{\"sh\": \"exit 3\"}\n"
+                                     "{\"sh\": \"kill -9 $$\"}\n"
+                                     "{\"sh\": \"sleep 30\", \"timeout\": 0.3}\n"
+                                     "{\"cmd\": [\"/nonexistent/datc-test-program\"]}\n");
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "1", file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 1);
+
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpstr (class_of (res, 1), ==, "exit");
+  g_assert_cmpstr (class_of (res, 2), ==, "exit");
+  g_assert_cmpstr (class_of (res, 3), ==, "signal");
+  g_assert_cmpstr (class_of (res, 4), ==, "timeout");
+  g_assert_cmpstr (class_of (res, 5), ==, "spawn_failed");
+  gint64 three = 3;
+  JsonObject *killed = g_hash_table_lookup (res, &three);
+  g_assert_cmpint (json_object_get_int_member (killed, "signal"), ==, SIGKILL);
+  g_assert_false (json_object_has_member (killed, "oom_evidence"));
+
+  const char *list[] = { tb_datc (), "results", dir, NULL };
+  g_autoptr (TbProc) p = tb_spawn (d, "results", list);
+  g_assert_cmpint (tb_wait (p, 30), ==, 0);
+  g_autofree gchar *text = tb_proc_stdout (p);
+  g_assert_nonnull (strstr (text, " CLASS "));
+  g_assert_true (g_regex_match_simple ("\\n +3 +1 signaled +signal +137 +9 ", text, 0, 0));
+  g_assert_true (g_regex_match_simple ("\\n +4 +1 timeout +timeout ", text, 0, 0));
+  g_assert_nonnull (strstr (text, "\n# exit         2\n# signal       1\n# timeout      1\n"
+                                  "# spawn_failed 1\n"));
+
+  const char *json[] = { tb_datc (), "results", dir, "--json", "--failed", NULL };
+  g_autoptr (TbProc) pj = tb_spawn (d, "results-json", json);
+  g_assert_cmpint (tb_wait (pj, 30), ==, 0);
+  g_autofree gchar *lines = tb_proc_stdout (pj);
+  g_assert_nonnull (strstr (lines, "\"status\":\"signaled\",\"class\":\"signal\""));
+  g_assert_nonnull (strstr (lines, "\"class\":\"spawn_failed\""));
+  g_assert_null (strstr (lines, "# "));
+}
+
+static gboolean
+node_excluded_traced (gpointer dir)
+{
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  for (guint i = 0; i < trace->len; i++)
+    if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
+                   "node_excluded") == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* Three tasks in a row that fail at once: the node is taken for broken,
+ * its agent retired (it gives back the tasks it holds, which a new agent
+ * runs) and node_excluded traced with the host.  The local site has one
+ * host, the last it ran on, and fork could not exclude it anyway: it is
+ * drained, not excluded, and stderr says why. */
+static void
+test_fast_failures_drain_the_node (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  GString *tasks = g_string_new ("exit 1\nexit 1\nexit 1\n");
+  for (guint i = 0; i < 20; i++)
+    g_string_append (tasks, "true\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", tasks->str);
+  g_string_free (tasks, TRUE);
+  g_autofree gchar *dir = campaign_dir (d, "c");
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "1",
+                         "--local-agents", "1", file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 60, &err), ==, 1);
+  g_assert_true (node_excluded_traced (dir));
+
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  JsonObject *ev = NULL;
+  guint exited = 0;
+  for (guint i = 0; i < trace->len; i++)
+    {
+      const char *name = json_object_get_string_member_with_default (trace->pdata[i], "event", "");
+      if (g_str_equal (name, "node_excluded"))
+        {
+          g_assert_null (ev); /* once: the retired agent's later results do not count */
+          ev = trace->pdata[i];
+        }
+      if (g_str_equal (name, "agent_exited"))
+        exited++;
+    }
+  g_assert_nonnull (ev);
+  g_assert_cmpstr (json_object_get_string_member (ev, "site"), ==, "local");
+  g_assert_cmpstr (json_object_get_string_member (ev, "host"), ==, g_get_host_name ());
+  g_assert_cmpint (json_object_get_int_member (ev, "agents"), ==, 1);
+  g_assert_false (json_object_get_boolean_member (ev, "excluded"));
+  g_assert_nonnull (strstr (json_object_get_string_member (ev, "why"), "3 tasks in a row failed"));
+  g_assert_nonnull (strstr (err, "1 agent drained, but not excluded"));
+  /* The retired agent left and another ran the rest. */
+  g_assert_cmpuint (exited, >=, 2);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 23);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -672,6 +789,9 @@ main (int argc, char **argv)
   g_test_add_func ("/campaign/bad-input/line-over-1-MiB", test_long_line);
   g_test_add_func ("/campaign/refuses-another-task-file", test_other_taskfile_refused);
   g_test_add_func ("/campaign/timeout-leaves-no-process-behind", test_timeout_kills_children);
+  g_test_add_func ("/campaign/results-say-why-each-task-ended",
+                   test_results_say_why_each_task_ended);
+  g_test_add_func ("/campaign/fast-failures-drain-the-node", test_fast_failures_drain_the_node);
   g_test_add_func ("/campaign/400-slots-under-a-1024-file-limit", test_wide_agent_under_file_limit);
   g_test_add_func ("/campaign/agent-says-once-that-it-cannot-reach-its-master",
                    test_agent_says_it_cannot_reach);

@@ -50,6 +50,7 @@
 
 #include "command.h"
 #include "datc-limits.h"
+#include "oomevidence.h"
 
 extern char **environ;
 
@@ -93,6 +94,8 @@ typedef struct {
   Capture out;
   Capture err;
   gint64 started_us;  /* real time */
+  gint64 started_mono;
+  gint64 oom_kills;   /* the OOM-kill counter when it started; -1: none */
   guint32 timeout_ms;
   gint64 deadline;    /* monotonic; 0: no timeout */
   gint64 kill_at;     /* monotonic; 0: no SIGKILL scheduled */
@@ -122,6 +125,7 @@ struct DatcRunner {
   guint8 *stack;          /* CHILD_STACK_SIZE bytes, the lowest page a guard */
   struct rlimit nofile;   /* a child's RLIMIT_NOFILE, when we raised ours */
   gboolean restore_nofile;
+  DatcOomWatch *oom;      /* the node's OOM-killer evidence for tasks killed by SIGKILL */
 };
 
 static gboolean
@@ -177,6 +181,7 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
   runner->by_key = g_hash_table_new (datc_task_key_hash, datc_task_key_equal);
   runner->failed = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
   runner->buf = g_malloc (READ_CHUNK);
+  runner->oom = datc_oom_watch_new ("/proc/self/cgroup", "/sys/fs/cgroup", "/dev/kmsg");
 
   /* Children start with an empty signal mask (the agent blocks signals for
    * its signalfd) and no signal ignored: an ignored signal would survive
@@ -277,6 +282,7 @@ datc_runner_free (DatcRunner *runner)
   close_fd (&runner->devnull);
   close_fd (&runner->epfd);
   g_free (runner->buf);
+  datc_oom_watch_free (runner->oom);
   g_free (runner);
 }
 
@@ -677,7 +683,10 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   };
   pid_t pid = -1;
   int pidfd = -1;
+  /* Before the spawn, so a kill right after it still shows as a rise. */
+  gint64 oom_kills = datc_oom_watch_kills (runner->oom);
   gint64 started_us = g_get_real_time ();
+  gint64 started_mono = g_get_monotonic_time ();
   int rc = spawn (runner, &req, task_path, &pid, &pidfd);
   if (rc == ENOEXEC && direct_line)
     {
@@ -707,6 +716,8 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   t->out.hold = out_w;
   t->err.hold = err_w;
   t->started_us = started_us;
+  t->started_mono = started_mono;
+  t->oom_kills = oom_kills;
   t->timeout_ms = spec->timeout_ms;
   if (spec->timeout_ms > 0)
     t->deadline = g_get_monotonic_time () + (gint64) spec->timeout_ms * 1000;
@@ -956,6 +967,11 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
       result->status = DATC_STATUS_SIGNALED;
       result->signal = info.si_status;
       result->exit_code = 128 + info.si_status;
+      /* The OOM killer sends SIGKILL; so do users and schedulers: only
+       * what the node recorded tells them apart. */
+      if (info.si_status == SIGKILL && task->stop == STOP_NONE)
+        result->oom_evidence = datc_oom_watch_evidence (runner->oom, task->oom_kills, task->pid,
+                                                        task->started_mono);
     }
   if (task->stop == STOP_TIMEOUT)
     {
@@ -1131,4 +1147,12 @@ datc_runner_list (DatcRunner *runner, GArray *keys)
       RunTask *task = g_ptr_array_index (runner->tasks, i);
       g_array_append_val (keys, task->key);
     }
+}
+
+void
+datc_runner_set_oom_watch (DatcRunner *runner, DatcOomWatch *watch)
+{
+  g_return_if_fail (runner != NULL);
+  datc_oom_watch_free (runner->oom);
+  runner->oom = watch;
 }

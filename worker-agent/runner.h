@@ -17,6 +17,7 @@
 
 #include <glib.h>
 #include "message.h"
+#include "oomevidence.h"
 
 G_BEGIN_DECLS
 
@@ -71,5 +72,10 @@ void datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status);
 
 /* Keys of the running tasks (appended to `keys`, a DatcTaskKey array). */
 void datc_runner_list (DatcRunner *runner, GArray *keys);
+
+/* Where a task killed by SIGKILL gets its OOM evidence (result->oom_evidence)
+ * from: by default this process's memory cgroup and /dev/kmsg
+ * (oomevidence.h); tests give another (transfer full). */
+void datc_runner_set_oom_watch (DatcRunner *runner, DatcOomWatch *watch);
 
 G_END_DECLS
