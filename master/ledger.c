@@ -1940,8 +1940,9 @@ datc_ledger_runtime_estimate_ms (DatcLedger *l)
 /* ---- end-game replication ------------------------------------------ */
 
 /* The observed run times as (middle of bucket, count), with the sums
- * above each bucket, so that E[T - e | T > e] costs a scan of at most
- * RUNTIME_BUCKETS per running task. */
+ * above each bucket, so that E[T - e | T > e] costs a binary search per
+ * running task (the end game asks at every loop turn while an agent has
+ * a free slot). */
 typedef struct {
   double mid[RUNTIME_BUCKETS];
   double n_above[RUNTIME_BUCKETS + 1];   /* runs in buckets b.. */
@@ -1972,9 +1973,16 @@ runtimes_prepare (const DatcLedger *l, RunTimes *rt)
 static guint64
 remaining_ms (const RunTimes *rt, guint64 e)
 {
-  guint b = 0;
-  while (b < RUNTIME_BUCKETS && rt->mid[b] <= (double) e)
-    b++;
+  /* The first bucket whose middle is past e (middles never decrease). */
+  guint b = 0, hi = RUNTIME_BUCKETS;
+  while (b < hi)
+    {
+      guint m = (b + hi) / 2;
+      if (rt->mid[m] <= (double) e)
+        b = m + 1;
+      else
+        hi = m;
+    }
   if (rt->n_above[b] == 0)
     return G_MAXUINT64;
   return (guint64) (rt->sum_above[b] / rt->n_above[b] - (double) e);
