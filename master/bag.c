@@ -529,7 +529,7 @@ loader_fail (Loader *l, guint64 line, GError **error, const char *format, ...)
 
 static gboolean
 loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
-            guint8 retries, guint32 est_runtime_ms, GError **error)
+            guint8 retries, guint32 est_runtime_ms, gboolean no_replicate, GError **error)
 {
   DatcBag *bag = l->bag;
   DatcBagTask task = { 0 };
@@ -545,6 +545,7 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
   task.kind = (guint8) kind;
   task.retries = retries;
   task.est_runtime_ms = est_runtime_ms;
+  task.no_replicate = no_replicate ? 1 : 0;
   g_array_append_val (bag->tasks, task);
   return TRUE;
 }
@@ -675,6 +676,7 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
   DatcTaskSpec spec = { 0 };
   const char *cwd = NULL, *sh = NULL;
   guint8 retries = 0;
+  gboolean no_replicate = FALSE;
   JsonNode *root;
   JsonObject *object;
 
@@ -743,6 +745,11 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
         return loader_fail (l, l->line, error, "field \"retries\": must be between 0 and %d",
                             RETRIES_MAX);
       retries = (guint8) v;
+    } else if (g_str_equal (name, "replicate")) {
+      if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+        return loader_fail (l, l->line, error, "field \"replicate\": expected true or false, got %s",
+                            json_node_kind (node));
+      no_replicate = !json_node_get_boolean (node);
     } else {
       g_autofree gchar *quoted = quote_name (name);
 
@@ -761,7 +768,7 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
   g_byte_array_set_size (l->packed, 0);
   datc_task_spec_encode (&spec, l->packed);
   return loader_add (l, DATC_BAG_SPEC_PACKED, l->packed->data, l->packed->len, retries,
-                     spec.est_runtime_ms, error);
+                     spec.est_runtime_ms, no_replicate, error);
 }
 
 static gboolean
@@ -808,7 +815,7 @@ loader_line (Loader *l, const char *text, gsize len, GError **error)
     return loader_json (l, text, len, (gsize) (text - line_start), error);
   if (*text == '#')
     return TRUE;
-  return loader_add (l, DATC_BAG_SPEC_LINE, text, len, 0, 0, error);
+  return loader_add (l, DATC_BAG_SPEC_LINE, text, len, 0, 0, FALSE, error);
 }
 
 /* Handles the complete lines in data[0, len) (with `at_eof`, the last one

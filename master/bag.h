@@ -13,7 +13,9 @@
  *      "cmd": [str, ...] (non-empty argv)  or  "sh": str
  *    and optionally "env": {str: str}, "cwd": str, "timeout": number
  *    (seconds, > 0), "retries": integer 0..100, "est_runtime": number
- *    (seconds, >= 0).  Blank lines are skipped.  Any other key is an error.
+ *    (seconds, >= 0), "replicate": true or false (false: the task is not
+ *    idempotent, so end-game replication never runs a second copy of it).
+ *    Blank lines are skipped.  Any other key is an error.
  *    The spec is stored pre-encoded (datc_task_spec_encode()).
  *  The format comes from the extension (.jsonl / .ndjson: JSON Lines;
  *  anything else: plain) unless given.
@@ -67,7 +69,8 @@ typedef struct {
   guint32 source;     /* index of the file it came from (datc_bag_source) */
   guint8 kind;        /* DatcBagSpecKind */
   guint8 retries;     /* extra attempts allowed after a non-zero exit */
-  guint16 reserved;
+  guint8 no_replicate;/* JSON Lines "replicate": false: never two copies at once */
+  guint8 reserved;
   guint32 est_runtime_ms; /* JSON Lines "est_runtime" in ms; 0: unknown */
   guint32 reserved2;
 } DatcBagTask;

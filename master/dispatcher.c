@@ -108,6 +108,8 @@ struct DatcDispatcher {
   GHashTable *fast_failures; /* "site\thost" -> failures in a row under FAST_FAILURE_US */
   GHashTable *site_hosts;    /* site -> set of the hosts its agents said HELLO from */
   GHashTable *excluded;      /* site -> GPtrArray of hosts excluded (NULL-ended) */
+  guint max_replicas;     /* live copies a task may have at the end game; 1: none */
+  GArray *candidates;     /* reused: DatcReplicaCandidate */
 };
 
 /* An agent may start a task it holds only while it has heard from this
@@ -319,6 +321,8 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
   d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
   d->heartbeat_ms = MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u));
+  d->max_replicas = o->max_replicas ? o->max_replicas : DATC_DISPATCHER_MAX_REPLICAS;
+  d->candidates = g_array_new (FALSE, FALSE, sizeof (DatcReplicaCandidate));
   /* Agents of the last master (if it died) say HELLO within about a
    * heartbeat of reconnecting; until they have (or this long), queued tasks
    * wait, because some may be running on them already (TASKS leave before
@@ -453,6 +457,8 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_hash_table_unref (d->fast_failures);
   g_hash_table_unref (d->site_hosts);
   g_hash_table_unref (d->excluded);
+  if (d->candidates != NULL)
+    g_array_unref (d->candidates);
   g_strfreev (d->split_sites);
   if (d->router)
     zmq_close (d->router);
@@ -621,7 +627,7 @@ refuse_peer (DatcDispatcher *d, GBytes *rid, const char *agent_id, const char *s
 static gboolean
 held_ours (DatcDispatcher *d, const Agent *a, const DatcTaskKey *k)
 {
-  if (!d->curve)
+  if (!d->curve || datc_ledger_attempt_live (d->ledger, k->id, a->idx, k->attempt))
     return TRUE;
   const char *owner = datc_ledger_task_site (d->ledger, k->id);
   return owner == NULL || g_str_equal (owner, a->site)
@@ -631,7 +637,8 @@ held_ours (DatcDispatcher *d, const Agent *a, const DatcTaskKey *k)
 static gboolean
 result_ours (DatcDispatcher *d, const Agent *a, const DatcResult *r)
 {
-  if (!d->curve)
+  /* A copy of a replicated task may run on another site than its newest. */
+  if (!d->curve || datc_ledger_attempt_live (d->ledger, r->id, a->idx, r->attempt))
     return TRUE;
   const char *owner = datc_ledger_task_site (d->ledger, r->id);
   return owner != NULL && g_str_equal (owner, a->site);
@@ -896,10 +903,10 @@ static gboolean
 on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
 {
   guint not_ours = 0;
+  g_autoptr (GArray) cancel = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   for (guint i = 0; i < r->results->len; i++)
     {
       DatcResult *res = r->results->pdata[i];
-      guint32 cancel_agent, cancel_attempt;
       if (!result_ours (d, a, res))
         {
           /* Acknowledged unrecorded, so it is not sent again. */
@@ -908,12 +915,11 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           not_ours++;
           continue;
         }
-      gboolean mine = datc_ledger_task_agent (d->ledger, res->id) == a->idx
-                      && datc_ledger_task_attempt (d->ledger, res->id) == res->attempt;
+      gboolean mine = datc_ledger_attempt_live (d->ledger, res->id, a->idx, res->attempt);
       g_autoptr (GError) local = NULL;
 
-      DatcResultOutcome oc = datc_ledger_take_result (d->ledger, a->idx, res, &cancel_agent,
-                                                      &cancel_attempt, &local);
+      g_array_set_size (cancel, 0);
+      DatcResultOutcome oc = datc_ledger_take_result (d->ledger, a->idx, res, cancel, &local);
       if (local != NULL)
         {
           g_propagate_error (error, g_steal_pointer (&local));
@@ -929,16 +935,22 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           guint64 n = GPOINTER_TO_SIZE (g_hash_table_lookup (d->site_done, a->site));
           g_hash_table_replace (d->site_done, g_strdup (a->site), GSIZE_TO_POINTER (n + 1));
         }
-      if (cancel_agent != G_MAXUINT32)
+      /* The first result wins: the other copies are stopped, and what
+       * they send later is a duplicate. */
+      for (guint c = 0; c < cancel->len; c++)
         {
-          Agent *other = agent_by_index (d, cancel_agent);
-          if (other != NULL)
-            {
-              DatcTaskKey k = { res->id, cancel_attempt };
-              g_array_append_val (other->cancels, k);
-              if (other->assigned > 0)
-                other->assigned--;
-            }
+          DatcLedgerRunning *lr = &g_array_index (cancel, DatcLedgerRunning, c);
+          Agent *other = agent_by_index (d, lr->agent);
+          if (other == NULL)
+            continue;
+          DatcTaskKey k = { res->id, lr->attempt };
+          g_array_append_val (other->cancels, k);
+          if (other->assigned > 0)
+            other->assigned--;
+          datc_trace_event (d->trace, "task_replica_cancelled", "task", 'i', (gint64) res->id,
+                            "attempt", 'i', (gint64) lr->attempt, "site", 's', other->site,
+                            "proxy", 's', other->proxy, "agent", 's', other->agent_id,
+                            "winner_attempt", 'i', (gint64) res->attempt, NULL);
         }
       /* A task given back drained says the agent is leaving (or cannot
        * start more at the moment): the rest of its credit is stale, or
@@ -1372,6 +1384,88 @@ datc_dispatcher_send_uncommitted (DatcDispatcher *d)
   send_queue (d, d->out);
 }
 
+/* End-game replication (pull mode): once nothing is queued, an agent with
+ * a free slot and credit left gets a copy of the running task expected to
+ * end last, when a copy is expected to end sooner
+ * (datc_ledger_replica_candidates), never one it runs already, never one
+ * that would not fit its walltime, at most max_replicas live copies per
+ * task.  The analysis model (analysis/simulate.c, try_copy) copies onto a
+ * slot the moment it frees; here an agent is offered copies each loop
+ * turn until release_idle sends it away.  The model knows each task's
+ * distribution; here it is the campaign's observed run times (nothing
+ * before RUNTIME_MIN_SAMPLES of them), the copy's time is their mean, and
+ * a task's elapsed time counts from its dispatch (a prefetched task's
+ * wait counts too). */
+static void
+replicate_end_game (DatcDispatcher *d)
+{
+  if (d->max_replicas < 2 || d->one_task || d->split_sites != NULL || d->settle_until_us != 0
+      || datc_ledger_orphans (d->ledger) > 0 || datc_ledger_awaited (d->ledger) > 0)
+    return;
+  DatcLedgerCounts c;
+  datc_ledger_counts (d->ledger, &c);
+  if (c.queued > 0 || c.running == 0)
+    return;
+  gint64 now = g_get_monotonic_time (), now_real = g_get_real_time ();
+  g_autoptr (GPtrArray) idle = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer v;
+  g_hash_table_iter_init (&it, d->agents);
+  while (g_hash_table_iter_next (&it, NULL, &v))
+    {
+      Agent *a = v;
+      if (!a->bye && !a->rehello && a->welcome && a->assigned < a->slots && a->limit > a->sent
+          && now - a->last_seen_us <= lease_us (d))
+        g_ptr_array_add (idle, a);
+    }
+  if (idle->len == 0)
+    return;
+  g_array_set_size (d->candidates, 0);
+  datc_ledger_replica_candidates (d->ledger, d->max_replicas, now_real, d->candidates);
+  for (guint i = 0; i < idle->len && d->candidates->len > 0; i++)
+    {
+      Agent *a = idle->pdata[i];
+      guint64 budget = budget_ms (a, now_real);
+      while (a->assigned < a->slots && a->limit > a->sent)
+        {
+          guint j = 0;
+          for (; j < d->candidates->len; j++)
+            {
+              DatcReplicaCandidate *rc = &g_array_index (d->candidates, DatcReplicaCandidate, j);
+              if (rc->fit_ms <= budget && !datc_ledger_runs_on (d->ledger, rc->id, a->idx))
+                break;
+            }
+          if (j == d->candidates->len)
+            break;
+          DatcReplicaCandidate rc = g_array_index (d->candidates, DatcReplicaCandidate, j);
+          /* Once copied, its expected end is the copy's: copying it again
+           * now would not end it sooner. */
+          g_array_remove_index (d->candidates, j);
+          g_byte_array_set_size (d->scratch, 0);
+          if (datc_ledger_replicate (d->ledger, a->idx, rc.id, a->session, d->scratch) == 0)
+            continue;
+          queue_frame (d, a->rid, d->scratch);
+          a->sent++;
+          a->assigned++;
+          a->handed++;
+          a->last_tasks_us = now;
+          guint32 attempt = datc_ledger_task_attempt (d->ledger, rc.id);
+          g_message ("task %" G_GUINT64_FORMAT ": copy %u (attempt %u) on agent %s: it has run "
+                     "%" G_GUINT64_FORMAT " ms, a copy is expected to take %" G_GUINT64_FORMAT
+                     " ms", rc.id, rc.copies + 1, attempt, a->agent_id, rc.elapsed_ms,
+                     rc.copy_ms);
+          datc_trace_event (d->trace, "task_replicated", "task", 'i', (gint64) rc.id, "attempt",
+                            'i', (gint64) attempt, "site", 's', a->site, "proxy", 's', a->proxy,
+                            "agent", 's', a->agent_id, "original_attempt", 'i',
+                            (gint64) rc.attempt, "copies", 'i', (gint64) rc.copies + 1,
+                            "elapsed_ms", 'i', (gint64) rc.elapsed_ms, "expected_remaining_ms",
+                            'i', rc.remaining_ms == G_MAXUINT64 ? (gint64) -1
+                                                                : (gint64) rc.remaining_ms,
+                            "copy_ms", 'i', (gint64) rc.copy_ms, NULL);
+        }
+    }
+}
+
 static void release_finished_one_task (DatcDispatcher *d);
 
 void
@@ -1382,6 +1476,8 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
       release_finished_one_task (d);
       return;
     }
+  /* An idle agent that takes a copy is no longer idle. */
+  replicate_end_game (d);
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
   /* In a split bag an agent is idle for good once its own share is empty. */

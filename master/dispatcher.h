@@ -51,7 +51,11 @@ typedef struct {
   guint heartbeat_ms;            /* both directions; at most timeout_ms / 8 */
   guint timeout_ms;              /* silence after which an agent is lost */
   DatcTrace *trace;              /* agent events (transfer none), or NULL */
+  guint max_replicas;            /* live copies per task at the end game (0: the default,
+                                  * DATC_DISPATCHER_MAX_REPLICAS; 1: no replication) */
 } DatcDispatcherOptions;
+
+#define DATC_DISPATCHER_MAX_REPLICAS 2
 
 DatcDispatcher *datc_dispatcher_new (void *zmq_ctx, DatcLedger *ledger,
                                      const DatcDispatcherOptions *options,
@@ -110,7 +114,10 @@ void datc_dispatcher_release_all (DatcDispatcher *d, const char *reason);
 void datc_dispatcher_send_uncommitted (DatcDispatcher *d);
 /* Agents that have nothing to do while nothing is queued for them get
  * BYE (but those of a site kept by datc_dispatcher_keep_idle); in direct
- * mode, agents whose one task is done. */
+ * mode, agents whose one task is done.  In pull mode, once nothing is
+ * queued, agents with a free slot are first offered a copy of a running
+ * task expected to end later than a copy would (end-game replication,
+ * up to max_replicas live copies per task; master/README.md). */
 void datc_dispatcher_release_idle (DatcDispatcher *d);
 /* While `keep`, idle agents of `site` are not sent away when the bag is
  * empty: tasks running there on proxies near their walltime may come

@@ -46,6 +46,9 @@ enum RecordType {
   REC_ORPHANS = 11, /* [11, deadline_us, [id, attempt, ...]]: tasks running when the last
                        master died stay bound to their agents until the deadline */
   REC_AGENT_GONE = 12, /* [12, idx]: the agent left or was lost; its index is free */
+  REC_REPLICATE = 13,  /* [13, agent, time_us, id, attempt]: one more copy of a running task */
+  REC_COPY_END = 14,   /* [14, id, attempt]: one copy of a replicated task ended unrecorded
+                          while another still runs */
 };
 
 #define RESULT_FIELDS 18  /* after the type */
@@ -60,6 +63,7 @@ typedef struct {
   guint8 failures;
   guint8 bound : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
   guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
+  guint8 replicated : 1; /* running as copies: their agents and attempts are in `replicas` */
   guint16 site;       /* the site of the agent its last attempt went to (site_names); 0: none */
 } TaskSlot;
 
@@ -88,6 +92,13 @@ typedef struct {
   gint64 submitted_us;
 } SourceInfo;
 
+/* One live attempt of a replicated task.  Times are milliseconds of the
+ * real clock modulo 2^32: differences stay right for runs under 49 days. */
+typedef struct {
+  guint32 agent, attempt;
+  guint32 since_ms;    /* its dispatch */
+} Copy;
+
 struct DatcLedger {
   gchar *dir;
   DatcBag *bag;
@@ -101,6 +112,9 @@ struct DatcLedger {
   guint32 *runtimes;        /* histogram of observed run times (see runtime_bucket) */
   guint64 runtimes_n;
   guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
+  GHashTable *running;      /* id -> dispatch time (Copy.since_ms) of running tasks: the
+                             * end game looks only at these, never at the whole bag */
+  GHashTable *replicas;     /* id -> GArray of Copy: tasks running as more than one copy */
   GPtrArray *agents;        /* AgentInfo* by index; NULL: free */
   GArray *free_agents;      /* guint32 indices of departed agents, reused first */
   guint live_agents;        /* non-NULL entries of agents */
@@ -198,6 +212,52 @@ slot (DatcLedger *l, guint64 id)
   return &l->tasks[id - 1];
 }
 
+static guint32
+ms32 (gint64 real_us)
+{
+  return (guint32) ((guint64) real_us / 1000u);
+}
+
+#define TASK_KEY(id) GSIZE_TO_POINTER ((gsize) (id))
+
+/* The live copies of a replicated task (NULL for any other). */
+static GArray *
+copies_of (DatcLedger *l, guint64 id, const TaskSlot *t)
+{
+  return t->replicated ? g_hash_table_lookup (l->replicas, TASK_KEY (id)) : NULL;
+}
+
+static gint
+copy_index (GArray *copies, guint32 agent, guint32 attempt)
+{
+  for (guint i = 0; copies != NULL && i < copies->len; i++)
+    {
+      const Copy *c = &g_array_index (copies, Copy, i);
+      if (c->agent == agent && (attempt == 0 || c->attempt == attempt))
+        return (gint) i;
+    }
+  return -1;
+}
+
+/* Whether (agent, attempt) is a live attempt of task `id`; attempt 0: any. */
+static gboolean
+live_on (DatcLedger *l, guint64 id, const TaskSlot *t, guint32 agent, guint32 attempt)
+{
+  if (t->state != DATC_TASK_RUNNING)
+    return FALSE;
+  if (t->replicated)
+    return copy_index (copies_of (l, id, t), agent, attempt) >= 0;
+  return t->agent == agent && (attempt == 0 || t->attempt == attempt);
+}
+
+static guint
+live_copies (DatcLedger *l, guint64 id, const TaskSlot *t)
+{
+  if (t->state != DATC_TASK_RUNNING)
+    return 0;
+  return t->replicated ? copies_of (l, id, t)->len : 1;
+}
+
 /* The queue's question: may `id` be handed out now? */
 static gboolean
 is_dispatchable (gpointer data, guint64 id)
@@ -278,6 +338,17 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
       l->orphans--;
     }
   (*count_for (l, t->state))--;
+  if (t->state == DATC_TASK_RUNNING && state != DATC_TASK_RUNNING)
+    {
+      g_hash_table_remove (l->running, TASK_KEY (id));
+      if (t->replicated)
+        {
+          /* Its copies ended with it (the winner's result, a cancel, the
+           * last copy given back). */
+          g_hash_table_remove (l->replicas, TASK_KEY (id));
+          t->replicated = FALSE;
+        }
+    }
   if (t->bound && state != DATC_TASK_QUEUED)
     {
       t->bound = FALSE;   /* its proxy's binding is void: the task moved on */
@@ -365,6 +436,8 @@ datc_end_class_of_status_name (const char *status, gint64 signal)
 }
 
 static gboolean write_results (DatcLedger *l, GError **error);
+static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site,
+                                   const char *proxy);
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void open_orphan_window (DatcLedger *l);
 
@@ -564,6 +637,10 @@ apply_agent_gone (DatcLedger *l, guint32 idx)
       a->awaited = FALSE;
       l->awaited--;
     }
+  /* Its index will be reused: no copy may stay bound to it.  (A live
+   * master handed its copies back first; this catches agents of an
+   * earlier master that never came back.) */
+  drop_copies_of_agents (l, idx, NULL, NULL);
   if (!a->out_dirty)
     agent_release (l, a);
 }
@@ -613,11 +690,24 @@ site_id (DatcLedger *l, guint32 agent)
 }
 
 static void
-apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
+apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint64 when_us)
 {
   TaskSlot *t = slot (l, id);
   if (t == NULL || is_final (t))
     return;
+  if (t->replicated)
+    {
+      /* A copy re-attached after a restart: the copies stay as they are,
+       * and the task no longer waits for its agents. */
+      if (t->orphan && copy_index (copies_of (l, id, t), agent, attempt) >= 0)
+        {
+          t->orphan = FALSE;
+          l->orphans--;
+        }
+      return;
+    }
+  if (t->state != DATC_TASK_RUNNING || t->attempt != attempt)
+    g_hash_table_insert (l->running, TASK_KEY (id), GUINT_TO_POINTER (ms32 (when_us)));
   t->attempt = attempt;
   t->agent = agent;
   t->site = site_id (l, agent);
@@ -636,6 +726,94 @@ requeue_slot (DatcLedger *l, guint64 id, TaskSlot *t)
   if (t->state != DATC_TASK_QUEUED)
     set_state (l, t, DATC_TASK_QUEUED);
   datc_task_queue_push (l->queue, id);
+}
+
+/* One more live copy of a running task, on another agent; the task's
+ * attempt and agent become the copy's (the newest), its earlier copies
+ * move to (or stay in) the side table. */
+static void
+apply_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint64 when_us)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || t->state != DATC_TASK_RUNNING || attempt <= t->attempt)
+    return;
+  GArray *copies = copies_of (l, id, t);
+  if (copies == NULL)
+    {
+      gpointer since = g_hash_table_lookup (l->running, TASK_KEY (id));
+      Copy first = { t->agent, t->attempt, GPOINTER_TO_UINT (since) };
+      copies = g_array_sized_new (FALSE, FALSE, sizeof (Copy), 2);
+      g_array_append_val (copies, first);
+      g_hash_table_insert (l->replicas, TASK_KEY (id), copies);
+      t->replicated = TRUE;
+    }
+  Copy c = { agent, attempt, ms32 (when_us) };
+  g_array_append_val (copies, c);
+  t->attempt = attempt;
+  t->agent = agent;
+  t->site = site_id (l, agent);
+}
+
+/* One copy of a replicated task ended without a result that counts; the
+ * others run on.  The last one is never ended this way (it goes back to
+ * the queue, or fails, like any task), but a journal that says so is
+ * still applied sanely. */
+static void
+apply_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || t->state != DATC_TASK_RUNNING || !t->replicated)
+    return;
+  GArray *copies = copies_of (l, id, t);
+  for (guint i = 0; i < copies->len; i++)
+    if (g_array_index (copies, Copy, i).attempt == attempt)
+      {
+        g_array_remove_index (copies, i);
+        break;
+      }
+  if (copies->len == 0)
+    requeue_slot (l, id, t);
+}
+
+/* Copies on agent `idx` end (their agent is gone), or, when `idx` is
+ * G_MAXUINT32, the copies of tasks waiting for re-attach that are on
+ * agents of (site, proxy) (that proxy ended).  A task left without a copy
+ * goes back to the queue.  Scans only the replicated tasks. */
+static void
+drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char *proxy)
+{
+  if (g_hash_table_size (l->replicas) == 0)
+    return;
+  g_autoptr (GArray) emptied = g_array_new (FALSE, FALSE, sizeof (guint64));
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->replicas);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      GArray *copies = v;
+      if (idx == G_MAXUINT32 && !slot (l, GPOINTER_TO_SIZE (k))->orphan)
+        continue;
+      for (guint i = copies->len; i-- > 0;)
+        {
+          guint32 agent = g_array_index (copies, Copy, i).agent;
+          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+          gboolean drop = idx != G_MAXUINT32 ? agent == idx
+                                             : a != NULL && g_str_equal (a->site, site)
+                                                   && g_str_equal (a->proxy, proxy);
+          if (drop)
+            g_array_remove_index (copies, i);
+        }
+      if (copies->len == 0)
+        {
+          guint64 id = GPOINTER_TO_SIZE (k);
+          g_array_append_val (emptied, id);
+        }
+    }
+  for (guint i = 0; i < emptied->len; i++)
+    {
+      guint64 id = g_array_index (emptied, guint64, i);
+      requeue_slot (l, id, slot (l, id));
+    }
 }
 
 static void
@@ -680,6 +858,7 @@ release_proxy_orphans (DatcLedger *l, const char *site, const char *proxy)
 {
   if (l->orphans == 0)
     return;
+  drop_copies_of_agents (l, G_MAXUINT32, site, proxy);
   for (guint w = 0; w < l->windows->len; w++)
     {
       GArray *keys = ((OrphanWindow *) l->windows->pdata[w])->keys;
@@ -687,7 +866,7 @@ release_proxy_orphans (DatcLedger *l, const char *site, const char *proxy)
         {
           DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
           TaskSlot *t = slot (l, k->id);
-          if (t == NULL || !t->orphan || t->attempt != k->attempt)
+          if (t == NULL || !t->orphan || t->attempt != k->attempt || t->replicated)
             continue;
           AgentInfo *a = t->agent < l->agents->len ? l->agents->pdata[t->agent] : NULL;
           if (a != NULL && g_str_equal (a->site, site) && g_str_equal (a->proxy, proxy))
@@ -891,8 +1070,32 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
             guint64 id, attempt;
             if (!rec_u64 (&keys, i, &id) || !rec_u64 (&keys, i + 1, &attempt))
               goto out;
-            apply_dispatch (l, (guint32) agent, id, (guint32) attempt);
+            apply_dispatch (l, (guint32) agent, id, (guint32) attempt, when);
           }
+        ok = TRUE;
+        break;
+      }
+    case REC_REPLICATE:
+      {
+        guint64 agent, id, attempt;
+        gint64 when;
+        r.what = "replicate";
+        if (r.n != 5 || !rec_u64 (&r, 1, &agent) || !rec_i64 (&r, 2, &when)
+            || !rec_u64 (&r, 3, &id) || !rec_u64 (&r, 4, &attempt) || agent > G_MAXUINT32
+            || attempt > G_MAXUINT32)
+          goto shape;
+        apply_replicate (l, (guint32) agent, id, (guint32) attempt, when);
+        ok = TRUE;
+        break;
+      }
+    case REC_COPY_END:
+      {
+        guint64 id, attempt;
+        r.what = "copy end";
+        if (r.n != 3 || !rec_u64 (&r, 1, &id) || !rec_u64 (&r, 2, &attempt)
+            || attempt > G_MAXUINT32)
+          goto shape;
+        apply_copy_end (l, id, (guint32) attempt);
         ok = TRUE;
         break;
       }
@@ -1198,6 +1401,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   for (guint64 id = 1; id <= l->n_tasks; id++)
     datc_task_queue_count (l->queue, id, +1);
   l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
+  l->running = g_hash_table_new (g_direct_hash, g_direct_equal);
+  l->replicas = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
+                                       (GDestroyNotify) g_array_unref);
   l->agents = g_ptr_array_new ();
   l->free_agents = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->site_names = g_ptr_array_new_with_free_func (g_free);
@@ -1418,9 +1624,14 @@ datc_ledger_expire_orphans (DatcLedger *l, gint64 now_real)
       OrphanWindow *w = l->windows->pdata[i];
       for (guint j = 0; j < w->keys->len; j++)
         {
-          TaskSlot *t = slot (l, g_array_index (w->keys, DatcTaskKey, j).id);
+          guint64 id = g_array_index (w->keys, DatcTaskKey, j).id;
+          TaskSlot *t = slot (l, id);
           if (t != NULL && t->orphan)
             g_hash_table_add (waiting, GUINT_TO_POINTER (t->agent + 1));
+          GArray *copies = t != NULL && t->orphan ? copies_of (l, id, t) : NULL;
+          for (guint c = 0; copies != NULL && c < copies->len; c++)
+            g_hash_table_add (waiting,
+                              GUINT_TO_POINTER (g_array_index (copies, Copy, c).agent + 1));
         }
     }
   for (guint i = 0; i < l->agents->len; i++)
@@ -1480,7 +1691,14 @@ datc_ledger_cancel (DatcLedger *l, const guint64 *ids, guint n, GArray *running)
       TaskSlot *t = slot (l, id);
       if (t == NULL || is_final (t))
         continue;
-      if (t->state == DATC_TASK_RUNNING && running != NULL)
+      GArray *copies = copies_of (l, id, t);
+      for (guint c = 0; copies != NULL && running != NULL && c < copies->len; c++)
+        {
+          const Copy *cp = &g_array_index (copies, Copy, c);
+          DatcLedgerRunning r = { cp->agent, cp->attempt, id };
+          g_array_append_val (running, r);
+        }
+      if (t->state == DATC_TASK_RUNNING && copies == NULL && running != NULL)
         {
           DatcLedgerRunning r = { t->agent, t->attempt, id };
           g_array_append_val (running, r);
@@ -1539,6 +1757,8 @@ datc_ledger_free (DatcLedger *l)
   g_free (l->sync_failed);
   datc_task_queue_free (l->queue);
   g_free (l->runtimes);
+  g_hash_table_unref (l->running);
+  g_hash_table_unref (l->replicas);
   g_free (l->tasks);
   g_free (l->dir);
   g_free (l);
@@ -1671,9 +1891,10 @@ dispatch_picked (DatcLedger *l, guint32 agent, guint32 session, GByteArray *fram
     return 0;
 
   msgpack_packer pk;
+  gint64 now = g_get_real_time ();
   record_begin (l, &pk, REC_DISPATCH, 4);
   msgpack_pack_uint32 (&pk, agent);
-  msgpack_pack_int64 (&pk, g_get_real_time ());
+  msgpack_pack_int64 (&pk, now);
   msgpack_pack_array (&pk, n * 2);
 
   datc_tasks_encode_begin (frame, session, n);
@@ -1691,7 +1912,7 @@ dispatch_picked (DatcLedger *l, guint32 agent, guint32 session, GByteArray *fram
         datc_tasks_encode_add_line (frame, tid, attempt, (const char *) spec, bt->length);
       else
         datc_tasks_encode_add_spec (frame, tid, attempt, spec, bt->length);
-      apply_dispatch (l, agent, tid, attempt);
+      apply_dispatch (l, agent, tid, attempt, now);
     }
   datc_journal_end (l->journal);
   return n;
@@ -1791,17 +2012,171 @@ datc_ledger_runtime_estimate_ms (DatcLedger *l)
   return l->runtime_est_ms;
 }
 
+/* ---- end-game replication ------------------------------------------ */
+
+/* The observed run times as (middle of bucket, count), with the sums
+ * above each bucket, so that E[T - e | T > e] costs a binary search per
+ * running task (the end game asks at every loop turn while an agent has
+ * a free slot). */
+typedef struct {
+  double mid[RUNTIME_BUCKETS];
+  double n_above[RUNTIME_BUCKETS + 1];   /* runs in buckets b.. */
+  double sum_above[RUNTIME_BUCKETS + 1]; /* their middles, summed */
+} RunTimes;
+
 static void
+runtimes_prepare (const DatcLedger *l, RunTimes *rt)
+{
+  guint64 bottom = 0;
+  for (guint b = 0; b < RUNTIME_BUCKETS; b++)
+    {
+      guint64 top = runtime_bucket_top (b);
+      rt->mid[b] = (MIN (bottom, top) + top) / 2.0;
+      bottom = top + 1;
+    }
+  rt->n_above[RUNTIME_BUCKETS] = rt->sum_above[RUNTIME_BUCKETS] = 0;
+  for (guint b = RUNTIME_BUCKETS; b-- > 0;)
+    {
+      rt->n_above[b] = rt->n_above[b + 1] + l->runtimes[b];
+      rt->sum_above[b] = rt->sum_above[b + 1] + l->runtimes[b] * rt->mid[b];
+    }
+}
+
+/* E[T - e | T > e] over the observed runs, in ms; G_MAXUINT64 when no
+ * observed run lasted longer than e (a straggler: how much is left is
+ * unknown, so a copy is worth it). */
+static guint64
+remaining_ms (const RunTimes *rt, guint64 e)
+{
+  /* The first bucket whose middle is past e (middles never decrease). */
+  guint b = 0, hi = RUNTIME_BUCKETS;
+  while (b < hi)
+    {
+      guint m = (b + hi) / 2;
+      if (rt->mid[m] <= (double) e)
+        b = m + 1;
+      else
+        hi = m;
+    }
+  if (rt->n_above[b] == 0)
+    return G_MAXUINT64;
+  return (guint64) (rt->sum_above[b] / rt->n_above[b] - (double) e);
+}
+
+static gint
+candidate_later_first (gconstpointer a, gconstpointer b)
+{
+  const DatcReplicaCandidate *x = a, *y = b;
+  /* Expected end = now - elapsed + elapsed + remaining: compare remaining. */
+  return x->remaining_ms < y->remaining_ms ? 1 : x->remaining_ms > y->remaining_ms ? -1 : 0;
+}
+
+void
+datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real, GArray *out)
+{
+  if (l->runtimes_n < RUNTIME_MIN_SAMPLES || max_copies < 2)
+    return;
+  RunTimes rt;
+  runtimes_prepare (l, &rt);
+  guint64 copy_ms = (guint64) (rt.sum_above[0] / rt.n_above[0]);
+  guint32 now = ms32 (now_real);
+  guint first = out->len;
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->running);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      guint64 id = GPOINTER_TO_SIZE (k);
+      TaskSlot *t = slot (l, id);
+      const DatcBagTask *bt = datc_bag_get (l->bag, id);
+      if (t->orphan || bt->no_replicate)
+        continue;
+      GArray *copies = copies_of (l, id, t);
+      guint n = copies != NULL ? copies->len : 1;
+      if (n >= max_copies)
+        continue;
+      /* The model's rule (analysis/simulate.c, try_copy): the task ends
+       * with its first copy, so its expected end is the earliest of its
+       * copies'. */
+      guint64 best_remaining = G_MAXUINT64, best_elapsed = 0;
+      for (guint c = 0; c < n; c++)
+        {
+          guint32 since = copies != NULL ? g_array_index (copies, Copy, c).since_ms
+                                         : GPOINTER_TO_UINT (v);
+          guint64 elapsed = (guint32) (now - since);
+          guint64 rem = remaining_ms (&rt, elapsed);
+          if (c == 0 || rem < best_remaining)
+            best_remaining = rem, best_elapsed = elapsed;
+        }
+      if (best_remaining <= copy_ms)
+        continue;
+      DatcReplicaCandidate cand = {
+        .id = id, .attempt = t->attempt, .copies = n, .elapsed_ms = best_elapsed,
+        .remaining_ms = best_remaining, .copy_ms = copy_ms,
+        .fit_ms = expected_ms (l, bt, FALSE),
+      };
+      g_array_append_val (out, cand);
+    }
+  if (out->len > first + 1)
+    qsort (&g_array_index (out, DatcReplicaCandidate, first), out->len - first,
+           sizeof (DatcReplicaCandidate), candidate_later_first);
+}
+
+guint
+datc_ledger_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
+                       GByteArray *frame)
+{
+  TaskSlot *t = slot (l, id);
+  if (t == NULL || t->state != DATC_TASK_RUNNING || live_on (l, id, t, agent, 0))
+    return 0;
+  guint32 attempt = t->attempt + 1u;
+  gint64 now = g_get_real_time ();
+  msgpack_packer pk;
+  record_begin (l, &pk, REC_REPLICATE, 5);
+  msgpack_pack_uint32 (&pk, agent);
+  msgpack_pack_int64 (&pk, now);
+  msgpack_pack_uint64 (&pk, id);
+  msgpack_pack_uint32 (&pk, attempt);
+  datc_journal_end (l->journal);
+
+  const DatcBagTask *bt = datc_bag_get (l->bag, id);
+  const guint8 *spec = datc_bag_spec (l->bag, bt);
+  datc_tasks_encode_begin (frame, session, 1);
+  if (bt->kind == DATC_BAG_SPEC_LINE)
+    datc_tasks_encode_add_line (frame, id, attempt, (const char *) spec, bt->length);
+  else
+    datc_tasks_encode_add_spec (frame, id, attempt, spec, bt->length);
+  apply_replicate (l, agent, id, attempt, now);
+  return 1;
+}
+
+gboolean
+datc_ledger_attempt_live (DatcLedger *l, guint64 id, guint32 agent, guint32 attempt)
+{
+  TaskSlot *t = slot (l, id);
+  return t != NULL && attempt != 0 && live_on (l, id, t, agent, attempt);
+}
+
+gboolean
+datc_ledger_runs_on (DatcLedger *l, guint64 id, guint32 agent)
+{
+  TaskSlot *t = slot (l, id);
+  return t != NULL && live_on (l, id, t, agent, 0);
+}
+
+static gint64
 journal_dispatch_one (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
   msgpack_packer pk;
+  gint64 now = g_get_real_time ();
   record_begin (l, &pk, REC_DISPATCH, 4);
   msgpack_pack_uint32 (&pk, agent);
-  msgpack_pack_int64 (&pk, g_get_real_time ());
+  msgpack_pack_int64 (&pk, now);
   msgpack_pack_array (&pk, 2);
   msgpack_pack_uint64 (&pk, id);
   msgpack_pack_uint32 (&pk, attempt);
   datc_journal_end (l->journal);
+  return now;
 }
 
 gboolean
@@ -1810,13 +2185,21 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
   TaskSlot *t = slot (l, id);
   if (t == NULL || is_final (t))
     return FALSE;
+  if (t->replicated)
+    {
+      /* One of its copies: it goes on (the copies stay as they were). */
+      if (copy_index (copies_of (l, id, t), agent, attempt) < 0)
+        return FALSE;
+      if (t->orphan)
+        apply_dispatch (l, agent, id, attempt, journal_dispatch_one (l, agent, id, attempt));
+      return TRUE;
+    }
   /* TASKS leave before their dispatch record is synced, so a master that
    * died in between comes back one attempt behind what the agent holds:
    * the agent's attempt is the open one then. */
   if (t->state == DATC_TASK_QUEUED && attempt == t->attempt + 1u)
     {
-      journal_dispatch_one (l, agent, id, attempt);
-      apply_dispatch (l, agent, id, attempt);
+      apply_dispatch (l, agent, id, attempt, journal_dispatch_one (l, agent, id, attempt));
       return TRUE;
     }
   if (t->attempt != attempt)
@@ -1826,8 +2209,7 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
   if (t->state == DATC_TASK_RUNNING && !t->orphan)
     return TRUE;
   /* Journaled: a master that dies again knows its agent is back. */
-  journal_dispatch_one (l, agent, id, attempt);
-  apply_dispatch (l, agent, id, attempt);
+  apply_dispatch (l, agent, id, attempt, journal_dispatch_one (l, agent, id, attempt));
   return TRUE;
 }
 
@@ -1952,19 +2334,70 @@ journal_requeue (DatcLedger *l, guint64 id, gboolean lost)
   datc_journal_end (l->journal);
 }
 
+static void
+journal_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
+{
+  msgpack_packer pk;
+  record_begin (l, &pk, REC_COPY_END, 3);
+  msgpack_pack_uint64 (&pk, id);
+  msgpack_pack_uint32 (&pk, attempt);
+  datc_journal_end (l->journal);
+}
+
+/* A live attempt ends unrun or unrecorded (drained, refused, cancelled,
+ * its agent left): one copy of several just ends; a task's only attempt
+ * goes back to the queue (with a crash when `lost`). */
+static void
+end_attempt (DatcLedger *l, guint64 id, TaskSlot *t, guint32 attempt, gboolean lost)
+{
+  if (live_copies (l, id, t) > 1)
+    {
+      journal_copy_end (l, id, attempt);
+      apply_copy_end (l, id, attempt);
+      return;
+    }
+  journal_requeue (l, id, lost);
+  apply_requeue (l, id, lost);
+}
+
+/* Every live attempt of `id` but (agent, attempt), for the caller to cancel. */
+static void
+other_copies (DatcLedger *l, guint64 id, TaskSlot *t, guint32 agent, guint32 attempt,
+              GArray *out)
+{
+  if (out == NULL || t->state != DATC_TASK_RUNNING)
+    return;
+  GArray *copies = copies_of (l, id, t);
+  if (copies == NULL)
+    {
+      if (t->agent != agent || t->attempt != attempt)
+        {
+          DatcLedgerRunning r = { t->agent, t->attempt, id };
+          g_array_append_val (out, r);
+        }
+      return;
+    }
+  for (guint i = 0; i < copies->len; i++)
+    {
+      const Copy *c = &g_array_index (copies, Copy, i);
+      if (c->agent != agent || c->attempt != attempt)
+        {
+          DatcLedgerRunning r = { c->agent, c->attempt, id };
+          g_array_append_val (out, r);
+        }
+    }
+}
+
 DatcResultOutcome
-datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
-                         guint32 *cancel_agent, guint32 *cancel_attempt, GError **error)
+datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res, GArray *cancel,
+                         GError **error)
 {
   TaskSlot *t = slot (l, res->id);
 
-  *cancel_agent = G_MAXUINT32;
-  *cancel_attempt = 0;
   if (t == NULL || is_final (t) || res->attempt == 0 || res->attempt > t->attempt)
     return DATC_RESULT_DUPLICATE;
 
-  gboolean open_here = t->state == DATC_TASK_RUNNING && t->attempt == res->attempt
-                       && t->agent == agent;
+  gboolean open_here = live_on (l, res->id, t, agent, res->attempt);
   switch (res->status)
     {
     case DATC_STATUS_DRAINED:
@@ -1973,6 +2406,11 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
       /* The agent gave the task back unrun (or we asked it to stop it). */
       if (!open_here)
         return DATC_RESULT_DUPLICATE;
+      if (live_copies (l, res->id, t) > 1)
+        {
+          end_attempt (l, res->id, t, res->attempt, FALSE);
+          return DATC_RESULT_DROPPED;
+        }
       journal_requeue (l, res->id, FALSE);
       apply_requeue (l, res->id, FALSE);
       return DATC_RESULT_REQUEUED;
@@ -1982,6 +2420,14 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
 
   const DatcBagTask *bt = datc_bag_get (l->bag, res->id);
   gboolean ok = res->status == DATC_STATUS_EXITED && res->exit_code == 0;
+  /* A copy that failed while another still runs fails nothing: the other
+   * may yet succeed, and if it fails too its result is the one that
+   * counts (retried or final as any failure).  Its output is not kept. */
+  if (!ok && open_here && live_copies (l, res->id, t) > 1)
+    {
+      end_attempt (l, res->id, t, res->attempt, FALSE);
+      return DATC_RESULT_DROPPED;
+    }
   ResultRec rr = {
     .id = res->id,
     .attempt = res->attempt,
@@ -2004,11 +2450,9 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res,
 
   if (!write_output (l, agent, res, &rr, error))
     return DATC_RESULT_DUPLICATE;
-  if (rr.final && t->state == DATC_TASK_RUNNING && !open_here)
-    {
-      *cancel_agent = t->agent;
-      *cancel_attempt = t->attempt;
-    }
+  /* The first final result wins: every other copy is cancelled. */
+  if (rr.final)
+    other_copies (l, res->id, t, agent, res->attempt, cancel);
   journal_result (l, &rr);
   apply_result (l, &rr);
   return DATC_RESULT_ACCEPTED;
@@ -2022,9 +2466,21 @@ datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
   for (guint64 id = 1; id <= l->n_tasks; id++)
     {
       TaskSlot *t = &l->tasks[id - 1];
-      if (t->state == DATC_TASK_RUNNING && t->agent == agent)
+      if (t->state == DATC_TASK_RUNNING && t->agent == agent && !t->replicated)
         {
           DatcTaskKey k = { id, t->attempt };
+          g_array_append_val (keys, k);
+        }
+    }
+  GHashTableIter it;
+  gpointer id, copies;
+  g_hash_table_iter_init (&it, l->replicas);
+  while (g_hash_table_iter_next (&it, &id, &copies))
+    {
+      gint i = copy_index (copies, agent, 0);
+      if (i >= 0)
+        {
+          DatcTaskKey k = { GPOINTER_TO_SIZE (id), g_array_index ((GArray *) copies, Copy, i).attempt };
           g_array_append_val (keys, k);
         }
     }
@@ -2039,6 +2495,12 @@ datc_ledger_agent_lost (DatcLedger *l, guint32 agent)
     {
       DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
       TaskSlot *t = &l->tasks[k->id - 1];
+      /* A copy lost while another runs costs the task nothing. */
+      if (live_copies (l, k->id, t) > 1)
+        {
+          end_attempt (l, k->id, t, k->attempt, TRUE);
+          continue;
+        }
       if ((guint) t->crashes + 1 >= l->options.crash_limit)
         {
           gint64 now = g_get_real_time ();
@@ -2071,10 +2533,9 @@ void
 datc_ledger_requeue (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
   TaskSlot *t = slot (l, id);
-  if (t == NULL || t->state != DATC_TASK_RUNNING || t->agent != agent || t->attempt != attempt)
+  if (t == NULL || !live_on (l, id, t, agent, attempt))
     return;
-  journal_requeue (l, id, FALSE);
-  apply_requeue (l, id, FALSE);
+  end_attempt (l, id, t, attempt, FALSE);
 }
 
 /* ---- proxies ------------------------------------------------------- */

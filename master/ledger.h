@@ -95,7 +95,7 @@ void datc_ledger_counts (DatcLedger *ledger, DatcLedgerCounts *counts);
 gboolean datc_ledger_finished (DatcLedger *ledger);
 DatcTaskState datc_ledger_task_state (DatcLedger *ledger, guint64 id);
 guint32 datc_ledger_task_attempt (DatcLedger *ledger, guint64 id);
-/* The agent a running task runs on, or G_MAXUINT32. */
+/* The agent a running task runs on (its newest copy's), or G_MAXUINT32. */
 guint32 datc_ledger_task_agent (DatcLedger *ledger, guint64 id);
 /* The site (as its agent said in HELLO) of the agent the task's last
  * attempt was dispatched to, running or not, or NULL (never dispatched),
@@ -169,21 +169,64 @@ guint64 datc_ledger_unbound_queued (DatcLedger *ledger);
 gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id,
                                guint32 attempt);
 
+/* One live attempt of a task, on one agent. */
+typedef struct {
+  guint32 agent;
+  guint32 attempt;
+  guint64 id;
+} DatcLedgerRunning;
+
 typedef enum {
   DATC_RESULT_ACCEPTED,   /* journaled (final, or retried) */
   DATC_RESULT_REQUEUED,   /* drained or refused: back in the queue */
   DATC_RESULT_DUPLICATE,  /* the task already has a final result: ignored */
+  DATC_RESULT_DROPPED,    /* one copy of a replicated task ended (failed, drained,
+                           * refused) while another still runs: nothing recorded */
 } DatcResultOutcome;
 
 /* Takes one result from `agent`.  Writes its output to the agent's file
- * first.  When the result makes the task final while another attempt of it
- * still runs (a re-attached copy, a replica), that attempt's agent and
- * number are returned in *cancel_agent / *cancel_attempt so the caller can
- * cancel it; otherwise *cancel_agent is G_MAXUINT32. */
+ * first.  When the result makes the task final while other attempts of it
+ * still run (a re-attached copy, a replica), those are appended to `cancel`
+ * (DatcLedgerRunning, may be NULL) so the caller can cancel them. */
 DatcResultOutcome datc_ledger_take_result (DatcLedger *ledger, guint32 agent,
-                                           const DatcResult *result,
-                                           guint32 *cancel_agent, guint32 *cancel_attempt,
+                                           const DatcResult *result, GArray *cancel,
                                            GError **error);
+
+/* End-game replication.  A running task may have up to `max_copies` live
+ * attempts on different agents (a side table holds the copies of the few
+ * tasks that have more than one; the per-task state does not grow); the
+ * first result that counts wins and the others are cancelled.  Copies are
+ * journaled (REPLICATE, COPY_END records) and replayed like the rest. */
+typedef struct {
+  guint64 id;
+  guint32 attempt;         /* its newest live attempt */
+  guint32 copies;          /* live attempts */
+  guint64 elapsed_ms;      /* since the dispatch of the copy expected to end first */
+  guint64 remaining_ms;    /* E[T - elapsed | T > elapsed]; G_MAXUINT64: a straggler, it has
+                            * run longer than any observed run (remaining unknown) */
+  guint64 copy_ms;         /* what a new copy is expected to take (the observed mean) */
+  guint64 fit_ms;          /* the time a copy needs left in its agent's walltime (the
+                            * dispatch estimate: est_runtime, else the observed p90) */
+} DatcReplicaCandidate;
+
+/* Running tasks a new copy started at `now_real` is expected to finish
+ * sooner than their live copies (now + copy_ms < the earliest expected end
+ * of their copies), with fewer than `max_copies` copies and not marked
+ * `"replicate": false`, latest expected end first, appended to `out`.
+ * Nothing until RUNTIME_MIN_SAMPLES run times are observed.  Bounded by
+ * the running tasks, never by the bag. */
+void datc_ledger_replica_candidates (DatcLedger *ledger, guint max_copies, gint64 now_real,
+                                     GArray *out);
+/* Starts one more copy of running task `id` on `agent` (which must not run
+ * one already) as the next attempt: journaled, and encoded as a TASKS frame
+ * into `frame`.  Returns 1, or 0 when it is not running. */
+guint datc_ledger_replicate (DatcLedger *ledger, guint32 agent, guint64 id, guint32 session,
+                             GByteArray *frame);
+/* TRUE when (`agent`, `attempt`) is a live attempt of `id`. */
+gboolean datc_ledger_attempt_live (DatcLedger *ledger, guint64 id, guint32 agent,
+                                   guint32 attempt);
+/* TRUE when `agent` runs a live attempt of `id`. */
+gboolean datc_ledger_runs_on (DatcLedger *ledger, guint64 id, guint32 agent);
 
 /* `agent` is gone: each of its running tasks goes back to the queue with
  * one more crash, or fails as lost at the crash limit.  Returns how many
@@ -244,13 +287,9 @@ gboolean datc_ledger_submit (DatcLedger *ledger, const char *name, const char *d
 
 /* Cancels `ids` (n of them), or every unfinished task when ids is NULL:
  * each becomes final with status "cancelled".  Attempts that were running
- * are appended to `running` as DatcLedgerRunning so the caller can stop
- * them.  Returns how many tasks were cancelled. */
-typedef struct {
-  guint32 agent;
-  guint32 attempt;
-  guint64 id;
-} DatcLedgerRunning;
+ * (every copy of a replicated task) are appended to `running` as
+ * DatcLedgerRunning so the caller can stop them.  Returns how many tasks
+ * were cancelled. */
 guint64 datc_ledger_cancel (DatcLedger *ledger, const guint64 *ids, guint n, GArray *running);
 
 /* Bytes recorded and not yet committed (journal records, results lines). */

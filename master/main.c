@@ -45,6 +45,7 @@ cmd_run (int argc, char **argv)
   DatcRunOptions o = { 0 };
   g_autofree gchar *dir = NULL, *format = NULL, *listen = NULL, *local_exec = NULL, *sites = NULL;
   gint local_slots = 0, local_agents = 0, heartbeat_ms = 0, timeout_ms = 0, crash_limit = 0;
+  gint max_replicas = -1; /* not given */
   gboolean json = FALSE, no_local = FALSE, open_campaign = FALSE, retry_cancelled = FALSE,
            no_progress = FALSE, keep_site_files = FALSE;
   g_autofree gchar *mode = NULL, *give_up = NULL;
@@ -66,6 +67,7 @@ cmd_run (int argc, char **argv)
     { "retry-cancelled", 0, 0, G_OPTION_ARG_NONE, &retry_cancelled, "Run the tasks an earlier `datc cancel` cancelled", NULL },
     { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal", NULL },
     { "give-up-after", 0, 0, G_OPTION_ARG_STRING, &give_up, "Stop (exit 3) when every site has been degraded this long with no agent connected; 0: never (default: the sites file's give_up_after, else 5m)", "DURATION" },
+    { "max-replicas", 0, 0, G_OPTION_ARG_INT, &max_replicas, "Live copies of a task at the end of the campaign, when a copy is expected to end sooner (1: no replication; default: the sites file's max_replicas, else 2)", "N" },
     { "keep-site-files", 0, 0, G_OPTION_ARG_NONE, &keep_site_files, "Leave every proxy script and log in the sites' workdirs (default: only those of proxies that failed stay)", NULL },
     { NULL }
   };
@@ -100,6 +102,13 @@ cmd_run (int argc, char **argv)
       return EXIT_INPUT;
     }
   o.give_up_set = give_up != NULL;
+  if (max_replicas != -1 && (max_replicas < 1 || max_replicas > (gint) DATC_MAX_REPLICAS_MAX))
+    {
+      g_printerr ("datc run: --max-replicas %d: expected 1 (no replication) to %u\n",
+                  max_replicas, DATC_MAX_REPLICAS_MAX);
+      return EXIT_INPUT;
+    }
+  o.max_replicas = max_replicas > 0 ? (guint) max_replicas : 0;
   o.keep_site_files = keep_site_files;
   if (local_exec != NULL && !g_str_equal (local_exec, "none"))
     {

@@ -568,6 +568,8 @@ start_dispatcher (const DatcRunOptions *o, void *ctx, DatcCampaign *campaign,
     .heartbeat_ms = o->heartbeat_ms,
     .timeout_ms = o->timeout_ms,
     .trace = trace,
+    .max_replicas = o->max_replicas ? o->max_replicas
+                    : sites_file != NULL ? sites_file->max_replicas : DATC_MAX_REPLICAS_DEFAULT,
   };
   g_autoptr (DatcDispatcher) disp = datc_dispatcher_new (ctx, ledger, &dopt, &error);
   if (disp == NULL)

@@ -27,6 +27,7 @@ typedef struct {
   gboolean give_up_set;        /* --give-up-after was given: give_up_s, not the sites file's */
   guint give_up_s;             /* stop when no site can run the campaign this long; 0: never */
   gboolean keep_site_files;    /* leave every proxy script and log on the sites */
+  guint max_replicas;          /* --max-replicas; 0: the sites file's, else the default */
 } DatcRunOptions;
 
 /* Returns the process exit status: 0 all tasks succeeded, 1 some failed,

@@ -14,7 +14,8 @@
 
 G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
 
-static const char *const master_keys[] = { "listen", "advertise", "give_up_after", NULL };
+static const char *const master_keys[] = { "listen", "advertise", "give_up_after",
+                                            "max_replicas", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
@@ -373,6 +374,7 @@ datc_sites_file_load (const char *path, GError **error)
 
   f->path = g_strdup (path);
   f->give_up_s = DATC_GIVE_UP_DEFAULT_S;
+  f->max_replicas = DATC_MAX_REPLICAS_DEFAULT;
   f->sites = g_ptr_array_new_with_free_func (site_config_free);
   if (!g_file_get_contents (path, &text, &len, &local))
     {
@@ -430,6 +432,16 @@ datc_sites_file_load (const char *path, GError **error)
             problem (&ix, line_of (&ix, g, "give_up_after"),
                      "give_up_after \"%s\": expected a duration (5m, 90s, 1h, ...) or 0 for "
                      "never", gu);
+          g_autofree gchar *mr = g_key_file_get_string (f->keyfile, g, "max_replicas", NULL);
+          guint64 replicas = 0;
+          if (mr != NULL
+              && !g_ascii_string_to_unsigned (g_strstrip (mr), 10, 1, DATC_MAX_REPLICAS_MAX,
+                                              &replicas, NULL))
+            problem (&ix, line_of (&ix, g, "max_replicas"),
+                     "max_replicas \"%s\": expected a whole number from 1 (no replication) to %u",
+                     mr, DATC_MAX_REPLICAS_MAX);
+          else if (mr != NULL)
+            f->max_replicas = (guint) replicas;
           continue;
         }
 

@@ -10,6 +10,13 @@
  *                                # last error) once every site has been degraded this
  *                                # long with work waiting and no agent connected;
  *                                # 0: never; default 5m; `--give-up-after` overrides
+ *   max_replicas = 2             # end-game replication: once nothing is queued, a task
+ *                                # expected to end later than a fresh copy would (judged
+ *                                # from the observed run times) gets a copy on an idle
+ *                                # slot of another agent, up to this many live copies;
+ *                                # the first result wins, the others are cancelled.
+ *                                # 1: never; default 2 (1 to 16); `--max-replicas`
+ *                                # overrides; a task with "replicate": false is never copied
  *
  *   [site NAME]
  *   transport = ssh              # local (default) | ssh
@@ -99,11 +106,15 @@ typedef struct {
   gchar *listen;           /* or NULL */
   gchar *advertise;        /* or NULL */
   guint give_up_s;         /* give_up_after; 0: never */
+  guint max_replicas;      /* live copies of a task at the end game; 1: no replication */
   GPtrArray *sites;        /* DatcSiteConfig* in file order */
 } DatcSitesFile;
 
 /* give_up_after when neither the file nor the command line says. */
 #define DATC_GIVE_UP_DEFAULT_S 300u
+/* max_replicas likewise, and its bound. */
+#define DATC_MAX_REPLICAS_DEFAULT 2u
+#define DATC_MAX_REPLICAS_MAX 16u
 
 DatcSitesFile *datc_sites_file_load (const char *path, GError **error);
 void datc_sites_file_free (DatcSitesFile *f);

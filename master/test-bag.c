@@ -714,6 +714,21 @@ test_jsonl_reads_est_runtime_as_ms (void)
 }
 
 static void
+test_jsonl_reads_replicate (void)
+{
+  g_autoptr(DatcBag) bag = datc_bag_new ();
+  g_autoptr(GError) error = NULL;
+  const char *data = "{\"sh\": \"x\", \"replicate\": false}\n{\"sh\": \"x\", \"replicate\": true}\n"
+                     "{\"sh\": \"x\"}\n";
+
+  datc_bag_load_data (bag, "r.jsonl", data, strlen (data), DATC_TASKFILE_AUTO, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (datc_bag_get (bag, 1)->no_replicate, ==, 1);
+  g_assert_cmpuint (datc_bag_get (bag, 2)->no_replicate, ==, 0);
+  g_assert_cmpuint (datc_bag_get (bag, 3)->no_replicate, ==, 0);
+}
+
+static void
 test_jsonl_reads_every_field (void)
 {
   g_autoptr(DatcBag) bag = datc_bag_new ();
@@ -875,6 +890,11 @@ static const BadLine bad_lines[] = {
     "field \"retries\": must be between 0 and 100"),
   BAD ("/bag/parse/rejects-too-many-retries", "t.jsonl", "{\"sh\": \"x\", \"retries\": 101}",
     "field \"retries\": must be between 0 and 100"),
+  /* replicate */
+  BAD ("/bag/parse/rejects-replicate-string", "t.jsonl", "{\"sh\": \"x\", \"replicate\": \"no\"}",
+    "field \"replicate\": expected true or false, got a string"),
+  BAD ("/bag/parse/rejects-replicate-number", "t.jsonl", "{\"sh\": \"x\", \"replicate\": 0}",
+    "field \"replicate\": expected true or false, got a number"),
   /* est_runtime */
   BAD ("/bag/parse/rejects-est-runtime-string", "t.jsonl", "{\"sh\": \"x\", \"est_runtime\": \"1h\"}",
     "field \"est_runtime\": expected a number, got a string"),
@@ -1036,6 +1056,7 @@ main (int argc, char **argv)
   g_test_add_func ("/bag/jsonl/reads-timeout-as-ms", test_jsonl_reads_timeout_as_ms);
   g_test_add_func ("/bag/jsonl/reads-retries", test_jsonl_reads_retries);
   g_test_add_func ("/bag/jsonl/reads-est-runtime-as-ms", test_jsonl_reads_est_runtime_as_ms);
+  g_test_add_func ("/bag/jsonl/reads-replicate", test_jsonl_reads_replicate);
   g_test_add_func ("/bag/jsonl/reads-every-field", test_jsonl_reads_every_field);
   g_test_add_func ("/bag/jsonl/reads-escapes", test_jsonl_reads_escapes);
   g_test_add_func ("/bag/jsonl/skips-blank-lines", test_jsonl_skips_blank_lines);

@@ -59,6 +59,26 @@ test_valid (void)
   g_unlink (path);
 }
 
+/* Two copies unless the file says; 1 turns replication off. */
+static void
+test_max_replicas (void)
+{
+  const struct { const char *text; guint n; } cases[] = {
+    { "[site a]\nscheduler = fork\n", 2 },
+    { "[master]\nmax_replicas = 1\n[site a]\nscheduler = fork\n", 1 },
+    { "[master]\nmax_replicas = 3\n[site a]\nscheduler = fork\n", 3 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *path = write_tmp (cases[i].text);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (f->max_replicas, ==, cases[i].n);
+      g_unlink (path);
+    }
+}
+
 /* Five minutes unless the file says; 0 is never. */
 static void
 test_give_up_after (void)
@@ -106,6 +126,10 @@ static const Bad bad[] = {
   { "local-is-reserved", "[site local]\nscheduler = fork\n", ":1: \"local\" is the embedded site" },
   { "bad-give-up-after", "[master]\ngive_up_after = soon\n[site a]\nscheduler = fork\n",
     ":2: give_up_after \"soon\": expected a duration" },
+  { "bad-max-replicas", "[master]\nmax_replicas = 0\n[site a]\nscheduler = fork\n",
+    ":2: max_replicas \"0\": expected a whole number from 1 (no replication) to 16" },
+  { "max-replicas-not-a-number", "[master]\nmax_replicas = two\n[site a]\nscheduler = fork\n",
+    ":2: max_replicas \"two\": expected a whole number" },
   { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n", ":2: listen must be tcp" },
   { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
   { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
@@ -311,6 +335,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/parse/reads-master-and-sites", test_valid);
   g_test_add_func ("/sites/parse/give-up-after-defaults-to-5-minutes-0-is-never",
                    test_give_up_after);
+  g_test_add_func ("/sites/parse/max-replicas-defaults-to-2-1-is-off", test_max_replicas);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_autofree gchar *p = g_strdup_printf ("/sites/parse/rejects-%s", bad[i].name);

@@ -26,10 +26,15 @@
  *                     command), budget (drawn from its max_calls_per_minute: 2 for a
  *                     submit, itself and the lookup that may check it)
  *   site_commands     site, submit, poll, cancel, put, lookup (commands issued to it; at the end)
+ *   task_replicated   task, attempt (the copy's), site, proxy, agent (where it runs),
+ *                     original_attempt (the newest copy before it), copies (live, with it),
+ *                     elapsed_ms, expected_remaining_ms (-1: unknown, a straggler), copy_ms
+ *   task_replica_cancelled  task, attempt, site, proxy, agent (a copy stopped because
+ *                     another attempt's result came first), winner_attempt
  * proxy_started is the first sign that a proxy runs: its scheduler said
  * so, or its first agent connected.  Lines are appended with one write
  * each (events are per proxy, agent, site and scheduler command, never
- * per task). */
+ * per task; only end-game copies, a few at the end, are). */
 #pragma once
 
 #include <glib.h>
