@@ -104,7 +104,8 @@ typedef struct {
   gint64 last_poll_us;     /* when it was last asked about its proxies */
   guint calls_per_minute;  /* scheduler commands allowed in any minute; 0: no limit */
   GArray *calls;           /* gint64: when each call of the last minute was taken, oldest first */
-  gboolean calls_short;    /* the plan wanted a submit the budget did not allow */
+  gboolean calls_short;    /* the plan wanted a submit (or a migration's cancel) the
+                            * budget did not allow */
   guint failures;          /* submits that failed in a row */
   guint poll_failures;     /* polls that failed in a row */
   guint cancel_failures;   /* cancels that failed in a row */
@@ -1862,17 +1863,20 @@ migrate_bound_s (const SiteState *s)
 }
 
 /* A site with room for another proxy now, predicted to start it sooner
- * than `from`'s bound (which the proxy to move has already waited out),
- * and not itself holding a proxy queued past its own bound; NULL: none. */
+ * than the proxy to move has already waited (past its site's bound, the
+ * site says nothing of when it will start it: what it waited is the best
+ * guess of what it still has to), and not itself holding a proxy queued
+ * past its own bound; NULL: none. */
 static SiteState *
-migration_target (DatcProvisioner *p, SiteState *from, gint64 now, gint64 now_real)
+migration_target (DatcProvisioner *p, SiteState *from, double waited, gint64 now,
+                  gint64 now_real)
 {
   g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint i = 0; i < order->len; i++)
     {
       SiteState *t = order->pdata[i];
       if (t == from || t->health != HEALTH_OK || !can_submit (t, now)
-          || predicted_wait_s (t) >= migrate_bound_s (from))
+          || predicted_wait_s (t) >= waited)
         continue;
       gboolean stuck = FALSE;
       for (guint k = 0; k < t->proxies->len && !stuck; k++)
@@ -1902,38 +1906,70 @@ migrate (DatcProvisioner *p, gint64 now)
       SiteState *s = p->sites->pdata[i];
       if (s->spec->migrate_after_s == DATC_MIGRATE_NEVER || s->cancelling)
         continue;
-      double bound = migrate_bound_s (s);
+      double bound = migrate_bound_s (s), longest = 0;
+      g_autoptr (GPtrArray) which = g_ptr_array_new ();
       for (guint k = 0; k < s->proxies->len; k++)
         {
           Proxy *x = s->proxies->pdata[k];
-          if (x->connected || x->cancelling || x->migrating || x->job_id == NULL
-              || x->submitted_us <= 0)
-            continue;
           double waited = (now_real - x->submitted_us) / 1e6;
-          if (waited <= bound)
+          if (x->connected || x->cancelling || x->migrating || x->job_id == NULL
+              || x->submitted_us <= 0 || waited <= bound)
             continue;
-          SiteState *t = migration_target (p, s, now, now_real);
-          if (t == NULL)
-            break;
-          g_autofree gchar *why = g_strdup_printf (
-              "queued %.0f s, over the site's bound of %.0f s; site %s has room and is "
-              "predicted to start a proxy within %.0f s", waited, bound, t->spec->name,
-              predicted_wait_s (t));
-          g_autoptr (GPtrArray) which = g_ptr_array_new ();
           g_ptr_array_add (which, x);
-          if (!cancel_proxies (p, s, which, why, BUDGET_RESERVE))
-            break;
+          longest = MAX (longest, waited);
+        }
+      SiteState *t = which->len > 0 ? migration_target (p, s, longest, now, now_real) : NULL;
+      if (t == NULL)
+        continue;
+      /* As many as the target has room for, the longest waiting first
+       * (the oldest submits come first in s->proxies), in one cancel. */
+      g_ptr_array_set_size (which, MIN (which->len, t->max_jobs - t->alive));
+      g_autofree gchar *why = g_strdup_printf (
+          "queued %.0f s, over the site's bound of %.0f s; site %s has room and is predicted "
+          "to start a proxy within %.0f s", longest, bound, t->spec->name, predicted_wait_s (t));
+      if (!cancel_proxies (p, s, which, why, BUDGET_RESERVE))
+        {
+          /* Polls leave the cancel room next time (as for a submit). */
+          s->calls_short = s->calls_per_minute > 0;
+          continue;
+        }
+      guint slots = 0;
+      for (guint k = 0; k < which->len; k++)
+        {
+          Proxy *x = which->pdata[k];
           x->migrating = TRUE;
-          guint64 slots = submit_for (p, t, x->slots, now);
+          slots += x->slots;
+        }
+      guint64 submitted = submit_for (p, t, slots, now);
+      for (guint k = 0; k < which->len; k++)
+        {
+          Proxy *x = which->pdata[k];
+          double waited = (now_real - x->submitted_us) / 1e6;
           g_message ("site %s: proxy %s (job %s) moves to site %s: %s", s->spec->name, x->id,
                      x->job_id, t->spec->name, why);
           datc_trace_event (p->trace, "proxy_migrated", "site", 's', s->spec->name, "proxy", 's',
-                            x->id, "job", 's', x->job_id, "to", 's', t->spec->name,
-                            "waited_s", 'd', waited, "bound_s", 'd', bound, "submitted_slots",
-                            'i', (gint64) slots, "reason", 's', why, NULL);
-          break;
+                            x->id, "job", 's', x->job_id, "to", 's', t->spec->name, "waited_s",
+                            'd', waited, "bound_s", 'd', bound, "submitted_slots", 'i',
+                            (gint64) submitted, "reason", 's', why, NULL);
         }
     }
+}
+
+/* Pending proxies that may move: the site's polls keep a cancel's room
+ * (its budget would otherwise be spent on polls of the very proxies that
+ * wait, and the move put off until the window frees). */
+static gboolean
+may_migrate (const DatcProvisioner *p, const SiteState *s)
+{
+  if (p->mode != DATC_MODE_PULL || s->spec->migrate_after_s == DATC_MIGRATE_NEVER)
+    return FALSE;
+  for (guint k = 0; k < s->proxies->len; k++)
+    {
+      const Proxy *x = s->proxies->pdata[k];
+      if (!x->connected && !x->cancelling && !x->migrating)
+        return TRUE;
+    }
+  return FALSE;
 }
 
 /* Work that needs slots: queued tasks plus those running on agents whose
@@ -2112,7 +2148,8 @@ datc_provisioner_tick (DatcProvisioner *p)
           s->next_poll_us = now + s->poll_us;
           if (needs_poll (s, now))
             {
-              if (poll_site (p, s, BUDGET_RESERVE + (s->calls_short ? 2 : 0)))
+              guint room = (s->calls_short ? 2 : 0) + (may_migrate (p, s) ? 1 : 0);
+              if (poll_site (p, s, BUDGET_RESERVE + room))
                 s->last_poll_us = now;
               else if (!s->polling)
                 s->next_poll_us = now + G_USEC_PER_SEC; /* the budget: try again soon */
