@@ -23,14 +23,6 @@
 #define BACKOFF_FIRST_MS 500u
 #define BACKOFF_MAX_MS 10000u
 
-typedef struct {
-  guint32 id;
-  int fd;
-  gboolean connecting;     /* connect() in progress */
-  gboolean closing;        /* the relay closed it: close once `out` is written */
-  GByteArray *out;         /* from the agent, not yet written to the dispatcher */
-} Conn;
-
 struct DatcRelay {
   gchar *site_name, *listen;
   DatcSite *site;
@@ -57,22 +49,13 @@ struct DatcRelay {
 typedef struct {
   DatcRelay *r;
   DatcSiteStream *stream;
-  GHashTable *conns;       /* id -> Conn* */
+  GHashTable *conns;       /* id -> DatcRelayConn* */
   GByteArray *in;          /* from the relay, not yet parsed */
   gboolean preamble_done;
   gint64 last_heard_us, next_ping_us;
   guint64 pings;
   GError *error;           /* why the session ended */
 } Session;
-
-static void
-conn_free (gpointer p)
-{
-  Conn *c = p;
-  close (c->fd);
-  g_byte_array_unref (c->out);
-  g_free (c);
-}
 
 static void
 set_state_conns (DatcRelay *r, Session *s, gboolean opened)
@@ -103,7 +86,7 @@ send_frame (Session *s, DatcRelayType type, guint32 conn, const void *payload, g
 }
 
 static void
-drop_conn (Session *s, Conn *c, gboolean tell_relay)
+drop_conn (Session *s, DatcRelayConn *c, gboolean tell_relay)
 {
   if (tell_relay)
     send_frame (s, DATC_RELAY_CLOSE, c->id, NULL, 0);
@@ -112,7 +95,7 @@ drop_conn (Session *s, Conn *c, gboolean tell_relay)
 }
 
 static void
-flush_conn (Session *s, Conn *c)
+flush_conn (Session *s, DatcRelayConn *c)
 {
   if (c->connecting)
     return;
@@ -143,17 +126,14 @@ open_conn (Session *s, guint32 id)
     }
   int one = 1;
   setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  Conn *c = g_new0 (Conn, 1);
-  c->id = id;
-  c->fd = fd;
-  c->out = g_byte_array_new ();
+  DatcRelayConn *c = datc_relay_conn_new (id, fd);
   if (connect (fd, (struct sockaddr *) &r->target, r->target_len) != 0)
     {
       if (errno != EINPROGRESS)
         {
           g_warning ("site %s: relay: cannot reach the dispatcher: %s", r->site_name,
                      g_strerror (errno));
-          conn_free (c);
+          datc_relay_conn_free (c);
           send_frame (s, DATC_RELAY_CLOSE, id, NULL, 0);
           return;
         }
@@ -166,7 +146,7 @@ open_conn (Session *s, guint32 id)
 static void
 on_frame (Session *s, const DatcRelayFrame *f)
 {
-  Conn *c = f->conn ? g_hash_table_lookup (s->conns, GUINT_TO_POINTER (f->conn)) : NULL;
+  DatcRelayConn *c = f->conn ? g_hash_table_lookup (s->conns, GUINT_TO_POINTER (f->conn)) : NULL;
   switch (f->type)
     {
     case DATC_RELAY_OPEN:
@@ -363,7 +343,7 @@ pump (Session *s)
       g_hash_table_iter_init (&it, s->conns);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
-          Conn *c = v;
+          DatcRelayConn *c = v;
           short ev = (short) ((c->connecting || c->out->len > 0 ? POLLOUT : 0)
                               | (c->connecting ? 0 : POLLIN));
           struct pollfd p = { c->fd, ev, 0 };
@@ -383,7 +363,7 @@ pump (Session *s)
         {
           short ev = p[2 + i].revents;
           guint32 id = g_array_index (ids, guint32, i);
-          Conn *c = g_hash_table_lookup (s->conns, GUINT_TO_POINTER (id));
+          DatcRelayConn *c = g_hash_table_lookup (s->conns, GUINT_TO_POINTER (id));
           if (c == NULL || ev == 0)
             continue;
           if (c->connecting)
@@ -442,7 +422,7 @@ session (DatcRelay *r)
   const char *argv[] = { r->agent_path, "relay", "--pidfile", r->pidfile, "--idle-timeout", idle,
                          "--port", port, r->listen ? "--listen" : NULL, r->listen, NULL };
   Session s = { .r = r, .in = g_byte_array_new (),
-                .conns = g_hash_table_new_full (NULL, NULL, NULL, conn_free) };
+                .conns = g_hash_table_new_full (NULL, NULL, NULL, datc_relay_conn_free) };
   gboolean carried = FALSE;
   s.stream = datc_site_open_stream (r->site, argv, &s.error);
   g_autofree gchar *hello = s.stream ? await_hello (&s) : NULL;

@@ -120,6 +120,27 @@ unknown:
   return -1;
 }
 
+DatcRelayConn *
+datc_relay_conn_new (guint32 id, int fd)
+{
+  DatcRelayConn *c = g_new0 (DatcRelayConn, 1);
+  c->id = id;
+  c->fd = fd;
+  c->out = g_byte_array_new ();
+  return c;
+}
+
+void
+datc_relay_conn_free (gpointer conn)
+{
+  DatcRelayConn *c = conn;
+  if (c == NULL)
+    return;
+  close (c->fd);
+  g_byte_array_unref (c->out);
+  g_free (c);
+}
+
 gboolean
 datc_relay_flush (int fd, GByteArray *out)
 {

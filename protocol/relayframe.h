@@ -67,6 +67,20 @@ gssize datc_relay_preamble (const guint8 *buf, gsize len, GError **error);
 
 const char *datc_relay_type_name (DatcRelayType type);
 
+/* One carried connection, at either end: its socket and the bytes
+ * waiting to be written to it. */
+typedef struct {
+  guint32 id;
+  int fd;
+  GByteArray *out;
+  gboolean closing;        /* the other end closed it: close once `out` is written */
+  gboolean connecting;     /* the master's end: its connect() is in progress */
+} DatcRelayConn;
+
+DatcRelayConn *datc_relay_conn_new (guint32 id, int fd);
+/* Closes its socket (a GDestroyNotify). */
+void datc_relay_conn_free (gpointer conn);
+
 /* Writes what `out` holds to the non-blocking `fd` until it would block;
  * what was written leaves `out`.  FALSE when the fd failed (the peer
  * gone: SIGPIPE must be ignored).  Both ends of a relay pump bytes so. */

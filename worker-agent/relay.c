@@ -39,15 +39,8 @@
 #define BIND_RETRY_MS 10000
 
 typedef struct {
-  guint32 id;
-  int fd;
-  GByteArray *out;          /* from the master, not yet written to the agent */
-  gboolean closing;         /* the master closed it: close once `out` is written */
-} Conn;
-
-typedef struct {
   int listen_fd, sig_fd;
-  GHashTable *conns;        /* id -> Conn* */
+  GHashTable *conns;        /* id -> DatcRelayConn* */
   guint32 next_id;
   GByteArray *in, *up;      /* from stdin not yet parsed; to stdout not yet written */
   gint64 last_master_us;
@@ -57,15 +50,6 @@ typedef struct {
   const char *ended;        /* why the loop ended, for stderr */
   int status;
 } Relay;
-
-static void
-conn_free (gpointer p)
-{
-  Conn *c = p;
-  close (c->fd);
-  g_byte_array_unref (c->out);
-  g_free (c);
-}
 
 static void
 frame (Relay *r, DatcRelayType type, guint32 conn, const void *payload, gsize len)
@@ -218,7 +202,7 @@ listen_on (const char *host, guint port, guint *bound_port, GError **error)
 /* ---- the loop ------------------------------------------------------------ */
 
 static void
-drop_conn (Relay *r, Conn *c, gboolean tell_master)
+drop_conn (Relay *r, DatcRelayConn *c, gboolean tell_master)
 {
   if (tell_master)
     frame (r, DATC_RELAY_CLOSE, c->id, NULL, 0);
@@ -226,7 +210,7 @@ drop_conn (Relay *r, Conn *c, gboolean tell_master)
 }
 
 static void
-flush_conn (Relay *r, Conn *c)
+flush_conn (Relay *r, DatcRelayConn *c)
 {
   if (!datc_relay_flush (c->fd, c->out))
     drop_conn (r, c, TRUE);
@@ -244,7 +228,7 @@ flush_up (Relay *r)
 static void
 on_frame (Relay *r, const DatcRelayFrame *f)
 {
-  Conn *c = f->conn ? g_hash_table_lookup (r->conns, GUINT_TO_POINTER (f->conn)) : NULL;
+  DatcRelayConn *c = f->conn ? g_hash_table_lookup (r->conns, GUINT_TO_POINTER (f->conn)) : NULL;
   switch (f->type)
     {
     case DATC_RELAY_DATA:
@@ -310,7 +294,7 @@ read_master (Relay *r)
 }
 
 static void
-read_agent (Relay *r, Conn *c)
+read_agent (Relay *r, DatcRelayConn *c)
 {
   guint8 buf[DATC_RELAY_PAYLOAD_MAX];
   ssize_t n = read (c->fd, buf, sizeof buf);
@@ -336,10 +320,7 @@ accept_agent (Relay *r)
     }
   int one = 1;
   setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  Conn *c = g_new0 (Conn, 1);
-  c->id = ++r->next_id;
-  c->fd = fd;
-  c->out = g_byte_array_new ();
+  DatcRelayConn *c = datc_relay_conn_new (++r->next_id, fd);
   g_hash_table_insert (r->conns, GUINT_TO_POINTER (c->id), c);
   r->carried++;
   frame (r, DATC_RELAY_OPEN, c->id, NULL, 0);
@@ -352,7 +333,7 @@ agents_backed_up (Relay *r)
   gpointer v;
   g_hash_table_iter_init (&it, r->conns);
   while (g_hash_table_iter_next (&it, NULL, &v))
-    if (((Conn *) v)->out->len > HIGH_WATER)
+    if (((DatcRelayConn *) v)->out->len > HIGH_WATER)
       return TRUE;
   return FALSE;
 }
@@ -379,7 +360,7 @@ loop (Relay *r)
       g_hash_table_iter_init (&it, r->conns);
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
-          Conn *c = v;
+          DatcRelayConn *c = v;
           struct pollfd p = { c->fd, (short) ((up_full || c->closing ? 0 : POLLIN)
                                               | (c->out->len > 0 ? POLLOUT : 0)), 0 };
           g_array_append_val (fds, p);
@@ -413,9 +394,9 @@ loop (Relay *r)
       /* Connections by id, not pointer: one may have gone meanwhile. */
       for (guint i = 0; i < polled->len; i++)
         {
-          guint32 id = ((Conn *) polled->pdata[i])->id;
+          guint32 id = ((DatcRelayConn *) polled->pdata[i])->id;
           short ev = p[4 + i].revents;
-          Conn *c = g_hash_table_lookup (r->conns, GUINT_TO_POINTER (id));
+          DatcRelayConn *c = g_hash_table_lookup (r->conns, GUINT_TO_POINTER (id));
           if (c == NULL || ev == 0)
             continue;
           if (ev & POLLOUT)
@@ -484,7 +465,7 @@ datc_relay_main (int argc, char **argv)
   Relay r = { .sig_fd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK),
               .idle_timeout_s = (guint) idle_timeout,
               .in = g_byte_array_new (), .up = g_byte_array_new (),
-              .conns = g_hash_table_new_full (NULL, NULL, NULL, conn_free) };
+              .conns = g_hash_table_new_full (NULL, NULL, NULL, datc_relay_conn_free) };
   r.listen_fd = listen_on (host, (guint) port, &bound, &error);
   g_autofree gchar *endpoint = r.listen_fd >= 0 ? endpoint_of (advertise, listen, bound) : NULL;
   if (r.listen_fd >= 0 && pidfile != NULL && !write_pidfile (pidfile, &error))
