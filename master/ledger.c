@@ -2042,6 +2042,12 @@ runtimes_prepare (const DatcLedger *l, RunTimes *rt)
     }
 }
 
+/* A task is not copied before it has run this long: a short task a
+ * little past every observed one is in flight (its elapsed counts from
+ * dispatch: the trip to its agent, a wait behind prefetched tasks), not
+ * straggling, and copying it would only start the same work twice. */
+#define REPLICA_MIN_ELAPSED_MS 1000u
+
 /* E[T - e | T > e] over the observed runs, in ms; G_MAXUINT64 when no
  * observed run lasted longer than e (a straggler: how much is left is
  * unknown, so a copy is worth it). */
@@ -2108,7 +2114,7 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
           if (c == 0 || rem < best_remaining)
             best_remaining = rem, best_elapsed = elapsed;
         }
-      if (best_remaining <= copy_ms)
+      if (best_remaining <= copy_ms || best_elapsed < REPLICA_MIN_ELAPSED_MS)
         continue;
       DatcReplicaCandidate cand = {
         .id = id, .attempt = t->attempt, .copies = n, .elapsed_ms = best_elapsed,

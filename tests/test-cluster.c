@@ -42,8 +42,10 @@ marked_tasks (TbDir *d, const char *marks, guint n, const char *secs)
 {
   g_autoptr (GString) t = g_string_new (NULL);
   for (guint i = 1; i <= n; i++)
-    g_string_append_printf (t, "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u; sleep %s\n", marks,
-                            i, secs);
+    /* Through a temporary file: a copy of the task (end-game
+     * replication) killed mid-way must not leave the mark empty. */
+    g_string_append_printf (t, "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u.$$ && mv %s/%u.$$ "
+                            "%s/%u; sleep %s\n", marks, i, marks, i, marks, i, secs);
   return tb_write (d, "t.txt", t->str);
 }
 
