@@ -2167,8 +2167,14 @@ datc_provisioner_tick (DatcProvisioner *p)
   gint64 now_real = g_get_real_time ();
   for (guint i = 0; i < p->sites->len; i++)
     {
-      observe (p, p->sites->pdata[i], now_real);
-      ((SiteState *) p->sites->pdata[i])->calls_short = FALSE; /* the plan says again */
+      SiteState *s = p->sites->pdata[i];
+      observe (p, s, now_real);
+      s->calls_short = FALSE; /* the plan says again */
+      /* A relay site's relay goes up at once, not at its first submit:
+       * the agents of an earlier master's proxies come back through it
+       * (a resumed campaign may submit nothing until they have). */
+      if (s->spec->relay != NULL)
+        (void) prepare_site (s);
     }
   switch (p->mode)
     {

@@ -24,7 +24,7 @@
 #define BACKOFF_MAX_MS 10000u
 
 struct DatcRelay {
-  gchar *site_name, *listen;
+  gchar *site_name, *listen, *port_file;
   DatcSite *site;
   struct sockaddr_storage target;
   socklen_t target_len;
@@ -302,6 +302,13 @@ await_hello (Session *s)
       g_free (hello);
       return NULL;
     }
+  if (s->r->port != (guint) port && s->r->port_file != NULL)
+    {
+      g_autofree gchar *text = g_strdup_printf ("%u\n", (guint) port);
+      g_autoptr (GError) error = NULL;
+      if (!g_file_set_contents (s->r->port_file, text, -1, &error))
+        g_warning ("site %s: relay: %s", s->r->site_name, error->message);
+    }
   s->r->port = (guint) port;
   return hello;
 }
@@ -554,6 +561,12 @@ datc_relay_new (const DatcRelayOptions *o, GError **error)
   r->site_name = g_strdup (o->site_name);
   r->site = o->site;
   r->listen = g_strdup (o->listen);
+  r->port_file = g_strdup (o->port_file);
+  g_autofree gchar *kept = NULL;
+  guint64 port;
+  if (r->port_file != NULL && g_file_get_contents (r->port_file, &kept, NULL, NULL)
+      && g_ascii_string_to_unsigned (g_strstrip (kept), 10, 1, 65535, &port, NULL))
+    r->port = (guint) port;
   r->ping_ms = o->ping_ms ? o->ping_ms : DEFAULT_PING_MS;
   r->lost_ms = o->lost_ms ? o->lost_ms : DEFAULT_LOST_MS;
   r->idle_timeout_s = o->idle_timeout_s ? o->idle_timeout_s : DEFAULT_IDLE_S;
@@ -642,6 +655,7 @@ datc_relay_free (DatcRelay *r)
   g_cond_clear (&r->changed);
   g_free (r->site_name);
   g_free (r->listen);
+  g_free (r->port_file);
   g_free (r->agent_path);
   g_free (r->pidfile);
   g_free (r);

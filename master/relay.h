@@ -34,6 +34,9 @@ typedef struct {
   guint ping_ms;           /* 0: 5000 */
   guint lost_ms;           /* 0: 15000 */
   guint idle_timeout_s;    /* the relay's own limit without a word from us; 0: 30 */
+  const char *port_file;   /* the relay's port, kept across masters: read here (a
+                            * resumed campaign's relay listens where its agents
+                            * knew it), written once the relay says; or NULL */
 } DatcRelayOptions;
 
 /* NULL with an error when target is not a tcp endpoint it can resolve. */

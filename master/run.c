@@ -291,8 +291,10 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
                                                                     : DATC_SITE_COMMAND_TIMEOUT_MS
                                                                           / 1000)
                                                   * 1000);
+          g_autofree gchar *port_file
+              = g_strdup_printf ("%s/relay-%s.port", datc_campaign_dir (campaign), c->name);
           DatcRelayOptions ro = { .site_name = c->name, .site = own, .target = dispatcher,
-                                  .listen = c->relay_address };
+                                  .listen = c->relay_address, .port_file = port_file };
           spec->relay = datc_relay_new (&ro, error);
           if (spec->relay == NULL)
             return NULL;

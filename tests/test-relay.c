@@ -178,6 +178,66 @@ test_relay_exits_with_its_master (void)
   g_assert_true (tb_await (file_gone, pidfile, 30));
 }
 
+/* A master killed with -9 takes its relay along; its agents (fork
+ * proxies: their own sessions) keep trying the relay's port.  The
+ * resumed master's relay listens on that same port (DIR/relay-r.port),
+ * so those agents come back through it and the campaign completes, every
+ * task once. */
+static void
+test_resumed_master_keeps_the_relay_port (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *sites = tb_write (d, "SITES.ini", relay_site);
+  g_autofree gchar *tasks = marked_tasks (d, 30, "1");
+  g_autofree gchar *dir = g_build_filename (d->path, "c.datc", NULL);
+  g_autofree gchar *results_path = g_build_filename (dir, "results.jsonl", NULL);
+  const char *argv[] = { tb_datc (), "run", tasks, "--sites", sites, "--dir", dir, NULL };
+  {
+    g_autoptr (TbProc) first = tb_spawn (d, "run1", argv);
+    g_assert_true (tb_await_lines (results_path, 4, 60));
+    tb_proc_signal (first, SIGKILL);
+    tb_wait (first, 30);
+  }
+  g_autoptr (GArray) survivors = tb_find_agents (" --proxy ");
+  g_autoptr (GPtrArray) before = tb_trace (dir);
+  g_autoptr (TbProc) second = tb_spawn (d, "run2", argv);
+  g_assert_cmpint (tb_wait (second, 120), ==, 0);
+
+  g_autoptr (GHashTable) results = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (results), ==, 30);
+  g_assert_cmpuint (tb_count_lines (results_path), ==, 30);
+  /* Both relays listened at the same endpoint... */
+  g_autoptr (GPtrArray) trace = tb_trace (dir);
+  g_autoptr (GPtrArray) endpoints = g_ptr_array_new ();
+  for (guint i = 0; i < trace->len; i++)
+    if (g_str_equal (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
+                     "relay_up"))
+      g_ptr_array_add (endpoints,
+                       (gpointer) json_object_get_string_member (trace->pdata[i], "endpoint"));
+  g_assert_cmpuint (endpoints->len, ==, 2);
+  g_assert_cmpstr (endpoints->pdata[0], ==, endpoints->pdata[1]);
+  /* ... and an agent of the first master's proxies came back through the
+   * second's relay. */
+  g_autoptr (GHashTable) first_proxies = g_hash_table_new (g_str_hash, g_str_equal);
+  for (guint i = 0; i < before->len; i++)
+    if (g_str_equal (json_object_get_string_member_with_default (before->pdata[i], "event", ""),
+                     "proxy_submitted"))
+      g_hash_table_add (first_proxies,
+                        (gpointer) json_object_get_string_member (before->pdata[i], "proxy"));
+  g_assert_cmpuint (g_hash_table_size (first_proxies), >, 0);
+  guint came_back = 0;
+  for (guint i = before->len; i < trace->len; i++)
+    {
+      JsonObject *o = trace->pdata[i];
+      came_back += g_str_equal (json_object_get_string_member_with_default (o, "event", ""),
+                                "agent_connected")
+                   && g_hash_table_contains (first_proxies,
+                                             json_object_get_string_member (o, "proxy"));
+    }
+  g_assert_cmpuint (came_back, >, 0);
+  (void) survivors;
+}
+
 /* ---- the relay program alone ----------------------------------------- */
 
 typedef struct {
@@ -296,6 +356,8 @@ main (int argc, char **argv)
   g_test_add_func ("/relay/campaign-goes-through-the-relay", test_campaign_goes_through_the_relay);
   g_test_add_func ("/relay/relay-killed-mid-campaign", test_relay_killed_mid_campaign);
   g_test_add_func ("/relay/relay-exits-with-its-master", test_relay_exits_with_its_master);
+  g_test_add_func ("/relay/resumed-master-keeps-the-relay-port",
+                   test_resumed_master_keeps_the_relay_port);
   g_test_add_func ("/relay/second-relay-takes-the-port-over",
                    test_second_relay_takes_the_port_over);
   g_test_add_func ("/relay/relay-refuses-garbage", test_relay_refuses_garbage);

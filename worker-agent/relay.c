@@ -138,7 +138,7 @@ remove_pidfile (const char *pidfile)
 
 /* A listening socket on host:port (host NULL: every address), retrying a
  * port still held (an older relay on its way out, TIME_WAIT) for up to
- * BIND_RETRY_MS.  Sets *bound_port. */
+ * BIND_RETRY_MS, then any free port.  Sets *bound_port. */
 static int
 listen_on (const char *host, guint port, guint *bound_port, GError **error)
 {
@@ -186,6 +186,16 @@ listen_on (const char *host, guint port, guint *bound_port, GError **error)
                                    ? ((struct sockaddr_in6 *) &ss)->sin6_port
                                    : ((struct sockaddr_in *) &ss)->sin_port);
           return fd;
+        }
+      if (err == EADDRINUSE && port != 0 && g_get_monotonic_time () > give_up)
+        {
+          /* Agents started before know only that port, but a relay on
+           * another one still serves every proxy submitted from now. */
+          g_printerr ("datc-agent relay: port %u stays taken; listening on another\n", port);
+          port = 0;
+          g_free (service);
+          service = g_strdup ("0");
+          continue;
         }
       if (err != EADDRINUSE || g_get_monotonic_time () > give_up)
         {
