@@ -65,6 +65,13 @@ test_an_agent_failing_is_failed(void)
 }
 
 /* A submit whose answer was lost can be found by the proxy's name. */
+/* A node excluded from a proxy request is not used (fast failures). */
+static void
+test_an_excluded_node_is_not_used(void)
+{
+  check_excluded_host_is_not_used(LSF, NULL);
+}
+
 static void
 test_lookup_finds_a_proxy_by_name(void)
 {
@@ -150,6 +157,8 @@ main(int argc, char **argv)
                   test_pending_behind_a_competitor_then_running);
   g_test_add_func("/site/lsf-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
   g_test_add_func("/site/lsf-real/an-agent-failing-is-failed", test_an_agent_failing_is_failed);
+  g_test_add_func("/site/lsf-real/an-excluded-node-is-not-used",
+                  test_an_excluded_node_is_not_used);
   g_test_add_func("/site/lsf-real/lookup-finds-a-proxy-by-name",
                   test_lookup_finds_a_proxy_by_name);
   g_test_add_func("/site/lsf-real/queue-query-finds-normal-and-not-nosuch",

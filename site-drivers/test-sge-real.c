@@ -123,6 +123,13 @@ test_cancel_a_running_proxy(void)
   check_cancel_a_running_proxy(SGE, "USR2", FALSE);
 }
 
+/* A node excluded from a proxy request is not used (fast failures). */
+static void
+test_an_excluded_node_is_not_used(void)
+{
+  check_excluded_host_is_not_used(SGE, NULL);
+}
+
 static void
 test_lookup_finds_a_proxy_by_name(void)
 {
@@ -187,6 +194,8 @@ main(int argc, char **argv)
   g_test_add_func("/site/sge-real/pending-behind-a-competitor-then-running",
                   test_pending_behind_a_competitor_then_running);
   g_test_add_func("/site/sge-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
+  g_test_add_func("/site/sge-real/an-excluded-node-is-not-used",
+                  test_an_excluded_node_is_not_used);
   g_test_add_func("/site/sge-real/lookup-finds-a-proxy-by-name", test_lookup_finds_a_proxy_by_name);
   g_test_add_func("/site/sge-real/array-pending-cancel-two-then-one-runs",
                   test_array_pending_cancel_two_then_one_runs);

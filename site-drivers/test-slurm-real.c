@@ -49,6 +49,13 @@ test_cancel_a_running_proxy(void)
 }
 
 /* A submit whose answer was lost can be found by the proxy's name. */
+/* A node excluded from a proxy request is not used (fast failures). */
+static void
+test_an_excluded_node_is_not_used(void)
+{
+  check_excluded_host_is_not_used(SLURM, "Requested node configuration is not available");
+}
+
 static void
 test_lookup_finds_a_proxy_by_name(void)
 {
@@ -108,6 +115,8 @@ main(int argc, char **argv)
   g_test_add_func("/site/slurm-real/pending-behind-a-competitor-then-running",
                   test_pending_behind_a_competitor_then_running);
   g_test_add_func("/site/slurm-real/cancel-a-running-proxy", test_cancel_a_running_proxy);
+  g_test_add_func("/site/slurm-real/an-excluded-node-is-not-used",
+                  test_an_excluded_node_is_not_used);
   g_test_add_func("/site/slurm-real/lookup-finds-a-proxy-by-name",
                   test_lookup_finds_a_proxy_by_name);
   g_test_add_func("/site/slurm-real/array-pending-cancel-two-then-one-runs",

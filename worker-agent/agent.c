@@ -927,6 +927,19 @@ kill_and_reap_all (DatcRunner *runner, GPtrArray *finished)
     }
 }
 
+/* A scheduler's node name as the agent may report it: a plain host name
+ * (letters, digits, '.', '-', '_'), at most 255 bytes. */
+static gboolean
+node_name_ok (const char *node)
+{
+  if (node == NULL || node[0] == '\0' || strlen (node) > 255)
+    return FALSE;
+  for (const char *c = node; *c; c++)
+    if (!g_ascii_isalnum (*c) && *c != '.' && *c != '-' && *c != '_')
+      return FALSE;
+  return TRUE;
+}
+
 int
 datc_agent_run (const DatcAgentOptions *o)
 {
@@ -943,7 +956,11 @@ datc_agent_run (const DatcAgentOptions *o)
   a.unacked = g_hash_table_new_full (datc_task_key_hash, datc_task_key_equal, NULL, unacked_free);
   a.outbox = g_ptr_array_new ();
   g_queue_init (&a.queue);
-  a.host = g_strdup (g_get_host_name ());
+  /* The node's name as its scheduler knows it where the job says so:
+   * Slurm's node names (what --exclude takes) may differ from the host
+   * name (a short name against a full one, NodeHostname). */
+  const char *node = g_getenv ("SLURMD_NODENAME");
+  a.host = g_strdup (node_name_ok (node) ? node : g_get_host_name ());
   a.agent_id = make_agent_id (a.host);
 
   a.sfd = signals_fd ();

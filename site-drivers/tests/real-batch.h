@@ -599,3 +599,50 @@ check_lookup_finds_a_proxy_by_name(const char *scheduler)
   touch(release);
   await_state(scheduler, id, DATC_PROXY_FINISHED, 30);
 }
+
+/* The node a first proxy ran on, as the agent reports it (Slurm's node
+ * name, else the host name), excluded from a second proxy on the bed's
+ * only node: the scheduler understands the exclusion and never starts
+ * that proxy there: it stays pending, or, where the scheduler refuses a
+ * request no node can meet, the submit fails with `refusal` (Slurm:
+ * "Requested node configuration is not available"; a name it did not
+ * know would have been "Invalid node name").  Not PBS, which cannot
+ * exclude a host. */
+G_GNUC_UNUSED static void
+check_excluded_host_is_not_used(const char *scheduler, const char *refusal)
+{
+  g_autofree gchar *host_file = work_file("host-p5");
+  g_autofree gchar *qhost = g_shell_quote(host_file);
+  g_autofree gchar *script = g_strdup_printf(
+      "echo \"${SLURMD_NODENAME:-$(hostname)}\" >%s.tmp && mv %s.tmp %s", qhost, qhost, qhost);
+  g_autofree gchar *agent = agent_sh(script);
+  g_autofree gchar *first = submit_proxy(scheduler, "datc-test-p5", 1, 0, agent);
+  g_autofree gchar *host = await_file(host_file, 60);
+  g_strstrip(host);
+  g_test_message("the node: %s", host);
+  await_state(scheduler, first, DATC_PROXY_FINISHED, 30);
+
+  const char *const exclude[] = { host, NULL };
+  DatcProxyRequest req = {
+    .name = "datc-test-p6", .slots = 1, .workdir = bed.work, .agent_command = agent,
+    .exclude_hosts = exclude,
+  };
+  g_autoptr(GError) error = NULL;
+  g_autofree gchar *id = NULL;
+  gboolean submitted = datc_site_submit(bed_site(scheduler), &req, "datc-test-p6.sh", &id, &error);
+  if (refusal != NULL)
+    {
+      g_assert_false(submitted);
+      g_assert_nonnull(error);
+      g_test_message("refused: %s", error->message);
+      g_assert_nonnull(strstr(error->message, refusal));
+      return;
+    }
+  g_assert_no_error(error);
+  g_assert_true(submitted);
+  assert_stays(scheduler, id, DATC_PROXY_PENDING, 5);
+  const char *ids[] = { id, NULL };
+  g_assert_true(datc_site_cancel(bed_site(scheduler), ids, &error));
+  g_assert_no_error(error);
+  await_state(scheduler, id, DATC_PROXY_FINISHED, 30);
+}
