@@ -876,8 +876,13 @@ note_node_outcome (DatcDispatcher *d, Agent *a, const DatcResult *res)
                     || res->status == DATC_STATUS_SPAWN_FAILED;
   if ((!ok && !failed) || a->retired)
     return;
+  gboolean fast = failed && res->finished_us - res->started_us < FAST_FAILURE_US;
+  /* Every result comes here: the usual one (no node counting failures,
+   * this one not a fast failure) changes nothing and builds no key. */
+  if (!fast && g_hash_table_size (d->fast_failures) == 0)
+    return;
   g_autofree gchar *key = g_strdup_printf ("%s\t%s", a->site, a->host);
-  if (ok || res->finished_us - res->started_us >= FAST_FAILURE_US)
+  if (!fast)
     {
       g_hash_table_remove (d->fast_failures, key);
       return;
