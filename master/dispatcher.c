@@ -100,6 +100,7 @@ struct DatcDispatcher {
   GPtrArray *finished;    /* reused */
   gchar *bye_reason;
   DatcTrace *trace;
+  const DatcClock *clock; /* NULL: the system's */
   GHashTable *site_done;  /* site -> tasks finished there (guint64 in a pointer) */
   GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
   gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
@@ -318,6 +319,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
 
   d->ledger = ledger;
   d->trace = o->trace;
+  d->clock = o->clock;
   d->heartbeat_ms = o->heartbeat_ms ? o->heartbeat_ms : 1000;
   d->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
   d->heartbeat_ms = MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u));
@@ -328,7 +330,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
    * wait, because some may be running on them already (TASKS leave before
    * their dispatch record is synced). */
   if (datc_ledger_awaited (ledger) > 0)
-    d->settle_until_us = g_get_monotonic_time () + 2 * (gint64) d->heartbeat_ms * 1000
+    d->settle_until_us = datc_clock_monotonic (d->clock) + 2 * (gint64) d->heartbeat_ms * 1000
                          + 500 * 1000;
   d->epoch = ((guint64) g_random_int () << 32) | g_random_int ();
   if (d->epoch == 0)
@@ -705,7 +707,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   a->slots = h->slots;
   a->walltime_end_us = h->walltime_end_us;
   if (a->connected_us == 0)
-    a->connected_us = g_get_real_time ();
+    a->connected_us = datc_clock_real (d->clock);
   a->partition = agent_partition (d, h->site);
   a->session = h->session;
   a->limit = a->sent = 0;
@@ -770,7 +772,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
    * retired saying HELLO again: it gets no work. */
   if (a->retired || host_excluded (d, a->site, a->host))
     retire_agent (d, a, "its host is excluded: tasks failed fast there");
-  a->last_heartbeat_us = a->last_seen_us = g_get_monotonic_time ();
+  a->last_heartbeat_us = a->last_seen_us = datc_clock_monotonic (d->clock);
   g_debug ("agent %s (site %s, proxy %s, host %s, %u slots) said HELLO, session %u, holding %u",
            a->agent_id, a->site, a->proxy, a->host, a->slots, a->session, h->held->len);
 }
@@ -1014,7 +1016,7 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, con
       refuse_peer (d, rid, a->agent_id, a->site, a->proxy, user, why);
       return TRUE;
     }
-  a->last_seen_us = g_get_monotonic_time ();
+  a->last_seen_us = datc_clock_monotonic (d->clock);
   switch (m->type)
     {
     case DATC_MSG_CREDIT:
@@ -1108,7 +1110,7 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
 void
 datc_dispatcher_tick (DatcDispatcher *d)
 {
-  gint64 now = g_get_monotonic_time ();
+  gint64 now = datc_clock_monotonic (d->clock);
   GHashTableIter it;
   gpointer v;
   g_autoptr (GPtrArray) lost = g_ptr_array_new ();
@@ -1135,7 +1137,7 @@ datc_dispatcher_tick (DatcDispatcher *d)
                  a->site, a->proxy, d->timeout_ms);
       agent_forget (d, a, TRUE);
     }
-  guint64 n = datc_ledger_expire_orphans (d->ledger, g_get_real_time ());
+  guint64 n = datc_ledger_expire_orphans (d->ledger, datc_clock_real (d->clock));
   if (n > 0)
     g_message ("%" G_GUINT64_FORMAT " task%s back in the queue: their agents did not return "
                "after the master restarted", n, n == 1 ? "" : "s");
@@ -1147,7 +1149,7 @@ datc_dispatcher_next_timeout_ms (DatcDispatcher *d)
   if (d->pending_since_us != 0)
     {
       gint64 due = d->pending_since_us + DATC_DISPATCHER_SYNC_DELAY_MS * 1000
-                   - g_get_monotonic_time ();
+                   - datc_clock_monotonic (d->clock);
       return due > 0 ? (int) ((due + 999) / 1000) : 0;
     }
   return (int) MIN (d->heartbeat_ms, 1000u);
@@ -1280,8 +1282,8 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
 {
   GHashTableIter it;
   gpointer v;
-  gint64 now_real = g_get_real_time ();
-  gint64 now = g_get_monotonic_time ();
+  gint64 now_real = datc_clock_real (d->clock);
+  gint64 now = datc_clock_monotonic (d->clock);
 
   if (synced != NULL)
     *synced = FALSE;
@@ -1411,7 +1413,7 @@ replicate_end_game (DatcDispatcher *d)
   datc_ledger_counts (d->ledger, &c);
   if (c.queued > 0 || c.running == 0)
     return;
-  gint64 now = g_get_monotonic_time (), now_real = g_get_real_time ();
+  gint64 now = datc_clock_monotonic (d->clock), now_real = datc_clock_real (d->clock);
   g_autoptr (GPtrArray) idle = g_ptr_array_new ();
   GHashTableIter it;
   gpointer v;
@@ -1622,7 +1624,7 @@ datc_dispatcher_prefetched (DatcDispatcher *d)
 void
 datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
 {
-  gint64 now = g_get_monotonic_time ();
+  gint64 now = datc_clock_monotonic (d->clock);
   GHashTableIter it;
   gpointer v;
   json_builder_set_member_name (b, "agents");

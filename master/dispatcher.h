@@ -16,6 +16,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
+#include "clock.h"
 #include "ledger.h"
 #include "trace.h"
 
@@ -53,6 +54,7 @@ typedef struct {
   DatcTrace *trace;              /* agent events (transfer none), or NULL */
   guint max_replicas;            /* live copies per task at the end game (0: the default,
                                   * DATC_DISPATCHER_MAX_REPLICAS; 1: no replication) */
+  const DatcClock *clock;        /* (transfer none) NULL: the system's; a unit test's fake */
 } DatcDispatcherOptions;
 
 #define DATC_DISPATCHER_MAX_REPLICAS 2

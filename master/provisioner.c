@@ -88,6 +88,7 @@ typedef enum {
 
 typedef struct {
   DatcSiteSpec *spec;
+  const DatcSiteCalls *site_calls; /* the provisioner's, read by its worker too */
   guint index;             /* its place in the sites file: the partition in static mode */
   GPtrArray *proxies;      /* Proxy*, not seen ended (and those being submitted) */
   DatcSiteWorker *worker;  /* runs every command of the site */
@@ -161,7 +162,59 @@ struct DatcProvisioner {
   gboolean keep_site_files;
   guint give_up_s;         /* 0: never */
   gint64 stuck_since_us;   /* since when no site can run the campaign; 0: one can */
+  const DatcClock *clock;  /* NULL: the system's */
+  const DatcSiteCalls *site_calls;
+  GQueue *done_here;       /* a fake's site calls (a unit test): DoneHere* of jobs run at
+                            * once, taken at the next collect; NULL: the workers run them */
 };
+
+/* driver.h's: what every site runs but a unit test's. */
+static const DatcSiteCalls driver_calls = {
+  .submit = datc_site_submit,
+  .submit_array = datc_site_submit_array,
+  .lookup = datc_site_lookup,
+  .lookup_array = datc_site_lookup_array,
+  .poll_reasons = datc_site_poll_reasons,
+  .cancel = datc_site_cancel,
+  .run = datc_site_run,
+};
+
+/* The time by the options' clock: every decision is taken by it. */
+static gint64
+clock_mono (const DatcProvisioner *p)
+{
+  return datc_clock_monotonic (p->clock);
+}
+
+static gint64
+clock_real (const DatcProvisioner *p)
+{
+  return datc_clock_real (p->clock);
+}
+
+/* A job run here rather than on a worker: its outcome waits for the next
+ * collect, as a worker's would. */
+typedef struct {
+  DatcSiteJobDone done;
+  gpointer data;
+} DoneHere;
+
+/* Hands a job to the site's worker.  A unit test's fake site calls answer
+ * at once: its jobs run here and now (no thread to wait for), and come
+ * back at the next collect like a worker's. */
+static void
+post (DatcProvisioner *p, SiteState *s, DatcSiteJobRun run, DatcSiteJobDone done, gpointer data)
+{
+  if (p->done_here == NULL)
+    {
+      datc_site_worker_post (s->worker, run, done, data);
+      return;
+    }
+  run (s->spec->site, data);
+  DoneHere *d = g_new (DoneHere, 1);
+  *d = (DoneHere) { done, data };
+  g_queue_push_tail (p->done_here, d);
+}
 
 /* ---- modes ---------------------------------------------------------- */
 
@@ -405,11 +458,16 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
   p->keep_site_files = o->keep_site_files;
   p->give_up_s = o->give_up_s;
+  p->clock = o->clock;
+  p->site_calls = o->site_calls != NULL ? o->site_calls : &driver_calls;
+  if (o->site_calls != NULL)
+    p->done_here = g_queue_new ();
 
   for (guint i = 0; i < specs->len; i++)
     {
       SiteState *s = g_new0 (SiteState, 1);
       s->spec = specs->pdata[i];
+      s->site_calls = p->site_calls;
       s->index = i;
       /* Direct mode gets the slots of the same sites file as pull, one job
        * per slot, so that one file compares the modes on equal terms. */
@@ -459,6 +517,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
 }
 
 static void wait_for_sites (DatcProvisioner *p, gint64 wait_us, gint64 deadline);
+static guint collect (DatcProvisioner *p);
 
 /* Some site's worker is in a command. */
 static gboolean
@@ -481,6 +540,8 @@ datc_provisioner_free (DatcProvisioner *p)
   gint64 deadline = g_get_monotonic_time () + 200 * 1000;
   while (workers_busy (p) && g_get_monotonic_time () < deadline)
     wait_for_sites (p, 50 * 1000, deadline);
+  while (p->done_here != NULL && !g_queue_is_empty (p->done_here))
+    collect (p);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
@@ -489,6 +550,8 @@ datc_provisioner_free (DatcProvisioner *p)
         s->worker = NULL;
     }
   g_ptr_array_unref (p->sites);
+  if (p->done_here != NULL)
+    g_queue_free (p->done_here);
   g_array_unref (p->loads);
   g_clear_pointer (&p->serve_items, g_array_unref);
   g_free (p->endpoint);
@@ -636,7 +699,7 @@ prune_calls (SiteState *s, gint64 now)
 static gboolean
 take_calls (DatcProvisioner *p, SiteState *s, guint n, guint reserve, const char *kind)
 {
-  gint64 now = g_get_monotonic_time ();
+  gint64 now = clock_mono (p);
   prune_calls (s, now);
   if (s->calls_per_minute > 0 && s->calls->len + n + reserve > s->calls_per_minute)
     return FALSE;
@@ -650,9 +713,9 @@ take_calls (DatcProvisioner *p, SiteState *s, guint n, guint reserve, const char
 
 /* Calls taken in the last minute. */
 static guint
-calls_last_minute (SiteState *s)
+calls_last_minute (DatcProvisioner *p, SiteState *s)
 {
-  prune_calls (s, g_get_monotonic_time ());
+  prune_calls (s, clock_mono (p));
   return s->calls->len;
 }
 
@@ -684,11 +747,11 @@ typedef struct {
  * Only an absolute path is looked for: a bare name may be on the PATH of
  * a batch job (a module loaded there) and not on that of a login shell. */
 static gboolean
-agent_is_there (DatcSite *site, const char *path, GError **error)
+agent_is_there (const DatcSiteCalls *calls, DatcSite *site, const char *path, GError **error)
 {
   const char *argv[] = { "/bin/sh", "-c", "test -x \"$1\"", "datc-agent-check", path, NULL };
   DatcCommandResult res = { 0 };
-  gboolean ran = datc_site_run (site, argv, &res, error);
+  gboolean ran = calls->run (site, argv, &res, error);
   gboolean there = ran && res.exit_status == 0;
   datc_command_result_clear (&res);
   if (ran && !there)
@@ -727,7 +790,8 @@ prepare_run (DatcSite *site, gpointer data)
       g_free (j->workdir);
       j->workdir = g_strdup (j->resolved);
     }
-  if (j->check_agent != NULL && !agent_is_there (site, j->check_agent, &j->error))
+  if (j->check_agent != NULL
+      && !agent_is_there (j->s->site_calls, site, j->check_agent, &j->error))
     return;
   if (j->upload_from != NULL
       && !datc_site_upload_agent (site, j->upload_from, j->workdir, &j->agent_path, &j->error))
@@ -743,7 +807,7 @@ static void
 submit_failed (DatcProvisioner *p, SiteState *s, const GError *error)
 {
   s->failures++;
-  s->next_submit_us = g_get_monotonic_time () + backoff_us (s->failures);
+  s->next_submit_us = clock_mono (p) + backoff_us (s->failures);
   g_warning ("site %s: could not submit a proxy (%u in a row): %s", s->spec->name, s->failures,
              error->message);
   if (!no_answer (p, s, error))
@@ -803,7 +867,7 @@ prepare_done (gpointer owner, gpointer data)
 /* FALSE while the site is not ready for a submit (the preparing job is
  * out, or was just posted). */
 static gboolean
-prepare_site (SiteState *s)
+prepare_site (DatcProvisioner *p, SiteState *s)
 {
   if (s->prepared)
     return TRUE;
@@ -834,7 +898,7 @@ prepare_site (SiteState *s)
       j->relay_agent = g_strdup (sp->agent_path);
     }
   s->preparing = TRUE;
-  datc_site_worker_post (s->worker, prepare_run, prepare_done, j);
+  post (p, s, prepare_run, prepare_done, j);
   return FALSE;
 }
 
@@ -869,11 +933,11 @@ submit_run (DatcSite *site, gpointer data)
   datc_site_set_command_timeout (site, j->command_ms);
   if (j->k > 1)
     {
-      datc_site_submit_array (site, &req, j->k, j->script, &j->job_ids, &j->error);
+      j->s->site_calls->submit_array (site, &req, j->k, j->script, &j->job_ids, &j->error);
       return;
     }
   gchar *id = NULL;
-  if (datc_site_submit (site, &req, j->script, &id, &j->error))
+  if (j->s->site_calls->submit (site, &req, j->script, &id, &j->error))
     {
       j->job_ids = g_new0 (gchar *, 2);
       j->job_ids[0] = id;
@@ -965,7 +1029,7 @@ submit_done (gpointer owner, gpointer data)
 static gboolean
 submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint64 *tasks)
 {
-  if (!prepare_site (s))
+  if (!prepare_site (p, s))
     return FALSE;
   /* The submit, and the lookup that checks one lost in transit. */
   if (!take_calls (p, s, 2, BUDGET_RESERVE, "submit"))
@@ -998,7 +1062,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
       x->id = k > 1 ? g_strdup_printf ("%s-%u", id, i + 1) : g_strdup (id);
       x->state = DATC_PROXY_PENDING;
       x->slots = slots;
-      x->submitted_us = g_get_real_time ();
+      x->submitted_us = clock_real (p);
       x->task = tasks != NULL ? tasks[i] : 0;
       x->submission = g_strdup (id);
       g_ptr_array_add (s->proxies, x);
@@ -1024,7 +1088,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
     }
   s->n_submit++;
   s->submitting++;
-  datc_site_worker_post (s->worker, submit_run, submit_done, j);
+  post (p, s, submit_run, submit_done, j);
   return TRUE;
 }
 
@@ -1124,7 +1188,7 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
     {
       s->early_deaths++;
       s->early_deaths_total++;
-      s->next_submit_us = g_get_monotonic_time () + backoff_us (s->early_deaths);
+      s->next_submit_us = clock_mono (p) + backoff_us (s->early_deaths);
       g_autofree gchar *why = g_strdup_printf (
           "proxy %s (job %s) ended before its agent connected (%u in a row; its log is in %s "
           "on the site)", x->id, x->job_id, s->early_deaths, s->spec->workdir);
@@ -1153,7 +1217,8 @@ poll_run (DatcSite *site, gpointer data)
 {
   PollJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
-  datc_site_poll_reasons (site, (const char *const *) j->ids, j->states, j->reasons, &j->error);
+  j->s->site_calls->poll_reasons (site, (const char *const *) j->ids, j->states, j->reasons,
+                                   &j->error);
 }
 
 static Proxy *
@@ -1181,7 +1246,7 @@ poll_done (gpointer owner, gpointer data)
   if (j->error != NULL)
     {
       s->poll_failures++;
-      s->next_poll_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (s->poll_failures));
+      s->next_poll_us = clock_mono (p) + MAX (s->poll_us, backoff_us (s->poll_failures));
       g_warning ("site %s: could not poll proxies (%u in a row): %s", s->spec->name,
                  s->poll_failures, j->error->message);
       if (!no_answer (p, s, j->error))
@@ -1206,9 +1271,9 @@ poll_done (gpointer owner, gpointer data)
           g_free (x->reason);
           x->reason = x->queued ? g_steal_pointer (&j->reasons[k]) : NULL;
           if (x->state == DATC_PROXY_RUNNING)
-            trace_started (p, s, x, "scheduler", g_get_real_time ());
+            trace_started (p, s, x, "scheduler", clock_real (p));
           if (x->state == DATC_PROXY_RUNNING && x->running_since_us == 0)
-            x->running_since_us = g_get_monotonic_time ();
+            x->running_since_us = clock_mono (p);
           if (!x->connected)
             x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
           if (x->state == DATC_PROXY_FINISHED || x->state == DATC_PROXY_FAILED)
@@ -1252,7 +1317,7 @@ poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
   j->ids = (GStrv) g_ptr_array_steal (ids, NULL);
   s->n_poll++;
   s->polling = TRUE;
-  datc_site_worker_post (s->worker, poll_run, poll_done, j);
+  post (p, s, poll_run, poll_done, j);
   return TRUE;
 }
 
@@ -1275,11 +1340,11 @@ lookup_run (DatcSite *site, gpointer data)
   datc_site_set_command_timeout (site, j->command_ms);
   if (j->k > 1)
     {
-      datc_site_lookup_array (site, name, j->k, &j->job_ids, &j->error);
+      j->s->site_calls->lookup_array (site, name, j->k, &j->job_ids, &j->error);
       return;
     }
   gchar *id = NULL;
-  if (datc_site_lookup (site, name, &id, &j->error) && id != NULL)
+  if (j->s->site_calls->lookup (site, name, &id, &j->error) && id != NULL)
     {
       j->job_ids = g_new0 (gchar *, 2);
       j->job_ids[0] = id;
@@ -1295,7 +1360,7 @@ lookup_done (gpointer owner, gpointer data)
   s->looking_up = FALSE;
   if (j->error != NULL)
     {
-      s->next_lookup_us = g_get_monotonic_time () + MAX (s->poll_us, backoff_us (++s->poll_failures));
+      s->next_lookup_us = clock_mono (p) + MAX (s->poll_us, backoff_us (++s->poll_failures));
       g_warning ("site %s: could not look up submit %s of an earlier run: %s", s->spec->name,
                  j->id, j->error->message);
       site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
@@ -1340,7 +1405,7 @@ lookup_done (gpointer owner, gpointer data)
 static void
 lookup_submits (DatcProvisioner *p, SiteState *s, guint reserve)
 {
-  if (s->lookups->len == 0 || s->looking_up || g_get_monotonic_time () < s->next_lookup_us)
+  if (s->lookups->len == 0 || s->looking_up || clock_mono (p) < s->next_lookup_us)
     return;
   g_auto (GStrv) f = g_strsplit (s->lookups->pdata[0], "\t", 2);
   guint64 k = 0;
@@ -1360,7 +1425,7 @@ lookup_submits (DatcProvisioner *p, SiteState *s, guint reserve)
   j->k = (guint) k;
   s->n_lookup++;
   s->looking_up = TRUE;
-  datc_site_worker_post (s->worker, lookup_run, lookup_done, j);
+  post (p, s, lookup_run, lookup_done, j);
 }
 
 /* ---- cancel --------------------------------------------------------- */
@@ -1378,7 +1443,7 @@ cancel_run (DatcSite *site, gpointer data)
 {
   CancelJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
-  datc_site_cancel (site, (const char *const *) j->ids, &j->error);
+  j->s->site_calls->cancel (site, (const char *const *) j->ids, &j->error);
 }
 
 static void
@@ -1391,7 +1456,7 @@ cancel_done (gpointer owner, gpointer data)
   if (j->error != NULL)
     {
       s->cancel_failures++;
-      s->next_cancel_us = g_get_monotonic_time () + backoff_us (s->cancel_failures);
+      s->next_cancel_us = clock_mono (p) + backoff_us (s->cancel_failures);
       g_warning ("site %s: could not cancel proxies (%u in a row): %s", s->spec->name,
                  s->cancel_failures, j->error->message);
       no_answer (p, s, j->error);
@@ -1413,7 +1478,7 @@ cancel_done (gpointer owner, gpointer data)
                             's', x->id, "job", 's', x->job_id, "reason", 's', j->why, NULL);
         }
       /* See them end soon. */
-      s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC);
+      s->next_poll_us = MIN (s->next_poll_us, clock_mono (p) + G_USEC_PER_SEC);
     }
   g_clear_error (&j->error);
   g_strfreev (j->ids);
@@ -1454,7 +1519,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
   j->why = g_strdup (why);
   s->n_cancel++;
   s->cancelling = TRUE;
-  datc_site_worker_post (s->worker, cancel_run, cancel_done, j);
+  post (p, s, cancel_run, cancel_done, j);
   return TRUE;
 }
 
@@ -1464,7 +1529,7 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
 static void
 cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve)
 {
-  if (g_get_monotonic_time () < s->next_cancel_us)
+  if (clock_mono (p) < s->next_cancel_us)
     return;
   g_autoptr (GPtrArray) which = g_ptr_array_new ();
   for (guint i = 0; i < s->proxies->len; i++)
@@ -1500,7 +1565,8 @@ log_run (DatcSite *site, gpointer data)
   const char *argv[] = { "tail", "-c", bytes, "--", j->log, NULL };
   DatcCommandResult res = { 0 };
   datc_site_set_command_timeout (site, j->command_ms);
-  if (datc_site_run (site, argv, &res, &j->error) && res.exit_status == 0 && res.out != NULL)
+  if (j->s->site_calls->run (site, argv, &res, &j->error) && res.exit_status == 0
+      && res.out != NULL)
     j->tail = g_strndup (g_bytes_get_data (res.out, NULL),
                          MIN (g_bytes_get_size (res.out), (gsize) LOG_TAIL_BYTES));
   datc_command_result_clear (&res);
@@ -1623,7 +1689,7 @@ check_reach (DatcProvisioner *p, SiteState *s, gint64 now)
       s->n_log++;
       s->reading_log = TRUE;
       s->next_log_us = now + LOG_READ_SPACING_US;
-      datc_site_worker_post (s->worker, log_run, log_done, j);
+      post (p, s, log_run, log_done, j);
       return;
     }
 }
@@ -1718,7 +1784,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
         }
       if (l == NULL && x->online)
         /* Its agent left: the job is about to end; see it end soon. */
-        s->next_poll_us = MIN (s->next_poll_us, g_get_monotonic_time () + G_USEC_PER_SEC / 2);
+        s->next_poll_us = MIN (s->next_poll_us, clock_mono (p) + G_USEC_PER_SEC / 2);
       x->online = l != NULL;
       x->connected = x->connected || x->online;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
@@ -1900,7 +1966,7 @@ migration_target (DatcProvisioner *p, SiteState *from, double waited, gint64 now
 static void
 migrate (DatcProvisioner *p, gint64 now)
 {
-  gint64 now_real = g_get_real_time ();
+  gint64 now_real = clock_real (p);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
@@ -2075,6 +2141,13 @@ collect (DatcProvisioner *p)
   guint n = 0;
   for (guint i = 0; i < p->sites->len; i++)
     n += datc_site_worker_collect (((SiteState *) p->sites->pdata[i])->worker, p);
+  /* Those run here; not the ones their outcomes post in turn. */
+  for (guint k = p->done_here != NULL ? g_queue_get_length (p->done_here) : 0; k > 0; k--, n++)
+    {
+      DoneHere *d = g_queue_pop_head (p->done_here);
+      d->done (p, d->data);
+      g_free (d);
+    }
   if (n > 0)
     p->next_plan_us = 0;
   return n;
@@ -2136,11 +2209,11 @@ void
 datc_provisioner_tick (DatcProvisioner *p)
 {
   collect (p);
-  gint64 now = g_get_monotonic_time ();
+  gint64 now = clock_mono (p);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
-      check_hung (p, s, now);
+      check_hung (p, s, g_get_monotonic_time ()); /* the worker's own clock */
       check_reach (p, s, now);
       lookup_submits (p, s, BUDGET_RESERVE);
       if (now >= s->next_poll_us)
@@ -2164,7 +2237,7 @@ datc_provisioner_tick (DatcProvisioner *p)
   p->plan_due = FALSE;
   p->next_plan_us = now + DATC_PROVISIONER_PERIOD_MS * 1000;
 
-  gint64 now_real = g_get_real_time ();
+  gint64 now_real = clock_real (p);
   for (guint i = 0; i < p->sites->len; i++)
     {
       SiteState *s = p->sites->pdata[i];
@@ -2174,7 +2247,7 @@ datc_provisioner_tick (DatcProvisioner *p)
        * the agents of an earlier master's proxies come back through it
        * (a resumed campaign may submit nothing until they have). */
       if (s->spec->relay != NULL)
-        (void) prepare_site (s);
+        (void) prepare_site (p, s);
     }
   switch (p->mode)
     {
@@ -2187,7 +2260,7 @@ datc_provisioner_tick (DatcProvisioner *p)
 int
 datc_provisioner_next_timeout_ms (DatcProvisioner *p)
 {
-  gint64 now = g_get_monotonic_time (), next = G_MAXINT64;
+  gint64 now = clock_mono (p), next = G_MAXINT64;
   if (p->plan_due)
     next = p->next_plan_us;
   for (guint i = 0; i < p->sites->len; i++)
@@ -2239,7 +2312,7 @@ key_run (DatcSite *site, gpointer data)
   const char *argv[] = { "rm", "-f", "--", j->key_file, NULL };
   DatcCommandResult res = { 0 };
   datc_site_set_command_timeout (site, j->command_ms);
-  if (datc_site_run (site, argv, &res, &j->error) && res.exit_status != 0)
+  if (j->s->site_calls->run (site, argv, &res, &j->error) && res.exit_status != 0)
     j->said = res.err != NULL && g_bytes_get_size (res.err) > 0
                   ? g_strstrip (g_strndup (g_bytes_get_data (res.err, NULL),
                                            g_bytes_get_size (res.err)))
@@ -2309,7 +2382,7 @@ remove_spent (DatcProvisioner *p, SiteState *s)
   g_ptr_array_add (s->spent, NULL);
   j->names = (GStrv) g_ptr_array_steal (s->spent, NULL);
   p->removals_out++;
-  datc_site_worker_post (s->worker, remove_run, remove_done, j);
+  post (p, s, remove_run, remove_done, j);
 }
 
 /* No command may outlast the shutdown's deadline by more than its own
@@ -2405,7 +2478,7 @@ remove_keys (DatcProvisioner *p, gint64 deadline)
       j->command_ms = s->command_ms;
       j->key_file = g_strdup (sp->key_file);
       p->keys_out++;
-      datc_site_worker_post (s->worker, key_run, key_done, j);
+      post (p, s, key_run, key_done, j);
     }
   /* Behind a command that hangs a removal never comes: said below. */
   while ((p->keys_out > 0 || p->removals_out > 0) && g_get_monotonic_time () < deadline)
@@ -2518,7 +2591,7 @@ datc_provisioner_cannot_run (DatcProvisioner *p, gchar **why)
                    && datc_dispatcher_agents (p->disp) == 0;
   for (guint i = 0; i < p->sites->len && stuck; i++)
     stuck = ((SiteState *) p->sites->pdata[i])->health != HEALTH_OK;
-  gint64 now = g_get_monotonic_time ();
+  gint64 now = clock_mono (p);
   if (!stuck)
     {
       p->stuck_since_us = 0;
@@ -2704,7 +2777,7 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
     json_builder_add_int_value (b, s->calls_per_minute);
   else
     json_builder_add_null_value (b);
-  member_int (b, "calls_last_minute", calls_last_minute (s));
+  member_int (b, "calls_last_minute", calls_last_minute (p, s));
   /* The plan wants a proxy here and waits for the budget. */
   json_builder_set_member_name (b, "waiting_for_calls");
   json_builder_add_boolean_value (b, s->calls_short);

@@ -15,6 +15,7 @@
 
 #include <glib.h>
 #include <zmq.h>
+#include "clock.h"
 #include "dispatcher.h"
 #include "driver.h"
 #include "relay.h"
@@ -80,6 +81,24 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSiteSpec, datc_site_spec_free)
 
 typedef struct DatcProvisioner DatcProvisioner;
 
+/* The commands the provisioner has a site run (each on the site's worker
+ * thread), as driver.h declares them: the seam where a unit test
+ * (test-provisioner.c) answers submits, polls and cancels itself. */
+typedef struct {
+  gboolean (*submit) (DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                      gchar **job_id, GError **error);
+  gboolean (*submit_array) (DatcSite *site, const DatcProxyRequest *req, guint k,
+                            const char *script_name, GStrv *element_ids, GError **error);
+  gboolean (*lookup) (DatcSite *site, const char *job_name, gchar **job_id, GError **error);
+  gboolean (*lookup_array) (DatcSite *site, const char *job_name, guint k, GStrv *element_ids,
+                            GError **error);
+  gboolean (*poll_reasons) (DatcSite *site, const char *const *ids, DatcProxyState *states,
+                            gchar **reasons, GError **error);
+  gboolean (*cancel) (DatcSite *site, const char *const *ids, GError **error);
+  gboolean (*run) (DatcSite *site, const char *const *argv, DatcCommandResult *res,
+                   GError **error);
+} DatcSiteCalls;
+
 typedef struct {
   const char *endpoint;        /* where agents connect */
   const char *server_public;   /* or NULL for ipc */
@@ -91,6 +110,11 @@ typedef struct {
   gboolean keep_site_files;    /* leave every proxy script and log on the sites */
   DatcWaitCache *waits;        /* queue waits of earlier campaigns, kept up to date
                                 * (transfer none), or NULL */
+  const DatcClock *clock;      /* (transfer none) NULL: the system's; a unit test's fake */
+  /* (transfer none) NULL: driver.h's.  A unit test's fake, which answers at
+   * once: each command then runs on the caller's thread when it is posted,
+   * and its outcome is taken at the next tick, as a worker's would be. */
+  const DatcSiteCalls *site_calls;
 } DatcProvisionerOptions;
 
 /* Takes ownership of the specs (DatcSiteSpec*).  Sets the mode up in the
