@@ -2128,6 +2128,49 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
            sizeof (DatcReplicaCandidate), candidate_later_first);
 }
 
+guint64
+datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real)
+{
+  gboolean observed = l->runtimes_n >= RUNTIME_MIN_SAMPLES;
+  RunTimes rt;
+  if (observed)
+    runtimes_prepare (l, &rt);
+  guint32 now = ms32 (now_real);
+  guint64 n = 0;
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->running);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      guint64 id = GPOINTER_TO_SIZE (k);
+      TaskSlot *t = slot (l, id);
+      guint64 est = expected_ms (l, datc_bag_get (l->bag, id), FALSE);
+      if (t->orphan || est == 0)
+        continue; /* nothing known of how long it takes */
+      GArray *copies = copies_of (l, id, t);
+      guint n_copies = copies != NULL ? copies->len : 1;
+      for (guint c = 0; c < n_copies; c++)
+        {
+          guint32 agent = copies != NULL ? g_array_index (copies, Copy, c).agent : t->agent;
+          guint32 since = copies != NULL ? g_array_index (copies, Copy, c).since_ms
+                                         : GPOINTER_TO_UINT (v);
+          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+          if (a == NULL || a->gone || a->walltime_end_us <= 0 || g_strcmp0 (a->site, site) != 0)
+            continue;
+          /* Before its estimate, what is left of it; past it, E[T - e | T
+           * > e] over the observed runs, unknown (a straggler, or a task
+           * past its own est_runtime with nothing observed) counting as
+           * longer than any walltime. */
+          guint64 elapsed = (guint32) (now - since);
+          guint64 left = elapsed < est ? est - elapsed
+                                       : observed ? remaining_ms (&rt, elapsed) : G_MAXUINT64;
+          if (left >= (guint64) (a->walltime_end_us - MIN (now_real, a->walltime_end_us)) / 1000u)
+            n++;
+        }
+    }
+  return n;
+}
+
 guint
 datc_ledger_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
                        GByteArray *frame)

@@ -217,6 +217,16 @@ typedef struct {
  * the running tasks, never by the bag. */
 void datc_ledger_replica_candidates (DatcLedger *ledger, guint max_copies, gint64 now_real,
                                      GArray *out);
+/* Attempts running on agents of `site` that are expected to end after
+ * their agent's walltime end (as its HELLO said; agents without one do
+ * not count): each from its dispatch, its est_runtime, else the observed
+ * 90th percentile (datc_ledger_runtime_estimate_ms), and once it has run
+ * past that, E[T - elapsed | T > elapsed] over the observed runs (none
+ * observed that long, or none observed at all: longer than any
+ * walltime).  A task with no estimate at all is not counted.  Such a task
+ * comes back to the queue at that walltime and waits for a slot.
+ * Bounded by the running tasks, never by the bag. */
+guint64 datc_ledger_walltime_outliving (DatcLedger *ledger, const char *site, gint64 now_real);
 /* Starts one more copy of running task `id` on `agent` (which must not run
  * one already) as the next attempt: journaled, and encoded as a TASKS frame
  * into `frame`.  Returns 1, or 0 when it is not running. */

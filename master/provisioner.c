@@ -131,6 +131,8 @@ typedef struct {
   /* Filled by observe() for the plan. */
   guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
   guint64 running_expiring;/* tasks running on agents near their walltime */
+  guint64 outliving;       /* tasks on its agents expected to run past their agent's walltime
+                            * end (datc_ledger_walltime_outliving) */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
   guint alive;             /* proxies counted against max_jobs */
   guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
@@ -1525,9 +1527,10 @@ cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *
 
 /* Proxies whose agent has not connected (queued, or starting): the work
  * left fits in the slots already running, so they would only hold a place
- * in the queue and then an allocation with nothing to do. */
+ * in the queue and then an allocation with nothing to do.  All but the
+ * first `keep` of them (the oldest submits: nearest the queue's head). */
 static void
-cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve)
+cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve, guint keep)
 {
   if (clock_mono (p) < s->next_cancel_us)
     return;
@@ -1535,7 +1538,11 @@ cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      if (!x->connected && !x->online && !x->cancelling)
+      if (x->connected || x->online || x->cancelling)
+        continue;
+      if (keep > 0 && !x->migrating)
+        keep--;
+      else
         g_ptr_array_add (which, x);
     }
   (void) cancel_proxies (p, s, which, why, reserve);
@@ -1814,11 +1821,19 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       else if (!x->connected && !x->expiring)
         s->coming += x->slots;
     }
+  /* Tasks a walltime is predicted to cut short, on any agent of the site
+   * (ours or started by hand); none where no agent has a walltime. */
+  gboolean walltimes = FALSE;
+  for (guint i = 0; i < p->loads->len && !walltimes; i++)
+    walltimes = g_array_index (p->loads, DatcAgentLoad, i).walltime_end_us > 0;
+  s->outliving = walltimes ? datc_ledger_walltime_outliving (p->ledger, s->spec->name, now_real)
+                           : 0;
   /* Tasks that a walltime may still interrupt: the site's idle agents
    * (the replacements submitted for them) stay until those tasks end or
    * come back, rather than leave because the bag is empty for now and
    * leave the returning tasks to wait for a new proxy. */
-  datc_dispatcher_keep_idle (p->disp, s->spec->name, s->running_expiring > 0);
+  datc_dispatcher_keep_idle (p->disp, s->spec->name,
+                             s->running_expiring > 0 || s->outliving > 0);
 }
 
 /* ---- plans ---------------------------------------------------------- */
@@ -2038,6 +2053,35 @@ may_migrate (const DatcProvisioner *p, const SiteState *s)
   return FALSE;
 }
 
+/* No early release that costs a walltime.  The work left fits in the
+ * running slots, so the site's pending proxies go; but a task expected to
+ * run past its agent's walltime end comes back to the queue then, and
+ * with no free slot of the site left to take it, it would wait a whole
+ * queue wait for a fresh proxy (the model: pure pull losing to pull with
+ * replication with 2-hour walltimes).  While such tasks outnumber the
+ * free slots of the site's agents not near their end, one pending proxy
+ * stays (the oldest, nearest the queue's head), or, with none pending,
+ * one is submitted ahead; the site's idle agents are kept meanwhile
+ * (observe), so the one that starts waits for those tasks instead of
+ * leaving and being submitted again. */
+static void
+cancel_pending_but_one (DatcProvisioner *p, SiteState *s, gint64 now)
+{
+  guint keep = s->outliving > s->free_running ? 1 : 0;
+  cancel_pending (p, s, "the work left fits in the running slots", BUDGET_RESERVE, keep);
+  if (keep == 0)
+    return;
+  for (guint i = 0; i < s->proxies->len; i++)
+    {
+      const Proxy *x = s->proxies->pdata[i];
+      if (!x->connected && !x->online && !x->cancelling && !x->migrating)
+        return;
+    }
+  g_debug ("site %s: %" G_GUINT64_FORMAT " running tasks are expected to outlive their "
+           "proxy's walltime: a proxy is submitted ahead", s->spec->name, s->outliving);
+  submit_for (p, s, s->spec->slots_per_proxy, now);
+}
+
 /* Work that needs slots: queued tasks plus those running on agents whose
  * walltime is near (they will be drained back to the queue, or finish).
  * Tasks an agent took ahead of a free slot (prefetch) are not counted: no
@@ -2058,7 +2102,7 @@ plan_pull (DatcProvisioner *p, gint64 now)
   if (demand == 0 || demand <= running)
     {
       for (guint i = 0; i < p->sites->len; i++)
-        cancel_pending (p, p->sites->pdata[i], "the work left fits in the running slots", BUDGET_RESERVE);
+        cancel_pending_but_one (p, p->sites->pdata[i], now);
       return;
     }
   /* Healthy sites first, where proxies are predicted to start soonest. */
@@ -2088,7 +2132,7 @@ plan_static (DatcProvisioner *p, gint64 now)
       guint64 supply = s->free_running + s->coming;
       if (demand == 0 || demand <= s->free_running)
         {
-          cancel_pending (p, s, "the work left fits in the running slots", BUDGET_RESERVE);
+          cancel_pending_but_one (p, s, now);
           continue;
         }
       if (demand > supply)
@@ -2522,7 +2566,7 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
         {
           SiteState *s = p->sites->pdata[i];
           lookup_submits (p, s, 0);
-          cancel_pending (p, s, why, 0);
+          cancel_pending (p, s, why, 0, 0);
           /* A site with a budget is asked at most twice a second: its
            * proxies take that long to leave the queue anyway. */
           if (now >= s->next_poll_us && poll_site (p, s, 0))

@@ -9,7 +9,9 @@
  * its agents leaves; backing off while polls fail); a proxy whose
  * walltime is near gets its replacement submitted ahead of time; pending
  * proxies are cancelled as soon as the work left fits in the slots already
- * running; failing sites back off and are shown degraded.  How tasks meet
+ * running (but one, or one submitted ahead, while running tasks are
+ * expected to outlive their proxy's walltime); failing sites back off and
+ * are shown degraded.  How tasks meet
  * proxies is the mode (see DatcMode). */
 #pragma once
 

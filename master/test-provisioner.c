@@ -386,6 +386,113 @@ test_replace_before_walltime (void)
   fake_campaign_free (c);
 }
 
+/* Tasks 1..20 of the bag ran 50 minutes each (on an agent started by
+ * hand, gone since): what the ledger estimates a task takes. */
+static void
+warm_up (FakeCampaign *c)
+{
+  FakeAgent *h = fake_agent_hello (c, "h", "a", "hand", "n0", 20, 0);
+  fake_agent_credit (h, 20);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (h), ==, 20);
+  for (guint64 id = 1; id <= 20; id++)
+    fake_agent_result (h, id, 1, 0, 50 * MINUTE / 1000);
+  fake_agent_bye (h);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (datc_ledger_runtime_estimate_ms (c->ledger), >=, 50 * MINUTE / 1000);
+}
+
+/* A fresh agent (which gets tasks whatever the estimate) takes the last
+ * two tasks with `left` of its walltime. */
+static FakeAgent *
+last_tasks_on (FakeCampaign *c, gint64 left)
+{
+  FakeAgent *g = fake_agent_hello (c, "g", "a", "hand2", "n1", 2,
+                                   datc_clock_real (&c->time.clock) + left);
+  fake_agent_credit (g, 2);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (g), ==, 2);
+  return g;
+}
+
+/* Two proxies wait in the queue when the last two tasks go to an agent
+ * with `left` of its walltime: which of them are cancelled. */
+static void
+pending_when_work_fits (gint64 left, gboolean *first, gboolean *second)
+{
+  fake_site_reset ();
+  g_autofree gchar *bag = tasks (22, "");
+  FakeCampaign *c = fake_campaign_new (bag, 0);
+  warm_up (c);
+  SiteShape shape = { .slots_per_proxy = 1, .max_proxies = 3, .walltime_s = 7200 };
+  DatcProvisioner *p = provisioner_new (c, &shape);
+  start (c, p);
+  g_assert_cmpuint (fake.jobs->len, ==, 2);
+  step (c, p, 100 * 1000);
+  last_tasks_on (c, left);
+  run_for (c, p, 2 * SECOND);
+  *first = was_cancelled (0);
+  *second = was_cancelled (1);
+  g_assert_cmpuint (fake.jobs->len, ==, 2);
+  datc_provisioner_free (p);
+  fake_campaign_free (c);
+}
+
+static void
+test_keep_one_pending (void)
+{
+  gboolean first, second;
+  /* Tasks of about 50 minutes on an agent with 30 left: they come back
+   * at its end, and the proxy queued longest stays for them. */
+  pending_when_work_fits (30 * MINUTE, &first, &second);
+  g_assert_false (first);
+  g_assert_true (second);
+  /* With 3 hours left they fit: both go. */
+  pending_when_work_fits (3 * HOUR, &first, &second);
+  g_assert_true (first);
+  g_assert_true (second);
+}
+
+/* The last two tasks run on an agent with `left` of its walltime when
+ * the provisioner starts, nothing pending: the proxies it submits. */
+static guint
+submitted_ahead (gint64 left)
+{
+  fake_site_reset ();
+  g_autofree gchar *bag = tasks (22, "");
+  FakeCampaign *c = fake_campaign_new (bag, 0);
+  warm_up (c);
+  last_tasks_on (c, left);
+  SiteShape shape = { .slots_per_proxy = 2, .max_proxies = 3, .walltime_s = 7200 };
+  DatcProvisioner *p = provisioner_new (c, &shape);
+  start (c, p);
+  run_for (c, p, 10 * SECOND);
+  guint n = fake.jobs->len;
+  g_assert_cmpuint (fake.cancels, ==, 0);
+  if (n == 1)
+    {
+      /* Its agent, with nothing to do, stays for those tasks (not sent
+       * away, not submitted again). */
+      FakeAgent *b = job_starts (c, 0, 2, datc_clock_real (&c->time.clock) + 2 * HOUR);
+      fake_agent_credit (b, 2);
+      fake_campaign_turn (c);
+      run_for (c, p, 10 * SECOND);
+      fake_campaign_turn (c);
+      g_assert_false (b->told_bye);
+      g_assert_cmpuint (fake.jobs->len, ==, 1);
+    }
+  datc_provisioner_free (p);
+  fake_campaign_free (c);
+  return n;
+}
+
+static void
+test_submit_ahead (void)
+{
+  g_assert_cmpuint (submitted_ahead (30 * MINUTE), ==, 1);
+  g_assert_cmpuint (submitted_ahead (3 * HOUR), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -402,5 +509,9 @@ main (int argc, char **argv)
                    test_cancel_when_work_fits);
   g_test_add_func ("/provisioner/walltime/a-proxy-is-replaced-ahead-of-its-walltime",
                    test_replace_before_walltime);
+  g_test_add_func ("/provisioner/walltime/a-pending-proxy-stays-for-tasks-that-would-outlive-theirs",
+                   test_keep_one_pending);
+  g_test_add_func ("/provisioner/walltime/a-proxy-goes-in-ahead-for-tasks-that-would-outlive-theirs",
+                   test_submit_ahead);
   return g_test_run ();
 }
