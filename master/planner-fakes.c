@@ -131,7 +131,9 @@ agent_take (FakeAgent *a)
               g_array_append_val (a->tasks, k);
             }
           break;
-        case DATC_MSG_CANCEL: g_array_append_vals (a->cancelled, m->u.keys->data, m->u.keys->len); break;
+        case DATC_MSG_CANCEL:
+          g_array_append_vals (a->cancelled, m->u.keys->data, m->u.keys->len);
+          break;
         case DATC_MSG_RETIRE: a->retired = TRUE; break;
         case DATC_MSG_BYE: a->told_bye = TRUE; break;
         default: break;
