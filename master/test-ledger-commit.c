@@ -42,9 +42,9 @@ setup (Fixture *f, guint n)
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
   f->agent = datc_ledger_agent_hello (f->ledger, "agent-1", "site", "proxy-1", "host");
-  g_autoptr (GByteArray) frame = g_byte_array_new ();
+  g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   DatcDispatchRequest req = { .agent = f->agent, .max = n, .budget_ms = G_MAXUINT64 };
-  g_assert_cmpuint (datc_ledger_dispatch (f->ledger, &req, frame), ==, n);
+  g_assert_cmpuint (datc_ledger_dispatch (f->ledger, &req, picked), ==, n);
 }
 
 static void
