@@ -471,10 +471,9 @@ peek_nil (Reader *r)
   return FALSE;
 }
 
-/* An array header: its count, which must fit in the bytes left (every
- * element takes at least one), so nothing is allocated for a lie. */
+/* An array header and its count. */
 static gboolean
-read_array (Reader *r, guint32 *n)
+read_array_header (Reader *r, guint32 *n)
 {
   const guint8 *b = take (r, 1);
   if (b == NULL)
@@ -495,6 +494,16 @@ read_array (Reader *r, guint32 *n)
         return FALSE;
       *n = (guint32) read_be (d, width);
     }
+  return TRUE;
+}
+
+/* A list's header: its count must fit in the bytes left (every element
+ * takes at least one), so nothing is allocated for a lie. */
+static gboolean
+read_array (Reader *r, guint32 *n)
+{
+  if (!read_array_header (r, n))
+    return FALSE;
   if (*n > (gsize) (r->end - r->p))
     return read_fail (r, "an array of %u elements in %" G_GSIZE_FORMAT " bytes", *n,
                       (gsize) (r->end - r->p));
@@ -650,7 +659,8 @@ datc_record_decode (const guint8 *payload, gsize len, DatcRecord *rec, GError **
   guint64 type;
 
   memset (rec, 0, sizeof *rec);
-  if (!read_array (&r, &n))
+  /* The record's own count is held to its type's fields below. */
+  if (!read_array_header (&r, &n))
     return FALSE;
   if (n < 1)
     return read_fail (&r, "an empty record");
