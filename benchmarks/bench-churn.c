@@ -62,7 +62,7 @@ main (int argc, char **argv)
   DatcLedger *l = datc_ledger_open (dir, bag, "t.txt", "00", &o, &error);
   if (l == NULL)
     g_error ("%s", error->message);
-  GByteArray *frame = g_byte_array_new ();
+  GArray *picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   GBytes *empty = g_bytes_new_static ("", 0);
   gint64 t0 = g_get_monotonic_time ();
   long base = rss_kib ();
@@ -75,8 +75,8 @@ main (int argc, char **argv)
       datc_ledger_proxy_event (l, "direct", id, id, "submitted");
       guint32 agent = datc_ledger_agent_hello (l, id, "direct", id, "node");
       DatcDispatchRequest req = { .agent = agent, .max = 1, .budget_ms = G_MAXUINT64 };
-      g_byte_array_set_size (frame, 0);
-      guint got = datc_ledger_dispatch (l, &req, frame);
+      g_array_set_size (picked, 0);
+      guint got = datc_ledger_dispatch (l, &req, picked);
       g_assert_cmpuint (got, ==, 1);
       gint64 now = g_get_real_time ();
       DatcResult r = {
@@ -101,7 +101,7 @@ main (int argc, char **argv)
           n, s, base, rss_kib (), (rss_kib () - base) * 1024.0 / (double) n);
   datc_ledger_free (l);
   datc_bag_free (bag);
-  g_byte_array_unref (frame);
+  g_array_unref (picked);
   g_bytes_unref (empty);
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   return system (cmd) == 0 ? 0 : 1;

@@ -97,6 +97,7 @@ struct DatcDispatcher {
   GArray *after_sync;     /* Outgoing, sent once the ledger is committed */
   gint64 pending_since_us;/* when uncommitted records first appeared (0: none) */
   GByteArray *scratch;
+  GArray *picked;         /* DatcTaskKey: what the ledger handed out, to encode */
   GPtrArray *finished;    /* reused */
   gchar *bye_reason;
   DatcTrace *trace;
@@ -344,6 +345,7 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->after_sync = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->scratch = g_byte_array_new ();
+  d->picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   d->finished = g_ptr_array_new ();
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->bound = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -452,6 +454,7 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_hash_table_unref (d->site_keys);
   g_hash_table_unref (d->allowed);
   g_byte_array_unref (d->scratch);
+  g_array_unref (d->picked);
   g_ptr_array_unref (d->finished);
   g_hash_table_unref (d->site_done);
   g_hash_table_unref (d->bound);
@@ -927,7 +930,7 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
 
       g_array_set_size (cancel, 0);
       DatcResultOutcome oc = datc_ledger_take_result (d->ledger, a->idx, res, cancel, &local);
-      if (local != NULL)
+      if (oc == DATC_RESULT_FAILED)
         {
           g_propagate_error (error, g_steal_pointer (&local));
           return FALSE;
@@ -1203,6 +1206,27 @@ budget_ms (const Agent *a, gint64 now_real)
   return a->walltime_end_us > now_real ? (guint64) (a->walltime_end_us - now_real) / 1000u : 0;
 }
 
+/* The TASKS frame of the tasks the ledger picked (d->picked) for `a`, in
+ * d->scratch: each from the bag's stored spec, a plain line as `sh`. */
+static void
+encode_picked (DatcDispatcher *d, Agent *a)
+{
+  const DatcBag *bag = datc_ledger_bag (d->ledger);
+  g_byte_array_set_size (d->scratch, 0);
+  datc_tasks_encode_begin (d->scratch, a->session, d->picked->len);
+  for (guint i = 0; i < d->picked->len; i++)
+    {
+      const DatcTaskKey *k = &g_array_index (d->picked, DatcTaskKey, i);
+      const DatcBagTask *bt = datc_bag_get (bag, k->id);
+      const guint8 *spec = datc_bag_spec (bag, bt);
+      if (bt->kind == DATC_BAG_SPEC_LINE)
+        datc_tasks_encode_add_line (d->scratch, k->id, k->attempt, (const char *) spec,
+                                    bt->length);
+      else
+        datc_tasks_encode_add_spec (d->scratch, k->id, k->attempt, spec, bt->length);
+    }
+}
+
 /* Direct mode: the one task bound to the agent's proxy.  A proxy with no
  * binding (submitted by an earlier master) takes the next queued task. */
 static guint
@@ -1212,14 +1236,11 @@ hand_out_bound (DatcDispatcher *d, Agent *a)
   gpointer v = g_hash_table_lookup (d->bound, key);
   if (v == NULL)
     {
-      DatcDispatchRequest req = {
-        .agent = a->idx, .max = 1, .budget_ms = G_MAXUINT64, .session = a->session,
-      };
-      return datc_ledger_dispatch (d->ledger, &req, d->scratch);
+      DatcDispatchRequest req = { .agent = a->idx, .max = 1, .budget_ms = G_MAXUINT64 };
+      return datc_ledger_dispatch (d->ledger, &req, d->picked);
     }
   g_hash_table_remove (d->bound, key);
-  return datc_ledger_dispatch_bound (d->ledger, a->idx, GPOINTER_TO_SIZE (v), a->session,
-                                     d->scratch);
+  return datc_ledger_dispatch_bound (d->ledger, a->idx, GPOINTER_TO_SIZE (v), d->picked);
 }
 
 /* Turns the agent's credit into TASKS frames. */
@@ -1240,7 +1261,7 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
     {
       guint want = (guint) MIN (a->limit - a->sent, 4096u);
       guint n;
-      g_byte_array_set_size (d->scratch, 0);
+      g_array_set_size (d->picked, 0);
       if (d->one_task)
         {
           if (a->handed > 0)
@@ -1254,9 +1275,8 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
           DatcDispatchRequest req = {
             .agent = a->idx, .partition = a->partition, .max = want,
             .budget_ms = budget_ms (a, now_real), .fresh = a->handed == 0,
-            .session = a->session,
           };
-          n = datc_ledger_dispatch (d->ledger, &req, d->scratch);
+          n = datc_ledger_dispatch (d->ledger, &req, d->picked);
           /* Its free slots are no room for the work waiting: the site
            * manager must not count them as capacity. */
           a->starved = n == 0 && req.deferred > 0;
@@ -1269,6 +1289,7 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
         }
       if (n == 0)
         break;
+      encode_picked (d, a);
       queue_frame (d, a->rid, d->scratch);
       a->sent += n;
       a->assigned += n;
@@ -1400,7 +1421,7 @@ datc_dispatcher_send_uncommitted (DatcDispatcher *d)
  * slot the moment it frees; here an agent is offered copies each loop
  * turn until release_idle sends it away.  The model knows each task's
  * distribution; here it is the campaign's observed run times (nothing
- * before RUNTIME_MIN_SAMPLES of them), the copy's time is their mean, and
+ * before DATC_RUNTIMES_MIN_SAMPLES of them), the copy's time is their mean, and
  * a task's elapsed time counts from its dispatch (a prefetched task's
  * wait counts too). */
 static void
@@ -1448,9 +1469,10 @@ replicate_end_game (DatcDispatcher *d)
           /* Once copied, its expected end is the copy's: copying it again
            * now would not end it sooner. */
           g_array_remove_index (d->candidates, j);
-          g_byte_array_set_size (d->scratch, 0);
-          if (datc_ledger_replicate (d->ledger, a->idx, rc.id, a->session, d->scratch) == 0)
+          g_array_set_size (d->picked, 0);
+          if (datc_ledger_replicate (d->ledger, a->idx, rc.id, d->picked) == 0)
             continue;
+          encode_picked (d, a);
           queue_frame (d, a->rid, d->scratch);
           a->sent++;
           a->assigned++;

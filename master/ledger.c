@@ -1,58 +1,32 @@
-/* ledger.c: task state, its journal records, results.jsonl and outputs/.
+/* ledger.c: the state of every task, and the only code that changes it.
  *
  * Every public mutator builds a journal record and then calls the same
  * apply_* function that replay calls, so live operation and recovery can
- * not drift apart.  Records are msgpack arrays whose first element is the
- * record type (enum RecordType); they are our own data but are still
- * shape-checked on replay, because a checksum only proves the bytes are the
- * ones we wrote, not that an older datc wrote the same shapes.
+ * not drift apart.  Replay decodes a record (journalrec.c, whose table
+ * also encodes them) and looks its type up in `replayers`, one function
+ * per type around its apply_*.
  *
- * Which queued task goes next is taskqueue.c's business (per partition in
- * static mode); the ledger tells it about every change to the queued
- * state. */
+ * Around the state: results.jsonl is written by resultsfile.c, each
+ * agent's output file by agentoutput.c, observed run times are kept by
+ * runtimes.c, and which queued task goes next is taskqueue.c's business
+ * (per partition in static mode; the ledger tells it about every change to
+ * the queued state).  Picked tasks are handed back as (id, attempt): the
+ * dispatcher encodes the TASKS frames. */
 #include "ledger.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <msgpack.h>
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include "agentoutput.h"
 #include "journal.h"
-#include "jsonout.h"
+#include "journalrec.h"
+#include "resultsfile.h"
+#include "runtimes.h"
 #include "taskqueue.h"
 
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
-
-enum RecordType {
-  REC_START = 1,    /* [1, epoch, time_us] */
-  REC_AGENT = 2,    /* [2, idx, agent_id, site, proxy, host] */
-  REC_DISPATCH = 3, /* [3, agent, time_us, [id, attempt, ...]] */
-  REC_RESULT = 4,   /* [4, id, attempt, agent, final, status, exit, signal, started,
-                        finished, out_off, out_len, err_off, err_len, out_dropped,
-                        err_dropped, message|nil(, class, oom_evidence|nil)]: the last
-                        two since results have a class; without them (an older
-                        journal) the class follows from the status */
-  REC_REQUEUE = 5,  /* [5, id, lost(bool)] */
-  REC_SOURCE = 7,   /* [7, index, path, sha256, first_id, count, submitted_us, format,
-                        data|nil]: data holds submitted tasks; the task file is nil */
-  REC_PROXY = 8,    /* [8, site, proxy, job_id, event, time_us] */
-  REC_CANCEL = 9,   /* [9, time_us, [id, ...] | nil (all)] */
-  REC_RETRY = 10,   /* [10, time_us]: cancelled tasks go back to the queue */
-  REC_ORPHANS = 11, /* [11, deadline_us, [id, attempt, ...]]: tasks running when the last
-                       master died stay bound to their agents until the deadline */
-  REC_AGENT_GONE = 12, /* [12, idx]: the agent left or was lost; its index is free */
-  REC_REPLICATE = 13,  /* [13, agent, time_us, id, attempt]: one more copy of a running task */
-  REC_COPY_END = 14,   /* [14, id, attempt]: one copy of a replicated task ended unrecorded
-                          while another still runs */
-};
-
-#define RESULT_FIELDS 18  /* after the type */
-#define RESULT_FIELDS_OLD 16
 
 typedef struct {
   guint32 agent;      /* when running */
@@ -69,9 +43,7 @@ typedef struct {
 
 typedef struct {
   gchar *agent_id, *site, *proxy, *host;
-  gchar *output_name;  /* "outputs/<agent_id>.out", relative to the dir */
-  int out_fd;          /* -1 until first written */
-  guint64 out_size;
+  DatcAgentOutput *output; /* outputs/<agent_id>.out */
   gboolean out_dirty;  /* written since the last commit: in dirty_outputs */
   gboolean gone;       /* left: freed (and its index reused) once its output is committed */
   gboolean awaited;    /* known to the last master, not back since this one started */
@@ -109,9 +81,7 @@ struct DatcLedger {
   DatcLedgerCounts counts;
   DatcTaskQueue *queue;     /* which queued task goes next */
   guint64 bound;             /* queued tasks bound to a proxy */
-  guint32 *runtimes;        /* histogram of observed run times (see runtime_bucket) */
-  guint64 runtimes_n;
-  guint64 runtime_est_ms;   /* its 90th percentile, once there are enough */
+  DatcRuntimes *runtimes;   /* observed run times */
   GHashTable *running;      /* id -> dispatch time (Copy.since_ms) of running tasks: the
                              * end game looks only at these, never at the whole bag */
   GHashTable *replicas;     /* id -> GArray of Copy: tasks running as more than one copy */
@@ -128,9 +98,7 @@ struct DatcLedger {
   GPtrArray *sources;       /* SourceInfo* */
   GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
   GHashTable *submits;      /* "site\tid" -> k, submissions whose outcome is not journaled */
-  int results_fd;
-  GString *line;            /* scratch for a results line */
-  GString *results_out;     /* lines waiting for their journal commit */
+  DatcResultsFile *results; /* NULL when read-only */
   GArray *pick;             /* scratch: ids picked by dispatch */
   GArray *deferred;         /* scratch: ids that did not fit */
   GArray *dirty_outputs;    /* guint32 agents whose output file needs a sync */
@@ -141,49 +109,23 @@ struct DatcLedger {
 
 /* ---- small helpers ------------------------------------------------- */
 
-static int
-gba_write (void *data, const char *buf, size_t len)
-{
-  g_byte_array_append ((GByteArray *) data, (const guint8 *) buf, len);
-  return 0;
-}
-
-/* Starts a journal record: a msgpack array of `length` elements whose
- * first is the record type; the caller packs the rest and calls
- * datc_journal_end(). */
+/* Appends one record to the journal; it is written at the next commit. */
 static void
-record_begin (DatcLedger *l, msgpack_packer *pk, enum RecordType type, guint length)
+journal_record (DatcLedger *l, const DatcRecord *rec)
 {
-  GByteArray *buf = datc_journal_begin (l->journal);
-  msgpack_packer_init (pk, buf, gba_write);
-  msgpack_pack_array (pk, length);
-  msgpack_pack_uint8 (pk, (guint8) type);
-}
-
-static void
-pack_str (msgpack_packer *pk, const char *s)
-{
-  if (s == NULL)
-    {
-      msgpack_pack_nil (pk);
-      return;
-    }
-  size_t len = strlen (s);
-  msgpack_pack_str (pk, len);
-  msgpack_pack_str_body (pk, s, len);
+  datc_record_encode (rec, datc_journal_begin (l->journal));
+  datc_journal_end (l->journal);
 }
 
 static void
 agent_info_free (gpointer p)
 {
   AgentInfo *a = p;
-  if (a->out_fd >= 0)
-    close (a->out_fd);
+  datc_agent_output_free (a->output);
   g_free (a->agent_id);
   g_free (a->site);
   g_free (a->proxy);
   g_free (a->host);
-  g_free (a->output_name);
   g_free (a);
 }
 
@@ -266,52 +208,6 @@ is_dispatchable (gpointer data, guint64 id)
   return t->state == DATC_TASK_QUEUED && !t->bound;
 }
 
-/* Observed run times, for tasks without est_runtime: a histogram with four
- * buckets per power of two of milliseconds (a quantile is then known to
- * within 19 %), from which the 90th percentile is the estimate once
- * RUNTIME_MIN_SAMPLES tasks have run. */
-#define RUNTIME_BUCKETS (4 * 42)
-#define RUNTIME_MIN_SAMPLES 20
-
-static guint
-runtime_bucket (guint64 ms)
-{
-  if (ms < 1)
-    return 0;
-  guint e = (guint) g_bit_storage (ms) - 1;          /* 2^e <= ms < 2^(e+1) */
-  guint sub = e >= 2 ? (guint) ((ms >> (e - 2)) & 3) : (guint) ((ms << (2 - e)) & 3);
-  return MIN (RUNTIME_BUCKETS - 1, 4 * e + sub);
-}
-
-/* The largest duration of bucket b (so an estimate errs long, not short). */
-static guint64
-runtime_bucket_top (guint b)
-{
-  guint e = b / 4, sub = b % 4;
-  if (e >= 2)
-    return ((4ull + sub + 1) << (e - 2)) - 1;
-  return MAX (1u, ((4u + sub + 1) >> (2 - e)));
-}
-
-static void
-note_runtime (DatcLedger *l, gint64 started_us, gint64 finished_us)
-{
-  if (started_us <= 0 || finished_us < started_us)
-    return;
-  l->runtimes[runtime_bucket ((guint64) (finished_us - started_us) / 1000u)]++;
-  l->runtimes_n++;
-  /* Recomputed on every 16th sample: cheap, and fresh enough. */
-  if (l->runtimes_n < RUNTIME_MIN_SAMPLES || l->runtimes_n % 16 != 4)
-    return;
-  guint64 want = (l->runtimes_n * 9 + 9) / 10, seen = 0;
-  for (guint b = 0; b < RUNTIME_BUCKETS; b++)
-    if ((seen += l->runtimes[b]) >= want)
-      {
-        l->runtime_est_ms = runtime_bucket_top (b);
-        break;
-      }
-}
-
 static guint64 *
 count_for (DatcLedger *l, guint8 state)
 {
@@ -377,18 +273,6 @@ status_name (guint status)
   return datc_task_status_name ((DatcTaskStatus) status);
 }
 
-typedef struct {
-  guint64 id;
-  guint32 attempt, agent;
-  gboolean final;
-  guint status;
-  gint64 exit_code, signal, started, finished;
-  guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
-  const char *message;
-  DatcEndClass end_class;
-  const char *oom_evidence;
-} ResultRec;
-
 static const char *const end_class_names[DATC_END_N] = {
   [DATC_END_EXIT] = "exit",          [DATC_END_SIGNAL] = "signal",
   [DATC_END_TIMEOUT] = "timeout",    [DATC_END_WALLTIME] = "walltime",
@@ -435,134 +319,43 @@ datc_end_class_of_status_name (const char *status, gint64 signal)
   return DATC_END_N;
 }
 
-static gboolean write_results (DatcLedger *l, GError **error);
 static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site,
                                    const char *proxy);
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void open_orphan_window (DatcLedger *l);
 
-/* Decimal integers without printf: a results line holds ten of them and
- * the master writes one line per finished task. */
-static void
-append_u64 (GString *s, guint64 v)
-{
-  char buf[20];
-  guint i = sizeof buf;
-  do
-    buf[--i] = (char) ('0' + v % 10);
-  while ((v /= 10) != 0);
-  g_string_append_len (s, buf + i, (gssize) (sizeof buf - i));
-}
-
-static void
-append_i64 (GString *s, gint64 v)
-{
-  if (v < 0)
-    {
-      g_string_append_c (s, '-');
-      append_u64 (s, (guint64) 0 - (guint64) v);
-    }
-  else
-    append_u64 (s, (guint64) v);
-}
-
-/* `,"name":` then the value. */
-static void
-append_member_u64 (GString *s, const char *name, guint64 v)
-{
-  g_string_append (s, name);
-  append_u64 (s, v);
-}
-
-static void
-append_member_i64 (GString *s, const char *name, gint64 v)
-{
-  g_string_append (s, name);
-  append_i64 (s, v);
-}
-
-static void
-write_result_line (DatcLedger *l, const ResultRec *r)
-{
-  const DatcBagTask *bt = datc_bag_get (l->bag, r->id);
-  const SourceInfo *src = bt->source < l->sources->len ? l->sources->pdata[bt->source] : NULL;
-  const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
-  GString *s = l->line;
-
-  g_string_truncate (s, 0);
-  append_member_u64 (s, "{\"id\":", r->id);
-  append_member_u64 (s, ",\"line\":", bt->line);
-  append_member_u64 (s, ",\"attempt\":", r->attempt);
-  g_string_append (s, ",\"status\":\"");
-  g_string_append (s, status_name (r->status));
-  g_string_append (s, "\",\"class\":\"");
-  g_string_append (s, datc_end_class_name (r->end_class));
-  append_member_i64 (s, "\",\"exit_code\":", r->exit_code);
-  append_member_i64 (s, ",\"signal\":", r->signal);
-  g_string_append (s, ",\"site\":");
-  datc_json_append_string (s, a ? a->site : "");
-  g_string_append (s, ",\"proxy\":");
-  datc_json_append_string (s, a ? a->proxy : "");
-  g_string_append (s, ",\"host\":");
-  datc_json_append_string (s, a ? a->host : "");
-  g_string_append (s, ",\"agent\":");
-  datc_json_append_string (s, a ? a->agent_id : "");
-  append_member_i64 (s, ",\"submitted\":", src ? src->submitted_us : 0);
-  append_member_i64 (s, ",\"started\":", r->started);
-  append_member_i64 (s, ",\"finished\":", r->finished);
-  g_string_append (s, ",\"output\":");
-  datc_json_append_string (s, a ? a->output_name : "");
-  append_member_u64 (s, ",\"stdout_offset\":", r->out_off);
-  append_member_u64 (s, ",\"stdout_bytes\":", r->out_len);
-  append_member_u64 (s, ",\"stderr_offset\":", r->err_off);
-  append_member_u64 (s, ",\"stderr_bytes\":", r->err_len);
-  append_member_u64 (s, ",\"stdout_dropped\":", r->out_dropped);
-  append_member_u64 (s, ",\"stderr_dropped\":", r->err_dropped);
-  if (r->message != NULL)
-    {
-      g_string_append (s, ",\"message\":");
-      datc_json_append_string (s, r->message);
-    }
-  if (r->oom_evidence != NULL)
-    {
-      g_string_append (s, ",\"oom_evidence\":");
-      datc_json_append_string (s, r->oom_evidence);
-    }
-  g_string_append (s, "}\n");
-  if (l->options.read_only)
-    return;
-  g_string_append_len (l->results_out, s->str, (gssize) s->len);
-  /* During replay the records are durable already: stream them out. */
-  if (l->replaying && l->results_out->len > (1u << 20))
-    write_results (l, NULL);
-}
-
-/* Lines are written only after the journal records behind them are
- * durable, so results.jsonl never shows a result a crash could take back.
- * A write that fails part way (a full disk) keeps only what did not reach
- * the file: the next attempt goes on from there and completes the torn
- * line, where writing the whole buffer again would repeat its start. */
 static gboolean
 write_results (DatcLedger *l, GError **error)
 {
-  gsize done = 0;
-  while (done < l->results_out->len)
-    {
-      ssize_t w = write (l->results_fd, l->results_out->str + done, l->results_out->len - done);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0)
-        {
-          int errsv = errno;
-          g_string_erase (l->results_out, 0, (gssize) done);
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/results.jsonl: %s",
-                       l->dir, g_strerror (errsv));
-          return FALSE;
-        }
-      done += (gsize) w;
-    }
-  g_string_truncate (l->results_out, 0);
-  return TRUE;
+  return datc_results_file_write (l->results, error);
+}
+
+/* The line of a final result: what the record says, with the task's line,
+ * its source's submission time and its agent's names. */
+static void
+write_result_line (DatcLedger *l, const DatcRecResult *r)
+{
+  if (l->results == NULL)
+    return;
+  const DatcBagTask *bt = datc_bag_get (l->bag, r->id);
+  const SourceInfo *src = bt->source < l->sources->len ? l->sources->pdata[bt->source] : NULL;
+  const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
+  DatcResultLine line = {
+    .id = r->id, .line = bt->line, .attempt = r->attempt,
+    .status = status_name (r->status), .end_class = datc_end_class_name ((DatcEndClass) r->end_class),
+    .exit_code = r->exit_code, .signal = r->signal,
+    .site = a ? a->site : "", .proxy = a ? a->proxy : "", .host = a ? a->host : "",
+    .agent = a ? a->agent_id : "",
+    .submitted = src ? src->submitted_us : 0, .started = r->started, .finished = r->finished,
+    .output = a ? datc_agent_output_name (a->output) : "",
+    .out_off = r->out_off, .out_len = r->out_len, .err_off = r->err_off,
+    .err_len = r->err_len, .out_dropped = r->out_dropped, .err_dropped = r->err_dropped,
+    .message = r->message, .oom_evidence = r->oom_evidence,
+  };
+  datc_results_file_add (l->results, &line);
+  /* During replay the records are durable already: stream them out. */
+  if (l->replaying && datc_results_file_pending (l->results) > (1u << 20))
+    write_results (l, NULL);
 }
 
 /* ---- apply: the one place state changes ---------------------------- */
@@ -614,8 +407,7 @@ apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
   a->site = g_strdup (site);
   a->proxy = g_strdup (proxy);
   a->host = g_strdup (host);
-  a->output_name = g_strdup_printf ("outputs/%s.out", agent_id);
-  a->out_fd = -1;
+  a->output = datc_agent_output_new (l->dir, agent_id);
   a->idx = idx;
   l->agents->pdata[idx] = a;
   l->live_agents++;
@@ -828,13 +620,13 @@ apply_requeue (DatcLedger *l, guint64 id, gboolean lost)
 }
 
 static void
-apply_result (DatcLedger *l, const ResultRec *r)
+apply_result (DatcLedger *l, const DatcRecResult *r)
 {
   TaskSlot *t = slot (l, r->id);
   if (t == NULL || is_final (t))
     return;
   if (r->status == DATC_STATUS_EXITED)
-    note_runtime (l, r->started, r->finished);
+    datc_runtimes_note (l->runtimes, r->started, r->finished);
   if (r->final)
     {
       gboolean ok = r->status == DATC_STATUS_EXITED && r->exit_code == 0;
@@ -927,7 +719,7 @@ cancel_one (DatcLedger *l, guint64 id, gint64 when)
   TaskSlot *t = slot (l, id);
   if (t == NULL || is_final (t))
     return;
-  ResultRec rr = {
+  DatcRecResult rr = {
     .id = id, .attempt = t->attempt,
     .agent = t->state == DATC_TASK_RUNNING ? t->agent : G_MAXUINT32,
     .final = TRUE, .status = DATC_STATUS_CANCELLED, .exit_code = -1,
@@ -959,364 +751,62 @@ apply_retry (DatcLedger *l)
 
 /* ---- replay -------------------------------------------------------- */
 
-typedef struct {
-  const msgpack_object *items;
-  guint32 n;
-  GError **error;
-  const char *what;
-} Rec;
+/* One per record type: what the record means beyond its shape (checked
+ * by the codec), then its apply_*. */
+typedef gboolean (*Replayer) (DatcLedger *l, const DatcRecord *rec, GError **error);
 
 static gboolean
-rec_fail (Rec *r, const char *why, guint32 i)
+replay_start (DatcLedger *l, const DatcRecord *rec, GError **error)
 {
-  g_set_error (r->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-               "%s record: field %u: %s", r->what, i, why);
-  return FALSE;
-}
-
-static gboolean
-rec_u64 (Rec *r, guint32 i, guint64 *out)
-{
-  if (i >= r->n || r->items[i].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-    return rec_fail (r, "expected an unsigned integer", i);
-  *out = r->items[i].via.u64;
   return TRUE;
 }
 
 static gboolean
-rec_i64 (Rec *r, guint32 i, gint64 *out)
+replay_agent (DatcLedger *l, const DatcRecord *rec, GError **error)
 {
-  if (i < r->n && r->items[i].type == MSGPACK_OBJECT_POSITIVE_INTEGER
-      && r->items[i].via.u64 <= G_MAXINT64)
-    {
-      *out = (gint64) r->items[i].via.u64;
-      return TRUE;
-    }
-  if (i < r->n && r->items[i].type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-    {
-      *out = r->items[i].via.i64;
-      return TRUE;
-    }
-  return rec_fail (r, "expected an integer", i);
-}
-
-/* Returns a NUL-terminated copy (transfer full) or NULL for nil. */
-static gboolean
-rec_str (Rec *r, guint32 i, gboolean nullable, gchar **out)
-{
-  if (i < r->n && nullable && r->items[i].type == MSGPACK_OBJECT_NIL)
-    {
-      *out = NULL;
-      return TRUE;
-    }
-  if (i >= r->n || r->items[i].type != MSGPACK_OBJECT_STR)
-    return rec_fail (r, "expected a string", i);
-  *out = g_strndup (r->items[i].via.str.ptr, r->items[i].via.str.size);
+  const DatcRecAgent *r = &rec->u.agent;
+  apply_agent (l, r->idx, r->agent_id, r->site, r->proxy, r->host);
   return TRUE;
 }
 
 static gboolean
-replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
+replay_dispatch (DatcLedger *l, const DatcRecord *rec, GError **error)
 {
-  DatcLedger *l = user_data;
-  msgpack_unpacked up;
-  size_t off = 0;
-  gboolean ok = FALSE;
-
-  msgpack_unpacked_init (&up);
-  if (msgpack_unpack_next (&up, (const char *) payload, len, &off) != MSGPACK_UNPACK_SUCCESS
-      || off != len || up.data.type != MSGPACK_OBJECT_ARRAY || up.data.via.array.size < 1
-      || up.data.via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-    {
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                   "record is not a typed msgpack array");
-      goto out;
-    }
-  Rec r = { up.data.via.array.ptr, up.data.via.array.size, error, "journal" };
-  guint64 type = r.items[0].via.u64;
-
-  switch (type)
-    {
-    case REC_START:
-      ok = TRUE;
-      break;
-    case REC_AGENT:
-      {
-        guint64 idx;
-        g_autofree gchar *id = NULL, *site = NULL, *proxy = NULL, *host = NULL;
-        r.what = "agent";
-        if (r.n != 6 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &id)
-            || !rec_str (&r, 3, FALSE, &site) || !rec_str (&r, 4, FALSE, &proxy)
-            || !rec_str (&r, 5, FALSE, &host))
-          goto shape;
-        if (idx > G_MAXUINT16 * 256u)
-          goto shape;
-        apply_agent (l, (guint32) idx, id, site, proxy, host);
-        ok = TRUE;
-        break;
-      }
-    case REC_DISPATCH:
-      {
-        guint64 agent;
-        gint64 when;
-        r.what = "dispatch";
-        if (r.n != 4 || !rec_u64 (&r, 1, &agent) || !rec_i64 (&r, 2, &when)
-            || r.items[3].type != MSGPACK_OBJECT_ARRAY
-            || r.items[3].via.array.size % 2 != 0)
-          goto shape;
-        Rec keys = { r.items[3].via.array.ptr, r.items[3].via.array.size, error, "dispatch" };
-        for (guint32 i = 0; i < keys.n; i += 2)
-          {
-            guint64 id, attempt;
-            if (!rec_u64 (&keys, i, &id) || !rec_u64 (&keys, i + 1, &attempt))
-              goto out;
-            apply_dispatch (l, (guint32) agent, id, (guint32) attempt, when);
-          }
-        ok = TRUE;
-        break;
-      }
-    case REC_REPLICATE:
-      {
-        guint64 agent, id, attempt;
-        gint64 when;
-        r.what = "replicate";
-        if (r.n != 5 || !rec_u64 (&r, 1, &agent) || !rec_i64 (&r, 2, &when)
-            || !rec_u64 (&r, 3, &id) || !rec_u64 (&r, 4, &attempt) || agent > G_MAXUINT32
-            || attempt > G_MAXUINT32)
-          goto shape;
-        apply_replicate (l, (guint32) agent, id, (guint32) attempt, when);
-        ok = TRUE;
-        break;
-      }
-    case REC_COPY_END:
-      {
-        guint64 id, attempt;
-        r.what = "copy end";
-        if (r.n != 3 || !rec_u64 (&r, 1, &id) || !rec_u64 (&r, 2, &attempt)
-            || attempt > G_MAXUINT32)
-          goto shape;
-        apply_copy_end (l, id, (guint32) attempt);
-        ok = TRUE;
-        break;
-      }
-    case REC_RESULT:
-      {
-        ResultRec rr = { 0 };
-        guint64 v[6];
-        g_autofree gchar *message = NULL, *oom_evidence = NULL;
-        guint64 attempt, agent, status, end_class = DATC_END_N;
-        r.what = "result";
-        if ((r.n != RESULT_FIELDS + 1 && r.n != RESULT_FIELDS_OLD + 1) || !rec_u64 (&r, 1, &rr.id) || !rec_u64 (&r, 2, &attempt)
-            || !rec_u64 (&r, 3, &agent) || r.items[4].type != MSGPACK_OBJECT_BOOLEAN
-            || !rec_u64 (&r, 5, &status) || !rec_i64 (&r, 6, &rr.exit_code)
-            || !rec_i64 (&r, 7, &rr.signal) || !rec_i64 (&r, 8, &rr.started)
-            || !rec_i64 (&r, 9, &rr.finished))
-          goto shape;
-        for (guint32 i = 0; i < 6; i++)
-          if (!rec_u64 (&r, 10 + i, &v[i]))
-            goto out;
-        if (!rec_str (&r, 16, TRUE, &message))
-          goto out;
-        if (r.n == RESULT_FIELDS + 1
-            && (!rec_u64 (&r, 17, &end_class) || !rec_str (&r, 18, TRUE, &oom_evidence)))
-          goto out;
-        rr.attempt = (guint32) attempt;
-        rr.agent = (guint32) agent;
-        rr.final = r.items[4].via.boolean;
-        rr.status = (guint) status;
-        rr.out_off = v[0], rr.out_len = v[1], rr.err_off = v[2], rr.err_len = v[3];
-        rr.out_dropped = v[4], rr.err_dropped = v[5];
-        rr.message = message;
-        rr.oom_evidence = oom_evidence;
-        rr.end_class = end_class < DATC_END_N
-                           ? (DatcEndClass) end_class
-                           : end_class_of (rr.status, rr.signal, oom_evidence, FALSE);
-        if (rr.id == 0 || rr.id > l->n_tasks)
-          {
-            g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
-                         "result for task %" G_GUINT64_FORMAT " but the bag has %" G_GUINT64_FORMAT,
-                         rr.id, l->n_tasks);
-            goto out;
-          }
-        apply_result (l, &rr);
-        ok = TRUE;
-        break;
-      }
-    case REC_REQUEUE:
-      {
-        guint64 id;
-        r.what = "requeue";
-        if (r.n != 3 || !rec_u64 (&r, 1, &id) || r.items[2].type != MSGPACK_OBJECT_BOOLEAN)
-          goto shape;
-        apply_requeue (l, id, r.items[2].via.boolean);
-        ok = TRUE;
-        break;
-      }
-    case REC_SOURCE:
-      {
-        guint64 idx, first, count, format;
-        gint64 when;
-        g_autofree gchar *path = NULL, *sha = NULL;
-        r.what = "source";
-        if (r.n != 9 || !rec_u64 (&r, 1, &idx) || !rec_str (&r, 2, FALSE, &path)
-            || !rec_str (&r, 3, FALSE, &sha) || !rec_u64 (&r, 4, &first)
-            || !rec_u64 (&r, 5, &count) || !rec_i64 (&r, 6, &when) || !rec_u64 (&r, 7, &format)
-            || (r.items[8].type != MSGPACK_OBJECT_NIL && r.items[8].type != MSGPACK_OBJECT_BIN))
-          goto shape;
-        if (idx != l->sources->len)
-          goto shape;
-        if (r.items[8].type == MSGPACK_OBJECT_BIN)
-          {
-            /* Tasks submitted to the campaign: they become part of the bag
-             * again, with the same ids. */
-            if (first != datc_bag_count (l->bag) + 1)
-              {
-                g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                             "submitted tasks from %s should start at id %" G_GUINT64_FORMAT
-                             ", not %" G_GUINT64_FORMAT,
-                             path, datc_bag_count (l->bag) + 1, first);
-                goto out;
-              }
-            if (!datc_bag_load_data (l->bag, path, r.items[8].via.bin.ptr, r.items[8].via.bin.size,
-                                     (DatcTaskFileFormat) format, error))
-              goto out;
-            if (datc_bag_count (l->bag) != first + count - 1)
-              {
-                g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                             "submitted tasks from %s: %" G_GUINT64_FORMAT " recorded, %"
-                             G_GUINT64_FORMAT " read back", path, count,
-                             datc_bag_count (l->bag) - first + 1);
-                goto out;
-              }
-            grow_tasks (l, datc_bag_count (l->bag));
-          }
-        SourceInfo *s = g_new0 (SourceInfo, 1);
-        s->path = g_steal_pointer (&path);
-        s->sha256 = g_steal_pointer (&sha);
-        s->first_id = first;
-        s->count = count;
-        s->submitted_us = when;
-        g_ptr_array_add (l->sources, s);
-        ok = TRUE;
-        break;
-      }
-    case REC_PROXY:
-      {
-        gint64 when;
-        g_autofree gchar *site = NULL, *proxy = NULL, *job = NULL, *event = NULL;
-        r.what = "proxy";
-        if (r.n != 6 || !rec_str (&r, 1, FALSE, &site) || !rec_str (&r, 2, FALSE, &proxy)
-            || !rec_str (&r, 3, FALSE, &job) || !rec_str (&r, 4, FALSE, &event)
-            || !rec_i64 (&r, 5, &when))
-          goto shape;
-        apply_proxy (l, site, proxy, job, event);
-        ok = TRUE;
-        break;
-      }
-    case REC_CANCEL:
-      {
-        gint64 when;
-        r.what = "cancel";
-        if (r.n != 3 || !rec_i64 (&r, 1, &when))
-          goto shape;
-        if (r.items[2].type == MSGPACK_OBJECT_NIL)
-          apply_cancel (l, when, NULL, 0);
-        else if (r.items[2].type == MSGPACK_OBJECT_ARRAY)
-          {
-            Rec ids = { r.items[2].via.array.ptr, r.items[2].via.array.size, error, "cancel" };
-            for (guint32 i = 0; i < ids.n; i++)
-              {
-                guint64 id;
-                if (!rec_u64 (&ids, i, &id))
-                  goto out;
-                apply_cancel (l, when, &id, 1);
-              }
-          }
-        else
-          goto shape;
-        ok = TRUE;
-        break;
-      }
-    case REC_ORPHANS:
-      {
-        gint64 deadline;
-        r.what = "orphans";
-        if (r.n != 3 || !rec_i64 (&r, 1, &deadline) || r.items[2].type != MSGPACK_OBJECT_ARRAY
-            || r.items[2].via.array.size % 2 != 0)
-          goto shape;
-        Rec keys = { r.items[2].via.array.ptr, r.items[2].via.array.size, error, "orphans" };
-        g_autoptr (GArray) k = g_array_sized_new (FALSE, FALSE, sizeof (DatcTaskKey), keys.n / 2);
-        for (guint32 i = 0; i < keys.n; i += 2)
-          {
-            guint64 id, attempt;
-            if (!rec_u64 (&keys, i, &id) || !rec_u64 (&keys, i + 1, &attempt)
-                || attempt > G_MAXUINT32)
-              goto shape;
-            DatcTaskKey key = { id, (guint32) attempt };
-            g_array_append_val (k, key);
-          }
-        apply_orphans (l, deadline, (const DatcTaskKey *) k->data, k->len);
-        ok = TRUE;
-        break;
-      }
-    case REC_AGENT_GONE:
-      {
-        guint64 idx;
-        r.what = "agent gone";
-        if (r.n != 2 || !rec_u64 (&r, 1, &idx) || idx > G_MAXUINT32)
-          goto shape;
-        apply_agent_gone (l, (guint32) idx);
-        ok = TRUE;
-        break;
-      }
-    case REC_RETRY:
-      r.what = "retry";
-      if (r.n != 2)
-        goto shape;
-      apply_retry (l);
-      ok = TRUE;
-      break;
-    default:
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                   "unknown record type %" G_GUINT64_FORMAT, type);
-      goto out;
-    }
-  goto out;
-
-shape:
-  if (error != NULL && *error == NULL)
-    g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                 "%s record has the wrong shape", r.what);
-out:
-  msgpack_unpacked_destroy (&up);
-  return ok;
+  const DatcRecDispatch *r = &rec->u.dispatch;
+  for (guint i = 0; i < r->keys.n; i++)
+    apply_dispatch (l, r->agent, r->keys.v[i].id, r->keys.v[i].attempt, r->time_us);
+  return TRUE;
 }
 
-/* ---- open / free --------------------------------------------------- */
+static gboolean
+replay_result (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  DatcRecResult rr = rec->u.result;
+  if (rr.id == 0 || rr.id > l->n_tasks)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
+                   "result for task %" G_GUINT64_FORMAT " but the bag has %" G_GUINT64_FORMAT,
+                   rr.id, l->n_tasks);
+      return FALSE;
+    }
+  /* An older journal's result has no class: it follows from the status. */
+  if (rr.end_class >= DATC_END_N)
+    rr.end_class = end_class_of (rr.status, rr.signal, rr.oom_evidence, FALSE);
+  apply_result (l, &rr);
+  return TRUE;
+}
+
+static gboolean
+replay_requeue (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  apply_requeue (l, rec->u.requeue.id, rec->u.requeue.lost);
+  return TRUE;
+}
 
 static void
-journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
-                guint64 first, guint64 count, gint64 when, DatcTaskFileFormat format,
-                const char *data, gsize len)
+add_source (DatcLedger *l, const char *path, const char *sha, guint64 first, guint64 count,
+            gint64 when)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_SOURCE, 9);
-  msgpack_pack_uint32 (&pk, idx);
-  pack_str (&pk, path);
-  pack_str (&pk, sha);
-  msgpack_pack_uint64 (&pk, first);
-  msgpack_pack_uint64 (&pk, count);
-  msgpack_pack_int64 (&pk, when);
-  msgpack_pack_uint8 (&pk, (guint8) format);
-  if (data != NULL)
-    {
-      msgpack_pack_bin (&pk, len);
-      msgpack_pack_bin_body (&pk, data, len);
-    }
-  else
-    msgpack_pack_nil (&pk);
-  datc_journal_end (l->journal);
-
   SourceInfo *s = g_new0 (SourceInfo, 1);
   s->path = g_strdup (path);
   s->sha256 = g_strdup (sha);
@@ -1326,52 +816,153 @@ journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
   g_ptr_array_add (l->sources, s);
 }
 
+static gboolean
+replay_source (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecSource *r = &rec->u.source;
+  if (r->index != l->sources->len)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                   "source record %u where source %u was due", r->index, l->sources->len);
+      return FALSE;
+    }
+  if (r->data.data != NULL)
+    {
+      /* Tasks submitted to the campaign: they become part of the bag
+       * again, with the same ids. */
+      if (r->first_id != datc_bag_count (l->bag) + 1)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                       "submitted tasks from %s should start at id %" G_GUINT64_FORMAT
+                       ", not %" G_GUINT64_FORMAT,
+                       r->path, datc_bag_count (l->bag) + 1, r->first_id);
+          return FALSE;
+        }
+      if (!datc_bag_load_data (l->bag, r->path, (const char *) r->data.data, r->data.len,
+                               (DatcTaskFileFormat) r->format, error))
+        return FALSE;
+      if (datc_bag_count (l->bag) != r->first_id + r->count - 1)
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                       "submitted tasks from %s: %" G_GUINT64_FORMAT " recorded, %"
+                       G_GUINT64_FORMAT " read back", r->path, r->count,
+                       datc_bag_count (l->bag) - r->first_id + 1);
+          return FALSE;
+        }
+      grow_tasks (l, datc_bag_count (l->bag));
+    }
+  add_source (l, r->path, r->sha256, r->first_id, r->count, r->submitted_us);
+  return TRUE;
+}
+
+static gboolean
+replay_proxy (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecProxy *r = &rec->u.proxy;
+  apply_proxy (l, r->site, r->proxy, r->job_id, r->event);
+  return TRUE;
+}
+
+static gboolean
+replay_cancel (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecCancel *r = &rec->u.cancel;
+  if (r->ids.all)
+    apply_cancel (l, r->time_us, NULL, 0);
+  else
+    apply_cancel (l, r->time_us, r->ids.v, r->ids.n);
+  return TRUE;
+}
+
+static gboolean
+replay_retry (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  apply_retry (l);
+  return TRUE;
+}
+
+static gboolean
+replay_orphans (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecOrphans *r = &rec->u.orphans;
+  apply_orphans (l, r->deadline_us, r->keys.v, r->keys.n);
+  return TRUE;
+}
+
+static gboolean
+replay_agent_gone (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  apply_agent_gone (l, rec->u.agent_gone.idx);
+  return TRUE;
+}
+
+static gboolean
+replay_replicate (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecReplicate *r = &rec->u.replicate;
+  apply_replicate (l, r->agent, r->id, r->attempt, r->time_us);
+  return TRUE;
+}
+
+static gboolean
+replay_copy_end (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  apply_copy_end (l, rec->u.copy_end.id, rec->u.copy_end.attempt);
+  return TRUE;
+}
+
+static const Replayer replayers[] = {
+  [DATC_REC_START] = replay_start,         [DATC_REC_AGENT] = replay_agent,
+  [DATC_REC_DISPATCH] = replay_dispatch,   [DATC_REC_RESULT] = replay_result,
+  [DATC_REC_REQUEUE] = replay_requeue,     [DATC_REC_SOURCE] = replay_source,
+  [DATC_REC_PROXY] = replay_proxy,         [DATC_REC_CANCEL] = replay_cancel,
+  [DATC_REC_RETRY] = replay_retry,         [DATC_REC_ORPHANS] = replay_orphans,
+  [DATC_REC_AGENT_GONE] = replay_agent_gone, [DATC_REC_REPLICATE] = replay_replicate,
+  [DATC_REC_COPY_END] = replay_copy_end,
+};
+
+static gboolean
+replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
+{
+  DatcLedger *l = user_data;
+  g_auto (DatcRecord) rec = { 0 };
+  g_autoptr (GError) local = NULL;
+
+  if (!datc_record_decode (payload, len, &rec, &local))
+    {
+      g_set_error_literal (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT, local->message);
+      return FALSE;
+    }
+  /* Every type the codec knows has its replayer. */
+  g_assert ((guint) rec.type < G_N_ELEMENTS (replayers) && replayers[rec.type] != NULL);
+  return replayers[rec.type](l, &rec, error);
+}
+
+/* ---- open / free --------------------------------------------------- */
+
+static void
+journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
+                guint64 first, guint64 count, gint64 when, DatcTaskFileFormat format,
+                const char *data, gsize len)
+{
+  DatcRecord rec = { .type = DATC_REC_SOURCE, .u.source = {
+    .index = idx, .path = path, .sha256 = sha, .first_id = first, .count = count,
+    .submitted_us = when, .format = (guint32) format,
+    .data = { (const guint8 *) data, len },
+  } };
+  journal_record (l, &rec);
+  add_source (l, path, sha, first, count, when);
+}
+
 /* After cancelled tasks were retried, results.jsonl (rebuilt in journal
  * order) holds "cancelled" lines that no longer say how those tasks ended.
  * Keep one line per final task: the cancelled one only for tasks that are
  * cancelled now, the other one otherwise. */
 static gboolean
-filter_results (DatcLedger *l, const char *tmp, GError **error)
+keep_result_line (guint64 id, gboolean cancelled, gpointer user_data)
 {
-  g_autofree gchar *out_path = g_strconcat (tmp, ".filtered", NULL);
-  FILE *in = fopen (tmp, "re");
-  int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  g_autofree guint8 *kept = g_new0 (guint8, l->n_tasks + 1);
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  gboolean ok = in != NULL && out >= 0;
-
-  while (ok && (n = getline (&line, &cap, in)) > 0)
-    {
-      guint64 id = 0;
-      if (sscanf (line, "{\"id\":%" G_GUINT64_FORMAT ",", &id) != 1 || id == 0 || id > l->n_tasks)
-        continue;
-      TaskSlot *t = &l->tasks[id - 1];
-      gboolean line_cancelled = strstr (line, "\"status\":\"cancelled\"") != NULL;
-      if (!is_final (t) || kept[id] || line_cancelled != (t->state == DATC_TASK_CANCELLED))
-        continue;
-      kept[id] = 1;
-      ok = write (out, line, (size_t) n) == n;
-    }
-  free (line);
-  if (in != NULL)
-    fclose (in);
-  if (ok)
-    ok = fsync (out) == 0 && rename (out_path, tmp) == 0;
-  if (!ok)
-    {
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", tmp,
-                   g_strerror (errno));
-      if (out >= 0)
-        close (out);
-      return FALSE;
-    }
-  /* Go on appending to the filtered file. */
-  close (l->results_fd);
-  l->results_fd = out;
-  lseek (out, 0, SEEK_END);
-  return TRUE;
+  const TaskSlot *t = &((DatcLedger *) user_data)->tasks[id - 1];
+  return is_final (t) && cancelled == (t->state == DATC_TASK_CANCELLED);
 }
 
 DatcLedger *
@@ -1400,7 +991,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->queue = datc_task_queue_new (is_dispatchable, l);
   for (guint64 id = 1; id <= l->n_tasks; id++)
     datc_task_queue_count (l->queue, id, +1);
-  l->runtimes = g_new0 (guint32, RUNTIME_BUCKETS);
+  l->runtimes = datc_runtimes_new ();
   l->running = g_hash_table_new (g_direct_hash, g_direct_equal);
   l->replicas = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
                                        (GDestroyNotify) g_array_unref);
@@ -1415,9 +1006,6 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
   l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   l->submits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  l->line = g_string_sized_new (512);
-  l->results_out = g_string_sized_new (1 << 16);
-  l->results_fd = -1;
   l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->dirty_outputs = g_array_new (FALSE, FALSE, sizeof (guint32));
@@ -1441,13 +1029,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
                    g_strerror (errno));
       return NULL;
     }
-  l->results_fd = open (results_tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (l->results_fd < 0)
-    {
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_tmp,
-                   g_strerror (errno));
-      return NULL;
-    }
+  l->results = datc_results_file_open (results_tmp, error);
+  if (l->results == NULL)
+    return NULL;
 
   l->replaying = TRUE;
   l->journal = datc_journal_open (journal_path, replay_record, l, &rec, error);
@@ -1491,33 +1075,24 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   datc_task_queue_rewind (l->queue);
 
   /* Start record: marks each master incarnation in the journal. */
-  {
-    msgpack_packer pk;
-    record_begin (l, &pk, REC_START, 3);
-    msgpack_pack_uint64 (&pk, g_random_int ());
-    msgpack_pack_int64 (&pk, g_get_real_time ());
-    datc_journal_end (l->journal);
-  }
+  DatcRecord start = { .type = DATC_REC_START,
+                       .u.start = { g_random_int (), g_get_real_time () } };
+  journal_record (l, &start);
 
   if (l->options.retry_cancelled && l->counts.cancelled > 0)
     {
-      msgpack_packer pk;
-      record_begin (l, &pk, REC_RETRY, 2);
-      msgpack_pack_int64 (&pk, g_get_real_time ());
-      datc_journal_end (l->journal);
+      DatcRecord retry = { .type = DATC_REC_RETRY, .u.retry = { g_get_real_time () } };
+      journal_record (l, &retry);
       apply_retry (l);
     }
 
   if (!write_results (l, error))
     return NULL;
-  if (l->filter_results && !filter_results (l, results_tmp, error))
+  if (l->filter_results
+      && !datc_results_file_filter (l->results, l->n_tasks, keep_result_line, l, error))
     return NULL;
-  if (fsync (l->results_fd) != 0 || rename (results_tmp, results_path) != 0)
-    {
-      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", results_path,
-                   g_strerror (errno));
-      return NULL;
-    }
+  if (!datc_results_file_finish (l->results, results_path, error))
+    return NULL;
   if (!datc_journal_commit (l->journal, error))
     return NULL;
   return g_steal_pointer (&l);
@@ -1528,16 +1103,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
 static void
 journal_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint n)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_ORPHANS, 3);
-  msgpack_pack_int64 (&pk, deadline_us);
-  msgpack_pack_array (&pk, n * 2);
-  for (guint i = 0; i < n; i++)
-    {
-      msgpack_pack_uint64 (&pk, keys[i].id);
-      msgpack_pack_uint32 (&pk, keys[i].attempt);
-    }
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_ORPHANS,
+                     .u.orphans = { .deadline_us = deadline_us, .keys = { keys, n } } };
+  journal_record (l, &rec);
 }
 
 /* Tasks that were running when the last master stopped stay on their
@@ -1709,18 +1277,11 @@ datc_ledger_cancel (DatcLedger *l, const guint64 *ids, guint n, GArray *running)
   if (cancelled == 0)
     return 0;
 
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_CANCEL, 3);
-  msgpack_pack_int64 (&pk, when);
-  if (ids == NULL)
-    msgpack_pack_nil (&pk);
-  else
-    {
-      msgpack_pack_array (&pk, open_ids->len);
-      for (guint i = 0; i < open_ids->len; i++)
-        msgpack_pack_uint64 (&pk, g_array_index (open_ids, guint64, i));
-    }
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_CANCEL, .u.cancel = {
+    .time_us = when,
+    .ids = { (const guint64 *) open_ids->data, open_ids->len, ids == NULL },
+  } };
+  journal_record (l, &rec);
   if (ids == NULL)
     apply_cancel (l, when, NULL, 0);
   else
@@ -1733,9 +1294,7 @@ datc_ledger_free (DatcLedger *l)
 {
   if (l == NULL)
     return;
-  if (l->results_fd >= 0)
-    close (l->results_fd);
-  g_string_free (l->results_out, TRUE);
+  datc_results_file_free (l->results);
   datc_journal_free (l->journal);
   for (guint i = 0; i < l->agents->len; i++)
     if (l->agents->pdata[i] != NULL)
@@ -1750,13 +1309,12 @@ datc_ledger_free (DatcLedger *l)
   g_ptr_array_unref (l->sources);
   g_hash_table_unref (l->proxies);
   g_hash_table_unref (l->submits);
-  g_string_free (l->line, TRUE);
   g_array_unref (l->pick);
   g_array_unref (l->deferred);
   g_array_unref (l->dirty_outputs);
   g_free (l->sync_failed);
   datc_task_queue_free (l->queue);
-  g_free (l->runtimes);
+  datc_runtimes_free (l->runtimes);
   g_hash_table_unref (l->running);
   g_hash_table_unref (l->replicas);
   g_free (l->tasks);
@@ -1852,14 +1410,8 @@ datc_ledger_agent_hello (DatcLedger *l, const char *agent_id, const char *site, 
   guint32 idx = l->free_agents->len > 0
                     ? g_array_index (l->free_agents, guint32, l->free_agents->len - 1)
                     : l->agents->len;
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_AGENT, 6);
-  msgpack_pack_uint32 (&pk, idx);
-  pack_str (&pk, agent_id);
-  pack_str (&pk, site);
-  pack_str (&pk, proxy);
-  pack_str (&pk, host);
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_AGENT, .u.agent = { idx, agent_id, site, proxy, host } };
+  journal_record (l, &rec);
   apply_agent (l, idx, agent_id, site, proxy, host);
   return idx;
 }
@@ -1878,48 +1430,37 @@ expected_ms (DatcLedger *l, const DatcBagTask *bt, gboolean fresh)
 {
   if (bt->est_runtime_ms != 0 || fresh)
     return bt->est_runtime_ms;
-  return l->runtime_est_ms;
+  return datc_runtimes_estimate_ms (l->runtimes);
 }
 
-/* Encodes the picked tasks (l->pick) into `frame` and journals one
- * dispatch record for all of them. */
+/* Runs the picked tasks (l->pick) on `agent` as their next attempt,
+ * appends them to `picked` and journals one dispatch record for all. */
 static guint
-dispatch_picked (DatcLedger *l, guint32 agent, guint32 session, GByteArray *frame)
+dispatch_picked (DatcLedger *l, guint32 agent, GArray *picked)
 {
   guint n = l->pick->len;
   if (n == 0)
     return 0;
 
-  msgpack_packer pk;
   gint64 now = g_get_real_time ();
-  record_begin (l, &pk, REC_DISPATCH, 4);
-  msgpack_pack_uint32 (&pk, agent);
-  msgpack_pack_int64 (&pk, now);
-  msgpack_pack_array (&pk, n * 2);
-
-  datc_tasks_encode_begin (frame, session, n);
+  guint first = picked->len;
+  g_array_set_size (picked, first + n);
+  DatcTaskKey *keys = &g_array_index (picked, DatcTaskKey, first);
   for (guint i = 0; i < n; i++)
     {
       guint32 tid = g_array_index (l->pick, guint32, i);
-      TaskSlot *t = &l->tasks[tid - 1];
-      guint32 attempt = t->attempt + 1u;
-      const DatcBagTask *bt = datc_bag_get (l->bag, tid);
-      const guint8 *spec = datc_bag_spec (l->bag, bt);
-
-      msgpack_pack_uint32 (&pk, tid);
-      msgpack_pack_uint32 (&pk, attempt);
-      if (bt->kind == DATC_BAG_SPEC_LINE)
-        datc_tasks_encode_add_line (frame, tid, attempt, (const char *) spec, bt->length);
-      else
-        datc_tasks_encode_add_spec (frame, tid, attempt, spec, bt->length);
-      apply_dispatch (l, agent, tid, attempt, now);
+      keys[i].id = tid;
+      keys[i].attempt = l->tasks[tid - 1].attempt + 1u;
+      apply_dispatch (l, agent, tid, keys[i].attempt, now);
     }
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_DISPATCH,
+                     .u.dispatch = { .agent = agent, .time_us = now, .keys = { keys, n } } };
+  journal_record (l, &rec);
   return n;
 }
 
 guint
-datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GByteArray *frame)
+datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GArray *picked)
 {
   guint64 id;
   guint looked = 0;
@@ -1940,7 +1481,7 @@ datc_ledger_dispatch (DatcLedger *l, DatcDispatchRequest *req, GByteArray *frame
   for (guint i = 0; i < l->deferred->len; i++)
     datc_task_queue_push (l->queue, g_array_index (l->deferred, guint32, i));
   req->deferred = l->deferred->len;
-  return dispatch_picked (l, req->agent, req->session, frame);
+  return dispatch_picked (l, req->agent, picked);
 }
 
 void
@@ -1987,8 +1528,7 @@ datc_ledger_release (DatcLedger *l, guint64 id)
 }
 
 guint
-datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
-                            GByteArray *frame)
+datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, GArray *picked)
 {
   TaskSlot *t = slot (l, id);
   if (t == NULL || !t->bound || t->state != DATC_TASK_QUEUED)
@@ -1997,7 +1537,7 @@ datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, guint32 se
   guint32 id32 = (guint32) id;
   g_array_set_size (l->pick, 0);
   g_array_append_val (l->pick, id32);
-  return dispatch_picked (l, agent, session, frame);
+  return dispatch_picked (l, agent, picked);
 }
 
 guint64
@@ -2006,68 +1546,25 @@ datc_ledger_unbound_queued (DatcLedger *l)
   return l->counts.queued - MIN (l->bound, l->counts.queued);
 }
 
+DatcBag *
+datc_ledger_bag (DatcLedger *l)
+{
+  return l->bag;
+}
+
 guint64
 datc_ledger_runtime_estimate_ms (DatcLedger *l)
 {
-  return l->runtime_est_ms;
+  return datc_runtimes_estimate_ms (l->runtimes);
 }
 
 /* ---- end-game replication ------------------------------------------ */
-
-/* The observed run times as (middle of bucket, count), with the sums
- * above each bucket, so that E[T - e | T > e] costs a binary search per
- * running task (the end game asks at every loop turn while an agent has
- * a free slot). */
-typedef struct {
-  double mid[RUNTIME_BUCKETS];
-  double n_above[RUNTIME_BUCKETS + 1];   /* runs in buckets b.. */
-  double sum_above[RUNTIME_BUCKETS + 1]; /* their middles, summed */
-} RunTimes;
-
-static void
-runtimes_prepare (const DatcLedger *l, RunTimes *rt)
-{
-  guint64 bottom = 0;
-  for (guint b = 0; b < RUNTIME_BUCKETS; b++)
-    {
-      guint64 top = runtime_bucket_top (b);
-      rt->mid[b] = (MIN (bottom, top) + top) / 2.0;
-      bottom = top + 1;
-    }
-  rt->n_above[RUNTIME_BUCKETS] = rt->sum_above[RUNTIME_BUCKETS] = 0;
-  for (guint b = RUNTIME_BUCKETS; b-- > 0;)
-    {
-      rt->n_above[b] = rt->n_above[b + 1] + l->runtimes[b];
-      rt->sum_above[b] = rt->sum_above[b + 1] + l->runtimes[b] * rt->mid[b];
-    }
-}
 
 /* A task is not copied before it has run this long: a short task a
  * little past every observed one is in flight (its elapsed counts from
  * dispatch: the trip to its agent, a wait behind prefetched tasks), not
  * straggling, and copying it would only start the same work twice. */
 #define REPLICA_MIN_ELAPSED_MS 1000u
-
-/* E[T - e | T > e] over the observed runs, in ms; G_MAXUINT64 when no
- * observed run lasted longer than e (a straggler: how much is left is
- * unknown, so a copy is worth it). */
-static guint64
-remaining_ms (const RunTimes *rt, guint64 e)
-{
-  /* The first bucket whose middle is past e (middles never decrease). */
-  guint b = 0, hi = RUNTIME_BUCKETS;
-  while (b < hi)
-    {
-      guint m = (b + hi) / 2;
-      if (rt->mid[m] <= (double) e)
-        b = m + 1;
-      else
-        hi = m;
-    }
-  if (rt->n_above[b] == 0)
-    return G_MAXUINT64;
-  return (guint64) (rt->sum_above[b] / rt->n_above[b] - (double) e);
-}
 
 static gint
 candidate_later_first (gconstpointer a, gconstpointer b)
@@ -2080,11 +1577,11 @@ candidate_later_first (gconstpointer a, gconstpointer b)
 void
 datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real, GArray *out)
 {
-  if (l->runtimes_n < RUNTIME_MIN_SAMPLES || max_copies < 2)
+  if (datc_runtimes_count (l->runtimes) < DATC_RUNTIMES_MIN_SAMPLES || max_copies < 2)
     return;
-  RunTimes rt;
-  runtimes_prepare (l, &rt);
-  guint64 copy_ms = (guint64) (rt.sum_above[0] / rt.n_above[0]);
+  DatcRuntimesTail rt;
+  datc_runtimes_prepare (l->runtimes, &rt);
+  guint64 copy_ms = datc_runtimes_mean_ms (&rt);
   guint32 now = ms32 (now_real);
   guint first = out->len;
   GHashTableIter it;
@@ -2110,7 +1607,7 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
           guint32 since = copies != NULL ? g_array_index (copies, Copy, c).since_ms
                                          : GPOINTER_TO_UINT (v);
           guint64 elapsed = (guint32) (now - since);
-          guint64 rem = remaining_ms (&rt, elapsed);
+          guint64 rem = datc_runtimes_remaining_ms (&rt, elapsed);
           if (c == 0 || rem < best_remaining)
             best_remaining = rem, best_elapsed = elapsed;
         }
@@ -2131,10 +1628,10 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
 guint64
 datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real)
 {
-  gboolean observed = l->runtimes_n >= RUNTIME_MIN_SAMPLES;
-  RunTimes rt;
+  gboolean observed = datc_runtimes_count (l->runtimes) >= DATC_RUNTIMES_MIN_SAMPLES;
+  DatcRuntimesTail rt;
   if (observed)
-    runtimes_prepare (l, &rt);
+    datc_runtimes_prepare (l->runtimes, &rt);
   guint32 now = ms32 (now_real);
   guint64 n = 0;
   GHashTableIter it;
@@ -2163,7 +1660,7 @@ datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real
            * longer than any walltime. */
           guint64 elapsed = (guint32) (now - since);
           guint64 left = elapsed < est ? est - elapsed
-                                       : observed ? remaining_ms (&rt, elapsed) : G_MAXUINT64;
+                                       : observed ? datc_runtimes_remaining_ms (&rt, elapsed) : G_MAXUINT64;
           if (left >= (guint64) (a->walltime_end_us - MIN (now_real, a->walltime_end_us)) / 1000u)
             n++;
         }
@@ -2172,30 +1669,19 @@ datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real
 }
 
 guint
-datc_ledger_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 session,
-                       GByteArray *frame)
+datc_ledger_replicate (DatcLedger *l, guint32 agent, guint64 id, GArray *picked)
 {
   TaskSlot *t = slot (l, id);
   if (t == NULL || t->state != DATC_TASK_RUNNING || live_on (l, id, t, agent, 0))
     return 0;
-  guint32 attempt = t->attempt + 1u;
+  DatcTaskKey key = { id, t->attempt + 1u };
   gint64 now = g_get_real_time ();
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_REPLICATE, 5);
-  msgpack_pack_uint32 (&pk, agent);
-  msgpack_pack_int64 (&pk, now);
-  msgpack_pack_uint64 (&pk, id);
-  msgpack_pack_uint32 (&pk, attempt);
-  datc_journal_end (l->journal);
-
-  const DatcBagTask *bt = datc_bag_get (l->bag, id);
-  const guint8 *spec = datc_bag_spec (l->bag, bt);
-  datc_tasks_encode_begin (frame, session, 1);
-  if (bt->kind == DATC_BAG_SPEC_LINE)
-    datc_tasks_encode_add_line (frame, id, attempt, (const char *) spec, bt->length);
-  else
-    datc_tasks_encode_add_spec (frame, id, attempt, spec, bt->length);
-  apply_replicate (l, agent, id, attempt, now);
+  DatcRecord rec = { .type = DATC_REC_REPLICATE, .u.replicate = {
+    .agent = agent, .time_us = now, .id = id, .attempt = key.attempt,
+  } };
+  journal_record (l, &rec);
+  apply_replicate (l, agent, id, key.attempt, now);
+  g_array_append_val (picked, key);
   return 1;
 }
 
@@ -2216,15 +1702,11 @@ datc_ledger_runs_on (DatcLedger *l, guint64 id, guint32 agent)
 static gint64
 journal_dispatch_one (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 {
-  msgpack_packer pk;
   gint64 now = g_get_real_time ();
-  record_begin (l, &pk, REC_DISPATCH, 4);
-  msgpack_pack_uint32 (&pk, agent);
-  msgpack_pack_int64 (&pk, now);
-  msgpack_pack_array (&pk, 2);
-  msgpack_pack_uint64 (&pk, id);
-  msgpack_pack_uint32 (&pk, attempt);
-  datc_journal_end (l->journal);
+  DatcTaskKey key = { id, attempt };
+  DatcRecord rec = { .type = DATC_REC_DISPATCH,
+                     .u.dispatch = { .agent = agent, .time_us = now, .keys = { &key, 1 } } };
+  journal_record (l, &rec);
   return now;
 }
 
@@ -2271,69 +1753,25 @@ datc_ledger_agent_gone (DatcLedger *l, guint32 agent)
   g_return_if_fail (a != NULL);
   if (a->gone)
     return;
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_AGENT_GONE, 2);
-  msgpack_pack_uint32 (&pk, agent);
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_AGENT_GONE, .u.agent_gone = { agent } };
+  journal_record (l, &rec);
   apply_agent_gone (l, agent);
 }
 
+/* The result's output goes to its agent's file first; the record then
+ * says where it is. */
 static gboolean
-write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr,
+write_output (DatcLedger *l, guint32 agent, const DatcResult *res, DatcRecResult *rr,
               GError **error)
 {
   AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
-  gsize out_len = res->out ? g_bytes_get_size (res->out) : 0;
-  gsize err_len = res->err ? g_bytes_get_size (res->err) : 0;
-
   g_return_val_if_fail (a != NULL, FALSE);
-  if (a->out_fd < 0)
-    {
-      g_autofree gchar *path = g_build_filename (l->dir, a->output_name, NULL);
-      struct stat st;
-      a->out_fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-      if (a->out_fd < 0 || fstat (a->out_fd, &st) != 0)
-        {
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path,
-                       g_strerror (errno));
-          return FALSE;
-        }
-      a->out_size = (guint64) st.st_size;
-    }
-  rr->out_off = a->out_size;
-  rr->out_len = out_len;
-  rr->err_off = a->out_size + out_len;
-  rr->err_len = err_len;
-  if (out_len + err_len == 0)
-    return TRUE;
-
-  struct iovec iov[2] = {
-    { (void *) (out_len ? g_bytes_get_data (res->out, NULL) : NULL), out_len },
-    { (void *) (err_len ? g_bytes_get_data (res->err, NULL) : NULL), err_len },
-  };
-  gsize total = out_len + err_len, done = 0;
-  while (done < total)
-    {
-      ssize_t w;
-      if (done < out_len)
-        {
-          struct iovec v[2] = { { (char *) iov[0].iov_base + done, out_len - done }, iov[1] };
-          w = writev (a->out_fd, v, 2);
-        }
-      else
-        w = write (a->out_fd, (const char *) iov[1].iov_base + (done - out_len), total - done);
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0)
-        {
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s/%s: %s", l->dir,
-                       a->output_name, g_strerror (errno));
-          return FALSE;
-        }
-      done += (gsize) w;
-    }
-  a->out_size += total;
-  if (!a->out_dirty)
+  if (!datc_agent_output_append (a->output, res->out, res->err, &rr->out_off, &rr->err_off,
+                                 error))
+    return FALSE;
+  rr->out_len = res->out ? g_bytes_get_size (res->out) : 0;
+  rr->err_len = res->err ? g_bytes_get_size (res->err) : 0;
+  if (rr->out_len + rr->err_len > 0 && !a->out_dirty)
     {
       a->out_dirty = TRUE;
       g_array_append_val (l->dirty_outputs, agent);
@@ -2342,55 +1780,24 @@ write_output (DatcLedger *l, guint32 agent, const DatcResult *res, ResultRec *rr
 }
 
 static void
-journal_result (DatcLedger *l, const ResultRec *rr)
+journal_result (DatcLedger *l, const DatcRecResult *rr)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_RESULT, RESULT_FIELDS + 1);
-  msgpack_pack_uint64 (&pk, rr->id);
-  msgpack_pack_uint32 (&pk, rr->attempt);
-  msgpack_pack_uint32 (&pk, rr->agent);
-  if (rr->final)
-    msgpack_pack_true (&pk);
-  else
-    msgpack_pack_false (&pk);
-  msgpack_pack_uint32 (&pk, rr->status);
-  msgpack_pack_int64 (&pk, rr->exit_code);
-  msgpack_pack_int64 (&pk, rr->signal);
-  msgpack_pack_int64 (&pk, rr->started);
-  msgpack_pack_int64 (&pk, rr->finished);
-  msgpack_pack_uint64 (&pk, rr->out_off);
-  msgpack_pack_uint64 (&pk, rr->out_len);
-  msgpack_pack_uint64 (&pk, rr->err_off);
-  msgpack_pack_uint64 (&pk, rr->err_len);
-  msgpack_pack_uint64 (&pk, rr->out_dropped);
-  msgpack_pack_uint64 (&pk, rr->err_dropped);
-  pack_str (&pk, rr->message);
-  msgpack_pack_uint32 (&pk, rr->end_class);
-  pack_str (&pk, rr->oom_evidence);
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_RESULT, .u.result = *rr };
+  journal_record (l, &rec);
 }
 
 static void
 journal_requeue (DatcLedger *l, guint64 id, gboolean lost)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_REQUEUE, 3);
-  msgpack_pack_uint64 (&pk, id);
-  if (lost)
-    msgpack_pack_true (&pk);
-  else
-    msgpack_pack_false (&pk);
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_REQUEUE, .u.requeue = { id, lost } };
+  journal_record (l, &rec);
 }
 
 static void
 journal_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_COPY_END, 3);
-  msgpack_pack_uint64 (&pk, id);
-  msgpack_pack_uint32 (&pk, attempt);
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_COPY_END, .u.copy_end = { id, attempt } };
+  journal_record (l, &rec);
 }
 
 /* A live attempt ends unrun or unrecorded (drained, refused, cancelled,
@@ -2477,12 +1884,12 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res, GA
       end_attempt (l, res->id, t, res->attempt, FALSE);
       return DATC_RESULT_DROPPED;
     }
-  ResultRec rr = {
+  DatcRecResult rr = {
     .id = res->id,
     .attempt = res->attempt,
     .agent = agent,
     .final = ok || t->failures >= bt->retries,
-    .status = res->status,
+    .status = (guint32) res->status,
     .exit_code = res->exit_code,
     .signal = res->signal,
     .started = res->started_us,
@@ -2498,7 +1905,7 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res, GA
     return DATC_RESULT_DUPLICATE;
 
   if (!write_output (l, agent, res, &rr, error))
-    return DATC_RESULT_DUPLICATE;
+    return DATC_RESULT_FAILED;
   /* The first final result wins: every other copy is cancelled. */
   if (rr.final)
     other_copies (l, res->id, t, agent, res->attempt, cancel);
@@ -2558,13 +1965,13 @@ datc_ledger_agent_lost (DatcLedger *l, guint32 agent)
               l->options.crash_limit);
           AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
           gboolean walltime = a != NULL && a->walltime_end_us > 0 && now >= a->walltime_end_us;
-          ResultRec rr = {
+          DatcRecResult rr = {
             .id = k->id, .attempt = k->attempt, .agent = agent, .final = TRUE,
             .status = DATC_STATUS_LOST, .exit_code = -1, .signal = 0,
             .started = 0, .finished = now, .message = msg,
             .end_class = end_class_of (DATC_STATUS_LOST, 0, NULL, walltime),
           };
-          rr.out_off = rr.err_off = a ? a->out_size : 0;
+          rr.out_off = rr.err_off = a ? datc_agent_output_size (a->output) : 0;
           t->crashes++;
           journal_result (l, &rr);
           apply_result (l, &rr);
@@ -2602,14 +2009,9 @@ void
 datc_ledger_proxy_event (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
                          const char *event)
 {
-  msgpack_packer pk;
-  record_begin (l, &pk, REC_PROXY, 6);
-  pack_str (&pk, site);
-  pack_str (&pk, proxy);
-  pack_str (&pk, job_id);
-  pack_str (&pk, event);
-  msgpack_pack_int64 (&pk, g_get_real_time ());
-  datc_journal_end (l->journal);
+  DatcRecord rec = { .type = DATC_REC_PROXY,
+                     .u.proxy = { site, proxy, job_id, event, g_get_real_time () } };
+  journal_record (l, &rec);
   apply_proxy (l, site, proxy, job_id, event);
 }
 
@@ -2642,7 +2044,8 @@ datc_ledger_open_submits (DatcLedger *l)
 gsize
 datc_ledger_pending (DatcLedger *l)
 {
-  return (l->journal ? datc_journal_pending (l->journal) : 0) + l->results_out->len;
+  return (l->journal ? datc_journal_pending (l->journal) : 0)
+         + (l->results ? datc_results_file_pending (l->results) : 0);
 }
 
 gboolean
@@ -2658,7 +2061,8 @@ datc_ledger_commit (DatcLedger *l, GError **error)
     {
       guint32 idx = g_array_index (l->dirty_outputs, guint32, l->dirty_outputs->len - 1);
       AgentInfo *a = l->agents->pdata[idx];
-      if (fdatasync (a->out_fd) != 0)
+      g_autoptr (GError) local = NULL;
+      if (!datc_agent_output_sync (a->output, &local))
         {
           /* Never tried again: after a failed fdatasync the kernel may
            * have dropped the dirty pages and cleared the error, so a
@@ -2668,9 +2072,7 @@ datc_ledger_commit (DatcLedger *l, GError **error)
            * are gone from memory: the ledger commits nothing more, the
            * master stops, and the next run re-derives everything from the
            * journal, which holds none of these results (they run again). */
-          int errsv = errno;
-          l->sync_failed = g_strdup_printf ("%s/%s: %s", l->dir, a->output_name,
-                                            g_strerror (errsv));
+          l->sync_failed = g_strdup (local->message);
           g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s", l->sync_failed);
           return FALSE;
         }

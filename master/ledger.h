@@ -13,7 +13,10 @@
  * back to the queue (datc_ledger_expire_orphans).
  *
  * Nothing here talks to the network: the dispatcher decides who gets what,
- * the ledger records it. */
+ * the ledger records it and hands back the (id, attempt) of what it picked;
+ * the dispatcher encodes the frames.  The journal records are
+ * journalrec.h's, results.jsonl is written by resultsfile.h, each agent's
+ * output file by agentoutput.h, observed run times are runtimes.h's. */
 #pragma once
 
 #include <glib.h>
@@ -123,7 +126,6 @@ typedef struct {
   guint64 budget_ms;       /* time the agent has left; G_MAXUINT64: no limit */
   gboolean fresh;          /* the agent has not been handed a task yet: only
                             * a task's own est_runtime keeps a task from it */
-  guint32 session;
   guint deferred;          /* out: tasks looked at that were expected not to fit */
 } DatcDispatchRequest;
 
@@ -131,11 +133,14 @@ typedef struct {
  * in `budget_ms` (their est_runtime, else, unless the agent is fresh, the
  * campaign's observed run time once known:
  * datc_ledger_runtime_estimate_ms), marks them running on
- * `agent` with the next attempt, journals one record for all, and encodes
- * them as the task list of a TASKS frame into `frame` (header included).
- * Returns how many. */
+ * `agent` with the next attempt, journals one record for all, and appends
+ * their (id, attempt) to `picked` (DatcTaskKey).  Returns how many. */
 guint datc_ledger_dispatch (DatcLedger *ledger, DatcDispatchRequest *request,
-                            GByteArray *frame);
+                            GArray *picked);
+
+/* The bag the ledger was opened on (transfer none): what the dispatcher
+ * encodes picked tasks from. */
+DatcBag *datc_ledger_bag (DatcLedger *ledger);
 
 /* The 90th percentile of the run times observed so far (rounded up to
  * within 19 %), or 0 until 20 tasks have run. */
@@ -157,7 +162,7 @@ guint64 datc_ledger_queued_in (DatcLedger *ledger, guint partition);
  * user cancelled it) is no longer bound. */
 gboolean datc_ledger_bind (DatcLedger *ledger, guint64 *id);
 guint datc_ledger_dispatch_bound (DatcLedger *ledger, guint32 agent, guint64 id,
-                                  guint32 session, GByteArray *frame);
+                                  GArray *picked);
 void datc_ledger_release (DatcLedger *ledger, guint64 id);
 /* Queued tasks not bound to a proxy. */
 guint64 datc_ledger_unbound_queued (DatcLedger *ledger);
@@ -182,10 +187,12 @@ typedef enum {
   DATC_RESULT_DUPLICATE,  /* the task already has a final result: ignored */
   DATC_RESULT_DROPPED,    /* one copy of a replicated task ended (failed, drained,
                            * refused) while another still runs: nothing recorded */
+  DATC_RESULT_FAILED,     /* its output could not be written (`error` says why):
+                           * nothing recorded, the task runs on as before */
 } DatcResultOutcome;
 
 /* Takes one result from `agent`.  Writes its output to the agent's file
- * first.  When the result makes the task final while other attempts of it
+ * first; when that fails, returns DATC_RESULT_FAILED with `error` set.  When the result makes the task final while other attempts of it
  * still run (a re-attached copy, a replica), those are appended to `cancel`
  * (DatcLedgerRunning, may be NULL) so the caller can cancel them. */
 DatcResultOutcome datc_ledger_take_result (DatcLedger *ledger, guint32 agent,
@@ -213,7 +220,7 @@ typedef struct {
  * sooner than their live copies (now + copy_ms < the earliest expected end
  * of their copies), with fewer than `max_copies` copies and not marked
  * `"replicate": false`, latest expected end first, appended to `out`.
- * Nothing until RUNTIME_MIN_SAMPLES run times are observed.  Bounded by
+ * Nothing until DATC_RUNTIMES_MIN_SAMPLES run times are observed.  Bounded by
  * the running tasks, never by the bag. */
 void datc_ledger_replica_candidates (DatcLedger *ledger, guint max_copies, gint64 now_real,
                                      GArray *out);
@@ -228,10 +235,9 @@ void datc_ledger_replica_candidates (DatcLedger *ledger, guint max_copies, gint6
  * Bounded by the running tasks, never by the bag. */
 guint64 datc_ledger_walltime_outliving (DatcLedger *ledger, const char *site, gint64 now_real);
 /* Starts one more copy of running task `id` on `agent` (which must not run
- * one already) as the next attempt: journaled, and encoded as a TASKS frame
- * into `frame`.  Returns 1, or 0 when it is not running. */
-guint datc_ledger_replicate (DatcLedger *ledger, guint32 agent, guint64 id, guint32 session,
-                             GByteArray *frame);
+ * one already) as the next attempt: journaled, and its (id, attempt)
+ * appended to `picked`.  Returns 1, or 0 when it is not running. */
+guint datc_ledger_replicate (DatcLedger *ledger, guint32 agent, guint64 id, GArray *picked);
 /* TRUE when (`agent`, `attempt`) is a live attempt of `id`. */
 gboolean datc_ledger_attempt_live (DatcLedger *ledger, guint64 id, guint32 agent,
                                    guint32 attempt);

@@ -1,11 +1,12 @@
-/* test-ledger-commit.c: a commit that fails part way, on a real journal in
- * a temporary directory.  A results.jsonl write cut short (a file size
- * limit stands in for a full disk) is taken up where it stopped, so the
- * file never holds a torn line followed by a repeat; an output file whose
- * fdatasync failed is never synced again as if its data were safe (the
- * kernel may have dropped the pages and cleared the error: the test gives
- * the ledger's descriptor a file whose sync succeeds, as that second call
- * would). */
+/* test-ledger-commit.c: a commit that fails part way, and an output write
+ * that fails, on a real journal in a temporary directory.  A results.jsonl
+ * write cut short (a file size limit stands in for a full disk) is taken
+ * up where it stopped, so the file never holds a torn line followed by a
+ * repeat; an output file whose fdatasync failed is never synced again as
+ * if its data were safe (the kernel may have dropped the pages and cleared
+ * the error: the test gives the ledger's descriptor a file whose sync
+ * succeeds, as that second call would); an output write that fails is an
+ * error, not a duplicate. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -42,9 +43,9 @@ setup (Fixture *f, guint n)
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
   f->agent = datc_ledger_agent_hello (f->ledger, "agent-1", "site", "proxy-1", "host");
-  g_autoptr (GByteArray) frame = g_byte_array_new ();
+  g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   DatcDispatchRequest req = { .agent = f->agent, .max = n, .budget_ms = G_MAXUINT64 };
-  g_assert_cmpuint (datc_ledger_dispatch (f->ledger, &req, frame), ==, n);
+  g_assert_cmpuint (datc_ledger_dispatch (f->ledger, &req, picked), ==, n);
 }
 
 static void
@@ -214,6 +215,42 @@ test_failed_output_sync_is_final (void)
   teardown (&f);
 }
 
+/* The output of a result cannot be written (a directory stands where the
+ * agent's file goes): an error naming the file, DATC_RESULT_FAILED and
+ * nothing recorded; the task still runs on its agent, whose result is
+ * taken once the file can be written.  (It was reported as a duplicate.) */
+static void
+test_failed_output_write_is_an_error (void)
+{
+  Fixture f;
+  setup (&f, 1);
+  g_autofree gchar *out = g_build_filename (f.dir, "outputs", "agent-1.out", NULL);
+  g_assert_cmpint (g_mkdir (out, 0700), ==, 0);
+  gint64 now = g_get_real_time ();
+  DatcResult r = {
+    .id = 1, .attempt = 1, .status = DATC_STATUS_EXITED, .started_us = now, .finished_us = now,
+    .out = g_bytes_new_static ("one\n", 4),
+  };
+  g_autoptr (GError) error = NULL;
+  g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, NULL, &error), ==,
+                   DATC_RESULT_FAILED);
+  g_assert_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO);
+  g_assert_nonnull (strstr (error->message, out));
+  g_clear_error (&error);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, 1), ==, DATC_TASK_RUNNING);
+  g_assert_true (datc_ledger_attempt_live (f.ledger, 1, f.agent, 1));
+  g_assert_true (datc_ledger_commit (f.ledger, &error));
+  g_assert_cmpuint (file_size (&f, "results.jsonl"), ==, 0);
+
+  g_assert_cmpint (g_rmdir (out), ==, 0);
+  g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, NULL, &error), ==,
+                   DATC_RESULT_ACCEPTED);
+  g_assert_no_error (error);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, 1), ==, DATC_TASK_DONE);
+  g_bytes_unref (r.out);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -222,5 +259,7 @@ main (int argc, char **argv)
                    test_short_results_write_resumes);
   g_test_add_func ("/ledger/commit/a-failed-output-sync-is-never-retried",
                    test_failed_output_sync_is_final);
+  g_test_add_func ("/ledger/commit/a-failed-output-write-is-an-error-not-a-duplicate",
+                   test_failed_output_write_is_an_error);
   return g_test_run ();
 }

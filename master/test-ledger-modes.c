@@ -18,7 +18,7 @@ typedef struct {
   DatcBag *bag;
   DatcLedger *ledger;
   guint32 agent;
-  GByteArray *frame;
+  GArray *picked;      /* DatcTaskKey */
 } Fixture;
 
 static void
@@ -37,7 +37,7 @@ setup_as (Fixture *f, guint n, const char *line, DatcTaskFileFormat format)
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
   f->agent = datc_ledger_agent_hello (f->ledger, "agent-1", "site", "proxy-1", "host");
-  f->frame = g_byte_array_new ();
+  f->picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
 }
 
 static void
@@ -51,7 +51,7 @@ teardown (Fixture *f)
 {
   datc_ledger_free (f->ledger);
   datc_bag_free (f->bag);
-  g_byte_array_unref (f->frame);
+  g_array_unref (f->picked);
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", f->dir);
   g_assert_cmpint (system (cmd), ==, 0);
   g_free (f->dir);
@@ -62,25 +62,19 @@ static GArray *
 dispatch (Fixture *f, guint partition, guint max, guint64 budget_ms, guint *deferred)
 {
   GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint64));
-  g_byte_array_set_size (f->frame, 0);
+  g_array_set_size (f->picked, 0);
   DatcDispatchRequest req = {
     .agent = f->agent, .partition = partition, .max = max, .budget_ms = budget_ms,
   };
-  guint n = datc_ledger_dispatch (f->ledger, &req, f->frame);
-  if (n > 0)
+  guint n = datc_ledger_dispatch (f->ledger, &req, f->picked);
+  g_assert_cmpuint (f->picked->len, ==, n);
+  for (guint i = 0; i < f->picked->len; i++)
     {
-      /* What the agent would receive. */
-      g_autoptr (GError) error = NULL;
-      g_autoptr (DatcMsg) m = datc_msg_decode (f->frame->data, f->frame->len, DATC_FRAME_MAX,
-                                               &error);
-      g_assert_no_error (error);
-      g_assert_cmpint (m->type, ==, DATC_MSG_TASKS);
-      for (guint i = 0; i < m->u.tasks.tasks->len; i++)
-        {
-          DatcTask *t = m->u.tasks.tasks->pdata[i];
-          g_assert_cmpint (datc_ledger_task_state (f->ledger, t->id), ==, DATC_TASK_RUNNING);
-          g_array_append_val (ids, t->id);
-        }
+      /* What the dispatcher would send: each as its next attempt. */
+      DatcTaskKey *k = &g_array_index (f->picked, DatcTaskKey, i);
+      g_assert_cmpint (datc_ledger_task_state (f->ledger, k->id), ==, DATC_TASK_RUNNING);
+      g_assert_cmpuint (datc_ledger_task_attempt (f->ledger, k->id), ==, k->attempt);
+      g_array_append_val (ids, k->id);
     }
   g_assert_cmpuint (ids->len, ==, n);
   if (deferred)
@@ -155,10 +149,10 @@ test_bind_release (void)
       g_assert_cmpuint (g_array_index (rest, guint64, i), !=, h2);
     }
   /* h1 goes to its proxy's agent, exactly it. */
-  g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 1);
+  g_array_set_size (f.picked, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, f.picked), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, f.picked), ==, 0);
   /* h2's proxy ended without running it: back in the queue, once. */
   datc_ledger_release (f.ledger, h2);
   datc_ledger_release (f.ledger, h2);
@@ -181,8 +175,8 @@ test_bound_then_cancelled (void)
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_CANCELLED);
   /* Not bound any more, not queued, and its proxy's agent gets nothing. */
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 2);
-  g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h, 1, f.frame), ==, 0);
+  g_array_set_size (f.picked, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h, f.picked), ==, 0);
   teardown (&f);
 }
 
@@ -232,11 +226,11 @@ test_observed_runtime_never_starves_fresh_agent (void)
   g_assert_cmpuint (est, >, 4900);
 
   /* A fresh agent with 4.9 s of working life, where each of these took 4.1 s. */
-  g_byte_array_set_size (f.frame, 0);
+  g_array_set_size (f.picked, 0);
   DatcDispatchRequest req = {
     .agent = f.agent, .max = 5, .budget_ms = 4900, .fresh = TRUE,
   };
-  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.frame), ==, 5);
+  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.picked), ==, 5);
   g_assert_cmpuint (req.deferred, ==, 0);
   /* An agent that has worked still keeps the estimate. */
   guint deferred = 0;
@@ -252,11 +246,11 @@ test_own_estimate_binds_fresh_agent (void)
 {
   Fixture f;
   setup_as (&f, 3, "{\"sh\": \"true\", \"est_runtime\": 60}", DATC_TASKFILE_JSONL);
-  g_byte_array_set_size (f.frame, 0);
+  g_array_set_size (f.picked, 0);
   DatcDispatchRequest req = {
     .agent = f.agent, .max = 3, .budget_ms = 30000, .fresh = TRUE,
   };
-  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.picked), ==, 0);
   g_assert_cmpuint (req.deferred, ==, 3);
   teardown (&f);
 }

@@ -17,7 +17,7 @@ typedef struct {
   DatcBag *bag;
   DatcLedger *ledger;
   guint32 a, b;  /* two agents */
-  GByteArray *frame;
+  GArray *picked;      /* DatcTaskKey */
 } Fixture;
 
 static void
@@ -45,7 +45,7 @@ setup (Fixture *f, guint n, const char *last_fields)
   g_assert_true (datc_bag_load_data (f->bag, "t.jsonl", text->str, text->len,
                                      DATC_TASKFILE_JSONL, &error));
   open_ledger (f);
-  f->frame = g_byte_array_new ();
+  f->picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
 }
 
 static void
@@ -53,7 +53,7 @@ teardown (Fixture *f)
 {
   datc_ledger_free (f->ledger);
   datc_bag_free (f->bag);
-  g_byte_array_unref (f->frame);
+  g_array_unref (f->picked);
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", f->dir);
   g_assert_cmpint (system (cmd), ==, 0);
   g_free (f->dir);
@@ -62,9 +62,9 @@ teardown (Fixture *f)
 static guint
 dispatch (Fixture *f, guint32 agent, guint max)
 {
-  g_byte_array_set_size (f->frame, 0);
+  g_array_set_size (f->picked, 0);
   DatcDispatchRequest req = { .agent = agent, .max = max, .budget_ms = G_MAXUINT64 };
-  return datc_ledger_dispatch (f->ledger, &req, f->frame);
+  return datc_ledger_dispatch (f->ledger, &req, f->picked);
 }
 
 static DatcResultOutcome
@@ -131,15 +131,13 @@ test_first_result_wins (void)
   setup (&f, 3, "");
   all_but_last_done (&f, 3, 100);
   /* A copy is never started where the task runs already. */
-  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.a, 3, 1, f.frame), ==, 0);
-  g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 3, 1, f.frame), ==, 1);
-  /* What agent b receives: the task as attempt 2. */
-  g_autoptr (GError) error = NULL;
-  g_autoptr (DatcMsg) m = datc_msg_decode (f.frame->data, f.frame->len, DATC_FRAME_MAX, &error);
-  g_assert_no_error (error);
-  g_assert_cmpuint (m->u.tasks.tasks->len, ==, 1);
-  DatcTask *t = m->u.tasks.tasks->pdata[0];
+  g_array_set_size (f.picked, 0);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.a, 3, f.picked), ==, 0);
+  g_assert_cmpuint (f.picked->len, ==, 0);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 3, f.picked), ==, 1);
+  /* What agent b is sent: the task as attempt 2. */
+  g_assert_cmpuint (f.picked->len, ==, 1);
+  DatcTaskKey *t = &g_array_index (f.picked, DatcTaskKey, 0);
   g_assert_cmpuint (t->id, ==, 3);
   g_assert_cmpuint (t->attempt, ==, 2);
 
@@ -199,7 +197,7 @@ test_failed_copy_does_not_fail_the_task (void)
   Fixture f;
   setup (&f, 2, "");
   all_but_last_done (&f, 2, 100);
-  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 2, 1, f.frame), ==, 1);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 2, f.picked), ==, 1);
   g_autoptr (GArray) cancel = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   g_assert_cmpint (report (&f, f.b, 2, 2, 3, 50, cancel), ==, DATC_RESULT_DROPPED);
   g_assert_cmpuint (cancel->len, ==, 0);
@@ -227,7 +225,7 @@ test_replay_keeps_both_copies (void)
   Fixture f;
   setup (&f, 2, "");
   all_but_last_done (&f, 2, 100);
-  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 2, 1, f.frame), ==, 1);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 2, f.picked), ==, 1);
   reopen (&f);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, 2), ==, DATC_TASK_RUNNING);
   g_assert_cmpuint (datc_ledger_orphans (f.ledger), ==, 1);
@@ -289,7 +287,7 @@ test_candidates (void)
   g_assert_cmpuint (rc->copy_ms, <=, 120);
   /* One copy of 21: with max 2 it has enough, with max 3 it may get one
    * more. */
-  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 21, 1, f.frame), ==, 1);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 21, f.picked), ==, 1);
   g_assert_cmpuint (candidates (&f, 2, 10, out), ==, 1);
   g_assert_cmpuint (g_array_index (out, DatcReplicaCandidate, 0).id, ==, 22);
   g_assert_cmpuint (candidates (&f, 3, 10, out), ==, 2);

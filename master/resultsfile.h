@@ -1,0 +1,62 @@
+/* resultsfile.h: the writer of results.jsonl, one JSON object per line per
+ * finished task.  Lines wait in memory until the ledger has made the
+ * journal records behind them durable (datc_results_file_write after the
+ * journal's commit), so the file never shows a result a crash could take
+ * back.  The file is rebuilt from the journal at every start: written to
+ * DIR/results.jsonl.tmp while the journal replays, then renamed over
+ * results.jsonl (datc_results_file_finish).  Readers: results.c, and
+ * analysis/ (campaignlog.c). */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* One line, as plain values (strings transfer none).  Unknown strings are
+ * "" (site, proxy, host, agent, output); `message` and `oom_evidence` are
+ * left out when NULL. */
+typedef struct {
+  guint64 id, line;
+  guint32 attempt;
+  const char *status;      /* "exited", "signaled", "lost", ... */
+  const char *end_class;   /* "exit", "signal", "oom", ... */
+  gint64 exit_code, signal;
+  const char *site, *proxy, *host, *agent;
+  gint64 submitted, started, finished;
+  const char *output;      /* the agent's output file, relative to DIR */
+  guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
+  const char *message;
+  const char *oom_evidence;
+} DatcResultLine;
+
+typedef struct DatcResultsFile DatcResultsFile;
+
+/* Creates (or empties) `path`.  Errors in the ledger's domain
+ * (DATC_LEDGER_ERROR_IO), naming the file. */
+DatcResultsFile *datc_results_file_open (const char *path, GError **error);
+void datc_results_file_free (DatcResultsFile *file);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)
+
+/* Formats one line and keeps it until the next write. */
+void datc_results_file_add (DatcResultsFile *file, const DatcResultLine *line);
+/* Bytes of lines kept and not yet written. */
+gsize datc_results_file_pending (DatcResultsFile *file);
+/* Writes the lines kept.  A write that fails part way (a full disk) keeps
+ * only what did not reach the file: the next call goes on from there and
+ * completes the torn line, where writing the whole again would repeat its
+ * start. */
+gboolean datc_results_file_write (DatcResultsFile *file, GError **error);
+
+/* Whether the line of task `id` (whose status is "cancelled" or not) is
+ * the one to keep. */
+typedef gboolean (*DatcResultsKeepFunc) (guint64 id, gboolean cancelled, gpointer user_data);
+/* Rewrites the file with the first line `keep` accepts per task id of 1..
+ * `n_tasks`, dropping every other; lines are appended after it as before.
+ * Call after a write, with nothing kept. */
+gboolean datc_results_file_filter (DatcResultsFile *file, guint64 n_tasks,
+                                   DatcResultsKeepFunc keep, gpointer user_data,
+                                   GError **error);
+/* fsync()s the file and renames it to `path`, where it goes on. */
+gboolean datc_results_file_finish (DatcResultsFile *file, const char *path, GError **error);
+
+G_END_DECLS
