@@ -141,9 +141,11 @@ test_bind_release (void)
   Fixture f;
   setup (&f, 5, "true");
   guint64 h1, h2;
-  g_assert_true (datc_ledger_bind (f.ledger, &h1));
-  g_assert_true (datc_ledger_bind (f.ledger, &h2));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p1", &h1));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p2", &h2));
   g_assert_cmpuint (h1, !=, h2);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p1"), ==, h1);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p2"), ==, h2);
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 3);
 
   /* Bound tasks are not handed to anyone else. */
@@ -156,12 +158,18 @@ test_bind_release (void)
     }
   /* h1 goes to its proxy's agent, exactly it. */
   g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 1);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", 1, f.frame), ==,
+                    1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, 1, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_task_agent (f.ledger, h1), ==, f.agent);
+  /* Asking again, it gets what is queued and bound to no one: nothing. */
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", 1, f.frame), ==,
+                    0);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p1"), ==, h1);
   /* h2's proxy ended without running it: back in the queue, once. */
-  datc_ledger_release (f.ledger, h2);
-  datc_ledger_release (f.ledger, h2);
+  datc_ledger_release (f.ledger, "site", "p2");
+  datc_ledger_release (f.ledger, "site", "p2");
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p2"), ==, 0);
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 1);
   g_autoptr (GArray) last = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
   g_assert_cmpuint (last->len, ==, 1);
@@ -175,14 +183,15 @@ test_bound_then_cancelled (void)
   Fixture f;
   setup (&f, 3, "true");
   guint64 h;
-  g_assert_true (datc_ledger_bind (f.ledger, &h));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p", &h));
   g_autoptr (GArray) running = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   g_assert_cmpuint (datc_ledger_cancel (f.ledger, &h, 1, running), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_CANCELLED);
   /* Not bound any more, not queued, and its proxy's agent gets nothing. */
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 2);
   g_byte_array_set_size (f.frame, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h, 1, f.frame), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p", 1, f.frame), ==,
+                    0);
   teardown (&f);
 }
 
@@ -301,7 +310,7 @@ test_gone_agents_close_their_output (void)
       g_assert_no_error (error);
       g_bytes_unref (r.out);
       g_bytes_unref (r.err);
-      datc_ledger_agent_gone (f.ledger, f.agent);
+      datc_ledger_agent_gone (f.ledger, f.agent, FALSE);
       if (i % 7 == 0)
         g_assert_true (datc_ledger_commit (f.ledger, &error));
     }

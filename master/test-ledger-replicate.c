@@ -237,8 +237,7 @@ test_replay_keeps_both_copies (void)
   g_assert_false (datc_ledger_reattach (f.ledger, f.a, 2, 2));
   /* Agent b is lost: the task runs on in a, no crash, and again after a
    * second restart. */
-  g_assert_cmpuint (datc_ledger_agent_lost (f.ledger, f.b), ==, 1);
-  datc_ledger_agent_gone (f.ledger, f.b);
+  g_assert_cmpuint (datc_ledger_agent_gone (f.ledger, f.b, TRUE), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, 2), ==, DATC_TASK_RUNNING);
   g_assert_true (datc_ledger_attempt_live (f.ledger, 2, f.a, 1));
   reopen (&f);
