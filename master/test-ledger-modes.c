@@ -195,6 +195,34 @@ test_bound_then_cancelled (void)
   teardown (&f);
 }
 
+/* The binding is the ledger's alone: a proxy whose task moved on (an
+ * agent came back holding it) and was bound to another proxy since does
+ * not take it from that proxy when it ends.  (With a second copy of the
+ * bindings outside the ledger, its end released the task by id and left
+ * the second proxy's agent nothing.) */
+static void
+test_binding_moved_on (void)
+{
+  Fixture f;
+  setup (&f, 1, "true");
+  g_autoptr (GArray) ran = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
+  guint64 h = g_array_index (ran, guint64, 0);
+  datc_ledger_requeue (f.ledger, f.agent, h, 1);
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p1", NULL));
+  g_assert_true (datc_ledger_reattach (f.ledger, f.agent, h, 1));
+  datc_ledger_requeue (f.ledger, f.agent, h, 1);
+  guint64 again;
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p2", &again));
+  g_assert_cmpuint (again, ==, h);
+  datc_ledger_release (f.ledger, "site", "p1");
+  g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 0);
+  g_byte_array_set_size (f.frame, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p2", 1, f.frame), ==,
+                    1);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_RUNNING);
+  teardown (&f);
+}
+
 /* Without est_runtime nothing is known until 20 tasks have run; then the
  * 90th percentile (to within 19 %, rounded up) decides what fits. */
 static void
@@ -468,6 +496,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/split", test_split);
   g_test_add_func ("/ledger/bind-release", test_bind_release);
   g_test_add_func ("/ledger/bound-then-cancelled", test_bound_then_cancelled);
+  g_test_add_func ("/ledger/binding-moved-on-stays-with-the-proxy-bound-since",
+                   test_binding_moved_on);
   g_test_add_func ("/ledger/observed-runtime", test_observed_runtime);
   g_test_add_func ("/ledger/observed-runtime-never-starves-a-fresh-agent",
                    test_observed_runtime_never_starves_fresh_agent);
