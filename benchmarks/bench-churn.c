@@ -85,7 +85,7 @@ main (int argc, char **argv)
       };
       datc_ledger_take_result (l, agent, &r, NULL, &error);
       g_assert_no_error (error);
-      datc_ledger_agent_gone (l, agent);
+      datc_ledger_agent_gone (l, agent, FALSE);
       datc_ledger_proxy_event (l, "direct", id, id, "ended");
       if (i % 256 == 0 && !datc_ledger_commit (l, &error))
         g_error ("%s", error->message);

@@ -30,8 +30,8 @@ typedef struct {
   guint32 session;
   guint32 slots;
   guint64 limit, sent;    /* credit window of this session */
-  guint64 assigned;       /* tasks the ledger has running here */
-  guint32 executing;      /* of those, started: its last HEARTBEAT's `running` */
+  guint32 executing;      /* of its tasks (held(), the ledger's count), started: its last
+                           * HEARTBEAT's `running` */
   gboolean heard_executing;  /* a HEARTBEAT of this session said so */
   guint64 done;           /* results recorded from it */
   gint64 walltime_end_us;
@@ -105,7 +105,6 @@ struct DatcDispatcher {
   GHashTable *site_done;  /* site -> tasks finished there (guint64 in a pointer) */
   GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
   gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
-  GHashTable *bound;      /* direct mode: "site\tproxy" -> task id (guint64 in a pointer) */
   GHashTable *keep_idle;  /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
   GHashTable *fast_failures; /* "site\thost" -> failures in a row under FAST_FAILURE_US */
   GHashTable *site_hosts;    /* site -> set of the hosts its agents said HELLO from */
@@ -172,6 +171,14 @@ rid_describe (GBytes *rid)
         g_string_append_printf (s, "\\x%02x", p[i]);
     }
   return g_string_free (s, FALSE);
+}
+
+/* Tasks the ledger has running on the agent (prefetched or started,
+ * copies included): the ledger's own count, never a copy kept here. */
+static guint64
+held (DatcDispatcher *d, const Agent *a)
+{
+  return datc_ledger_agent_attempts (d->ledger, a->idx);
 }
 
 static gboolean host_excluded (DatcDispatcher *d, const char *site, const char *host);
@@ -348,7 +355,6 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   d->finished = g_ptr_array_new ();
   d->site_done = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  d->bound = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->keep_idle = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->fast_failures = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->site_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
@@ -457,7 +463,6 @@ datc_dispatcher_free (DatcDispatcher *d)
   g_array_unref (d->picked);
   g_ptr_array_unref (d->finished);
   g_hash_table_unref (d->site_done);
-  g_hash_table_unref (d->bound);
   g_hash_table_unref (d->keep_idle);
   g_hash_table_unref (d->fast_failures);
   g_hash_table_unref (d->site_hosts);
@@ -507,34 +512,25 @@ datc_dispatcher_poll_items (DatcDispatcher *d, GArray *items)
 /* ---- agents -------------------------------------------------------- */
 
 /* Every way an agent leaves ends here: declared lost (silence, a bad
- * frame), its BYE, or ours once it is out.  Its tasks go back (with a
- * crash counted when lost), the ledger releases its entry, and it is
- * forgotten.  Not to be called while iterating d->agents. */
+ * frame), its BYE, or ours once it is out.  The ledger takes its
+ * departure in one call (its tasks back, with a crash counted when lost;
+ * its entry released), and it is forgotten.  Not to be called while
+ * iterating d->agents. */
 static void
 agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
 {
+  guint n = datc_ledger_agent_gone (d->ledger, a->idx, lost);
   if (lost)
     {
-      guint n = datc_ledger_agent_lost (d->ledger, a->idx);
       datc_trace_event (d->trace, "agent_lost", "site", 's', a->site, "proxy", 's', a->proxy,
                         "agent", 's', a->agent_id, "requeued", 'i', (gint64) n, NULL);
       g_message ("agent %s (site %s, proxy %s) lost; %u task%s back in the queue",
                  a->agent_id, a->site, a->proxy, n, n == 1 ? "" : "s");
     }
   else
-    {
-      /* It left on its own: what it still had goes back without penalty. */
-      datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's', a->proxy,
-                        "agent", 's', a->agent_id, NULL);
-      g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
-      datc_ledger_agent_tasks (d->ledger, a->idx, keys);
-      for (guint i = 0; i < keys->len; i++)
-        {
-          DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
-          datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
-        }
-    }
-  datc_ledger_agent_gone (d->ledger, a->idx);
+    /* It left on its own: what it still had went back without penalty. */
+    datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's', a->proxy,
+                      "agent", 's', a->agent_id, NULL);
   g_hash_table_remove (d->agents, a->rid);
 }
 
@@ -728,7 +724,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   g_hash_table_add (hosts, g_strdup (a->host));
 
   /* Reconcile: what the ledger says runs here versus what the agent holds. */
-  g_autoptr (GHashTable) held = g_hash_table_new (g_int64_hash, g_int64_equal);
+  g_autoptr (GHashTable) holds = g_hash_table_new (g_int64_hash, g_int64_equal);
   g_autoptr (GArray) refused = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   guint not_ours = 0;
   for (guint i = 0; i < h->held->len; i++)
@@ -740,7 +736,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
           g_array_append_val (refused, *k);
         }
       else if (datc_ledger_reattach (d->ledger, a->idx, k->id, k->attempt))
-        g_hash_table_add (held, &k->id);
+        g_hash_table_add (holds, &k->id);
       else
         g_array_append_val (refused, *k);
     }
@@ -751,18 +747,15 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   send_keys (d, a, DATC_MSG_CANCEL, refused);
   g_autoptr (GArray) mine = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   datc_ledger_agent_tasks (d->ledger, a->idx, mine);
-  a->assigned = 0;
   for (guint i = 0; i < mine->len; i++)
     {
       DatcTaskKey *k = &g_array_index (mine, DatcTaskKey, i);
-      if (g_hash_table_contains (held, &k->id))
-        a->assigned++;
-      else
+      if (!g_hash_table_contains (holds, &k->id))
         datc_ledger_requeue (d->ledger, a->idx, k->id, k->attempt);
     }
   /* Re-attached tasks were handed to it (by an earlier master, maybe): in
    * direct mode that was its one task. */
-  a->handed = MAX (a->handed, a->assigned);
+  a->handed = MAX (a->handed, held (d, a));
   a->heard_executing = FALSE;
 
   DatcMsg w = { .type = DATC_MSG_WELCOME };
@@ -925,7 +918,6 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           not_ours++;
           continue;
         }
-      gboolean mine = datc_ledger_attempt_live (d->ledger, res->id, a->idx, res->attempt);
       g_autoptr (GError) local = NULL;
 
       g_array_set_size (cancel, 0);
@@ -935,8 +927,6 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           g_propagate_error (error, g_steal_pointer (&local));
           return FALSE;
         }
-      if (mine && oc != DATC_RESULT_DUPLICATE && a->assigned > 0)
-        a->assigned--;
       if (oc == DATC_RESULT_ACCEPTED)
         note_node_outcome (d, a, res);
       if (oc == DATC_RESULT_ACCEPTED)
@@ -955,8 +945,6 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
             continue;
           DatcTaskKey k = { res->id, lr->attempt };
           g_array_append_val (other->cancels, k);
-          if (other->assigned > 0)
-            other->assigned--;
           datc_trace_event (d->trace, "task_replica_cancelled", "task", 'i', (gint64) res->id,
                             "attempt", 'i', (gint64) lr->attempt, "site", 's', other->site,
                             "proxy", 's', other->proxy, "agent", 's', other->agent_id,
@@ -1227,22 +1215,6 @@ encode_picked (DatcDispatcher *d, Agent *a)
     }
 }
 
-/* Direct mode: the one task bound to the agent's proxy.  A proxy with no
- * binding (submitted by an earlier master) takes the next queued task. */
-static guint
-hand_out_bound (DatcDispatcher *d, Agent *a)
-{
-  g_autofree gchar *key = g_strdup_printf ("%s\t%s", a->site, a->proxy);
-  gpointer v = g_hash_table_lookup (d->bound, key);
-  if (v == NULL)
-    {
-      DatcDispatchRequest req = { .agent = a->idx, .max = 1, .budget_ms = G_MAXUINT64 };
-      return datc_ledger_dispatch (d->ledger, &req, d->picked);
-    }
-  g_hash_table_remove (d->bound, key);
-  return datc_ledger_dispatch_bound (d->ledger, a->idx, GPOINTER_TO_SIZE (v), d->picked);
-}
-
 /* Turns the agent's credit into TASKS frames. */
 static void
 hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
@@ -1266,7 +1238,8 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
         {
           if (a->handed > 0)
             break;
-          n = hand_out_bound (d, a);
+          /* The task its proxy was submitted for (the ledger's binding). */
+          n = datc_ledger_dispatch_bound (d->ledger, a->idx, a->site, a->proxy, d->picked);
           if (n == 0)
             queue_bye (d, a, "the task of this job is no longer queued");
         }
@@ -1284,7 +1257,7 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
            * is better given back than held idle.  Only for an agent that
            * has worked: one that could not fit a single task from the
            * start would just be replaced by another such, in a loop. */
-          if (n == 0 && req.deferred > 0 && a->assigned == 0 && a->handed > 0)
+          if (n == 0 && req.deferred > 0 && held (d, a) == 0 && a->handed > 0)
             queue_bye (d, a, "no remaining task fits in this agent's walltime");
         }
       if (n == 0)
@@ -1292,7 +1265,6 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
       encode_picked (d, a);
       queue_frame (d, a->rid, d->scratch);
       a->sent += n;
-      a->assigned += n;
       a->handed += n;
       a->last_tasks_us = now;
     }
@@ -1369,8 +1341,9 @@ datc_dispatcher_free_slots (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (!a->bye && a->slots > a->assigned)
-        free_slots += a->slots - a->assigned;
+      guint64 busy = held (d, a);
+      if (!a->bye && a->slots > busy)
+        free_slots += a->slots - busy;
     }
   return free_slots;
 }
@@ -1442,7 +1415,7 @@ replicate_end_game (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (!a->bye && !a->rehello && a->welcome && a->assigned < a->slots && a->limit > a->sent
+      if (!a->bye && !a->rehello && a->welcome && held (d, a) < a->slots && a->limit > a->sent
           && now - a->last_seen_us <= lease_us (d))
         g_ptr_array_add (idle, a);
     }
@@ -1454,7 +1427,7 @@ replicate_end_game (DatcDispatcher *d)
     {
       Agent *a = idle->pdata[i];
       guint64 budget = budget_ms (a, now_real);
-      while (a->assigned < a->slots && a->limit > a->sent)
+      while (held (d, a) < a->slots && a->limit > a->sent)
         {
           guint j = 0;
           for (; j < d->candidates->len; j++)
@@ -1475,7 +1448,6 @@ replicate_end_game (DatcDispatcher *d)
           encode_picked (d, a);
           queue_frame (d, a->rid, d->scratch);
           a->sent++;
-          a->assigned++;
           a->handed++;
           a->last_tasks_us = now;
           guint32 attempt = datc_ledger_task_attempt (d->ledger, rc.id);
@@ -1518,7 +1490,7 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (a->bye || a->assigned > 0 || !a->welcome
+      if (a->bye || held (d, a) > 0 || !a->welcome
           || g_hash_table_contains (d->keep_idle, a->site))
         continue;
       if (c.queued == 0 || datc_ledger_queued_in (d->ledger, a->partition) == 0)
@@ -1546,7 +1518,7 @@ release_finished_one_task (DatcDispatcher *d)
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      if (!a->bye && a->handed > 0 && a->assigned == 0)
+      if (!a->bye && a->handed > 0 && held (d, a) == 0)
         queue_bye (d, a, "its one task is done (direct mode)");
     }
 }
@@ -1585,23 +1557,6 @@ datc_dispatcher_one_task (DatcDispatcher *d)
 }
 
 void
-datc_dispatcher_bind (DatcDispatcher *d, const char *site, const char *proxy, guint64 id)
-{
-  g_hash_table_replace (d->bound, g_strdup_printf ("%s\t%s", site, proxy),
-                        GSIZE_TO_POINTER ((gsize) id));
-}
-
-guint64
-datc_dispatcher_unbind (DatcDispatcher *d, const char *site, const char *proxy)
-{
-  g_autofree gchar *key = g_strdup_printf ("%s\t%s", site, proxy);
-  gpointer v = NULL;
-  if (!g_hash_table_steal_extended (d->bound, key, NULL, &v))
-    return 0;
-  return GPOINTER_TO_SIZE (v);
-}
-
-void
 datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
 {
   GHashTableIter it;
@@ -1613,7 +1568,7 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
       if (a->bye || g_strcmp0 (a->site, site) != 0)
         continue;
       DatcAgentLoad l = {
-        .proxy = a->proxy, .slots = a->slots, .running = a->assigned,
+        .proxy = a->proxy, .slots = a->slots, .running = held (d, a),
         .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
         .starved = a->starved,
       };
@@ -1625,10 +1580,11 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
  * more than it holds or has slots for (before its first heartbeat: as
  * many as fit its slots).  The rest wait on it, prefetched. */
 static guint64
-agent_running (const Agent *a)
+agent_running (DatcDispatcher *d, const Agent *a)
 {
-  guint64 said = a->heard_executing ? a->executing : a->assigned;
-  return MIN (MIN (said, a->assigned), (guint64) a->slots);
+  guint64 holds = held (d, a);
+  guint64 said = a->heard_executing ? a->executing : holds;
+  return MIN (MIN (said, holds), (guint64) a->slots);
 }
 
 guint64
@@ -1639,7 +1595,7 @@ datc_dispatcher_prefetched (DatcDispatcher *d)
   gpointer v;
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
-    n += ((Agent *) v)->assigned - agent_running (v);
+    n += held (d, v) - agent_running (d, v);
   return n;
 }
 
@@ -1667,9 +1623,9 @@ datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
       json_builder_set_member_name (b, "slots");
       json_builder_add_int_value (b, a->slots);
       json_builder_set_member_name (b, "running");
-      json_builder_add_int_value (b, (gint64) agent_running (a));
+      json_builder_add_int_value (b, (gint64) agent_running (d, a));
       json_builder_set_member_name (b, "prefetched");
-      json_builder_add_int_value (b, (gint64) (a->assigned - agent_running (a)));
+      json_builder_add_int_value (b, (gint64) (held (d, a) - agent_running (d, a)));
       json_builder_set_member_name (b, "done");
       json_builder_add_int_value (b, (gint64) a->done);
       json_builder_set_member_name (b, "last_seen_s");
@@ -1696,7 +1652,5 @@ datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running)
         continue;
       DatcTaskKey k = { r->id, r->attempt };
       g_array_append_val (a->cancels, k);
-      if (a->assigned > 0)
-        a->assigned--;
     }
 }

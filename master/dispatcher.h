@@ -137,13 +137,11 @@ void datc_dispatcher_revoke_site (DatcDispatcher *d, const char *site);
 void datc_dispatcher_split (DatcDispatcher *d, const char *const *sites);
 
 /* Direct mode: every agent runs one task and is then told to leave.  The
- * site manager binds each proxy to its task when it submits it
- * (datc_ledger_bind); an agent of a proxy without a binding (submitted by
- * an earlier master) takes the next queued task.  unbind returns the task
- * a proxy was bound to and never took (0: none). */
+ * site manager binds each proxy to its task in the ledger when it submits
+ * it (datc_ledger_bind), and an agent gets what the ledger says its proxy
+ * is for (datc_ledger_dispatch_bound: an agent of a proxy without a
+ * binding, submitted by an earlier master, takes the next queued task). */
 void datc_dispatcher_one_task (DatcDispatcher *d);
-void datc_dispatcher_bind (DatcDispatcher *d, const char *site, const char *proxy, guint64 id);
-guint64 datc_dispatcher_unbind (DatcDispatcher *d, const char *site, const char *proxy);
 
 /* Hosts of `site` its later proxies must not run on (NULL-ended, transfer
  * none, valid until the next receive), or NULL: where FAST_FAILURES_MAX

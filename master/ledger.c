@@ -35,7 +35,8 @@ typedef struct {
   guint8 state;       /* DatcTaskState */
   guint8 crashes;
   guint8 failures;
-  guint8 bound : 1;    /* queued, but bound to a proxy (direct mode): not in the queue */
+  guint8 bound : 1;    /* queued, but bound to a proxy (direct mode, `binders`): not in
+                        * the queue */
   guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
   guint8 replicated : 1; /* running as copies: their agents and attempts are in `replicas` */
   guint16 site;       /* the site of the agent its last attempt went to (site_names); 0: none */
@@ -64,6 +65,15 @@ typedef struct {
   gint64 submitted_us;
 } SourceInfo;
 
+/* Direct mode: the task a proxy was submitted for.  Its task stays
+ * reserved (TaskSlot.bound, in `binders`) until the proxy's agent takes it
+ * or it moves on (cancelled); the binding itself stays until the proxy
+ * ends, so what it was for can still be told. */
+typedef struct {
+  guint64 id;
+  gboolean taken;      /* its agent asked for its task (and got it, or it had moved on) */
+} Binding;
+
 /* One live attempt of a replicated task.  Times are milliseconds of the
  * real clock modulo 2^32: differences stay right for runs under 49 days. */
 typedef struct {
@@ -80,12 +90,16 @@ struct DatcLedger {
   guint64 n_tasks;
   DatcLedgerCounts counts;
   DatcTaskQueue *queue;     /* which queued task goes next */
-  guint64 bound;             /* queued tasks bound to a proxy */
+  GHashTable *bindings;     /* direct mode: "site\tproxy" -> Binding*, from its submit to its
+                             * end: the one record of which task a proxy is for */
+  GHashTable *binders;      /* id -> the Binding* its task is reserved for: exactly the tasks
+                             * with `bound` set */
   DatcRuntimes *runtimes;   /* observed run times */
   GHashTable *running;      /* id -> dispatch time (Copy.since_ms) of running tasks: the
                              * end game looks only at these, never at the whole bag */
   GHashTable *replicas;     /* id -> GArray of Copy: tasks running as more than one copy */
   GPtrArray *agents;        /* AgentInfo* by index; NULL: free */
+  GArray *attempts_on;      /* guint32 by agent index: its live attempts (attempts_add) */
   GArray *free_agents;      /* guint32 indices of departed agents, reused first */
   guint live_agents;        /* non-NULL entries of agents */
   guint awaited;            /* agents with `awaited` set */
@@ -222,10 +236,32 @@ count_for (DatcLedger *l, guint8 state)
   g_assert_not_reached ();
 }
 
+/* Agent indices the replay accepts (REC_AGENT); a record naming a larger
+ * one names no agent, and its attempts are not counted. */
+#define AGENT_INDEX_MAX (G_MAXUINT16 * 256u)
+
+/* The live attempts on each agent (its tasks and copies), counted by the
+ * transitions themselves (set_state, apply_dispatch, apply_replicate and
+ * the ends of copies), so live operation and replay count alike and the
+ * dispatcher learns an agent's load in O(1) (datc_ledger_agent_attempts),
+ * never by a scan per task or per heartbeat. */
+static void
+attempts_add (DatcLedger *l, guint32 agent, gint delta)
+{
+  if (agent > AGENT_INDEX_MAX)
+    return;
+  if (agent >= l->attempts_on->len)
+    g_array_set_size (l->attempts_on, agent + 1);
+  guint32 *n = &g_array_index (l->attempts_on, guint32, agent);
+  g_return_if_fail (delta > 0 || *n > 0);
+  *n += delta;
+}
+
 static void
 set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
 {
   guint64 id = (guint64) (t - l->tasks) + 1;
+  gboolean was_running = t->state == DATC_TASK_RUNNING;
   if (t->state == DATC_TASK_QUEUED)
     datc_task_queue_count (l->queue, id, -1);
   if (t->orphan)
@@ -241,19 +277,26 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
         {
           /* Its copies ended with it (the winner's result, a cancel, the
            * last copy given back). */
+          GArray *copies = g_hash_table_lookup (l->replicas, TASK_KEY (id));
+          for (guint i = 0; i < copies->len; i++)
+            attempts_add (l, g_array_index (copies, Copy, i).agent, -1);
           g_hash_table_remove (l->replicas, TASK_KEY (id));
           t->replicated = FALSE;
         }
+      else
+        attempts_add (l, t->agent, -1);
     }
   if (t->bound && state != DATC_TASK_QUEUED)
     {
       t->bound = FALSE;   /* its proxy's binding is void: the task moved on */
-      l->bound--;
+      g_hash_table_remove (l->binders, TASK_KEY (id));
     }
   t->state = state;
   (*count_for (l, t->state))++;
   if (state == DATC_TASK_QUEUED)
     datc_task_queue_count (l->queue, id, +1);
+  if (state == DATC_TASK_RUNNING && !was_running)
+    attempts_add (l, t->agent, +1);
 }
 
 static gboolean
@@ -322,6 +365,7 @@ datc_end_class_of_status_name (const char *status, gint64 signal)
 static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site,
                                    const char *proxy);
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
+static void journal_agent_gone (DatcLedger *l, guint32 agent);
 static void open_orphan_window (DatcLedger *l);
 
 static gboolean
@@ -500,6 +544,11 @@ apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint6
     }
   if (t->state != DATC_TASK_RUNNING || t->attempt != attempt)
     g_hash_table_insert (l->running, TASK_KEY (id), GUINT_TO_POINTER (ms32 (when_us)));
+  if (t->state == DATC_TASK_RUNNING && t->agent != agent)
+    {
+      attempts_add (l, t->agent, -1);
+      attempts_add (l, agent, +1);
+    }
   t->attempt = attempt;
   t->agent = agent;
   t->site = site_id (l, agent);
@@ -541,6 +590,7 @@ apply_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint
     }
   Copy c = { agent, attempt, ms32 (when_us) };
   g_array_append_val (copies, c);
+  attempts_add (l, agent, +1);
   t->attempt = attempt;
   t->agent = agent;
   t->site = site_id (l, agent);
@@ -560,6 +610,7 @@ apply_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
   for (guint i = 0; i < copies->len; i++)
     if (g_array_index (copies, Copy, i).attempt == attempt)
       {
+        attempts_add (l, g_array_index (copies, Copy, i).agent, -1);
         g_array_remove_index (copies, i);
         break;
       }
@@ -593,7 +644,10 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
                                              : a != NULL && g_str_equal (a->site, site)
                                                    && g_str_equal (a->proxy, proxy);
           if (drop)
-            g_array_remove_index (copies, i);
+            {
+              attempts_add (l, agent, -1);
+              g_array_remove_index (copies, i);
+            }
         }
       if (copies->len == 0)
         {
@@ -996,6 +1050,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->replicas = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
                                        (GDestroyNotify) g_array_unref);
   l->agents = g_ptr_array_new ();
+  l->attempts_on = g_array_new (FALSE, TRUE, sizeof (guint32));
   l->free_agents = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->site_names = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (l->site_names, NULL);
@@ -1003,6 +1058,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->windows = g_ptr_array_new_with_free_func (orphan_window_free);
   l->agent_index = g_hash_table_new (g_str_hash, g_str_equal);
   l->proxies_seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  l->bindings = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  l->binders = g_hash_table_new (g_direct_hash, g_direct_equal);
   l->sources = g_ptr_array_new_with_free_func (source_info_free);
   l->proxies = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   l->submits = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -1206,7 +1263,7 @@ datc_ledger_expire_orphans (DatcLedger *l, gint64 now_real)
     {
       AgentInfo *a = l->agents->pdata[i];
       if (a != NULL && a->awaited && !g_hash_table_contains (waiting, GUINT_TO_POINTER (i + 1)))
-        datc_ledger_agent_gone (l, i);
+        journal_agent_gone (l, i);
     }
   return requeued;
 }
@@ -1300,12 +1357,15 @@ datc_ledger_free (DatcLedger *l)
     if (l->agents->pdata[i] != NULL)
       agent_info_free (l->agents->pdata[i]);
   g_ptr_array_unref (l->agents);
+  g_array_unref (l->attempts_on);
   g_array_unref (l->free_agents);
   g_ptr_array_unref (l->windows);
   g_hash_table_unref (l->agent_index);
   g_hash_table_unref (l->site_ids);
   g_ptr_array_unref (l->site_names);
   g_hash_table_unref (l->proxies_seen);
+  g_hash_table_unref (l->bindings);
+  g_hash_table_unref (l->binders);
   g_ptr_array_unref (l->sources);
   g_hash_table_unref (l->proxies);
   g_hash_table_unref (l->submits);
@@ -1496,45 +1556,90 @@ datc_ledger_queued_in (DatcLedger *l, guint partition)
   return datc_task_queue_queued (l->queue, partition);
 }
 
-gboolean
-datc_ledger_bind (DatcLedger *l, guint64 *id)
+static gchar *
+proxy_key (const char *site, const char *proxy)
 {
-  if (!datc_task_queue_next (l->queue, 0, l->n_tasks, id))
-    return FALSE;
-  l->tasks[*id - 1].bound = TRUE;
-  l->bound++;
-  return TRUE;
+  return g_strdup_printf ("%s\t%s", site, proxy);
+}
+
+/* The proxy's task, when it is still reserved for it. */
+static TaskSlot *
+bound_slot (DatcLedger *l, Binding *b)
+{
+  return g_hash_table_lookup (l->binders, TASK_KEY (b->id)) == b ? slot (l, b->id) : NULL;
 }
 
 static void
-unbind (DatcLedger *l, TaskSlot *t)
+unbind (DatcLedger *l, guint64 id, TaskSlot *t)
 {
   if (t->bound)
     {
       t->bound = FALSE;
-      l->bound--;
+      g_hash_table_remove (l->binders, TASK_KEY (id));
     }
 }
 
-void
-datc_ledger_release (DatcLedger *l, guint64 id)
+gboolean
+datc_ledger_bind (DatcLedger *l, const char *site, const char *proxy, guint64 *id)
 {
-  TaskSlot *t = slot (l, id);
-  if (t == NULL || !t->bound)
+  guint64 next;
+  datc_ledger_release (l, site, proxy);
+  if (!datc_task_queue_next (l->queue, 0, l->n_tasks, &next))
+    return FALSE;
+  Binding *b = g_new0 (Binding, 1);
+  b->id = next;
+  g_hash_table_insert (l->bindings, proxy_key (site, proxy), b);
+  l->tasks[next - 1].bound = TRUE;
+  g_hash_table_insert (l->binders, TASK_KEY (next), b);
+  if (id != NULL)
+    *id = next;
+  return TRUE;
+}
+
+void
+datc_ledger_release (DatcLedger *l, const char *site, const char *proxy)
+{
+  g_autofree gchar *key = proxy_key (site, proxy);
+  Binding *b = g_hash_table_lookup (l->bindings, key);
+  if (b == NULL)
     return;
-  unbind (l, t);
-  if (t->state == DATC_TASK_QUEUED)
-    datc_task_queue_push (l->queue, id);
+  TaskSlot *t = bound_slot (l, b);
+  if (t != NULL)
+    {
+      unbind (l, b->id, t);
+      if (t->state == DATC_TASK_QUEUED)
+        datc_task_queue_push (l->queue, b->id);
+    }
+  g_hash_table_remove (l->bindings, key);
+}
+
+guint64
+datc_ledger_proxy_task (DatcLedger *l, const char *site, const char *proxy)
+{
+  g_autofree gchar *key = proxy_key (site, proxy);
+  Binding *b = g_hash_table_lookup (l->bindings, key);
+  return b != NULL ? b->id : 0;
 }
 
 guint
-datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, GArray *picked)
+datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, const char *site, const char *proxy,
+                            GArray *picked)
 {
-  TaskSlot *t = slot (l, id);
-  if (t == NULL || !t->bound || t->state != DATC_TASK_QUEUED)
+  g_autofree gchar *key = proxy_key (site, proxy);
+  Binding *b = g_hash_table_lookup (l->bindings, key);
+  if (b == NULL || b->taken)
+    {
+      /* A proxy of an earlier master (bindings are not journaled), or one
+       * whose agent comes back for more: the next queued task. */
+      DatcDispatchRequest req = { .agent = agent, .max = 1, .budget_ms = G_MAXUINT64 };
+      return datc_ledger_dispatch (l, &req, picked);
+    }
+  b->taken = TRUE;
+  TaskSlot *t = bound_slot (l, b);
+  if (t == NULL || t->state != DATC_TASK_QUEUED)
     return 0;
-  unbind (l, t);
-  guint32 id32 = (guint32) id;
+  unbind (l, b->id, t);
+  guint32 id32 = (guint32) b->id;
   g_array_set_size (l->pick, 0);
   g_array_append_val (l->pick, id32);
   return dispatch_picked (l, agent, picked);
@@ -1543,7 +1648,8 @@ datc_ledger_dispatch_bound (DatcLedger *l, guint32 agent, guint64 id, GArray *pi
 guint64
 datc_ledger_unbound_queued (DatcLedger *l)
 {
-  return l->counts.queued - MIN (l->bound, l->counts.queued);
+  guint64 bound = g_hash_table_size (l->binders);
+  return l->counts.queued - MIN (bound, l->counts.queued);
 }
 
 DatcBag *
@@ -1746,8 +1852,9 @@ datc_ledger_reattach (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
 
 /* ---- results ------------------------------------------------------- */
 
-void
-datc_ledger_agent_gone (DatcLedger *l, guint32 agent)
+/* Journals and applies the departure of an agent that holds nothing. */
+static void
+journal_agent_gone (DatcLedger *l, guint32 agent)
 {
   AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
   g_return_if_fail (a != NULL);
@@ -1916,9 +2023,18 @@ datc_ledger_take_result (DatcLedger *l, guint32 agent, const DatcResult *res, GA
 
 /* ---- losses -------------------------------------------------------- */
 
+guint
+datc_ledger_agent_attempts (DatcLedger *l, guint32 agent)
+{
+  return agent < l->attempts_on->len ? g_array_index (l->attempts_on, guint32, agent) : 0;
+}
+
 void
 datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
 {
+  /* Most agents leave holding nothing: no scan of the bag for them. */
+  if (datc_ledger_agent_attempts (l, agent) == 0)
+    return;
   for (guint64 id = 1; id <= l->n_tasks; id++)
     {
       TaskSlot *t = &l->tasks[id - 1];
@@ -1942,8 +2058,8 @@ datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
     }
 }
 
-guint
-datc_ledger_agent_lost (DatcLedger *l, guint32 agent)
+static guint
+agent_lost (DatcLedger *l, guint32 agent)
 {
   g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   datc_ledger_agent_tasks (l, agent, keys);
@@ -1992,6 +2108,32 @@ datc_ledger_requeue (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt)
   if (t == NULL || !live_on (l, id, t, agent, attempt))
     return;
   end_attempt (l, id, t, attempt, FALSE);
+}
+
+guint
+datc_ledger_agent_gone (DatcLedger *l, guint32 agent, gboolean lost)
+{
+  AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+  g_return_val_if_fail (a != NULL, 0);
+  if (a->gone)
+    return 0;
+  guint n;
+  if (lost)
+    n = agent_lost (l, agent);
+  else
+    {
+      /* It left on its own: what it still had goes back without penalty. */
+      g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      datc_ledger_agent_tasks (l, agent, keys);
+      for (guint i = 0; i < keys->len; i++)
+        {
+          DatcTaskKey *k = &g_array_index (keys, DatcTaskKey, i);
+          datc_ledger_requeue (l, agent, k->id, k->attempt);
+        }
+      n = keys->len;
+    }
+  journal_agent_gone (l, agent);
+  return n;
 }
 
 /* ---- proxies ------------------------------------------------------- */

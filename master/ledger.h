@@ -153,17 +153,26 @@ void datc_ledger_split (DatcLedger *ledger, guint n, const guint *weights);
 /* Queued tasks of one partition. */
 guint64 datc_ledger_queued_in (DatcLedger *ledger, guint partition);
 
-/* Direct mode binds a task to a proxy when the proxy is submitted.
- * datc_ledger_bind takes the next queued task out of the queue (it stays
- * queued, counted, and is not journaled: a restarted master binds
- * afresh); datc_ledger_dispatch_bound hands exactly that task to the
- * proxy's agent; datc_ledger_release puts it back in the queue when its
- * proxy ends without running it.  A bound task that becomes final (the
- * user cancelled it) is no longer bound. */
-gboolean datc_ledger_bind (DatcLedger *ledger, guint64 *id);
-guint datc_ledger_dispatch_bound (DatcLedger *ledger, guint32 agent, guint64 id,
-                                  GArray *picked);
-void datc_ledger_release (DatcLedger *ledger, guint64 id);
+/* Direct mode binds a task to a proxy when the proxy is submitted, and
+ * the ledger is the one place that knows which (nothing else keeps a
+ * copy).  datc_ledger_bind takes the next queued task out of the queue
+ * for (site, proxy) (it stays queued, counted, and is not journaled: a
+ * restarted master binds afresh); datc_ledger_dispatch_bound hands the
+ * proxy's agent exactly that task, or, for a proxy without a binding (an
+ * earlier master's) or whose agent already asked, the next queued one, and
+ * returns 0 when its task is no longer queued (the user cancelled it);
+ * datc_ledger_release ends the binding when the proxy ends (or its
+ * submit failed), putting its task back in the queue if it never ran.
+ * A bound task that becomes final is no longer reserved, and a binding
+ * never reserves a task that was bound to another proxy since. */
+gboolean datc_ledger_bind (DatcLedger *ledger, const char *site, const char *proxy,
+                           guint64 *id);
+guint datc_ledger_dispatch_bound (DatcLedger *ledger, guint32 agent, const char *site,
+                                  const char *proxy, GArray *picked);
+void datc_ledger_release (DatcLedger *ledger, const char *site, const char *proxy);
+/* The task (site, proxy) was submitted for, taken or not, until it ends;
+ * 0: none. */
+guint64 datc_ledger_proxy_task (DatcLedger *ledger, const char *site, const char *proxy);
 /* Queued tasks not bound to a proxy. */
 guint64 datc_ledger_unbound_queued (DatcLedger *ledger);
 
@@ -244,17 +253,19 @@ gboolean datc_ledger_attempt_live (DatcLedger *ledger, guint64 id, guint32 agent
 /* TRUE when `agent` runs a live attempt of `id`. */
 gboolean datc_ledger_runs_on (DatcLedger *ledger, guint64 id, guint32 agent);
 
-/* `agent` is gone: each of its running tasks goes back to the queue with
- * one more crash, or fails as lost at the crash limit.  Returns how many
- * were affected. */
-guint datc_ledger_agent_lost (DatcLedger *ledger, guint32 agent);
-/* `agent` is gone (lost or left; its tasks were handed back first):
- * journaled, and its entry, output file and index are released once what
- * it wrote is committed, so a campaign that sees a million agents come and
- * go (direct mode, walltime generations) holds only the agents still
- * connected.  A returning agent gets a new index; its file is opened
- * again. */
-void datc_ledger_agent_gone (DatcLedger *ledger, guint32 agent);
+/* `agent` is gone, the one way out of the ledger for every departure:
+ * what it still ran goes back to the queue, with one more crash each
+ * when `lost` (failing as lost at the crash limit), without penalty when
+ * it left; the departure is journaled, and its entry, output file and
+ * index are released once what it wrote is committed, so a campaign that
+ * sees a million agents come and go (direct mode, walltime generations)
+ * holds only the agents still connected.  A returning agent gets a new
+ * index; its file is opened again.  Returns how many tasks it still ran. */
+guint datc_ledger_agent_gone (DatcLedger *ledger, guint32 agent, gboolean lost);
+/* Live attempts on `agent` (tasks it was handed and has not given back or
+ * finished, copies included), in O(1): counted by the same transitions
+ * replay applies. */
+guint datc_ledger_agent_attempts (DatcLedger *ledger, guint32 agent);
 /* Agents with an entry (connected, or awaited after a restart). */
 guint datc_ledger_live_agents (DatcLedger *ledger);
 

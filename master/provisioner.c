@@ -49,8 +49,7 @@ typedef struct Proxy {
   gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
   gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
   gint64 walltime_end_us;  /* when the batch system will end it; 0: unknown or never */
-  guint64 task;            /* direct mode: the task bound to it; 0: none */
-  gboolean connected;      /* its agent said HELLO at least once, to any master */
+  gboolean connected;      /* ever_connected()'s memo, once TRUE: read only through it */
   gboolean online;         /* its agent is connected now */
   gboolean expiring;       /* near its walltime: its replacement may be submitted */
   /* Replacement links, both cleared when either ends: while the proxy a
@@ -334,6 +333,17 @@ site_named (DatcProvisioner *p, const char *name)
   return NULL;
 }
 
+/* Whether the proxy's agent ever said HELLO, to this master or an earlier
+ * one: the ledger's answer (journaled with the agent, so replayed too),
+ * the one place that knows.  Remembered once TRUE, which it stays. */
+static gboolean
+ever_connected (DatcProvisioner *p, SiteState *s, Proxy *x)
+{
+  if (!x->connected)
+    x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
+  return x->connected;
+}
+
 /* A proxy an earlier master submitted (journaled, or found by name): its
  * state unknown until the next poll. */
 static Proxy *
@@ -345,7 +355,6 @@ adopt_proxy (DatcProvisioner *p, SiteState *s, const char *id, const char *job_i
   x->job_id = g_strdup (job_id);
   x->state = DATC_PROXY_UNKNOWN;
   x->slots = s->spec->slots_per_proxy;
-  x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
   x->submission = g_strdup (submission);
   submission_add (s, submission, 1);
   g_ptr_array_add (s->proxies, x);
@@ -962,11 +971,7 @@ submit_done (gpointer owner, gpointer data)
       for (guint i = 0; i < j->xs->len; i++)
         {
           Proxy *x = j->xs->pdata[i];
-          if (x->task != 0)
-            {
-              datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
-              datc_ledger_release (p->ledger, x->task);
-            }
+          datc_ledger_release (p->ledger, s->spec->name, x->id);
           g_ptr_array_remove (s->proxies, x);
         }
     }
@@ -1001,7 +1006,8 @@ submit_done (gpointer owner, gpointer data)
           datc_trace_event (p->trace, "proxy_submitted", "site", 's', s->spec->name, "proxy", 's',
                             x->id, "job", 's', x->job_id, "slots", 'i', (gint64) x->slots,
                             "walltime", 'i', (gint64) s->spec->walltime_s, "task", 'i',
-                            (gint64) x->task, j->k > 1 ? "array" : NULL, 's', j->name, NULL);
+                            (gint64) datc_ledger_proxy_task (p->ledger, s->spec->name, x->id),
+                            j->k > 1 ? "array" : NULL, 's', j->name, NULL);
           g_debug ("site %s: proxy %s submitted as job %s", s->spec->name, x->id, x->job_id);
         }
     }
@@ -1024,12 +1030,12 @@ submit_done (gpointer owner, gpointer data)
 /* Hands the submit of k proxies (1..DATC_ARRAY_MAX) to the site's worker:
  * one command either way, a job array when k > 1.  The proxies exist at
  * once (pending, without a job id), so the plan counts them as coming
- * capacity and against max_proxies while the submit is out.  `tasks`:
- * direct mode, the task bound to each (else NULL).  FALSE when the site
- * is not ready (its agent and key are still being put there) or the
- * budget has no room. */
+ * capacity and against max_proxies while the submit is out.  `bind`:
+ * direct mode, each is bound to the next queued task in the ledger.
+ * FALSE when the site is not ready (its agent and key are still being
+ * put there) or the budget has no room. */
 static gboolean
-submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint64 *tasks)
+submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, gboolean bind)
 {
   if (!prepare_site (p, s))
     return FALSE;
@@ -1065,14 +1071,14 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
       x->state = DATC_PROXY_PENDING;
       x->slots = slots;
       x->submitted_us = clock_real (p);
-      x->task = tasks != NULL ? tasks[i] : 0;
       x->submission = g_strdup (id);
       g_ptr_array_add (s->proxies, x);
       g_ptr_array_add (j->xs, x);
       /* Bound now: a fork site's agent may say HELLO before the submit's
-       * answer is back here. */
-      if (x->task != 0)
-        datc_dispatcher_bind (p->disp, s->spec->name, x->id, x->task);
+       * answer is back here.  The caller counted the tasks to bind; should
+       * one be missing, the proxy's agent takes whatever is queued. */
+      if (bind)
+        (void) datc_ledger_bind (p->ledger, s->spec->name, x->id, NULL);
     }
   j->id = id;
   submission_add (s, id, k);
@@ -1098,15 +1104,15 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint6
  * where the scheduler has arrays (a thousand at most), else as plain jobs
  * one by one while the site and the budget allow. */
 static guint
-submit_proxies (DatcProvisioner *p, SiteState *s, guint slots, guint k, const guint64 *tasks)
+submit_proxies (DatcProvisioner *p, SiteState *s, guint slots, guint k, gboolean bind)
 {
   if (k >= DATC_ARRAY_MIN && datc_site_scheduler_has_arrays (s->spec->site))
     {
       k = MIN (k, DATC_ARRAY_MAX);
-      return submit_job (p, s, slots, k, tasks) ? k : 0;
+      return submit_job (p, s, slots, k, bind) ? k : 0;
     }
   guint n = 0;
-  while (n < k && submit_job (p, s, slots, 1, tasks != NULL ? tasks + n : NULL))
+  while (n < k && submit_job (p, s, slots, 1, bind))
     n++;
   return n;
 }
@@ -1147,7 +1153,7 @@ proxy_spent (DatcProvisioner *p, SiteState *s, Proxy *x)
   if (p->keep_site_files || x->submission == NULL)
     return;
   gboolean failed = x->state == DATC_PROXY_FAILED
-                    || (!x->connected && (!x->cancelling || x->ran));
+                    || (!ever_connected (p, s, x) && (!x->cancelling || x->ran));
   g_autofree gchar *name = g_strdup_printf ("datc-%s", x->submission);
   g_autofree gchar *script = g_strdup_printf ("%s.sh", x->submission);
   if (!failed && x->job_id != NULL)
@@ -1181,12 +1187,12 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
   if (x->replaced_by != NULL)
     x->replaced_by->replaces = NULL;
   x->replaces = x->replaced_by = NULL;
-  guint64 task = datc_dispatcher_unbind (p->disp, s->spec->name, x->id);
-  if (task != 0)
-    datc_ledger_release (p->ledger, task);
+  datc_ledger_release (p->ledger, s->spec->name, x->id);
+  /* Asked before the ledger is told it ended (it then forgets the proxy). */
+  gboolean connected = ever_connected (p, s, x);
   /* An adopted proxy (an earlier master's, submitted_us 0) may well die
    * without connecting: its agent was told the old master's endpoint. */
-  if (!x->connected && !x->cancelling && x->submitted_us > 0)
+  if (!connected && !x->cancelling && x->submitted_us > 0)
     {
       s->early_deaths++;
       s->early_deaths_total++;
@@ -1197,7 +1203,7 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
       g_warning ("site %s: %s", s->spec->name, why);
       site_failed (p, s, HEALTH_EARLY_DEATH, s->early_deaths, why);
     }
-  else if (x->connected)
+  else if (connected)
     s->early_deaths = 0;
   datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "ended");
   datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id,
@@ -1276,8 +1282,6 @@ poll_done (gpointer owner, gpointer data)
             trace_started (p, s, x, "scheduler", clock_real (p));
           if (x->state == DATC_PROXY_RUNNING && x->running_since_us == 0)
             x->running_since_us = clock_mono (p);
-          if (!x->connected)
-            x->connected = datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id);
           if (x->state == DATC_PROXY_FINISHED || x->state == DATC_PROXY_FAILED)
             {
               proxy_ended (p, s, x);
@@ -1538,7 +1542,7 @@ cancel_pending (DatcProvisioner *p, SiteState *s, const char *why, guint reserve
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      if (x->connected || x->online || x->cancelling)
+      if (x->online || x->cancelling || ever_connected (p, s, x))
         continue;
       if (keep > 0 && !x->migrating)
         keep--;
@@ -1682,9 +1686,9 @@ check_reach (DatcProvisioner *p, SiteState *s, gint64 now)
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      if (x->log == NULL || x->log_read || x->connected || x->cancelling
-          || x->state != DATC_PROXY_RUNNING || x->running_since_us == 0
-          || now - x->running_since_us < s->connect_wait_us)
+      if (x->log == NULL || x->log_read || x->cancelling || x->state != DATC_PROXY_RUNNING
+          || x->running_since_us == 0 || now - x->running_since_us < s->connect_wait_us
+          || ever_connected (p, s, x))
         continue;
       x->log_read = TRUE;
       LogJob *j = g_new0 (LogJob, 1);
@@ -1758,7 +1762,6 @@ proxy_connected (DatcProvisioner *p, SiteState *s, Proxy *x, const DatcAgentLoad
   x->walltime_end_us = l != NULL ? l->walltime_end_us : 0;
   if (x->walltime_end_us == 0 && s->spec->walltime_s > 0)
     x->walltime_end_us = x->started_us + (gint64) s->spec->walltime_s * G_USEC_PER_SEC;
-  x->connected = TRUE;
   s->early_deaths = 0;
   g_clear_pointer (&s->unreachable, g_free);
   site_recovered (p, s, HEALTH_OK);
@@ -1778,22 +1781,17 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
     {
       Proxy *x = s->proxies->pdata[i];
       const DatcAgentLoad *l = find_load (p->loads, x->id);
-      if (x->started_us == 0)
+      if (x->started_us == 0 && ever_connected (p, s, x))
         {
           /* Its agent connected: seen connected now, or come and gone
            * since the last look (a quick direct-mode agent). */
-          if (l != NULL)
-            x->started_us = l->connected_us;
-          else if (datc_ledger_proxy_connected (p->ledger, s->spec->name, x->id))
-            x->started_us = now_real;
-          if (x->started_us != 0)
-            proxy_connected (p, s, x, l);
+          x->started_us = l != NULL ? l->connected_us : now_real;
+          proxy_connected (p, s, x, l);
         }
       if (l == NULL && x->online)
         /* Its agent left: the job is about to end; see it end soon. */
         s->next_poll_us = MIN (s->next_poll_us, clock_mono (p) + G_USEC_PER_SEC / 2);
       x->online = l != NULL;
-      x->connected = x->connected || x->online;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
       x->running = l ? (guint32) l->running : 0;
       x->starved = l != NULL && l->starved;
@@ -1818,7 +1816,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
          * them would keep other sites from getting proxies while these
          * idle to their walltime and are replaced by more of the same. */
         s->free_running += x->free;
-      else if (!x->connected && !x->expiring)
+      else if (!x->expiring && !ever_connected (p, s, x))
         s->coming += x->slots;
     }
   /* Tasks a walltime is predicted to cut short, on any agent of the site
@@ -1878,7 +1876,7 @@ submit_for (DatcProvisioner *p, SiteState *s, guint64 slots, gint64 now)
   while (added < slots && can_submit (s, now))
     {
       guint64 want = MIN ((slots - added + per - 1) / per, s->max_jobs - s->alive);
-      guint n = submit_proxies (p, s, (guint) per, (guint) MIN (want, DATC_ARRAY_MAX), NULL);
+      guint n = submit_proxies (p, s, (guint) per, (guint) MIN (want, DATC_ARRAY_MAX), FALSE);
       if (n == 0)
         break;
       count_submitted (s, n);
@@ -1963,8 +1961,9 @@ migration_target (DatcProvisioner *p, SiteState *from, double waited, gint64 now
       for (guint k = 0; k < t->proxies->len && !stuck; k++)
         {
           Proxy *y = t->proxies->pdata[k];
-          stuck = !y->connected && !y->cancelling && y->submitted_us > 0
-                  && (now_real - y->submitted_us) / 1e6 > migrate_bound_s (t);
+          stuck = !y->cancelling && y->submitted_us > 0
+                  && (now_real - y->submitted_us) / 1e6 > migrate_bound_s (t)
+                  && !ever_connected (p, t, y);
         }
       if (!stuck)
         return t;
@@ -1993,8 +1992,8 @@ migrate (DatcProvisioner *p, gint64 now)
         {
           Proxy *x = s->proxies->pdata[k];
           double waited = (now_real - x->submitted_us) / 1e6;
-          if (x->connected || x->cancelling || x->migrating || x->job_id == NULL
-              || x->submitted_us <= 0 || waited <= bound)
+          if (x->cancelling || x->migrating || x->job_id == NULL || x->submitted_us <= 0
+              || waited <= bound || ever_connected (p, s, x))
             continue;
           g_ptr_array_add (which, x);
           longest = MAX (longest, waited);
@@ -2040,14 +2039,14 @@ migrate (DatcProvisioner *p, gint64 now)
  * (its budget would otherwise be spent on polls of the very proxies that
  * wait, and the move put off until the window frees). */
 static gboolean
-may_migrate (const DatcProvisioner *p, const SiteState *s)
+may_migrate (DatcProvisioner *p, SiteState *s)
 {
   if (p->mode != DATC_MODE_PULL || s->spec->migrate_after_s == DATC_MIGRATE_NEVER)
     return FALSE;
   for (guint k = 0; k < s->proxies->len; k++)
     {
-      const Proxy *x = s->proxies->pdata[k];
-      if (!x->connected && !x->cancelling && !x->migrating)
+      Proxy *x = s->proxies->pdata[k];
+      if (!x->cancelling && !x->migrating && !ever_connected (p, s, x))
         return TRUE;
     }
   return FALSE;
@@ -2073,8 +2072,8 @@ cancel_pending_but_one (DatcProvisioner *p, SiteState *s, gint64 now)
     return;
   for (guint i = 0; i < s->proxies->len; i++)
     {
-      const Proxy *x = s->proxies->pdata[i];
-      if (!x->connected && !x->online && !x->cancelling && !x->migrating)
+      Proxy *x = s->proxies->pdata[i];
+      if (!x->online && !x->cancelling && !x->migrating && !ever_connected (p, s, x))
         return;
     }
   g_debug ("site %s: %" G_GUINT64_FORMAT " running tasks are expected to outlive their "
@@ -2154,19 +2153,14 @@ plan_direct (DatcProvisioner *p, gint64 now)
           SiteState *s = order->pdata[i];
           if ((s->health == HEALTH_OK) != (pass == 0) || predicted_wait_s (s) > beyond)
             continue;
-          g_autoptr (GArray) tasks = g_array_new (FALSE, FALSE, sizeof (guint64));
           while (can_submit (s, now))
             {
-              guint room = MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX);
-              guint64 task;
-              g_array_set_size (tasks, 0);
-              while (tasks->len < room && datc_ledger_bind (p->ledger, &task))
-                g_array_append_val (tasks, task);
-              if (tasks->len == 0)
+              /* Each proxy submitted binds the next queued task (submit_job). */
+              guint k = (guint) MIN (MIN (s->max_jobs - s->alive, DATC_ARRAY_MAX),
+                                     datc_ledger_unbound_queued (p->ledger));
+              if (k == 0)
                 break;
-              guint n = submit_proxies (p, s, 1, tasks->len, (const guint64 *) tasks->data);
-              for (guint t = n; t < tasks->len; t++)
-                datc_ledger_release (p->ledger, g_array_index (tasks, guint64, t));
+              guint n = submit_proxies (p, s, 1, k, TRUE);
               if (n == 0)
                 break;
               count_submitted (s, n);

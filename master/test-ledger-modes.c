@@ -135,9 +135,11 @@ test_bind_release (void)
   Fixture f;
   setup (&f, 5, "true");
   guint64 h1, h2;
-  g_assert_true (datc_ledger_bind (f.ledger, &h1));
-  g_assert_true (datc_ledger_bind (f.ledger, &h2));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p1", &h1));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p2", &h2));
   g_assert_cmpuint (h1, !=, h2);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p1"), ==, h1);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p2"), ==, h2);
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 3);
 
   /* Bound tasks are not handed to anyone else. */
@@ -150,12 +152,18 @@ test_bind_release (void)
     }
   /* h1 goes to its proxy's agent, exactly it. */
   g_array_set_size (f.picked, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, f.picked), ==, 1);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==,
+                    1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h1, f.picked), ==, 0);
+  g_assert_cmpuint (datc_ledger_task_agent (f.ledger, h1), ==, f.agent);
+  /* Asking again, it gets what is queued and bound to no one: nothing. */
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==,
+                    0);
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p1"), ==, h1);
   /* h2's proxy ended without running it: back in the queue, once. */
-  datc_ledger_release (f.ledger, h2);
-  datc_ledger_release (f.ledger, h2);
+  datc_ledger_release (f.ledger, "site", "p2");
+  datc_ledger_release (f.ledger, "site", "p2");
+  g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p2"), ==, 0);
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 1);
   g_autoptr (GArray) last = dispatch (&f, 0, 100, G_MAXUINT64, NULL);
   g_assert_cmpuint (last->len, ==, 1);
@@ -169,14 +177,43 @@ test_bound_then_cancelled (void)
   Fixture f;
   setup (&f, 3, "true");
   guint64 h;
-  g_assert_true (datc_ledger_bind (f.ledger, &h));
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p", &h));
   g_autoptr (GArray) running = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   g_assert_cmpuint (datc_ledger_cancel (f.ledger, &h, 1, running), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_CANCELLED);
   /* Not bound any more, not queued, and its proxy's agent gets nothing. */
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 2);
   g_array_set_size (f.picked, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, h, f.picked), ==, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p", f.picked), ==,
+                    0);
+  teardown (&f);
+}
+
+/* The binding is the ledger's alone: a proxy whose task moved on (an
+ * agent came back holding it) and was bound to another proxy since does
+ * not take it from that proxy when it ends.  (With a second copy of the
+ * bindings outside the ledger, its end released the task by id and left
+ * the second proxy's agent nothing.) */
+static void
+test_binding_moved_on (void)
+{
+  Fixture f;
+  setup (&f, 1, "true");
+  g_autoptr (GArray) ran = dispatch (&f, 0, 1, G_MAXUINT64, NULL);
+  guint64 h = g_array_index (ran, guint64, 0);
+  datc_ledger_requeue (f.ledger, f.agent, h, 1);
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p1", NULL));
+  g_assert_true (datc_ledger_reattach (f.ledger, f.agent, h, 1));
+  datc_ledger_requeue (f.ledger, f.agent, h, 1);
+  guint64 again;
+  g_assert_true (datc_ledger_bind (f.ledger, "site", "p2", &again));
+  g_assert_cmpuint (again, ==, h);
+  datc_ledger_release (f.ledger, "site", "p1");
+  g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 0);
+  g_array_set_size (f.picked, 0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p2", f.picked), ==,
+                    1);
+  g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_RUNNING);
   teardown (&f);
 }
 
@@ -295,7 +332,7 @@ test_gone_agents_close_their_output (void)
       g_assert_no_error (error);
       g_bytes_unref (r.out);
       g_bytes_unref (r.err);
-      datc_ledger_agent_gone (f.ledger, f.agent);
+      datc_ledger_agent_gone (f.ledger, f.agent, FALSE);
       if (i % 7 == 0)
         g_assert_true (datc_ledger_commit (f.ledger, &error));
     }
@@ -453,6 +490,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/split", test_split);
   g_test_add_func ("/ledger/bind-release", test_bind_release);
   g_test_add_func ("/ledger/bound-then-cancelled", test_bound_then_cancelled);
+  g_test_add_func ("/ledger/binding-moved-on-stays-with-the-proxy-bound-since",
+                   test_binding_moved_on);
   g_test_add_func ("/ledger/observed-runtime", test_observed_runtime);
   g_test_add_func ("/ledger/observed-runtime-never-starves-a-fresh-agent",
                    test_observed_runtime_never_starves_fresh_agent);

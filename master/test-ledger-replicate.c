@@ -235,8 +235,7 @@ test_replay_keeps_both_copies (void)
   g_assert_false (datc_ledger_reattach (f.ledger, f.a, 2, 2));
   /* Agent b is lost: the task runs on in a, no crash, and again after a
    * second restart. */
-  g_assert_cmpuint (datc_ledger_agent_lost (f.ledger, f.b), ==, 1);
-  datc_ledger_agent_gone (f.ledger, f.b);
+  g_assert_cmpuint (datc_ledger_agent_gone (f.ledger, f.b, TRUE), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, 2), ==, DATC_TASK_RUNNING);
   g_assert_true (datc_ledger_attempt_live (f.ledger, 2, f.a, 1));
   reopen (&f);
@@ -322,6 +321,63 @@ test_no_copy_of_a_task_on_time (void)
   teardown (&f);
 }
 
+/* What agents a and b run, per the ledger's scan of its tasks and per its
+ * count (datc_ledger_agent_attempts, all the dispatcher reads of an
+ * agent's load): both must say on_a and on_b. */
+static void
+expect_attempts (Fixture *f, guint on_a, guint on_b)
+{
+  const guint32 agents[] = { f->a, f->b };
+  const guint want[] = { on_a, on_b };
+  for (guint i = 0; i < G_N_ELEMENTS (agents); i++)
+    {
+      g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      datc_ledger_agent_tasks (f->ledger, agents[i], keys);
+      g_assert_cmpuint (keys->len, ==, want[i]);
+      g_assert_cmpuint (datc_ledger_agent_attempts (f->ledger, agents[i]), ==, want[i]);
+    }
+}
+
+/* Each agent's count of live attempts follows every transition (dispatch,
+ * a copy, the winner ending the loser, a copy given back, a task given
+ * back, a cancel, a loss) and comes out the same from a replay. */
+static void
+test_attempts_counted_per_agent (void)
+{
+  Fixture f;
+  setup (&f, 6, "");
+  g_assert_cmpuint (dispatch (&f, f.a, 3), ==, 3);    /* 1 2 3 */
+  g_assert_cmpuint (dispatch (&f, f.b, 2), ==, 2);    /* 4 5 */
+  expect_attempts (&f, 3, 2);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 1, f.picked), ==, 1);
+  expect_attempts (&f, 3, 3);
+  g_autoptr (GArray) cancel = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
+  g_assert_cmpint (report (&f, f.b, 1, 2, 0, 50, cancel), ==, DATC_RESULT_ACCEPTED);
+  g_assert_cmpuint (cancel->len, ==, 1);  /* a's copy, ended with the task */
+  expect_attempts (&f, 2, 2);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.a, 4, f.picked), ==, 1);
+  expect_attempts (&f, 3, 2);
+  datc_ledger_requeue (f.ledger, f.a, 4, 2);          /* a gives its copy back */
+  expect_attempts (&f, 2, 2);
+  datc_ledger_requeue (f.ledger, f.a, 2, 1);          /* and task 2 */
+  expect_attempts (&f, 1, 2);
+  const guint64 five = 5;
+  g_array_set_size (cancel, 0);
+  g_assert_cmpuint (datc_ledger_cancel (f.ledger, &five, 1, cancel), ==, 1);
+  expect_attempts (&f, 1, 1);
+  reopen (&f);
+  expect_attempts (&f, 1, 1);
+  g_assert_cmpuint (datc_ledger_agent_gone (f.ledger, f.b, TRUE), ==, 1);
+  g_assert_cmpuint (datc_ledger_agent_attempts (f.ledger, f.b), ==, 0);
+  g_assert_cmpuint (datc_ledger_agent_attempts (f.ledger, f.a), ==, 1);
+  g_assert_cmpuint (datc_ledger_agent_gone (f.ledger, f.a, FALSE), ==, 1);
+  g_assert_cmpuint (datc_ledger_agent_attempts (f.ledger, f.a), ==, 0);
+  DatcLedgerCounts c;
+  datc_ledger_counts (f.ledger, &c);
+  g_assert_cmpuint (c.running, ==, 0);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -335,5 +391,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/replicate/stragglers-are-candidates-up-to-max-copies",
                    test_candidates);
   g_test_add_func ("/ledger/replicate/a-task-on-time-gets-no-copy", test_no_copy_of_a_task_on_time);
+  g_test_add_func ("/ledger/replicate/each-agent-s-live-attempts-are-counted-live-and-replayed",
+                   test_attempts_counted_per_agent);
   return g_test_run ();
 }
