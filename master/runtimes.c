@@ -82,6 +82,7 @@ datc_runtimes_prepare (const DatcRuntimes *rt, DatcRuntimesTail *tail)
     {
       guint64 top = bucket_top (b);
       tail->mid[b] = (MIN (bottom, top) + top) / 2.0;
+      tail->top[b] = (double) top;
       bottom = top + 1;
     }
   tail->n_above[DATC_RUNTIMES_BUCKETS] = tail->sum_above[DATC_RUNTIMES_BUCKETS] = 0;
@@ -101,17 +102,20 @@ datc_runtimes_mean_ms (const DatcRuntimesTail *tail)
 guint64
 datc_runtimes_remaining_ms (const DatcRuntimesTail *tail, guint64 e)
 {
-  /* The first bucket whose middle is past e (middles never decrease). */
+  /* The first bucket whose top is not below e (tops increase). */
   guint b = 0, hi = DATC_RUNTIMES_BUCKETS;
   while (b < hi)
     {
       guint m = (b + hi) / 2;
-      if (tail->mid[m] <= (double) e)
+      if (tail->top[m] < (double) e)
         b = m + 1;
       else
         hi = m;
     }
-  if (tail->n_above[b] == 0)
+  if (b == DATC_RUNTIMES_BUCKETS || tail->n_above[b] == 0)
     return G_MAXUINT64;
-  return (guint64) (tail->sum_above[b] / tail->n_above[b] - (double) e);
+  double n_here = tail->n_above[b] - tail->n_above[b + 1];
+  double end_here = MAX (tail->mid[b], ((double) e + tail->top[b]) / 2.0);
+  double mean_end = (n_here * end_here + tail->sum_above[b + 1]) / tail->n_above[b];
+  return mean_end > (double) e ? (guint64) (mean_end - (double) e) : 0;
 }

@@ -36,6 +36,7 @@ guint64 datc_runtimes_estimate_ms (const DatcRuntimes *runtimes);
  * above each bucket, so that an answer costs a binary search. */
 typedef struct {
   double mid[DATC_RUNTIMES_BUCKETS];
+  double top[DATC_RUNTIMES_BUCKETS];           /* the longest run a bucket holds */
   double n_above[DATC_RUNTIMES_BUCKETS + 1];   /* runs in buckets b.. */
   double sum_above[DATC_RUNTIMES_BUCKETS + 1]; /* their middles, summed */
 } DatcRuntimesTail;
@@ -45,8 +46,11 @@ void datc_runtimes_prepare (const DatcRuntimes *runtimes, DatcRuntimesTail *tail
 /* The mean of the noted run times, in ms (bucket middles). */
 guint64 datc_runtimes_mean_ms (const DatcRuntimesTail *tail);
 /* E[T - e | T > e] over the noted runs, in ms; G_MAXUINT64 when no noted
- * run lasted longer than `elapsed_ms` (a straggler: how much is left is
- * unknown). */
+ * run can have lasted longer than `elapsed_ms` (past the top of the
+ * highest bucket: a straggler, how much is left is unknown).  A run in the
+ * bucket that `elapsed_ms` falls in counts as ending halfway between it and
+ * the bucket's top: a task just past the middle of a tight distribution is
+ * about to end, not a straggler. */
 guint64 datc_runtimes_remaining_ms (const DatcRuntimesTail *tail, guint64 elapsed_ms);
 
 G_END_DECLS

@@ -73,6 +73,25 @@ test_time_left_and_mean (void)
   g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 20000), ==, G_MAXUINT64);
 }
 
+/* A run time is known only to its bucket: a task past the middle of the
+ * bucket every run fell in may still be one of them, about to end.  It is
+ * a straggler only past the bucket's top (it used to be one past the
+ * middle, so end-game copies were started of tasks ending that instant). */
+static void
+test_past_the_middle_is_not_a_straggler (void)
+{
+  g_autoptr (DatcRuntimes) rt = datc_runtimes_new ();
+  for (guint i = 0; i < 20; i++)
+    note_ms (rt, 1000);   /* the bucket [896, 1023] ms */
+  DatcRuntimesTail tail;
+  datc_runtimes_prepare (rt, &tail);
+  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 500), ==, (guint64) (959.5 - 500));
+  /* At 1000 ms: counted as ending halfway to 1023. */
+  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 1000), ==, 11);
+  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 1023), ==, 0);
+  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 1024), ==, G_MAXUINT64);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -83,5 +102,7 @@ main (int argc, char **argv)
                    test_ninetieth_percentile_of_known_runs);
   g_test_add_func ("/runtimes/impossible-runs-are-ignored", test_impossible_runs_are_ignored);
   g_test_add_func ("/runtimes/time-left-is-the-mean-of-the-longer-runs", test_time_left_and_mean);
+  g_test_add_func ("/runtimes/a-task-past-the-middle-of-its-bucket-is-not-a-straggler",
+                   test_past_the_middle_is_not_a_straggler);
   return g_test_run ();
 }
