@@ -64,7 +64,8 @@ typedef struct {
   guint64 tasks;
   guint agents, run;
   int exit_status;
-  double loadavg;          /* 1-minute, at the start of the point */
+  double loadavg;          /* 1-minute, at the start of the point (counts our agents too) */
+  double others;           /* CPU of everything but our children meanwhile, in cores */
   double wall_s, cpu_s;
   long maxrss_kib;
   guint connected;         /* agent_connected events */
@@ -329,6 +330,37 @@ journal_records (const char *dir)
   return n;
 }
 
+/* CPU seconds the whole machine spent busy, from /proc/stat (as in
+ * bench-core). */
+static double
+machine_busy_s (void)
+{
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
+    return 0;
+  guint64 v[8] = { 0 };
+  if (sscanf (text, "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+    return 0;
+  /* user nice system [idle iowait] irq softirq steal */
+  return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double) sysconf (_SC_CLK_TCK);
+}
+
+static double tv_s (struct timeval tv);
+
+/* CPU of this process and every child reaped so far. */
+static double
+own_cpu_s (void)
+{
+  struct rusage self, children;
+  getrusage (RUSAGE_SELF, &self);
+  getrusage (RUSAGE_CHILDREN, &children);
+  return tv_s (self.ru_utime) + tv_s (self.ru_stime) + tv_s (children.ru_utime)
+         + tv_s (children.ru_stime);
+}
+
 static double
 loadavg (void)
 {
@@ -541,6 +573,7 @@ run_point (const Bench *b, const char *task_file, Point *p)
   Setup s;
   setup (b, &s);
   p->loadavg = loadavg ();
+  double busy0 = machine_busy_s (), own0 = own_cpu_s ();
   p->samples = g_array_new (FALSE, FALSE, sizeof (StatusSample));
   g_autoptr (GArray) agents = start_agents (b, &s, b->tcp ? p->agents : p->agents - 1);
   gint64 t0_real = g_get_real_time ();
@@ -551,6 +584,8 @@ run_point (const Bench *b, const char *task_file, Point *p)
   p->wall_s = (g_get_monotonic_time () - t0) / 1e6;
   end_agents (agents, 10000);
   end_strays ();
+  double whole_s = (g_get_monotonic_time () - t0) / 1e6;
+  p->others = MAX (0.0, machine_busy_s () - busy0 - (own_cpu_s () - own0)) / whole_s;
 
   p->cpu_s = tv_s (ru.ru_utime) + tv_s (ru.ru_stime);
   p->maxrss_kib = ru.ru_maxrss;
@@ -569,12 +604,12 @@ run_point (const Bench *b, const char *task_file, Point *p)
   else
     p->rate_all = p->share_all = NAN;
   p->journal_bytes = file_size (s.dir, "journal");
-  p->status_load_max = 0;
+  p->status_load_max = NAN; /* none asked that early */
   for (guint i = 0; i < p->samples->len; i++)
     {
       StatusSample *x = &g_array_index (p->samples, StatusSample, i);
       if (t.n_started == 0 || x->start_real < t.started[0])
-        p->status_load_max = MAX (p->status_load_max, x->ms);
+        p->status_load_max = fmax (p->status_load_max, x->ms);
     }
   p->status_med = median_of (p->samples, &p->status_max);
   if (p->exit_status != 0)
@@ -590,11 +625,13 @@ print_point (const Point *p)
   printf ("  %8" G_GUINT64_FORMAT " tasks %4u agents (%u connected, the last %.2f s after start)"
           " run %u: %.2f s, %.0f tasks/s (%.0f with all connected, %.0f%% of the tasks),"
           " %.2f us CPU/task, peak RSS %.1f MiB, journal %.1f B/task, load %.0f lines/s,"
-          " status median %.1f max %.1f ms (%u; while loading max %.1f), exit %d, loadavg %.2f\n",
+          " status median %.1f max %.1f ms (%u; while loading max %.1f), exit %d, loadavg %.2f,"
+          " others %.2f cores\n",
           p->tasks, p->agents, p->connected, p->connect_s, p->run, p->wall_s, p->rate, p->rate_all,
           100 * p->share_all, p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0,
           (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-          p->status_max, p->samples->len, p->status_load_max, p->exit_status, p->loadavg);
+          p->status_max, p->samples->len, p->status_load_max, p->exit_status, p->loadavg,
+          p->others);
   fflush (stdout);
 }
 
@@ -699,19 +736,21 @@ print_table (GArray *points)
 {
   printf ("\n| tasks | agents | connected (last after) | wall s | tasks/s | tasks/s all connected (share)"
           " | master CPU µs/task | peak RSS MiB | RSS/agent KiB | journal B/task | load lines/s"
-          " | status ms median / max (n) | status max while loading | loadavg |\n");
+          " | status ms median / max (n) | status max while loading | others' CPU, cores |\n");
   printf ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (guint i = 0; i < points->len; i++)
     {
       const Point *p = &g_array_index (points, Point, i);
       double per_agent = rss_per_agent_kib (points, p);
       g_autofree gchar *pa = isnan (per_agent) ? g_strdup ("–") : g_strdup_printf ("%.0f", per_agent);
-      printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %.0f (%.0f%%) | %.2f | %.1f"
+      g_autofree gchar *all = isnan (p->rate_all) ? g_strdup ("–")
+                              : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all, 100 * p->share_all);
+      printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %s | %.2f | %.1f"
               " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %.1f | %.2f |%s\n",
-              p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, p->rate_all,
-              100 * p->share_all, p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
+              p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, all,
+              p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
               (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-              p->status_max, p->samples->len, p->status_load_max, p->loadavg,
+              p->status_max, p->samples->len, p->status_load_max, p->others,
               p->exit_status ? " FAILED" : "");
     }
 }
