@@ -11,7 +11,7 @@
  *
  *   DATC=... DATC_AGENT=... bench-scale [--tasks 10000,100000,1000000]
  *       [--agents 1,10,100,1000] [--transport ipc|tcp-curve] [--slots 64]
- *       [--repeat 1] [--status-ms 250] [--no-resume] [--svg DIR]
+ *       [--repeat 1] [--status-ms 250] [--timeout 900] [--no-resume] [--svg DIR]
  *
  * The agents are started before the master, so that they are all waiting
  * when it binds (otherwise a short campaign ends before the last of 1,000
@@ -52,6 +52,7 @@ typedef struct {
   gboolean tcp;        /* tcp-curve on loopback, else ipc */
   guint slots;         /* per agent */
   guint status_ms;     /* between two `datc status` */
+  guint timeout_s;     /* a master still running after this is killed */
   const char *datc, *agent, *tmp;
 } Bench;
 
@@ -375,7 +376,8 @@ typedef gboolean (*StopCheck) (const char *dir, gpointer data);
 /* Until the master exits: `datc status DIR` every status_ms (one at a
  * time; one still out when the master ends is killed and not counted,
  * since it would read the campaign offline), and `check` every 20 ms: when
- * it says so, `stop_signal` goes to the master (once). */
+ * it says so, `stop_signal` goes to the master (once).  A master still
+ * there after b->timeout_s gets SIGKILL (its exit status says so). */
 static void
 watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, StopCheck check,
               gpointer data, int stop_signal, struct rusage *ru, int *status)
@@ -386,11 +388,18 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
   gint64 st_start = 0, st_start_real = 0;
   /* The first question comes early, to catch a master still loading. */
   gint64 next = g_get_monotonic_time () + b->status_ms * 200;
-  gboolean stopped = FALSE;
+  gboolean stopped = FALSE, killed = FALSE;
+  gint64 deadline = g_get_monotonic_time () + (gint64) b->timeout_s * G_USEC_PER_SEC;
   const char *argv[] = { b->datc, "status", dir, NULL };
   for (;;)
     {
       gint64 now = g_get_monotonic_time ();
+      if (!killed && now >= deadline)
+        {
+          fprintf (stderr, "bench-scale: datc run still running after %u s: killed\n", b->timeout_s);
+          kill (master, SIGKILL);
+          killed = TRUE;
+        }
       if (st_pid == 0 && now >= next)
         {
           st_start = now;
@@ -398,7 +407,7 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
           st_pid = spawn (argv, NULL);
           st_fd = pidfd_of (st_pid);
         }
-      gint64 wait_us = st_pid ? G_MAXINT32 : next - now;
+      gint64 wait_us = MIN (st_pid ? G_MAXINT32 : next - now, MAX (0, deadline - now));
       if (check && !stopped)
         wait_us = MIN (wait_us, 20000);
       struct pollfd fds[2] = { { mfd, POLLIN, 0 }, { st_fd, POLLIN, 0 } };
@@ -743,14 +752,16 @@ print_table (GArray *points)
       const Point *p = &g_array_index (points, Point, i);
       double per_agent = rss_per_agent_kib (points, p);
       g_autofree gchar *pa = isnan (per_agent) ? g_strdup ("–") : g_strdup_printf ("%.0f", per_agent);
+      g_autofree gchar *loading = isnan (p->status_load_max) ? g_strdup ("–")
+                                  : g_strdup_printf ("%.1f", p->status_load_max);
       g_autofree gchar *all = isnan (p->rate_all) ? g_strdup ("–")
                               : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all, 100 * p->share_all);
       printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %s | %.2f | %.1f"
-              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %.1f | %.2f |%s\n",
+              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %.2f |%s\n",
               p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, all,
               p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
               (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-              p->status_max, p->samples->len, p->status_load_max, p->others,
+              p->status_max, p->samples->len, loading, p->others,
               p->exit_status ? " FAILED" : "");
     }
 }
@@ -860,7 +871,7 @@ int
 main (int argc, char **argv)
 {
   g_autofree gchar *tasks_opt = NULL, *agents_opt = NULL, *transport = NULL, *svg_dir = NULL;
-  gint slots = 64, status_ms = 250, repeat = 1;
+  gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900;
   gboolean no_resume = FALSE;
   GOptionEntry entries[] = {
     { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)", "N,..." },
@@ -869,6 +880,7 @@ main (int argc, char **argv)
     { "slots", 0, 0, G_OPTION_ARG_INT, &slots, "Slots per agent (default 64)", "N" },
     { "repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Runs per point (default 1)", "N" },
     { "status-ms", 0, 0, G_OPTION_ARG_INT, &status_ms, "Between two `datc status` (default 250)", "MS" },
+    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s, "Kill a datc run still running after this (default 900)", "S" },
     { "no-resume", 0, 0, G_OPTION_ARG_NONE, &no_resume, "No kill -9 and resume at the end", NULL },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &svg_dir, "Write the plots into DIR", "DIR" },
     { NULL }
@@ -891,9 +903,10 @@ main (int argc, char **argv)
       fprintf (stderr, "bench-scale: --transport: \"%s\": ipc or tcp-curve\n", transport);
       return 2;
     }
-  if (slots < 1 || status_ms < 10 || repeat < 1)
+  if (slots < 1 || status_ms < 10 || repeat < 1 || timeout_s < 1)
     {
-      fprintf (stderr, "bench-scale: --slots and --repeat take 1 or more, --status-ms 10 or more\n");
+      fprintf (stderr, "bench-scale: --slots, --repeat and --timeout take 1 or more,"
+               " --status-ms 10 or more\n");
       return 2;
     }
   g_array_sort (task_counts, cmp_u64);
@@ -932,7 +945,8 @@ main (int argc, char **argv)
       setrlimit (RLIMIT_NOFILE, &rl);
     }
   Bench b = { .tcp = transport != NULL && g_str_equal (transport, "tcp-curve"),
-              .slots = (guint) slots, .status_ms = (guint) status_ms, .datc = bench_datc (),
+              .slots = (guint) slots, .status_ms = (guint) status_ms,
+              .timeout_s = (guint) timeout_s, .datc = bench_datc (),
               .agent = agent, .tmp = tmp };
   printf ("bench-scale: --exec none, ~44-byte commands, %s, %u slots per agent, `datc status` every"
           " %u ms; loadavg %.2f\n", b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms,
