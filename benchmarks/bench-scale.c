@@ -968,9 +968,16 @@ main (int argc, char **argv)
           }
       if (!no_resume && t + 1 == task_counts->len)
         {
-          const Point *last = &g_array_index (points, Point, points->len - 1);
-          const Point *first = &g_array_index (points, Point, points->len - n_agents * repeat);
-          bench_resume (&b, file, n, first->agents, (double) last->journal_bytes / n, first->load_s);
+          /* The first point of this task count that ended well tells
+           * the journal's size and the task file's load. */
+          const Point *ok = NULL;
+          for (guint i = points->len - n_agents * repeat; i < points->len && ok == NULL; i++)
+            if (g_array_index (points, Point, i).exit_status == 0)
+              ok = &g_array_index (points, Point, i);
+          if (ok != NULL)
+            bench_resume (&b, file, n, ok->agents, (double) ok->journal_bytes / n, ok->load_s);
+          else
+            printf ("resume: not measured, no campaign of %" G_GUINT64_FORMAT " tasks ended well\n", n);
         }
       g_unlink (file);
     }
