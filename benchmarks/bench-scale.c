@@ -1,13 +1,13 @@
 /* bench-scale.c: issue 17's cost curves.  For each (tasks, agents) point a
  * campaign of ~44-byte null commands runs with --exec none against that
- * many datc-agent processes started here, and the master's costs are
- * printed: wall time, tasks/s, CPU per task and peak RSS (wait4 of `datc
- * run`), journal bytes per task, how fast the task file loads (start to
+ * many datc-agent processes, and the master's costs are printed: wall
+ * time, tasks/s, CPU per task and peak RSS (wait4 of `datc run`), journal
+ * bytes per task, how fast the task file loads (start to
  * `campaign_started` in trace.jsonl) and how long `datc status DIR` takes
  * (asked every --status-ms while the master lives, the first after a fifth
- * of that).  Then, for the largest
- * task count, a master killed with SIGKILL half way and started again: how
- * fast the journal replays.  Nothing here asserts.  Usage:
+ * of that).  Then, for the largest task count, a master killed with
+ * SIGKILL half way and started again: how fast the journal replays.
+ * Nothing here asserts.  By hand (see benchmarks/README.md):
  *
  *   DATC=... DATC_AGENT=... bench-scale [--tasks 10000,100000,1000000]
  *       [--agents 1,10,100,1000] [--transport ipc|tcp-curve] [--slots 64]
@@ -15,13 +15,14 @@
  *
  * The agents are started before the master, so that they are all waiting
  * when it binds (otherwise a short campaign ends before the last of 1,000
- * agents has connected): on ipc the campaign directory is made here (the
+ * agents has connected).  On ipc the campaign directory is made here (the
  * socket goes into it) and N-1 agents are started here, the master's own
- * local agent being the Nth (only the local site has an ipc socket); on
- * tcp-curve all N are, a free loopback port is picked and the
- * campaign's keys are made here (keys/master.key and
- * keys/agents/default.key, which `datc run` keeps when they exist).  An
- * agent is ready when it has said it cannot reach the master yet.
+ * local agent being the Nth (only the local site gets an ipc socket).  On
+ * tcp-curve all N are, against a free loopback port, with the campaign's
+ * keys made here (keys/master.key and keys/agents/default.key, which
+ * `datc run` keeps when they exist).  An agent is ready when it has said
+ * it cannot reach the master yet.  A master still running after --timeout
+ * is killed, and its point printed as failed.
  *
  * Every process started here is ended by pid (SIGKILL on SIGINT/SIGTERM). */
 #include <errno.h>
