@@ -23,77 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "benchlib.h"
+
 extern char **environ;
-
-typedef struct {
-  double wall_s;
-  double cpu_s;        /* user + system of the process itself and its waited children */
-  long maxrss_kib;
-  int status;
-} RunStats;
-
-static RunStats
-run (const char *const *argv)
-{
-  RunStats st = { 0 };
-  pid_t pid;
-  struct rusage ru;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init (&fa);
-  posix_spawn_file_actions_addopen (&fa, 1, "/dev/null", 0x1 /* O_WRONLY */, 0);
-  gint64 t0 = g_get_monotonic_time ();
-  if (posix_spawn (&pid, argv[0], &fa, NULL, (char *const *) argv, environ) != 0)
-    {
-      fprintf (stderr, "cannot run %s\n", argv[0]);
-      exit (1);
-    }
-  posix_spawn_file_actions_destroy (&fa);
-  int status;
-  while (wait4 (pid, &status, 0, &ru) < 0 && errno == EINTR)
-    ;
-  st.wall_s = (g_get_monotonic_time () - t0) / 1e6;
-  st.cpu_s = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec
-             + ru.ru_stime.tv_usec / 1e6;
-  st.maxrss_kib = ru.ru_maxrss;
-  st.status = WIFEXITED (status) ? WEXITSTATUS (status) : 128 + WTERMSIG (status);
-  return st;
-}
-
-static void
-rm_rf (const char *path)
-{
-  const char *argv[] = { "/bin/rm", "-rf", path, NULL };
-  run (argv);
-}
-
-/* n lines of `prefix`, each followed by its 8-digit number when numbered. */
-static gchar *
-write_tasks (const char *dir, guint n, const char *prefix, gboolean numbered)
-{
-  gchar *path = g_build_filename (dir, "tasks.txt", NULL);
-  FILE *f = fopen (path, "w");
-  for (guint i = 1; i <= n; i++)
-    {
-      if (numbered)
-        fprintf (f, "%s%08u\n", prefix, i);
-      else
-        fprintf (f, "%s\n", prefix);
-    }
-  fclose (f);
-  return path;
-}
-
-static const char *
-datc (void)
-{
-  const char *p = g_getenv ("DATC");
-  if (p == NULL)
-    {
-      fprintf (stderr, "set DATC to the datc binary\n");
-      exit (2);
-    }
-  return p;
-}
 
 static double
 tv_s (struct timeval tv)
@@ -197,8 +129,6 @@ phase_idle (const Phase *p, double cores)
   return MAX (0.0, 1.0 - (p->cpu_s + p->other_s) / (p->wall_s * cores));
 }
 
-static int cmp_double (const void *a, const void *b);
-
 /* One datc run between two bare loops: the machine's speed drifts by tens
  * of percent from one phase to the next (a VM with neighbours), so each
  * datc rate is compared with the bare loop run just before and just after
@@ -206,9 +136,9 @@ static int cmp_double (const void *a, const void *b);
 static void
 bench_spawn (const char *tmp, guint n, guint rounds)
 {
-  g_autofree gchar *file = write_tasks (tmp, n, "/bin/true", FALSE);
+  g_autofree gchar *file = bench_write_tasks (tmp, n, "/bin/true", FALSE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
-  const char *argv[] = { datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
+  const char *argv[] = { bench_datc (), "run", "--dir", dir, "--local-slots", "2", file, NULL };
   g_autofree double *ratios = g_new (double, rounds);
   double cores = g_get_num_processors ();
   double bare_cpu_s = 0, datc_cpu_s = 0;
@@ -230,10 +160,10 @@ bench_spawn (const char *tmp, guint n, guint rounds)
     {
       Phase b0 = b;
       phase_begin (&d);
-      RunStats st = run (argv);
+      BenchRun st = bench_run (argv);
       reap_orphans ();
       phase_end (&d);
-      rm_rf (dir);
+      bench_rm_rf (dir);
       if (st.status != 0)
         status = st.status;
       double rate = n / st.wall_s;
@@ -250,7 +180,7 @@ bench_spawn (const char *tmp, guint n, guint rounds)
               100 * phase_idle (&d, cores), 100 * phase_idle (&b, cores));
       before = after;
     }
-  qsort (ratios, rounds, sizeof *ratios, cmp_double);
+  qsort (ratios, rounds, sizeof *ratios, bench_cmp_double);
   double median = rounds % 2 ? ratios[rounds / 2]
                              : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
   printf ("  ratio                  %8.2f median of %u (min %.2f, max %.2f)%s\n", median, rounds,
@@ -263,57 +193,50 @@ bench_spawn (const char *tmp, guint n, guint rounds)
 static void
 bench_master (const char *tmp, guint n)
 {
-  g_autofree gchar *file = write_tasks (tmp, n, "/bin/echo task ", TRUE);
+  g_autofree gchar *file = bench_write_tasks (tmp, n, "/bin/echo task ", TRUE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
-  const char *argv[] = { datc (), "run", "--dir", dir, "--local-exec", "none",
+  const char *argv[] = { bench_datc (), "run", "--dir", dir, "--local-exec", "none",
                          "--local-agents", "4", "--local-slots", "4096", file, NULL };
-  RunStats st = run (argv);
+  BenchRun st = bench_run (argv);
   printf ("master: %u tasks, --local-exec none, 4 agents, journal on\n", n);
   printf ("  %.0f tasks/s  (%.2f s wall, exit %d)\n", n / st.wall_s, st.wall_s, st.status);
   printf ("  master CPU %.2f us/task  (%.2f s user+sys)\n", st.cpu_s * 1e6 / n, st.cpu_s);
   printf ("  master peak RSS %.1f MiB\n", st.maxrss_kib / 1024.0);
-  rm_rf (dir);
+  bench_rm_rf (dir);
 }
 
 static void
 bench_memory (const char *tmp, guint n)
 {
   /* ~40-byte commands. */
-  g_autofree gchar *file = write_tasks (tmp, n, "/usr/bin/printf %s\\n parameter-set-", TRUE);
+  g_autofree gchar *file = bench_write_tasks (tmp, n, "/usr/bin/printf %s\\n parameter-set-", TRUE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   GStatBuf sb;
   g_stat (file, &sb);
-  const char *argv[] = { datc (), "run", "--dir", dir, "--local-exec", "none",
+  const char *argv[] = { bench_datc (), "run", "--dir", dir, "--local-exec", "none",
                          "--local-agents", "2", "--local-slots", "4096", file, NULL };
-  RunStats st = run (argv);
+  BenchRun st = bench_run (argv);
   printf ("memory: %u tasks, task file %.1f MiB (%.1f bytes/line)\n", n,
           sb.st_size / 1048576.0, (double) sb.st_size / n);
   printf ("  master peak RSS %.1f MiB  (%.2f s, exit %d)\n", st.maxrss_kib / 1024.0, st.wall_s,
           st.status);
-  rm_rf (dir);
-}
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
+  bench_rm_rf (dir);
 }
 
 static void
 bench_latency (const char *tmp, guint runs)
 {
-  g_autofree gchar *file = write_tasks (tmp, 1, "/bin/true", FALSE);
+  g_autofree gchar *file = bench_write_tasks (tmp, 1, "/bin/true", FALSE);
   g_autofree double *t = g_new (double, runs);
   for (guint i = 0; i < runs; i++)
     {
       g_autofree gchar *dir = g_strdup_printf ("%s/c%u", tmp, i);
-      const char *argv[] = { datc (), "run", "--dir", dir, file, NULL };
-      RunStats st = run (argv);
+      const char *argv[] = { bench_datc (), "run", "--dir", dir, file, NULL };
+      BenchRun st = bench_run (argv);
       t[i] = st.wall_s * 1000;
-      rm_rf (dir);
+      bench_rm_rf (dir);
     }
-  qsort (t, runs, sizeof *t, cmp_double);
+  qsort (t, runs, sizeof *t, bench_cmp_double);
   printf ("latency: one-task campaign, %u runs\n", runs);
   printf ("  min %.1f ms  median %.1f ms  max %.1f ms\n", t[0], t[runs / 2], t[runs - 1]);
 }
@@ -344,6 +267,6 @@ main (int argc, char **argv)
       fprintf (stderr, "unknown benchmark %s\n", argv[1]);
       return 2;
     }
-  rm_rf (tmp);
+  bench_rm_rf (tmp);
   return 0;
 }
