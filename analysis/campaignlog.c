@@ -26,6 +26,7 @@ struct DatcCampaignLog
   gboolean finished, saw_start;
   guint sessions;
   gchar *mode;              /* of the last session that said, or campaign.json's; NULL: unknown */
+  guint max_replicas;       /* of the last session that said (1: none); 0: unknown */
   gint64 start, last_session, end, first_seen;
   GPtrArray *sites;         /* DatcSiteLog* */
   GHashTable *site_index;   /* name -> index + 1 */
@@ -287,6 +288,9 @@ on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
           g_free (log->mode);
           log->mode = g_strdup (mode);
         }
+      gint64 replicas = 0;
+      log->max_replicas = get_int (o, "max_replicas", &replicas) && replicas >= 1
+                              ? (guint) MIN (replicas, G_MAXUINT32) : 0;
       if (!log->saw_start)
         log->start = t;
       log->saw_start = TRUE;
@@ -600,6 +604,12 @@ const char *
 datc_campaign_log_mode (const DatcCampaignLog *log)
 {
   return log->mode;
+}
+
+guint
+datc_campaign_log_max_replicas (const DatcCampaignLog *log)
+{
+  return log->max_replicas;
 }
 
 guint

@@ -82,6 +82,9 @@ gboolean datc_campaign_log_finished (const DatcCampaignLog *log);
 /* The mode that ran ("pull", "static", "direct"): the last session's
  * campaign_started, else DIR/campaign.json; NULL when neither says. */
 const char *datc_campaign_log_mode (const DatcCampaignLog *log);
+/* The last session's end-game copies at most (1: none), 0 when its trace
+ * does not say (written since campaign_started carries max_replicas). */
+guint datc_campaign_log_max_replicas (const DatcCampaignLog *log);
 guint datc_campaign_log_sessions (const DatcCampaignLog *log);
 /* First campaign start, last session's start, and the last thing seen. */
 gint64 datc_campaign_log_start (const DatcCampaignLog *log);

@@ -14,6 +14,7 @@ struct DatcCampaignModel
 {
   gboolean resumed;
   gchar *mode;        /* as the trace says, or NULL */
+  guint max_replicas; /* as the trace says (1: no copies), 0: unknown */
   gboolean direct;
   guint64 tasks;
   guint proxies;      /* proxies that started; direct: jobs */
@@ -211,6 +212,7 @@ datc_campaign_model_run (const DatcCampaignLog *log)
   DatcCampaignModel *m = g_new0 (DatcCampaignModel, 1);
   m->resumed = datc_campaign_log_sessions (log) > 1;
   m->mode = g_strdup (datc_campaign_log_mode (log));
+  m->max_replicas = datc_campaign_log_max_replicas (log);
   m->direct = direct;
   m->tasks = tasks;
   m->proxies = proxies;
@@ -234,7 +236,7 @@ datc_campaign_model_matches (const DatcCampaignModel *m)
   if (m->direct)
     return DATC_POLICY_DIRECT;
   if (m->mode == NULL || g_str_equal (m->mode, "pull"))
-    return DATC_POLICY_PULL;
+    return m->max_replicas >= 2 ? DATC_POLICY_PULL_REP : DATC_POLICY_PULL;
   return -1; /* static: its split is not modelled here */
 }
 
@@ -373,7 +375,7 @@ datc_campaign_model_append_text (const DatcCampaignModel *m, GString *o)
       g_string_append_printf (o, "  %-10s", datc_policy_name (k));
       append_seconds (o, st->mean);
       if ((int) k == match)
-        g_string_append_printf (o, "  <- the mode that ran (%s)", m->mode ? m->mode : "pull");
+        g_string_append_printf (o, "  <- the mode that ran (%s)", datc_policy_name (k));
       g_string_append_c (o, '\n');
     }
 }

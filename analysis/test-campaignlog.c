@@ -140,6 +140,43 @@ test_campaignlog_direct_campaign_modelled_as_direct (gconstpointer data)
   fixture_remove_tree (dir);
 }
 
+/* A pull campaign that copied stragglers (campaign_started says
+ * max_replicas 2) is modelled by pull+rep, and the text says so; with
+ * max_replicas 1 it is pull. */
+static void
+test_campaignlog_replicating_campaign_names_pull_rep (void)
+{
+  for (guint replicas = 1; replicas <= 2; replicas++)
+    {
+      g_autofree gchar *dir = fixture_campaign_new (FIXTURE_CLEAN);
+      g_autofree gchar *path = g_build_filename (dir, "trace.jsonl", NULL);
+      g_autofree gchar *trace = NULL;
+      g_assert_true (g_file_get_contents (path, &trace, NULL, NULL));
+      g_autofree gchar *with = g_strdup_printf ("\"event\":\"campaign_started\",\"max_replicas\":%u,",
+                                                replicas);
+      g_auto (GStrv) parts = g_strsplit (trace, "\"event\":\"campaign_started\",", 2);
+      g_assert_cmpuint (g_strv_length (parts), ==, 2);
+      g_autofree gchar *edited = g_strjoin (with, parts[0], parts[1], NULL);
+      g_assert_true (g_file_set_contents (path, edited, -1, NULL));
+
+      g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
+      g_assert_cmpuint (datc_campaign_log_max_replicas (log), ==, replicas);
+      g_autoptr (DatcCampaignModel) m = datc_campaign_model_run (log);
+      g_autofree gchar *text = datc_trace_summary_to_text (log, m);
+      if (replicas == 2)
+        {
+          g_assert_cmpint (datc_campaign_model_matches (m), ==, DATC_POLICY_PULL_REP);
+          g_assert_nonnull (strstr (text, "<- the mode that ran (pull+rep)"));
+        }
+      else
+        {
+          g_assert_cmpint (datc_campaign_model_matches (m), ==, DATC_POLICY_PULL);
+          g_assert_nonnull (strstr (text, "<- the mode that ran (pull)"));
+        }
+      fixture_remove_tree (dir);
+    }
+}
+
 /* A pull campaign's text names pull as the model of the mode that ran. */
 static void
 test_campaignlog_pull_campaign_names_pull (void)
@@ -378,6 +415,8 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/campaignlog/replicating-campaign-names-pull-rep",
+                   test_campaignlog_replicating_campaign_names_pull_rep);
   g_test_add_func ("/campaignlog/load/counts-what-happened", test_campaignlog_counts_what_happened);
   g_test_add_func ("/campaignlog/load/counts-why-tasks-ended", test_campaignlog_counts_why_tasks_ended);
   g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);

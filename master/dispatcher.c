@@ -1397,11 +1397,17 @@ datc_dispatcher_send_uncommitted (DatcDispatcher *d)
  * before DATC_RUNTIMES_MIN_SAMPLES of them), the copy's time is their mean, and
  * a task's elapsed time counts from its dispatch (a prefetched task's
  * wait counts too). */
+static gboolean
+replication_on (DatcDispatcher *d)
+{
+  return d->max_replicas >= 2 && !d->one_task && d->split_sites == NULL;
+}
+
 static void
 replicate_end_game (DatcDispatcher *d)
 {
-  if (d->max_replicas < 2 || d->one_task || d->split_sites != NULL || d->settle_until_us != 0
-      || datc_ledger_orphans (d->ledger) > 0 || datc_ledger_awaited (d->ledger) > 0)
+  if (!replication_on (d) || d->settle_until_us != 0 || datc_ledger_orphans (d->ledger) > 0
+      || datc_ledger_awaited (d->ledger) > 0)
     return;
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
@@ -1483,6 +1489,17 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
   datc_ledger_counts (d->ledger, &c);
   /* In a split bag an agent is idle for good once its own share is empty. */
   if (c.queued > 0 && d->split_sites == NULL)
+    return;
+  /* With replication on, the end game's idle agents are where copies go:
+   * they stay while a running task may yet be copied.  A task becomes
+   * worth a copy only once it has run a while (past the runs observed, or
+   * past the shorter ones when run times are mixed): sent away the moment
+   * they idle, the agents would be gone by then (bench-sites' straggler:
+   * the fast sites' agents left 0.9 s before the slow site's last tasks
+   * became copies' worth, and pull+rep ran as plain pull).  Costs idle
+   * slots for at most the end game, which the copies shorten; with
+   * --max-replicas 1 they leave at once. */
+  if (c.queued == 0 && replication_on (d) && datc_ledger_may_copy (d->ledger, d->max_replicas))
     return;
   GHashTableIter it;
   gpointer v;

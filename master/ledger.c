@@ -1731,6 +1731,29 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
            sizeof (DatcReplicaCandidate), candidate_later_first);
 }
 
+gboolean
+datc_ledger_may_copy (DatcLedger *l, guint max_copies)
+{
+  guint64 running = g_hash_table_size (l->running);
+  if (max_copies < 2 || running == 0
+      || datc_runtimes_count (l->runtimes) + running < DATC_RUNTIMES_MIN_SAMPLES)
+    return FALSE;
+  GHashTableIter it;
+  gpointer k;
+  g_hash_table_iter_init (&it, l->running);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    {
+      guint64 id = GPOINTER_TO_SIZE (k);
+      TaskSlot *t = slot (l, id);
+      if (t->orphan || datc_bag_get (l->bag, id)->no_replicate)
+        continue;
+      GArray *copies = copies_of (l, id, t);
+      if ((copies != NULL ? copies->len : 1) < max_copies)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 guint64
 datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real)
 {

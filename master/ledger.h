@@ -233,6 +233,11 @@ typedef struct {
  * the running tasks, never by the bag. */
 void datc_ledger_replica_candidates (DatcLedger *ledger, guint max_copies, gint64 now_real,
                                      GArray *out);
+/* Whether some running task may yet get a copy: one with fewer than
+ * `max_copies` copies, not marked `"replicate": false`, in a campaign
+ * that has observed (or, counting the running ones, will have observed)
+ * enough run times to judge.  Stops at the first such task. */
+gboolean datc_ledger_may_copy (DatcLedger *ledger, guint max_copies);
 /* Attempts running on agents of `site` that are expected to end after
  * their agent's walltime end (as its HELLO said; agents without one do
  * not count): each from its dispatch, its est_runtime, else the observed

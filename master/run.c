@@ -533,6 +533,15 @@ signals_fd (void)
   return signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+/* Copies of a task at once: --max-replicas, else the sites file's, else
+ * the default. */
+static guint
+max_replicas_of (const DatcRunOptions *o, const DatcSitesFile *sites_file)
+{
+  return o->max_replicas ? o->max_replicas
+         : sites_file != NULL ? sites_file->max_replicas : DATC_MAX_REPLICAS_DEFAULT;
+}
+
 /* The ROUTER agents connect to: the campaign's socket, or `listen` (a
  * resumed campaign keeps the port it had) with the agent keys of every
  * site (`site_keys` gets each site's key file).  Its endpoint goes to
@@ -570,8 +579,7 @@ start_dispatcher (const DatcRunOptions *o, void *ctx, DatcCampaign *campaign,
     .heartbeat_ms = o->heartbeat_ms,
     .timeout_ms = o->timeout_ms,
     .trace = trace,
-    .max_replicas = o->max_replicas ? o->max_replicas
-                    : sites_file != NULL ? sites_file->max_replicas : DATC_MAX_REPLICAS_DEFAULT,
+    .max_replicas = max_replicas_of (o, sites_file),
   };
   g_autoptr (DatcDispatcher) disp = datc_dispatcher_new (ctx, ledger, &dopt, &error);
   if (disp == NULL)
@@ -790,10 +798,11 @@ datc_run (const DatcRunOptions *o)
   {
     DatcLedgerCounts c0;
     datc_ledger_counts (ledger, &c0);
-    /* The mode of this session: `analyze trace` models the one that ran. */
+    /* The mode of this session and whether it copies stragglers: `analyze
+     * trace` models the one that ran (pull, or pull+rep). */
     datc_trace_event (trace, "campaign_started", "tasks", 'i', (gint64) c0.total, "resumed", 'b',
                       datc_campaign_resumed (campaign), "mode", 's', datc_mode_name (o->mode),
-                      NULL);
+                      "max_replicas", 'i', (gint64) max_replicas_of (o, sites_file), NULL);
   }
 
   /* 3. Signals on a fd, then the dispatcher. */

@@ -120,24 +120,32 @@ test_end_game_copy (void)
 static void
 test_end_game_no_copy (void)
 {
-  /* Run for less than a second (in flight, not straggling): no copy, and
-   * the idle agent is sent away. */
+  /* Run for less than a second (in flight, not straggling): no copy yet,
+   * but the idle agent stays, for the copy it gets once the task has run
+   * longer than the others (sent away at once, it would be gone by then). */
   FakeAgent *a;
   FakeCampaign *c = straggler (0, &a);
   FakeAgent *b = fake_agent_hello (c, "b", "s", "pb", "n2", 1, 0);
   fake_agent_credit (b, 1);
   fake_campaign_turn (c);
   g_assert_cmpuint (fake_agent_received (b), ==, 0);
-  g_assert_true (b->told_bye);
+  g_assert_false (b->told_bye);
+  fake_campaign_advance (c, 10 * G_USEC_PER_SEC);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (b), ==, 1);
+  g_assert_cmpuint (g_array_index (b->tasks, DatcTaskKey, 0).id, ==, 21);
+  g_assert_false (b->told_bye);
   fake_campaign_free (c);
 
-  /* max_replicas 1: no copy however long it has run. */
+  /* max_replicas 1: no copy however long it has run, and the idle agent
+   * is sent away at once. */
   c = straggler (1, &a);
   fake_campaign_advance (c, 10 * G_USEC_PER_SEC);
   b = fake_agent_hello (c, "b", "s", "pb", "n2", 1, 0);
   fake_agent_credit (b, 1);
   fake_campaign_turn (c);
   g_assert_cmpuint (fake_agent_received (b), ==, 0);
+  g_assert_true (b->told_bye);
   fake_campaign_free (c);
 }
 
@@ -224,7 +232,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dispatcher/walltime/a-task-goes-only-to-an-agent-it-fits", test_walltime_fit);
   g_test_add_func ("/dispatcher/end-game/a-straggler-is-copied-and-the-losing-copy-cancelled",
                    test_end_game_copy);
-  g_test_add_func ("/dispatcher/end-game/no-copy-of-a-task-in-flight-or-without-replicas",
+  g_test_add_func ("/dispatcher/end-game/an-idle-agent-waits-for-the-copy-of-a-task-in-flight",
                    test_end_game_no_copy);
   g_test_add_func ("/dispatcher/nodes/three-fast-failures-drain-and-exclude-the-host",
                    test_fast_failures);
