@@ -144,6 +144,25 @@ datc_results_file_pending (DatcResultsFile *f)
   return f->out->len;
 }
 
+void
+datc_results_file_add_lines (DatcResultsFile *f, const guint8 *lines, gsize len)
+{
+  g_string_append_len (f->out, (const char *) lines, (gssize) len);
+}
+
+const char *
+datc_results_file_path (DatcResultsFile *f)
+{
+  return f->path;
+}
+
+guint64
+datc_results_file_written (DatcResultsFile *f)
+{
+  off_t at = lseek (f->fd, 0, SEEK_CUR);
+  return at > 0 ? (guint64) at : 0;
+}
+
 gboolean
 datc_results_file_write (DatcResultsFile *f, GError **error)
 {

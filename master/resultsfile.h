@@ -41,6 +41,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)
 void datc_results_file_add (DatcResultsFile *file, const DatcResultLine *line);
 /* Bytes of lines kept and not yet written. */
 gsize datc_results_file_pending (DatcResultsFile *file);
+/* Whole lines as they were written before (a journal checkpoint's). */
+void datc_results_file_add_lines (DatcResultsFile *file, const guint8 *lines, gsize len);
+/* Where the file is now (transfer none), and how many bytes were written
+ * to it: a compaction copies that much of it into the checkpoint. */
+const char *datc_results_file_path (DatcResultsFile *file);
+guint64 datc_results_file_written (DatcResultsFile *file);
 /* Writes the lines kept.  A write that fails part way (a full disk) keeps
  * only what did not reach the file: the next call goes on from there and
  * completes the torn line, where writing the whole again would repeat its
