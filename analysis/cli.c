@@ -29,7 +29,7 @@ analyze_usage (FILE *out)
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--policies LIST] [--json]\n"
          "  datc analyze waits FILE|DIR|trace.jsonl [--site NAME] [--quantile q] [--confidence c] [--json]\n"
          "  datc analyze trace DIR [--json]\n"
-         "policies: fluid, ect, pull, pull+rep, static-cap, static-proc, direct-common, direct-cap, all\n",
+         "policies: fluid, ect, pull, pull+rep, pull+mig, static-cap, static-proc, direct-common, direct-cap, direct, all\n",
          out);
 }
 

@@ -55,6 +55,7 @@ datc_scenario_add_site (DatcScenario *sc, const char *name, guint slots_per_prox
   s->name = g_strdup (name);
   s->slots_per_proxy = slots_per_proxy;
   s->proxies = proxies;
+  s->max_proxies = proxies;
   s->task_time = task_time;
   s->task_cv = task_cv;
   s->wait = wait != NULL ? wait : datc_wait_dist_new_const (0);
@@ -197,11 +198,21 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
     {
       const DatcScenarioSite *s = sc->sites->pdata[i];
       if (s->slots_per_proxy == 0 || s->slots_per_proxy > DATC_SCENARIO_MAX_SLOTS_PER_PROXY
-          || s->proxies == 0 || s->proxies > DATC_SCENARIO_MAX_PROXIES)
+          || s->proxies > DATC_SCENARIO_MAX_PROXIES || s->max_proxies > DATC_SCENARIO_MAX_PROXIES
+          || (s->proxies == 0 && s->max_proxies == 0))
         {
           set_at (error, DATC_ANALYSIS_ERROR_LIMIT, p, s->line,
-                  "[site %s]: slots_per_proxy must be 1 to %u and proxies 1 to %u", s->name,
+                  "[site %s]: slots_per_proxy must be 1 to %u and proxies 1 to %u "
+                  "(0 with max_proxies above it)", s->name,
                   DATC_SCENARIO_MAX_SLOTS_PER_PROXY, DATC_SCENARIO_MAX_PROXIES);
+          return FALSE;
+        }
+      if (s->max_proxies < s->proxies || !(s->migrate_after >= 0)
+          || s->migrate_after > DATC_DURATION_MAX)
+        {
+          set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
+                  "[site %s]: max_proxies must be at least proxies and migrate_after a time",
+                  s->name);
           return FALSE;
         }
       if (!(s->task_time > 0) || s->task_time > DATC_DURATION_MAX || !(s->task_cv >= 0)
@@ -250,6 +261,12 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
       set_at (error, DATC_ANALYSIS_ERROR_LIMIT, p, 0,
               "more than %u slots or %u proxies in all", DATC_SCENARIO_MAX_TOTAL_SLOTS,
               DATC_SCENARIO_MAX_TOTAL_PROXIES);
+      return FALSE;
+    }
+  if (datc_scenario_total_proxies (sc) == 0)
+    {
+      set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, 0,
+              "no site has proxies: every site says proxies = 0");
       return FALSE;
     }
   return TRUE;
@@ -484,14 +501,14 @@ read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, 
   static const char *const known[] = { "slots_per_proxy", "proxies", "task_time", "task_cv",
                                         "wait", "walltime", "fail_rate", "outage",
                                         "poll_interval", "job_overhead", "max_calls_per_minute",
-                                        NULL };
+                                        "max_proxies", "migrate_after", NULL };
   guint line = line_of (r->ix, r->group, NULL);
   if (!check_keys (r, known, error))
     return FALSE;
   guint64 slots = 0, proxies = 1;
   double task_time = 0, cv = 0;
   if (!get_uint (r, "slots_per_proxy", 1, DATC_SCENARIO_MAX_SLOTS_PER_PROXY, TRUE, &slots, error)
-      || !get_uint (r, "proxies", 1, DATC_SCENARIO_MAX_PROXIES, FALSE, &proxies, error)
+      || !get_uint (r, "proxies", 0, DATC_SCENARIO_MAX_PROXIES, FALSE, &proxies, error)
       || !get_time (r, "task_time", TRUE, &task_time, error)
       || !get_number (r, "task_cv", 0, 10, &cv, error))
     return FALSE;
@@ -526,6 +543,17 @@ read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, 
                     error))
     return FALSE;
   s->calls_per_minute = (guint) calls;
+  guint64 max_proxies = proxies;
+  if (!get_uint (r, "max_proxies", proxies, DATC_SCENARIO_MAX_PROXIES, FALSE, &max_proxies, error)
+      || !get_time (r, "migrate_after", FALSE, &s->migrate_after, error))
+    return FALSE;
+  if (max_proxies == 0)
+    {
+      set_at (error, DATC_ANALYSIS_ERROR_INPUT, r->path, line_of (r->ix, r->group, "proxies"),
+              "proxies = 0 needs max_proxies above it (room for proxies moved here)");
+      return FALSE;
+    }
+  s->max_proxies = (guint) max_proxies;
   if (s->walltime > 0 && s->walltime < s->task_time)
     {
       set_at (error, DATC_ANALYSIS_ERROR_INPUT, r->path, line_of (r->ix, r->group, "walltime"),
@@ -661,6 +689,12 @@ datc_scenario_load (const char *path, GError **error)
       set_at (error, DATC_ANALYSIS_ERROR_LIMIT, path, last->line,
               "more than %u slots or %u proxies in all", DATC_SCENARIO_MAX_TOTAL_SLOTS,
               DATC_SCENARIO_MAX_TOTAL_PROXIES);
+      return NULL;
+    }
+  if (datc_scenario_total_proxies (sc) == 0)
+    {
+      set_at (error, DATC_ANALYSIS_ERROR_INPUT, path, 0,
+              "no site has proxies: every site says proxies = 0");
       return NULL;
     }
   return g_steal_pointer (&sc);

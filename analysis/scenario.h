@@ -15,6 +15,8 @@
  *   poll_interval = 5s       # direct: the site's poll interval (fork: 1s); default 5s
  *   job_overhead = 0         # direct: from a job seen ended to the next submit; default 0
  *   max_calls_per_minute = 12 # direct: scheduler calls in any minute, 0 (default): no limit
+ *   max_proxies = 4          # pull+mig: room for proxies moved here; default `proxies`
+ *   migrate_after = 30s      # pull+mig: a proxy queued this long moves; default 0: never
  *
  * Times take s, m, h suffixes; plain numbers are seconds.  Text after " #"
  * is a comment.  Every error is "FILE:LINE: what is wrong". */
@@ -56,6 +58,12 @@ typedef struct
   double poll_interval;
   double job_overhead;
   guint calls_per_minute;
+  /* The `pull+mig` policy (SITES.ini's migrate_after): a proxy queued
+   * migrate_after seconds (0: never) moves to a site with room, one whose
+   * max_proxies exceeds its proxies (at least `proxies`; a site may have
+   * proxies = 0 and only room). */
+  guint max_proxies;
+  double migrate_after;
 } DatcScenarioSite;
 
 /* The master's default poll interval of a batch site (fork sites: 1 s). */

@@ -44,6 +44,7 @@ static const char *const policy_names[DATC_N_POLICIES] = {
   [DATC_POLICY_DIRECT_COMMON] = "direct-common",
   [DATC_POLICY_DIRECT_CAP] = "direct-cap",
   [DATC_POLICY_DIRECT] = "direct",
+  [DATC_POLICY_PULL_MIG] = "pull+mig",
 };
 
 const char *
@@ -74,7 +75,7 @@ datc_policy_mask_parse (const char *list, guint *mask, GError **error)
         {
           g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
                        "unknown policy '%s': expected fluid, ect, pull, pull+rep, static-cap, "
-                       "static-proc, direct-common, direct-cap, direct or all",
+                       "static-proc, direct-common, direct-cap, direct, pull+mig or all",
                        n);
           return FALSE;
         }
@@ -99,6 +100,8 @@ typedef struct
   double walltime;    /* INFINITY: none */
   double fail_mean;   /* mean running time between failures; INFINITY: none */
   double outage_p, outage_len;
+  double migrate_after; /* pull+mig: a proxy queued this long moves; 0: never */
+  guint room;           /* pull+mig: proxies it may take beyond its own */
   double *cond;       /* E[X | X > u t] / t at u = k / COND_STEPS, for sigma > 0 */
   guint slots;        /* per proxy */
   guint first_proxy, n_proxies, first_slot;
@@ -112,9 +115,12 @@ typedef enum
   PX_GONE
 } ProxyState;
 
+/* `site` is where the proxy was submitted first (its slots are that
+ * site's slots_per_proxy); `at` is where it is now: pull+mig moves a
+ * queued proxy, slots and all, and the pull engine reads `at`. */
 typedef struct
 {
-  guint site, group, first_slot;
+  guint site, at, group, first_slot;
   ProxyState state;
   guint busy;
   double start, end;
@@ -198,6 +204,7 @@ struct DatcSimulation
 
   /* the run in progress */
   gboolean rep, cancel_when_empty;
+  guint *room_left; /* pull+mig: per site, this trial */
   guint64 remaining, resubmissions;
   double last_done, charged, useful;
   guint64 task_key;
@@ -303,6 +310,7 @@ datc_simulation_new (const DatcScenario *sc, guint64 seed)
   sim->outage_end = g_new0 (double, sim->n_sites);
   sim->share_cap = g_new0 (guint64, sim->n_sites);
   sim->share_proc = g_new0 (guint64, sim->n_sites);
+  sim->room_left = g_new0 (guint, sim->n_sites);
 
   guint c = 0, k = 0;
   for (guint i = 0; i < sim->n_sites; i++)
@@ -316,6 +324,8 @@ datc_simulation_new (const DatcScenario *sc, guint64 seed)
       s->fail_mean = spec->fail_rate > 0 ? 3600.0 / spec->fail_rate : INFINITY;
       s->outage_p = spec->outage_probability;
       s->outage_len = spec->outage_length;
+      s->migrate_after = spec->migrate_after;
+      s->room = spec->max_proxies > spec->proxies ? spec->max_proxies - spec->proxies : 0;
       s->slots = spec->slots_per_proxy;
       s->first_proxy = c;
       s->n_proxies = spec->proxies;
@@ -358,6 +368,7 @@ datc_simulation_free (DatcSimulation *sim)
   g_free (sim->outage_end);
   g_free (sim->share_cap);
   g_free (sim->share_proc);
+  g_free (sim->room_left);
   g_free (sim->jobs);
   g_free (sim->servers);
   g_free (sim);
@@ -537,7 +548,7 @@ slot_run (DatcSimulation *sim, guint k, guint r, double now)
   sl->state = SL_RUNNING;
   sl->rec = (gint) r;
   sl->start = now;
-  sl->runtime = run_time (sim, &sim->sites[p->site], rec->task, rec->next_draw++);
+  sl->runtime = run_time (sim, &sim->sites[p->at], rec->task, rec->next_draw++);
   sl->next_exec = rec->first_exec;
   rec->first_exec = (gint) k;
   rec->nexec++;
@@ -568,7 +579,7 @@ try_copy (DatcSimulation *sim, guint k, double now)
 {
   Slot *sl = &sim->slots[k];
   const Proxy *p = &sim->proxies[sl->proxy];
-  const Site *mine = &sim->sites[p->site];
+  const Site *mine = &sim->sites[p->at];
   const Bag *b = &sim->bags[p->group];
   gint best = -1;
   double best_end = -INFINITY;
@@ -580,7 +591,7 @@ try_copy (DatcSimulation *sim, guint k, double now)
       for (gint x = r->first_exec; x >= 0 && end > best_end; x = sim->slots[x].next_exec)
         {
           const Slot *xs = &sim->slots[x];
-          const Site *s = &sim->sites[sim->proxies[xs->proxy].site];
+          const Site *s = &sim->sites[sim->proxies[xs->proxy].at];
           end = MIN (end, expected_end (s, xs->start, now));
         }
       if (end > best_end)
@@ -603,7 +614,7 @@ slot_free (DatcSimulation *sim, guint k, double now)
   Proxy *p = &sim->proxies[sl->proxy];
   Bag *b = &sim->bags[p->group];
   sl->rec = -1;
-  if (now + sim->sites[p->site].t > p->end)
+  if (now + sim->sites[p->at].t > p->end)
     {
       sl->state = SL_DRAINED;
       return;
@@ -628,7 +639,7 @@ static void
 proxy_exit (DatcSimulation *sim, guint c, double now)
 {
   Proxy *p = &sim->proxies[c];
-  const Site *s = &sim->sites[p->site];
+  const Site *s = &sim->sites[p->site]; /* its slots */
   Bag *b = &sim->bags[p->group];
   sim->charged += s->slots * (now - p->start);
   for (guint k = p->first_slot; k < p->first_slot + s->slots; k++)
@@ -644,7 +655,7 @@ proxy_exit (DatcSimulation *sim, guint c, double now)
       p->state = PX_QUEUED;
       sim->resubmissions++;
       datc_event_heap_set (sim->heap, proxy_entity (sim, c),
-                           start_after (sim, p->site, now, &p->wait_rng));
+                           start_after (sim, p->at, now, &p->wait_rng));
     }
 }
 
@@ -671,13 +682,13 @@ static void
 proxy_start (DatcSimulation *sim, guint c, double now)
 {
   Proxy *p = &sim->proxies[c];
-  const Site *s = &sim->sites[p->site];
+  const Site *s = &sim->sites[p->site], *at = &sim->sites[p->at];
   p->state = PX_RUNNING;
   p->start = now;
-  p->end = now + s->walltime;
+  p->end = now + at->walltime;
   p->busy = 0;
-  double fail_at = isfinite (s->fail_mean) ? now + datc_rng_exp (&p->fail_rng, s->fail_mean)
-                                           : INFINITY;
+  double fail_at = isfinite (at->fail_mean) ? now + datc_rng_exp (&p->fail_rng, at->fail_mean)
+                                            : INFINITY;
   for (guint k = p->first_slot; k < p->first_slot + s->slots; k++)
     slot_free (sim, k, now);
   if (p->busy == 0)
@@ -760,6 +771,39 @@ slot_done (DatcSimulation *sim, guint k, double now)
     }
 }
 
+/* pull+mig: proxy c, due to start at `start`, is still queued when it has
+ * waited its site's migrate_after: it moves then, as the master moves it
+ * (master/provisioner.c, migrate), to the site with room left whose mean
+ * wait is lowest (scenario order on ties), if that is below what it has
+ * waited, and waits there anew.  Decided at submission, which is the same
+ * as at migrate_after: nothing before then changes where the room is.
+ * A proxy moves once; its resubmissions after a walltime stay where it
+ * went.  Returns when it starts. */
+static double
+migrate_queued (DatcSimulation *sim, guint c, double start)
+{
+  Proxy *p = &sim->proxies[c];
+  double m = sim->sites[p->site].migrate_after;
+  if (m <= 0 || start <= m)
+    return start;
+  gint best = -1;
+  double best_wait = m;
+  for (guint j = 0; j < sim->n_sites; j++)
+    {
+      double w = datc_wait_dist_mean (sim->sites[j].wait);
+      if (j != p->site && sim->room_left[j] > 0 && w < best_wait)
+        {
+          best = (gint) j;
+          best_wait = w;
+        }
+    }
+  if (best < 0)
+    return start;
+  sim->room_left[best]--;
+  p->at = (guint) best;
+  return start_after (sim, p->at, m, &p->wait_rng);
+}
+
 static void
 run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *out)
 {
@@ -802,15 +846,20 @@ run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *ou
       sim->slots[k].state = SL_OFF;
       sim->slots[k].rec = -1;
     }
+  for (guint i = 0; i < sim->n_sites; i++)
+    sim->room_left[i] = sim->sites[i].room;
   for (guint c = 0; c < sim->n_proxies; c++)
     {
       Proxy *p = &sim->proxies[c];
       p->group = per_site ? p->site : 0;
+      p->at = p->site;
       p->state = PX_QUEUED;
       p->busy = 0;
       proxy_streams (sim, base, c, &p->wait_rng, &p->fail_rng);
-      datc_event_heap_set (sim->heap, proxy_entity (sim, c),
-                           start_after (sim, p->site, 0, &p->wait_rng));
+      double start = start_after (sim, p->site, 0, &p->wait_rng);
+      if (policy == DATC_POLICY_PULL_MIG)
+        start = migrate_queued (sim, c, start);
+      datc_event_heap_set (sim->heap, proxy_entity (sim, c), start);
     }
   for (guint g = 0; g < sim->n_bags; g++)
     if (bag_empty (&sim->bags[g]))
@@ -938,7 +987,7 @@ run_direct (DatcSimulation *sim, guint64 trial, gboolean common, DatcOutcome *ou
       datc_rng_init (&wait, datc_rng_key (datc_rng_key (base, TAG_DIRECT_WAIT), i));
       datc_rng_init (&fail, datc_rng_key (datc_rng_key (base, TAG_DIRECT_FAIL), i));
       double common_start = 0;
-      if (common)
+      if (common && s->n_proxies > 0)
         {
           /* The one draw a whole site's jobs share: its first proxy's wait. */
           DatcRng w, f;
@@ -1118,6 +1167,7 @@ datc_simulation_run (DatcSimulation *sim, guint64 trial, DatcPolicy policy, Datc
       return;
     case DATC_POLICY_PULL:
     case DATC_POLICY_PULL_REP:
+    case DATC_POLICY_PULL_MIG:
     case DATC_POLICY_STATIC_CAP:
     case DATC_POLICY_STATIC_PROC:
       run_pull (sim, trial, policy, out);

@@ -15,6 +15,9 @@
  *                     per task, at most slots x proxies queued or running,
  *                     each waiting its own wait from its submission, the
  *                     next one submitted once the master sees one end
+ *   pull+mig          pull, where a proxy still queued after its site's
+ *                     migrate_after moves to a site with room (max_proxies)
+ *                     whose mean wait is lower, as the master moves it
  *
  * A simulation owns its workspace (slots, proxies, heap, bags), sized once
  * from the scenario: the event loop allocates nothing, and pull costs
@@ -38,6 +41,7 @@ typedef enum
   DATC_POLICY_DIRECT_COMMON,
   DATC_POLICY_DIRECT_CAP,
   DATC_POLICY_DIRECT,
+  DATC_POLICY_PULL_MIG,
   DATC_N_POLICIES
 } DatcPolicy;
 

@@ -458,6 +458,44 @@ test_simulate_same_seed_same_outcomes (void)
   g_assert_cmpuint (differ, >, 100);
 }
 
+/* pull+mig: A's two proxies wait 30 s; queued past A's migrate_after (8 s)
+ * they move to B, which has room (max_proxies) and a lower mean wait, and
+ * start 1 s later there, running at B's speed (6 s a task). */
+static DatcScenario *
+held_site (guint room, double b_wait, double migrate_after)
+{
+  DatcScenario *sc = datc_scenario_new (4);
+  DatcScenarioSite *a = datc_scenario_add_site (sc, "A", 2, 2, 5, 0, datc_wait_dist_new_const (30));
+  a->migrate_after = migrate_after;
+  DatcScenarioSite *b = datc_scenario_add_site (sc, "B", 2, 0, 6, 0,
+                                                datc_wait_dist_new_const (b_wait));
+  b->max_proxies = room;
+  g_assert_true (datc_scenario_validate (sc, NULL));
+  return sc;
+}
+
+static void
+test_simulate_migration_moves_queued_proxies (void)
+{
+  g_autoptr (DatcScenario) both = held_site (2, 1, 8);
+  g_assert_cmpfloat (run1 (both, DATC_POLICY_PULL, 1, 0).turnaround, ==, 30 + 5);
+  g_assert_cmpfloat (run1 (both, DATC_POLICY_PULL_REP, 1, 0).turnaround, ==, 30 + 5);
+  g_assert_cmpfloat (run1 (both, DATC_POLICY_PULL_MIG, 1, 0).turnaround, ==, 8 + 1 + 6);
+  /* Room for one: it takes two rounds of the four tasks; the bag is dry
+   * before A starts, so A's other proxy is cancelled unused. */
+  g_autoptr (DatcScenario) one = held_site (1, 1, 8);
+  g_assert_cmpfloat (run1 (one, DATC_POLICY_PULL_MIG, 1, 0).turnaround, ==, 8 + 1 + 2 * 6);
+  /* Nothing moves to a site whose mean wait is not below what the proxy
+   * waited, nor from a site without migrate_after. */
+  g_autoptr (DatcScenario) slow = held_site (2, 8, 8);
+  g_assert_cmpfloat (run1 (slow, DATC_POLICY_PULL_MIG, 1, 0).turnaround, ==, 30 + 5);
+  g_autoptr (DatcScenario) never = held_site (2, 1, 0);
+  g_assert_cmpfloat (run1 (never, DATC_POLICY_PULL_MIG, 1, 0).turnaround, ==, 30 + 5);
+  /* A proxy that starts before migrate_after stays. */
+  g_autoptr (DatcScenario) late = held_site (2, 1, 40);
+  g_assert_cmpfloat (run1 (late, DATC_POLICY_PULL_MIG, 1, 0).turnaround, ==, 30 + 5);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -491,5 +529,7 @@ main (int argc, char **argv)
   g_test_add_func ("/simulate/replication/cuts-the-tail-of-variable-tasks",
                    test_simulate_replication_cuts_the_tail_of_variable_tasks);
   g_test_add_func ("/simulate/seed/same-seed-same-outcomes", test_simulate_same_seed_same_outcomes);
+  g_test_add_func ("/simulate/migration/moves-queued-proxies-to-a-site-with-room",
+                   test_simulate_migration_moves_queued_proxies);
   return g_test_run ();
 }

@@ -8,7 +8,13 @@
  *    sends to a peer it no longer knows when a frame of the agent's
  *    crossed its BYE.  The agent leaves without a second HELLO, which the
  *    master would take for a new agent (`agent_connected` right after
- *    `agent_exited`, seen in a multi-site trace). */
+ *    `agent_exited`, seen in a multi-site trace).
+ *  - A lost CREDIT is asked again: ZeroMQ drops what is queued on a
+ *    connection that breaks, so a master can keep talking to an agent
+ *    whose request it never got; the agent, its slot waiting, sends the
+ *    same cumulative credit again after a heartbeat.  And its first
+ *    request is for its slots alone (no task has run: their length is
+ *    unknown, and a bag of long tasks is not taken whole by one agent). */
 #include <string.h>
 #include <sys/stat.h>
 #include <zmq.h>
@@ -143,11 +149,65 @@ test_dismissed_agent_does_not_come_back (void)
   fake_close (&f);
 }
 
+static void
+test_lost_credit_is_asked_again (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *sockdir = g_build_filename (d->path, "s", NULL);
+  g_assert_cmpint (g_mkdir (sockdir, 0700), ==, 0);
+  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/m.sock", sockdir);
+  FakeMaster f;
+  fake_open (&f, endpoint);
+
+  const char *argv[] = { tb_agent (), "--connect", endpoint, "--slots", "3", "--site", "here",
+                         "--proxy", "p1", NULL };
+  g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
+  g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
+  g_assert_nonnull (hello);
+  g_autoptr (DatcMsg) welcome = datc_msg_new (DATC_MSG_WELCOME);
+  welcome->u.welcome.epoch = 7;
+  welcome->u.welcome.session = hello->u.hello.session;
+  welcome->u.welcome.heartbeat_ms = 300;
+  welcome->u.welcome.timeout_ms = 10000;
+  fake_send (&f, welcome);
+  g_autoptr (DatcMsg) credit = fake_await (&f, DATC_MSG_CREDIT, 10000);
+  g_assert_nonnull (credit);
+  g_assert_cmpuint (credit->u.credit.limit, ==, 3);
+
+  /* That one is "lost": the master sends no task, only heartbeats (so the
+   * agent's lease holds and it has no reason to say HELLO again). */
+  g_autoptr (DatcMsg) beat = datc_msg_new (DATC_MSG_HEARTBEAT);
+  beat->u.heartbeat.epoch = 7;
+  beat->u.heartbeat.session = hello->u.hello.session;
+  gint64 deadline = g_get_monotonic_time () + 5 * G_USEC_PER_SEC;
+  DatcMsg *again = NULL;
+  while (again == NULL && g_get_monotonic_time () < deadline)
+    {
+      fake_send (&f, beat);
+      DatcMsg *m = fake_next (&f, 100);
+      if (m != NULL && m->type == DATC_MSG_CREDIT)
+        again = m;
+      else if (m != NULL)
+        {
+          g_assert_cmpint (m->type, !=, DATC_MSG_HELLO);
+          datc_msg_free (m);
+        }
+    }
+  g_assert_nonnull (again);
+  g_assert_cmpuint (again->u.credit.session, ==, hello->u.hello.session);
+  g_assert_cmpuint (again->u.credit.limit, ==, 3);
+  datc_msg_free (again);
+  g_assert_true (tb_proc_signal (agent, SIGTERM));
+  tb_wait (agent, 10);
+  fake_close (&f);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/agent-protocol/dismissed-agent-says-no-hello-again",
                    test_dismissed_agent_does_not_come_back);
+  g_test_add_func ("/agent-protocol/a-lost-credit-is-asked-again", test_lost_credit_is_asked_again);
   return g_test_run ();
 }

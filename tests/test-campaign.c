@@ -383,9 +383,17 @@ test_stopped_agent_starts_nothing_recorded (void)
     g_string_append_printf (tasks, "sh -c 'echo %u $(date +%%s%%6N) >> %s; sleep 1'\n", i, log);
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2",
-                         "--local-slots", "4", "--agent-timeout-ms", "3000",
-                         "--heartbeat-ms", "500", file, NULL };
+  /* Tasks of a second: on its own an agent asks ahead for none (a round
+   * trip here is a thousandth of a task), and the premise is tasks held
+   * ahead of the slots. */
+  g_autofree gchar *script = g_strdup_printf ("#!/bin/sh\nexec %s --prefetch 4 \"$@\"\n",
+                                              tb_agent ());
+  g_autofree gchar *wrapper = tb_write (d, "datc-agent-prefetch-4", script);
+  g_assert_cmpint (g_chmod (wrapper, 0755), ==, 0);
+  g_autofree gchar *agent_env = g_strconcat ("DATC_AGENT=", wrapper, NULL);
+  const char *argv[] = { "env", agent_env, tb_datc (), "run", "--dir", dir,
+                         "--local-agents", "2", "--local-slots", "4", "--agent-timeout-ms",
+                         "3000", "--heartbeat-ms", "500", file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   ResultsAtLeast r = { dir, 4 };
   g_assert_true (tb_await (two_agents, dir, 30));

@@ -80,6 +80,8 @@ typedef struct {
   GPtrArray *outbox;        /* DatcResult* (owned by unacked) to send */
   gint64 outbox_since_us;   /* when the oldest of them joined (0: empty) */
   gint64 task_us;           /* recent run time of a task (moving average; 0: none yet) */
+  gint64 asked_us;          /* when a slot began waiting on a CREDIT (0: none does) */
+  gint64 rtt_us;            /* recent wait from such a CREDIT to its TASKS (0: none yet) */
 
   gint64 last_master_us;    /* last frame from the master */
   gint64 hello_sent_us;
@@ -171,6 +173,7 @@ send_hello (Agent *a)
   DatcHello *h = &m->u.hello;
   a->session++;
   a->welcomed = FALSE;
+  a->asked_us = 0;
   a->received = a->limit_sent = 0;
   h->agent_id = g_strdup (a->agent_id);
   h->site = g_strdup (a->o->site);
@@ -200,23 +203,51 @@ send_hello (Agent *a)
   return send_msg (a, m);
 }
 
-/* Without --prefetch: enough tasks queued to keep every slot busy for
- * PREFETCH_COVER_US at the recent task length, so that a master that
- * answers late (a round trip to a distant site, a journal sync) leaves no
- * slot idle, and a short task costs a small fraction of a message each way.
- * Never below the default floor, and never above PREFETCH_AUTO_MAX: a task
- * queued here is one another agent cannot take. */
+/* Without --prefetch: enough tasks queued to keep every slot busy for a
+ * cover period at the recent task length, so that a master that answers
+ * late (a round trip to a distant site, a journal sync) leaves no slot
+ * idle, and a short task costs a small fraction of a message each way.
+ * The cover is 20 ms, or twice the round trip measured here when that is
+ * longer (a relay, a distant site).  Nothing is asked ahead until a task
+ * has run (its length is unknown: the first request must not take a whole
+ * bag of long tasks that another agent, starting a moment later, could
+ * run), nor when the slots would finish under a tenth of a task in a cover
+ * period: a round trip then costs a slot a few per cent of a task at
+ * most, while a task queued here is one that no other agent can take (at
+ * the campaign's end, a slow site would hold tasks that fast sites, idle,
+ * would run sooner).  At most PREFETCH_AUTO_MAX. */
 #define PREFETCH_COVER_US (20 * 1000)
 #define PREFETCH_AUTO_MAX 256
 
 static guint64
 prefetch (Agent *a)
 {
-  guint64 floor = a->o->prefetch;
-  if (!a->o->prefetch_auto || a->task_us <= 0)
-    return floor;
-  guint64 cover = (guint64) a->o->slots * PREFETCH_COVER_US / (guint64) a->task_us;
-  return MAX (floor, MIN (cover, PREFETCH_AUTO_MAX));
+  if (!a->o->prefetch_auto)
+    return a->o->prefetch;
+  if (a->task_us <= 0)
+    return 0;
+  guint64 work = (guint64) a->o->slots * (guint64) MAX (PREFETCH_COVER_US, 2 * a->rtt_us);
+  guint64 task = (guint64) a->task_us;
+  if (10 * work < task)
+    return 0; /* under a tenth of a task */
+  return MIN ((work + task - 1) / task, PREFETCH_AUTO_MAX);
+}
+
+/* A wait longer than this is a master that had nothing to send for a
+ * while, not a slow link: not a sample. */
+#define RTT_SAMPLE_MAX_US (250 * 1000)
+
+/* TASKS arrived: how long a slot waited for them, if one did. */
+static void
+learn_round_trip (Agent *a, gint64 now)
+{
+  if (a->asked_us == 0)
+    return;
+  gint64 us = now - a->asked_us;
+  a->asked_us = 0;
+  if (us < 0 || us > RTT_SAMPLE_MAX_US)
+    return;
+  a->rtt_us = a->rtt_us > 0 ? (7 * a->rtt_us + us) / 8 : us;
 }
 
 /* A task that ran tells how long tasks take here now. */
@@ -249,8 +280,25 @@ send_credit (Agent *a)
   guint64 capacity = (guint64) a->o->slots + prefetch (a);
   guint64 want = capacity > busy ? capacity - busy : 0;
   guint64 limit = a->received + want;
+  gint64 now = g_get_monotonic_time ();
   if (limit <= a->limit_sent)
-    return;
+    {
+      /* A CREDIT can be lost: ZeroMQ drops what is queued on a connection
+       * that breaks (a relay restarted, a link cut) and the master, still
+       * heard from, never learns that we asked; the credit is cumulative,
+       * so asking again for the same is safe.  When a slot has waited a
+       * heartbeat for what it asked, ask again. */
+      if (a->asked_us != 0 && a->queue.length == 0 && a->limit_sent > a->received
+          && now - a->asked_us >= (gint64) a->heartbeat_ms * 1000)
+        {
+          DatcMsg again = { .type = DATC_MSG_CREDIT };
+          again.u.credit.session = a->session;
+          again.u.credit.limit = a->limit_sent;
+          send_msg (a, &again);
+          a->asked_us = now;
+        }
+      return;
+    }
   /* Ask in batches, at a low-water mark: one CREDIT (and one TASKS back)
    * per half a prefetch, not per finished task.  Ask at once when a slot
    * would otherwise idle. */
@@ -263,6 +311,8 @@ send_credit (Agent *a)
   m.u.credit.limit = limit;
   send_msg (a, &m);
   a->limit_sent = limit;
+  if (starving && a->asked_us == 0)
+    a->asked_us = now;
 }
 
 static void
@@ -481,6 +531,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
     case DATC_MSG_TASKS:
       if (m->u.tasks.session != a->session || !a->welcomed)
         break;
+      learn_round_trip (a, g_get_monotonic_time ());
       a->received += m->u.tasks.tasks->len;
       for (guint i = 0; i < m->u.tasks.tasks->len; i++)
         {

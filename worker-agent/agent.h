@@ -12,7 +12,7 @@ typedef struct {
   const char *site;
   const char *proxy;
   guint slots;
-  guint prefetch;               /* tasks asked for beyond free slots (the floor when auto) */
+  guint prefetch;               /* tasks asked for beyond free slots (unused when auto) */
   gboolean prefetch_auto;       /* grow prefetch when tasks are short (no --prefetch given) */
   gint64 walltime_end_us;       /* 0: none */
   gboolean exec_none;           /* benchmarks: acknowledge without running */
