@@ -166,7 +166,7 @@ static const Field tasks_fields[] = {
 };
 
 static const Field lines_fields[] = {
-  F (DatcRecLines, lines, FIELD_BYTES),
+  F (DatcRecLines, packed, FIELD_BYTES),
 };
 
 /* Every record type: its name in messages, its fields.  The struct of a

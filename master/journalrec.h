@@ -42,10 +42,10 @@ typedef enum {
   /* A compacted journal starts with a checkpoint (see master/README.md,
    * Compaction): the SOURCE records, CHECKPOINT, the live agents (AGENT),
    * TASKS chunks, then REPLICATE, ORPHANS and PROXY records for what is
-   * live, and LINES: results.jsonl as it was. */
+   * live, and LINES: results.jsonl as it was, packed (resultpack.h). */
   DATC_REC_CHECKPOINT = 15, /* the tables of a checkpoint (runtimes, sites, proxies seen) */
   DATC_REC_TASKS = 16,     /* the state of a run of tasks, fixed-width entries */
-  DATC_REC_LINES = 17,     /* results.jsonl lines written before the checkpoint */
+  DATC_REC_LINES = 17,     /* results.jsonl lines written before the checkpoint, packed */
 } DatcRecType;
 
 /* Lists and bytes: borrowed when encoding; owned by the record when it was
@@ -167,7 +167,7 @@ typedef struct {
 } DatcRecTasks;
 
 typedef struct {
-  DatcRecBytes lines;    /* whole lines */
+  DatcRecBytes packed;   /* whole lines, packed by resultpack.h */
 } DatcRecLines;
 
 typedef struct {

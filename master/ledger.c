@@ -23,6 +23,7 @@
 #include "agentoutput.h"
 #include "journal.h"
 #include "journalrec.h"
+#include "resultpack.h"
 #include "resultsfile.h"
 #include "runtimes.h"
 #include "taskqueue.h"
@@ -1104,11 +1105,14 @@ static gboolean
 replay_lines (DatcLedger *l, const DatcRecord *rec, GError **error)
 {
   const DatcRecLines *r = &rec->u.lines;
-  if (r->lines.data == NULL || r->lines.len == 0 || r->lines.data[r->lines.len - 1] != '\n')
-    return corrupt (error, "results lines cut short");
+  if (r->packed.data == NULL || r->packed.len == 0)
+    return corrupt (error, "results lines missing");
+  g_autoptr (GString) lines = g_string_new (NULL);
+  if (!datc_result_unpack (r->packed.data, r->packed.len, lines, error))
+    return FALSE;
   if (l->results == NULL)
     return TRUE;
-  datc_results_file_add_lines (l->results, r->lines.data, r->lines.len);
+  datc_results_file_add_lines (l->results, (const guint8 *) lines->str, lines->len);
   if (datc_results_file_pending (l->results) > (1u << 20))
     write_results (l, NULL);
   return TRUE;
@@ -2394,8 +2398,8 @@ datc_ledger_commit (DatcLedger *l, GError **error)
 
 /* Tasks per TASKS record: 1.25 MiB, far below DATC_JOURNAL_RECORD_MAX. */
 #define TASKS_PER_RECORD 65536u
-/* results.jsonl bytes per LINES record (whole lines; a longer line gets a
- * record of its own). */
+/* results.jsonl bytes per LINES record before packing (whole lines; a
+ * longer line gets a record of its own); packed, about a fifteenth. */
 #define LINES_PER_RECORD ((gsize) 1 << 20)
 
 static void
@@ -2564,8 +2568,10 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
     }
 }
 
-/* The writer's thread: results.jsonl as it was at the snapshot, in LINES
- * records, then one sync.  The file only grows meanwhile (the loop appends
+/* The writer's thread: results.jsonl as it was at the snapshot, packed
+ * into LINES records (read back from the file, not derived from the
+ * ledger, whose agents' indices may since belong to others), then one
+ * sync.  The file only grows meanwhile (the loop appends
  * after what is copied here). */
 static gpointer
 compact_writer (gpointer data)
@@ -2574,6 +2580,7 @@ compact_writer (gpointer data)
   GError **error = &c->error;
   int fd = open (c->results_path, O_RDONLY | O_CLOEXEC);
   g_autofree guint8 *buf = NULL;
+  g_autoptr (GByteArray) packed = g_byte_array_new ();
   gsize cap = LINES_PER_RECORD, have = 0;
   guint64 at = 0;
 
@@ -2610,7 +2617,9 @@ compact_writer (gpointer data)
           buf = g_realloc (buf, cap);
           continue;
         }
-      DatcRecord rec = { .type = DATC_REC_LINES, .u.lines = { { buf, cut } } };
+      g_byte_array_set_size (packed, 0);
+      datc_result_pack (buf, cut, packed);
+      DatcRecord rec = { .type = DATC_REC_LINES, .u.lines = { { packed->data, packed->len } } };
       rewrite_record (c->rewrite, &rec);
       memmove (buf, buf + cut, have - cut);
       have -= cut;

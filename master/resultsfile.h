@@ -29,6 +29,18 @@ typedef struct {
   const char *oom_evidence;
 } DatcResultLine;
 
+/* Appends `line` as results.jsonl has it, "\n" included. */
+void datc_result_line_format (GString *out, const DatcResultLine *line);
+/* Reads back one whole line (`len` bytes, its "\n" included) written by
+ * datc_result_line_format: the members in its order and nothing else,
+ * the escapes jsonout.c writes; FALSE for anything else.  Strings point
+ * into `scratch` (overwritten by the next call).  Not every line it
+ * accepts formats back to the same bytes (a NUL written as \u0000 is
+ * refused, but a non-UTF-8 name is not checked): a caller that needs the
+ * bytes compares (resultpack.c does). */
+gboolean datc_result_line_parse (const char *line, gsize len, DatcResultLine *r,
+                                 GString *scratch);
+
 typedef struct DatcResultsFile DatcResultsFile;
 
 /* Creates (or empties) `path`.  Errors in the ledger's domain
