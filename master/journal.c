@@ -62,8 +62,8 @@
 G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 
 #define JOURNAL_MAGIC "DATCJNL1"
-#define JOURNAL_MAGIC_LEN ((gsize) 8)
-#define JOURNAL_HEADER_LEN ((gsize) 8)
+#define JOURNAL_MAGIC_LEN ((gsize) DATC_JOURNAL_MAGIC_BYTES)
+#define JOURNAL_HEADER_LEN ((gsize) DATC_JOURNAL_FRAME_BYTES)
 #define JOURNAL_READ_CHUNK ((gsize) 1024 * 1024)
 #define JOURNAL_NO_RECORD ((gsize) -1)
 

@@ -13,6 +13,10 @@
 G_BEGIN_DECLS
 
 #define DATC_JOURNAL_RECORD_MAX (16u * 1024u * 1024u)
+/* The file's bytes around the payloads: its magic at the start, then a
+ * header (length, crc32c) before each record. */
+#define DATC_JOURNAL_MAGIC_BYTES 8u
+#define DATC_JOURNAL_FRAME_BYTES 8u
 
 #define DATC_JOURNAL_ERROR (datc_journal_error_quark ())
 GQuark datc_journal_error_quark (void);

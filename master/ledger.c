@@ -140,6 +140,7 @@ struct DatcLedger {
   gboolean filter_results;  /* a retry record was seen: drop superseded lines */
   Compaction *compaction;   /* under way, or NULL */
   DatcLedgerJournalInfo jinfo;
+  guint64 replayed_bytes;   /* of the journal, while it replays */
 };
 
 /* ---- small helpers ------------------------------------------------- */
@@ -1144,6 +1145,13 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
     }
   /* Every type the codec knows has its replayer. */
   g_assert ((guint) rec.type < G_N_ELEMENTS (replayers) && replayers[rec.type] != NULL);
+  if (l->replayed_bytes == 0)
+    l->replayed_bytes = DATC_JOURNAL_MAGIC_BYTES;
+  l->replayed_bytes += DATC_JOURNAL_FRAME_BYTES + len;
+  /* The checkpoint's size, as far as its TASKS and LINES go (what
+   * follows them in it is a few records). */
+  if (rec.type == DATC_REC_TASKS || rec.type == DATC_REC_LINES)
+    l->jinfo.checkpoint_bytes = l->replayed_bytes;
   return replayers[rec.type](l, &rec, error);
 }
 
@@ -2778,5 +2786,6 @@ void
 datc_ledger_journal_info (DatcLedger *l, DatcLedgerJournalInfo *info)
 {
   *info = l->jinfo;
-  info->bytes = l->journal != NULL ? datc_journal_size (l->journal) : 0;
+  /* Read-only (an offline status): what was scanned. */
+  info->bytes = l->journal != NULL ? datc_journal_size (l->journal) : l->replayed_bytes;
 }

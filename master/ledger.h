@@ -341,7 +341,8 @@ gboolean datc_ledger_commit (DatcLedger *ledger, GError **error);
 /* The journal's size and its compactions (for status and benchmarks). */
 typedef struct {
   guint64 bytes;            /* the journal's committed size */
-  guint64 checkpoint_bytes; /* the last checkpoint's size (0: none yet) */
+  guint64 checkpoint_bytes; /* the last checkpoint's size (0: none yet; after a
+                             * resume, up to its last TASKS or LINES record) */
   guint64 compacted_from;   /* the size of the journal it replaced */
   gint64 last_compaction_us;/* when it was taken (real time; 0: never) */
   gboolean compacting;      /* one is being written now */

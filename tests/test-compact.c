@@ -2,7 +2,8 @@
  * killed (kill -9, from inside: DATC_TEST_COMPACT_KILL_AT, master/journal.c)
  * at each step of a compaction, then resumed: every task has exactly one
  * result.  A finished campaign's journal, compacted at a resume, is
- * smaller and gives the same results.jsonl. */
+ * smaller and gives the same results.jsonl; `datc status` shows the
+ * journal's size and that compaction. */
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
@@ -112,6 +113,28 @@ test_resume_compacts (void)
   g_test_message ("journal of %u tasks: %" G_GUINT64_FORMAT " bytes, compacted %" G_GUINT64_FORMAT,
                   n, before, after);
   g_assert_cmpuint (after, <, before);
+  /* datc status (offline here) says so, in JSON and in text. */
+  g_autoptr (JsonObject) st = tb_status (dir);
+  g_assert_nonnull (st);
+  JsonObject *j = json_object_get_object_member (st, "journal");
+  g_assert_nonnull (j);
+  g_assert_cmpint (json_object_get_int_member (j, "bytes"), ==, (gint64) after);
+  JsonObject *last = json_object_get_object_member (j, "last_compaction");
+  g_assert_nonnull (last);
+  g_assert_cmpint (json_object_get_int_member (last, "bytes_before"), >=, (gint64) before);
+  g_assert_cmpint (json_object_get_int_member (last, "bytes_after"), <=, (gint64) after);
+  g_assert_cmpint (json_object_get_int_member (last, "bytes_after"), >, 0);
+  gint64 when = json_object_get_int_member (last, "time");
+  g_assert_cmpint (when, <=, g_get_real_time () / G_USEC_PER_SEC);
+  g_assert_cmpint (when, >, g_get_real_time () / G_USEC_PER_SEC - 600);
+  const char *text[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) shown = tb_spawn (d, "status", text);
+  g_assert_cmpint (tb_wait (shown, 60), ==, 0);
+  g_autofree gchar *printed = tb_proc_stdout (shown);
+  g_test_message ("%s", printed);
+  g_assert_nonnull (strstr (printed, "\njournal  "));
+  g_assert_nonnull (strstr (printed, ", last compacted "));
+
   g_autofree gchar *lines_after = NULL;
   g_assert_true (g_file_get_contents (results, &lines_after, NULL, NULL));
   g_assert_cmpstr (lines_after, ==, lines_before);
