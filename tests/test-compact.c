@@ -1,7 +1,7 @@
 /* test-compact.c: journal compaction in a real `datc run`.  The master is
  * killed (kill -9, from inside: DATC_TEST_COMPACT_KILL_AT, master/journal.c)
  * at each step of a compaction, then resumed: every task has exactly one
- * result.  A finished campaign's journal, compacted at a resume, is
+ * result, and a further resume gives the same results.jsonl.  A finished campaign's journal, compacted at a resume, is
  * smaller and gives the same results.jsonl; `datc status` shows the
  * journal's size and that compaction. */
 #include <glib/gstdio.h>
@@ -74,6 +74,16 @@ test_killed_at_step (gconstpointer data)
   for (gint64 id = 1; id <= n; id++)
     g_assert_nonnull (g_hash_table_lookup (res, &id));
   g_assert_false (g_file_test (journal_new, G_FILE_TEST_EXISTS));
+  /* Once more: the journal that run left (compacted at its start) opens
+   * to the same results.jsonl. */
+  g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *lines = NULL, *again = NULL;
+  g_assert_true (g_file_get_contents (results, &lines, NULL, NULL));
+  g_assert_cmpint (tb_run (d, argv, 120, NULL), ==, 0);
+  g_assert_true (g_file_get_contents (results, &again, NULL, NULL));
+  /* Not cmpstr: a failure would print two whole results files. */
+  g_assert_cmpuint (strlen (again), ==, strlen (lines));
+  g_assert_true (g_str_equal (again, lines));
   g_autoptr (GArray) left = tb_find_agents (dir);
   g_assert_cmpuint (left->len, ==, 0);
 }
