@@ -51,6 +51,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,8 +62,8 @@
 G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 
 #define JOURNAL_MAGIC "DATCJNL1"
-#define JOURNAL_MAGIC_LEN ((gsize) 8)
-#define JOURNAL_HEADER_LEN ((gsize) 8)
+#define JOURNAL_MAGIC_LEN ((gsize) DATC_JOURNAL_MAGIC_BYTES)
+#define JOURNAL_HEADER_LEN ((gsize) DATC_JOURNAL_FRAME_BYTES)
 #define JOURNAL_READ_CHUNK ((gsize) 1024 * 1024)
 #define JOURNAL_NO_RECORD ((gsize) -1)
 
@@ -396,6 +398,13 @@ datc_journal_open (const char *path, DatcJournalReplayFunc replay,
   journal->path = g_strdup (path);
   journal->open_record = JOURNAL_NO_RECORD;
   journal->buf = g_byte_array_new ();
+  /* A compaction a crash cut short: never renamed, so never the journal. */
+  g_autofree char *new_path = g_strconcat (path, ".new", NULL);
+  if (unlink (new_path) < 0 && errno != ENOENT)
+    {
+      set_io_error (error, errno, "Removing the unfinished compaction of", path);
+      return NULL;
+    }
   journal->fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (journal->fd < 0)
     {
@@ -495,45 +504,56 @@ datc_journal_free (DatcJournal *journal)
   g_free (journal);
 }
 
+/* Framing, shared by the journal and a rewrite: begin reserves the
+ * header, end fills in the length and checksum of what was appended. */
+static void
+frame_begin (GByteArray *buf, gsize *open_record)
+{
+  *open_record = buf->len;
+  g_byte_array_set_size (buf, buf->len + (guint) JOURNAL_HEADER_LEN);
+}
+
+static void
+frame_end (GByteArray *buf, gsize *open_record)
+{
+  gsize start, len;
+  guint8 *header;
+
+  start = *open_record;
+  *open_record = JOURNAL_NO_RECORD;
+  len = buf->len >= start + JOURNAL_HEADER_LEN ? buf->len - start - JOURNAL_HEADER_LEN : 0;
+
+  /* An empty or oversized record could never be replayed: drop it so the
+   * records around it stay intact, and complain. */
+  if (G_UNLIKELY (len == 0 || len > DATC_JOURNAL_RECORD_MAX))
+    {
+      g_byte_array_set_size (buf, (guint) start);
+      g_return_if_fail (len > 0 && len <= DATC_JOURNAL_RECORD_MAX);
+      return;
+    }
+
+  header = buf->data + start;
+  put_le32 (header, (guint32) len);
+  put_le32 (header + 4, datc_crc32c (0, header + JOURNAL_HEADER_LEN, len));
+}
+
 GByteArray *
 datc_journal_begin (DatcJournal *journal)
 {
   g_return_val_if_fail (journal != NULL, NULL);
   g_return_val_if_fail (journal->open_record == JOURNAL_NO_RECORD, NULL);
 
-  journal->open_record = journal->buf->len;
-  g_byte_array_set_size (journal->buf,
-                         journal->buf->len + (guint) JOURNAL_HEADER_LEN);
+  frame_begin (journal->buf, &journal->open_record);
   return journal->buf;
 }
 
 void
 datc_journal_end (DatcJournal *journal)
 {
-  gsize start, len;
-  guint8 *header;
-
   g_return_if_fail (journal != NULL);
   g_return_if_fail (journal->open_record != JOURNAL_NO_RECORD);
 
-  start = journal->open_record;
-  journal->open_record = JOURNAL_NO_RECORD;
-  len = journal->buf->len >= start + JOURNAL_HEADER_LEN
-          ? journal->buf->len - start - JOURNAL_HEADER_LEN
-          : 0;
-
-  /* An empty or oversized record could never be replayed: drop it so the
-   * records around it stay intact, and complain. */
-  if (G_UNLIKELY (len == 0 || len > DATC_JOURNAL_RECORD_MAX))
-    {
-      g_byte_array_set_size (journal->buf, (guint) start);
-      g_return_if_fail (len > 0 && len <= DATC_JOURNAL_RECORD_MAX);
-      return;
-    }
-
-  header = journal->buf->data + start;
-  put_le32 (header, (guint32) len);
-  put_le32 (header + 4, datc_crc32c (0, header + JOURNAL_HEADER_LEN, len));
+  frame_end (journal->buf, &journal->open_record);
 }
 
 void
@@ -584,4 +604,175 @@ datc_journal_commit (DatcJournal *journal, GError **error)
   journal->durable_end += journal->buf->len;
   g_byte_array_set_size (journal->buf, 0);
   return TRUE;
+}
+
+guint64
+datc_journal_size (DatcJournal *journal)
+{
+  g_return_val_if_fail (journal != NULL, 0);
+  return journal->durable_end;
+}
+
+/* ---- compaction ---------------------------------------------------- */
+
+struct DatcJournalRewrite {
+  char *path;           /* `path`.new */
+  int fd;
+  guint64 end;          /* bytes written to it */
+  guint64 snapshot;     /* the journal's durable end when it began */
+  GByteArray *buf;
+  gsize open_record;
+};
+
+/* For the crash tests (master/test-journal.c, tests/test-resume.c): the
+ * process is killed at the named step, as `kill -9` would. */
+static void
+test_kill_point (const char *step)
+{
+  const char *at = g_getenv ("DATC_TEST_COMPACT_KILL_AT");
+  if (at != NULL && g_str_equal (at, step))
+    raise (SIGKILL);
+}
+
+DatcJournalRewrite *
+datc_journal_rewrite_new (DatcJournal *journal, GError **error)
+{
+  g_autoptr(DatcJournalRewrite) w = NULL;
+  int errsv = 0;
+
+  g_return_val_if_fail (journal != NULL, NULL);
+  g_return_val_if_fail (journal->buf->len == 0, NULL);
+
+  w = g_new0 (DatcJournalRewrite, 1);
+  w->path = g_strconcat (journal->path, ".new", NULL);
+  w->open_record = JOURNAL_NO_RECORD;
+  w->buf = g_byte_array_new ();
+  w->snapshot = journal->durable_end;
+  w->fd = open (w->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (w->fd < 0)
+    {
+      set_io_error (error, errno, "Creating", w->path);
+      g_clear_pointer (&w->path, g_free);
+      return NULL;
+    }
+  if (!pwrite_all (w->fd, (const guint8 *) JOURNAL_MAGIC, JOURNAL_MAGIC_LEN, 0, &errsv))
+    {
+      set_io_error (error, errsv, "Writing", w->path);
+      return NULL;
+    }
+  w->end = JOURNAL_MAGIC_LEN;
+  return g_steal_pointer (&w);
+}
+
+GByteArray *
+datc_journal_rewrite_begin (DatcJournalRewrite *w)
+{
+  g_return_val_if_fail (w != NULL && w->open_record == JOURNAL_NO_RECORD, NULL);
+  frame_begin (w->buf, &w->open_record);
+  return w->buf;
+}
+
+void
+datc_journal_rewrite_end (DatcJournalRewrite *w)
+{
+  g_return_if_fail (w != NULL && w->open_record != JOURNAL_NO_RECORD);
+  frame_end (w->buf, &w->open_record);
+}
+
+gboolean
+datc_journal_rewrite_flush (DatcJournalRewrite *w, GError **error)
+{
+  int errsv = 0;
+
+  g_return_val_if_fail (w != NULL && w->open_record == JOURNAL_NO_RECORD, FALSE);
+  if (!pwrite_all (w->fd, w->buf->data, w->buf->len, w->end, &errsv))
+    return set_io_error (error, errsv, "Writing", w->path);
+  w->end += w->buf->len;
+  g_byte_array_set_size (w->buf, 0);
+  return TRUE;
+}
+
+gboolean
+datc_journal_rewrite_sync (DatcJournalRewrite *w, GError **error)
+{
+  if (!datc_journal_rewrite_flush (w, error))
+    return FALSE;
+  if (!fsync_retrying (w->fd, TRUE))
+    return set_io_error (error, errno, "Syncing", w->path);
+  test_kill_point ("written");
+  return TRUE;
+}
+
+/* Copies the journal's bytes [from, to) to the end of the rewrite. */
+static gboolean
+copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 from, guint64 to,
+           GError **error)
+{
+  g_autofree guint8 *chunk = g_malloc (JOURNAL_READ_CHUNK);
+  int errsv = 0;
+
+  while (from < to)
+    {
+      gsize want = (gsize) MIN ((guint64) JOURNAL_READ_CHUNK, to - from), got = 0;
+
+      if (!pread_full (journal->fd, chunk, want, from, &got, &errsv))
+        return set_io_error (error, errsv, "Reading", journal->path);
+      if (got < want)
+        return set_io_error (error, EIO, "Reading (shorter than committed)", journal->path);
+      if (!pwrite_all (w->fd, chunk, got, w->end, &errsv))
+        return set_io_error (error, errsv, "Writing", w->path);
+      w->end += got;
+      from += got;
+    }
+  return TRUE;
+}
+
+gboolean
+datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError **error)
+{
+  g_return_val_if_fail (journal != NULL && w != NULL, FALSE);
+  g_return_val_if_fail (journal->buf->len == 0, FALSE);
+
+  if (!datc_journal_rewrite_flush (w, error)
+      || !copy_tail (journal, w, w->snapshot, journal->durable_end, error))
+    return FALSE;
+  test_kill_point ("copied");
+  if (!fsync_retrying (w->fd, TRUE))
+    return set_io_error (error, errno, "Syncing", w->path);
+  test_kill_point ("synced");
+  if (rename (w->path, journal->path) < 0)
+    return set_io_error (error, errno, "Renaming into place", w->path);
+  test_kill_point ("renamed");
+
+  /* From here on the journal is the new file, whatever happens next. */
+  close (journal->fd);
+  journal->fd = w->fd;
+  journal->durable_end = w->end;
+  w->fd = -1;
+  g_clear_pointer (&w->path, g_free);
+  /* Until the directory is synced, a crash may bring back the old name's
+   * file: the old journal, still whole, and the records appended to the
+   * new one since would be lost: the caller must stop committing. */
+  g_autoptr(GError) local = NULL;
+  if (!sync_parent_directory (journal->path, &local))
+    {
+      g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED, "%s",
+                   local->message);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+void
+datc_journal_rewrite_free (DatcJournalRewrite *w)
+{
+  if (w == NULL)
+    return;
+  if (w->fd >= 0)
+    close (w->fd);
+  if (w->path != NULL)
+    unlink (w->path);
+  g_byte_array_unref (w->buf);
+  g_free (w->path);
+  g_free (w);
 }

@@ -13,6 +13,10 @@
 G_BEGIN_DECLS
 
 #define DATC_JOURNAL_RECORD_MAX (16u * 1024u * 1024u)
+/* The file's bytes around the payloads: its magic at the start, then a
+ * header (length, crc32c) before each record. */
+#define DATC_JOURNAL_MAGIC_BYTES 8u
+#define DATC_JOURNAL_FRAME_BYTES 8u
 
 #define DATC_JOURNAL_ERROR (datc_journal_error_quark ())
 GQuark datc_journal_error_quark (void);
@@ -21,6 +25,8 @@ typedef enum {
   DATC_JOURNAL_ERROR_IO,
   DATC_JOURNAL_ERROR_NOT_A_JOURNAL,  /* bad magic */
   DATC_JOURNAL_ERROR_REPLAY,         /* the replay callback failed */
+  DATC_JOURNAL_ERROR_SWITCHED,       /* a compacted journal is in place, but its
+                                      * directory could not be synced */
 } DatcJournalError;
 
 typedef struct DatcJournal DatcJournal;
@@ -62,5 +68,38 @@ gsize datc_journal_pending (DatcJournal *journal);
 /* Writes every sealed record and fdatasync()s once.  No-op when nothing is
  * pending.  After it returns TRUE the records survive a crash. */
 gboolean datc_journal_commit (DatcJournal *journal, GError **error);
+
+/* Where the log ends on disk: the magic and every committed record. */
+guint64 datc_journal_size (DatcJournal *journal);
+
+/* Compaction: a new journal is written beside the live one, as
+ * `path`.new, while the live one goes on taking records; finishing it
+ * appends the records committed since it began, syncs it and renames it
+ * over `path` (one atomic step: a crash before it leaves the old journal,
+ * after it the new one, both whole).  A `path`.new left by a crash is
+ * removed by datc_journal_open.
+ *
+ * rewrite_new() needs nothing pending (call it after a commit): what the
+ * journal holds at that moment is what the new file's own records must
+ * stand for.  The rewrite's records are framed like the journal's
+ * (begin/end) and may be written by another thread than the journal's
+ * (flush); finish() is the journal's thread's, with nothing pending. */
+typedef struct DatcJournalRewrite DatcJournalRewrite;
+
+DatcJournalRewrite *datc_journal_rewrite_new (DatcJournal *journal, GError **error);
+GByteArray *datc_journal_rewrite_begin (DatcJournalRewrite *rewrite);
+void datc_journal_rewrite_end (DatcJournalRewrite *rewrite);
+/* Writes the records sealed so far (bounding the memory they take). */
+gboolean datc_journal_rewrite_flush (DatcJournalRewrite *rewrite, GError **error);
+/* Syncs what was written: the slow part, for the writer's thread. */
+gboolean datc_journal_rewrite_sync (DatcJournalRewrite *rewrite, GError **error);
+/* Appends the journal's records since rewrite_new(), syncs, renames the
+ * new file into place, and goes on appending to it.  On failure before
+ * the rename the journal goes on as it was (the new file is removed). */
+gboolean datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *rewrite,
+                                      GError **error);
+/* Frees an unfinished rewrite and removes its file. */
+void datc_journal_rewrite_free (DatcJournalRewrite *rewrite);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcJournalRewrite, datc_journal_rewrite_free)
 
 G_END_DECLS

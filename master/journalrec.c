@@ -149,6 +149,26 @@ static const Field copy_end_fields[] = {
   F (DatcRecCopyEnd, attempt, FIELD_U32),
 };
 
+static const Field checkpoint_fields[] = {
+  F (DatcRecCheckpoint, time_us, FIELD_I64),
+  F (DatcRecCheckpoint, from_bytes, FIELD_U64),
+  F (DatcRecCheckpoint, n_tasks, FIELD_U64),
+  { "agents", FIELD_U32, G_STRUCT_OFFSET (DatcRecCheckpoint, agents), G_MAXUINT16 * 256u + 1, 0 },
+  F (DatcRecCheckpoint, filter, FIELD_BOOL),
+  F (DatcRecCheckpoint, runtimes, FIELD_BYTES),
+  F (DatcRecCheckpoint, sites, FIELD_BYTES),
+  F (DatcRecCheckpoint, seen, FIELD_BYTES),
+};
+
+static const Field tasks_fields[] = {
+  F (DatcRecTasks, first_id, FIELD_U64),
+  F (DatcRecTasks, entries, FIELD_BYTES),
+};
+
+static const Field lines_fields[] = {
+  F (DatcRecLines, packed, FIELD_BYTES),
+};
+
 /* Every record type: its name in messages, its fields.  The struct of a
  * type is the union member at &record->u. */
 static const Shape shapes[] = {
@@ -165,6 +185,9 @@ static const Shape shapes[] = {
   [DATC_REC_AGENT_GONE] = SHAPE ("agent gone", agent_gone_fields),
   [DATC_REC_REPLICATE] = SHAPE ("replicate", replicate_fields),
   [DATC_REC_COPY_END] = SHAPE ("copy end", copy_end_fields),
+  [DATC_REC_CHECKPOINT] = SHAPE ("checkpoint", checkpoint_fields),
+  [DATC_REC_TASKS] = SHAPE ("tasks", tasks_fields),
+  [DATC_REC_LINES] = SHAPE ("lines", lines_fields),
 };
 
 static const Shape *

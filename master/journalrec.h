@@ -39,6 +39,13 @@ typedef enum {
   DATC_REC_AGENT_GONE = 12,/* an agent left or was lost: its index is free */
   DATC_REC_REPLICATE = 13, /* one more copy of a running task */
   DATC_REC_COPY_END = 14,  /* one copy of a replicated task ended unrecorded */
+  /* A compacted journal starts with a checkpoint (see master/README.md,
+   * Compaction): the SOURCE records, CHECKPOINT, the live agents (AGENT),
+   * TASKS chunks, then REPLICATE, ORPHANS and PROXY records for what is
+   * live, and LINES: results.jsonl as it was, packed (resultpack.h). */
+  DATC_REC_CHECKPOINT = 15, /* the tables of a checkpoint (runtimes, sites, proxies seen) */
+  DATC_REC_TASKS = 16,     /* the state of a run of tasks, fixed-width entries */
+  DATC_REC_LINES = 17,     /* results.jsonl lines written before the checkpoint, packed */
 } DatcRecType;
 
 /* Lists and bytes: borrowed when encoding; owned by the record when it was
@@ -142,6 +149,28 @@ typedef struct {
 } DatcRecCopyEnd;
 
 typedef struct {
+  gint64 time_us;        /* when it was taken */
+  guint64 from_bytes;    /* the size of the journal it replaced */
+  guint64 n_tasks;
+  guint32 agents;        /* the length of the agent table (free entries included) */
+  gboolean filter;       /* results lines are filtered (cancelled tasks were retried) */
+  DatcRecBytes runtimes; /* u64 n, u64 estimate, u32 per bucket, little-endian */
+  DatcRecBytes sites;    /* site names from index 1, each ended by NUL */
+  DatcRecBytes seen;     /* "site\nproxy" of agents that said HELLO, each ended by NUL */
+} DatcRecCheckpoint;
+
+/* One entry of DatcRecTasks.entries, little-endian, packed. */
+#define DATC_REC_TASK_ENTRY 20u
+typedef struct {
+  guint64 first_id;
+  DatcRecBytes entries;  /* DATC_REC_TASK_ENTRY bytes per task from first_id */
+} DatcRecTasks;
+
+typedef struct {
+  DatcRecBytes packed;   /* whole lines, packed by resultpack.h */
+} DatcRecLines;
+
+typedef struct {
   DatcRecType type;
   union {
     DatcRecStart start;
@@ -157,6 +186,9 @@ typedef struct {
     DatcRecAgentGone agent_gone;
     DatcRecReplicate replicate;
     DatcRecCopyEnd copy_end;
+    DatcRecCheckpoint checkpoint;
+    DatcRecTasks tasks;
+    DatcRecLines lines;
   } u;
 } DatcRecord;
 

@@ -15,6 +15,7 @@
 #include "ledger.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "agentoutput.h"
 #include "journal.h"
 #include "journalrec.h"
+#include "resultpack.h"
 #include "resultsfile.h"
 #include "runtimes.h"
 #include "taskqueue.h"
@@ -63,7 +65,24 @@ typedef struct {
   gchar *path, *sha256;
   guint64 first_id, count;
   gint64 submitted_us;
+  GBytes *record;      /* submitted tasks: their SOURCE record, which a
+                        * checkpoint copies (the bag keeps no raw bytes) */
 } SourceInfo;
+
+/* A compaction under way: the checkpoint was framed by the loop's thread
+ * (the snapshot), the writer thread adds results.jsonl and syncs; a commit
+ * sees `done` and puts the new journal in place. */
+typedef struct Compaction Compaction;
+struct Compaction {
+  DatcJournalRewrite *rewrite;
+  GThread *writer;
+  gchar *results_path;
+  guint64 results_len;
+  gint done;            /* atomic: the writer has finished */
+  GError *error;        /* the writer's */
+  gint64 time_us;
+  guint64 from_bytes;
+};
 
 /* Direct mode: the task a proxy was submitted for.  Its task stays
  * reserved (TaskSlot.bound, in `binders`) until the proxy's agent takes it
@@ -119,6 +138,9 @@ struct DatcLedger {
   gchar *sync_failed;       /* an output file's fdatasync failed: no commit after it */
   gboolean replaying;
   gboolean filter_results;  /* a retry record was seen: drop superseded lines */
+  Compaction *compaction;   /* under way, or NULL */
+  DatcLedgerJournalInfo jinfo;
+  guint64 replayed_bytes;   /* of the journal, while it replays */
 };
 
 /* ---- small helpers ------------------------------------------------- */
@@ -157,6 +179,7 @@ source_info_free (gpointer p)
   SourceInfo *s = p;
   g_free (s->path);
   g_free (s->sha256);
+  g_clear_pointer (&s->record, g_bytes_unref);
   g_free (s);
 }
 
@@ -367,6 +390,9 @@ static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site,
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void journal_agent_gone (DatcLedger *l, guint32 agent);
 static void open_orphan_window (DatcLedger *l);
+static gboolean compact_tick (DatcLedger *l, GError **error);
+static gboolean compact_finish (DatcLedger *l, GError **error);
+static void compaction_free (Compaction *c);
 
 static gboolean
 write_results (DatcLedger *l, GError **error)
@@ -906,6 +932,13 @@ replay_source (DatcLedger *l, const DatcRecord *rec, GError **error)
       grow_tasks (l, datc_bag_count (l->bag));
     }
   add_source (l, r->path, r->sha256, r->first_id, r->count, r->submitted_us);
+  if (r->data.data != NULL)
+    {
+      GByteArray *b = g_byte_array_new ();
+      datc_record_encode (rec, b);
+      ((SourceInfo *) l->sources->pdata[l->sources->len - 1])->record
+          = g_byte_array_free_to_bytes (b);
+    }
   return TRUE;
 }
 
@@ -965,6 +998,127 @@ replay_copy_end (DatcLedger *l, const DatcRecord *rec, GError **error)
   return TRUE;
 }
 
+/* ---- replay of a checkpoint (written by compact_snapshot below) ---- */
+
+static gboolean
+corrupt (GError **error, const char *what)
+{
+  g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT, "checkpoint: %s", what);
+  return FALSE;
+}
+
+static gboolean
+replay_checkpoint (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecCheckpoint *r = &rec->u.checkpoint;
+  if (r->n_tasks != l->n_tasks)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
+                   "checkpoint of %" G_GUINT64_FORMAT " tasks, but its sources hold %"
+                   G_GUINT64_FORMAT, r->n_tasks, l->n_tasks);
+      return FALSE;
+    }
+  if (l->agents->len > 0 || l->site_names->len > 1)
+    return corrupt (error, "not at the start of the journal");
+  if (r->runtimes.data == NULL
+      || !datc_runtimes_load (l->runtimes, r->runtimes.data, r->runtimes.len))
+    return corrupt (error, "run times of the wrong length");
+  /* Names ended by NUL: a last one without is refused. */
+  const DatcRecBytes *lists[] = { &r->sites, &r->seen };
+  for (guint k = 0; k < G_N_ELEMENTS (lists); k++)
+    {
+      const guint8 *p = lists[k]->data;
+      gsize len = lists[k]->len;
+      if (p == NULL || len == 0)
+        continue;
+      if (p[len - 1] != '\0')
+        return corrupt (error, k == 0 ? "a site name without its end" : "a proxy without its end");
+      for (gsize at = 0; at < len; at += strlen ((const char *) p + at) + 1)
+        {
+          const char *name = (const char *) p + at;
+          if (k == 1)
+            g_hash_table_add (l->proxies_seen, g_strdup (name));
+          else if (l->site_names->len <= G_MAXUINT16)
+            {
+              guint id = l->site_names->len;
+              g_ptr_array_add (l->site_names, g_strdup (name));
+              g_hash_table_insert (l->site_ids, l->site_names->pdata[id], GUINT_TO_POINTER (id));
+            }
+        }
+    }
+  /* The agent table keeps its indices: the AGENT records that follow take
+   * theirs out of the free list again. */
+  g_ptr_array_set_size (l->agents, r->agents);
+  for (guint i = r->agents; i-- > 0;)
+    g_array_append_val (l->free_agents, i);
+  l->filter_results = r->filter;
+  l->jinfo.compacted_from = r->from_bytes;
+  l->jinfo.last_compaction_us = r->time_us;
+  return TRUE;
+}
+
+static guint32
+le32_at (const guint8 *p)
+{
+  guint32 v;
+  memcpy (&v, p, sizeof v);
+  return GUINT32_FROM_LE (v);
+}
+
+static gboolean
+replay_tasks (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecTasks *r = &rec->u.tasks;
+  gsize n = r->entries.len / DATC_REC_TASK_ENTRY;
+  if (r->entries.data == NULL || r->entries.len % DATC_REC_TASK_ENTRY != 0)
+    return corrupt (error, "task entries of the wrong length");
+  if (r->first_id == 0 || r->first_id > l->n_tasks || n > l->n_tasks - r->first_id + 1)
+    return corrupt (error, "task entries beyond the bag");
+  for (gsize i = 0; i < n; i++)
+    {
+      const guint8 *e = r->entries.data + i * DATC_REC_TASK_ENTRY;
+      guint64 id = r->first_id + i;
+      TaskSlot *t = &l->tasks[id - 1];
+      guint16 site;
+      if (e[0] > DATC_TASK_CANCELLED)
+        return corrupt (error, "a task in no known state");
+      if (t->state != DATC_TASK_QUEUED || t->attempt != 0)
+        return corrupt (error, "a task given a state twice");
+      memcpy (&site, e + 4, sizeof site);
+      site = GUINT16_FROM_LE (site);
+      t->crashes = e[1];
+      t->failures = e[2];
+      t->site = site < l->site_names->len ? site : 0;
+      t->attempt = le32_at (e + 8);
+      if (e[0] == DATC_TASK_RUNNING)
+        {
+          t->agent = le32_at (e + 12);
+          set_state (l, t, DATC_TASK_RUNNING);
+          g_hash_table_insert (l->running, TASK_KEY (id), GUINT_TO_POINTER (le32_at (e + 16)));
+        }
+      else if (e[0] != DATC_TASK_QUEUED)
+        set_state (l, t, (DatcTaskState) e[0]);
+    }
+  return TRUE;
+}
+
+static gboolean
+replay_lines (DatcLedger *l, const DatcRecord *rec, GError **error)
+{
+  const DatcRecLines *r = &rec->u.lines;
+  if (r->packed.data == NULL || r->packed.len == 0)
+    return corrupt (error, "results lines missing");
+  g_autoptr (GString) lines = g_string_new (NULL);
+  if (!datc_result_unpack (r->packed.data, r->packed.len, lines, error))
+    return FALSE;
+  if (l->results == NULL)
+    return TRUE;
+  datc_results_file_add_lines (l->results, (const guint8 *) lines->str, lines->len);
+  if (datc_results_file_pending (l->results) > (1u << 20))
+    write_results (l, NULL);
+  return TRUE;
+}
+
 static const Replayer replayers[] = {
   [DATC_REC_START] = replay_start,         [DATC_REC_AGENT] = replay_agent,
   [DATC_REC_DISPATCH] = replay_dispatch,   [DATC_REC_RESULT] = replay_result,
@@ -973,6 +1127,8 @@ static const Replayer replayers[] = {
   [DATC_REC_RETRY] = replay_retry,         [DATC_REC_ORPHANS] = replay_orphans,
   [DATC_REC_AGENT_GONE] = replay_agent_gone, [DATC_REC_REPLICATE] = replay_replicate,
   [DATC_REC_COPY_END] = replay_copy_end,
+  [DATC_REC_CHECKPOINT] = replay_checkpoint, [DATC_REC_TASKS] = replay_tasks,
+  [DATC_REC_LINES] = replay_lines,
 };
 
 static gboolean
@@ -989,6 +1145,13 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
     }
   /* Every type the codec knows has its replayer. */
   g_assert ((guint) rec.type < G_N_ELEMENTS (replayers) && replayers[rec.type] != NULL);
+  if (l->replayed_bytes == 0)
+    l->replayed_bytes = DATC_JOURNAL_MAGIC_BYTES;
+  l->replayed_bytes += DATC_JOURNAL_FRAME_BYTES + len;
+  /* The checkpoint's size, as far as its TASKS and LINES go (what
+   * follows them in it is a few records). */
+  if (rec.type == DATC_REC_TASKS || rec.type == DATC_REC_LINES)
+    l->jinfo.checkpoint_bytes = l->replayed_bytes;
   return replayers[rec.type](l, &rec, error);
 }
 
@@ -1006,6 +1169,13 @@ journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
   } };
   journal_record (l, &rec);
   add_source (l, path, sha, first, count, when);
+  if (data != NULL)
+    {
+      GByteArray *b = g_byte_array_new ();
+      datc_record_encode (&rec, b);
+      ((SourceInfo *) l->sources->pdata[l->sources->len - 1])->record
+          = g_byte_array_free_to_bytes (b);
+    }
 }
 
 /* After cancelled tasks were retried, results.jsonl (rebuilt in journal
@@ -1151,6 +1321,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (!datc_results_file_finish (l->results, results_path, error))
     return NULL;
   if (!datc_journal_commit (l->journal, error))
+    return NULL;
+  /* A resume is a good moment to compact: nothing runs yet. */
+  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, error)))
     return NULL;
   return g_steal_pointer (&l);
 }
@@ -1351,6 +1524,7 @@ datc_ledger_free (DatcLedger *l)
 {
   if (l == NULL)
     return;
+  compaction_free (l->compaction);
   datc_results_file_free (l->results);
   datc_journal_free (l->journal);
   for (guint i = 0; i < l->agents->len; i++)
@@ -2248,5 +2422,393 @@ datc_ledger_commit (DatcLedger *l, GError **error)
     }
   if (!datc_journal_commit (l->journal, error))
     return FALSE;
-  return write_results (l, error);
+  return write_results (l, error) && compact_tick (l, error);
+}
+
+/* ---- compaction ---------------------------------------------------- */
+
+/* Tasks per TASKS record: 1.25 MiB, far below DATC_JOURNAL_RECORD_MAX. */
+#define TASKS_PER_RECORD 65536u
+/* results.jsonl bytes per LINES record before packing (whole lines; a
+ * longer line gets a record of its own); packed, about a fifteenth. */
+#define LINES_PER_RECORD ((gsize) 1 << 20)
+
+static void
+rewrite_record (DatcJournalRewrite *w, const DatcRecord *rec)
+{
+  datc_record_encode (rec, datc_journal_rewrite_begin (w));
+  datc_journal_rewrite_end (w);
+}
+
+static void
+put_le32_at (guint8 *p, guint32 v)
+{
+  v = GUINT32_TO_LE (v);
+  memcpy (p, &v, sizeof v);
+}
+
+/* The live state as records, in the order replay needs them (sources
+ * grow the bag, the checkpoint's tables come before the tasks that name
+ * their sites, the tasks before what refers to them). */
+static void
+compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from_bytes)
+{
+  for (guint i = 0; i < l->sources->len; i++)
+    {
+      SourceInfo *src = l->sources->pdata[i];
+      if (src->record != NULL)
+        {
+          gsize len;
+          const guint8 *p = g_bytes_get_data (src->record, &len);
+          g_byte_array_append (datc_journal_rewrite_begin (w), p, (guint) len);
+          datc_journal_rewrite_end (w);
+          continue;
+        }
+      DatcRecord rec = { .type = DATC_REC_SOURCE, .u.source = {
+        .index = i, .path = src->path, .sha256 = src->sha256, .first_id = src->first_id,
+        .count = src->count, .submitted_us = src->submitted_us,
+        .format = DATC_TASKFILE_AUTO,
+      } };
+      rewrite_record (w, &rec);
+    }
+
+  g_autoptr (GByteArray) runtimes = g_byte_array_new ();
+  g_autoptr (GByteArray) sites = g_byte_array_new ();
+  g_autoptr (GByteArray) seen = g_byte_array_new ();
+  datc_runtimes_save (l->runtimes, runtimes);
+  for (guint i = 1; i < l->site_names->len; i++)
+    g_byte_array_append (sites, l->site_names->pdata[i],
+                         (guint) strlen (l->site_names->pdata[i]) + 1);
+  GHashTableIter it;
+  gpointer k, v;
+  g_hash_table_iter_init (&it, l->proxies_seen);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    g_byte_array_append (seen, k, (guint) strlen (k) + 1);
+  DatcRecord cp = { .type = DATC_REC_CHECKPOINT, .u.checkpoint = {
+    .time_us = now, .from_bytes = from_bytes, .n_tasks = l->n_tasks,
+    .agents = l->agents->len, .filter = l->filter_results,
+    .runtimes = { runtimes->data, runtimes->len },
+    .sites = { sites->len ? sites->data : NULL, sites->len },
+    .seen = { seen->len ? seen->data : NULL, seen->len },
+  } };
+  rewrite_record (w, &cp);
+
+  for (guint i = 0; i < l->agents->len; i++)
+    {
+      AgentInfo *a = l->agents->pdata[i];
+      if (a == NULL)
+        continue;
+      DatcRecord rec = { .type = DATC_REC_AGENT, .u.agent = {
+        .idx = i, .agent_id = a->agent_id, .site = a->site, .proxy = a->proxy, .host = a->host,
+      } };
+      rewrite_record (w, &rec);
+      if (a->gone)
+        {
+          DatcRecord gone = { .type = DATC_REC_AGENT_GONE, .u.agent_gone = { i } };
+          rewrite_record (w, &gone);
+        }
+    }
+
+  /* The tasks: fixed-width entries straight into the record's bytes (a
+   * msgpack bin of known length), the loop's one pass over the bag. */
+  for (guint64 first = 1; first <= l->n_tasks; first += TASKS_PER_RECORD)
+    {
+      guint64 n = MIN ((guint64) TASKS_PER_RECORD, l->n_tasks - first + 1);
+      g_autofree guint8 *e = g_malloc0 (n * DATC_REC_TASK_ENTRY);
+      for (guint64 i = 0; i < n; i++)
+        {
+          const TaskSlot *t = &l->tasks[first - 1 + i];
+          guint8 *p = e + i * DATC_REC_TASK_ENTRY;
+          guint16 site = GUINT16_TO_LE (t->site);
+          p[0] = t->state;
+          p[1] = t->crashes;
+          p[2] = t->failures;
+          memcpy (p + 4, &site, sizeof site);
+          put_le32_at (p + 8, t->attempt);
+          if (t->state == DATC_TASK_RUNNING)
+            {
+              /* A replicated task: its first copy here, the others as
+               * REPLICATE records below. */
+              GArray *copies = copies_of (l, first + i, t);
+              const Copy *c0 = copies != NULL ? &g_array_index (copies, Copy, 0) : NULL;
+              put_le32_at (p + 8, c0 ? c0->attempt : t->attempt);
+              put_le32_at (p + 12, c0 ? c0->agent : t->agent);
+              put_le32_at (p + 16, c0 ? c0->since_ms
+                                      : GPOINTER_TO_UINT (g_hash_table_lookup (
+                                            l->running, TASK_KEY (first + i))));
+            }
+        }
+      DatcRecord rec = { .type = DATC_REC_TASKS,
+                         .u.tasks = { first, { e, n * DATC_REC_TASK_ENTRY } } };
+      rewrite_record (w, &rec);
+    }
+
+  g_hash_table_iter_init (&it, l->replicas);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    {
+      GArray *copies = v;
+      for (guint i = 1; i < copies->len; i++)
+        {
+          const Copy *c = &g_array_index (copies, Copy, i);
+          DatcRecord rec = { .type = DATC_REC_REPLICATE, .u.replicate = {
+            .agent = c->agent, .time_us = (gint64) c->since_ms * 1000,
+            .id = GPOINTER_TO_SIZE (k), .attempt = c->attempt,
+          } };
+          rewrite_record (w, &rec);
+        }
+    }
+
+  for (guint i = 0; i < l->windows->len; i++)
+    {
+      OrphanWindow *ow = l->windows->pdata[i];
+      g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      for (guint j = 0; j < ow->keys->len; j++)
+        {
+          DatcTaskKey *key = &g_array_index (ow->keys, DatcTaskKey, j);
+          const TaskSlot *t = slot (l, key->id);
+          if (t != NULL && t->orphan && t->attempt == key->attempt)
+            g_array_append_val (keys, *key);
+        }
+      guint done = 0;
+      do
+        {
+          guint n = MIN (keys->len - done, ORPHANS_PER_RECORD);
+          DatcRecord rec = { .type = DATC_REC_ORPHANS, .u.orphans = {
+            .deadline_us = ow->deadline_us,
+            .keys = { n ? &g_array_index (keys, DatcTaskKey, done) : NULL, n } } };
+          rewrite_record (w, &rec);
+          done += n;
+        }
+      while (done < keys->len);
+    }
+
+  /* Open proxies and submissions, as the events that opened them. */
+  GHashTable *tables[] = { l->proxies, l->submits };
+  const char *events[] = { "submitted", "submitting" };
+  for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
+    {
+      g_hash_table_iter_init (&it, tables[t]);
+      while (g_hash_table_iter_next (&it, &k, &v))
+        {
+          g_auto (GStrv) parts = g_strsplit (k, "\t", 2);
+          DatcRecord rec = { .type = DATC_REC_PROXY, .u.proxy = {
+            .site = parts[0], .proxy = parts[1] ? parts[1] : "", .job_id = v,
+            .event = events[t], .time_us = now } };
+          rewrite_record (w, &rec);
+        }
+    }
+}
+
+/* The writer's thread: results.jsonl as it was at the snapshot, packed
+ * into LINES records (read back from the file, not derived from the
+ * ledger, whose agents' indices may since belong to others), then one
+ * sync.  The file only grows meanwhile (the loop appends
+ * after what is copied here). */
+static gpointer
+compact_writer (gpointer data)
+{
+  Compaction *c = data;
+  GError **error = &c->error;
+  int fd = open (c->results_path, O_RDONLY | O_CLOEXEC);
+  g_autofree guint8 *buf = NULL;
+  g_autoptr (GByteArray) packed = g_byte_array_new ();
+  gsize cap = LINES_PER_RECORD, have = 0;
+  guint64 at = 0;
+
+  if (fd < 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", c->results_path,
+                   g_strerror (errno));
+      goto out;
+    }
+  buf = g_malloc (cap);
+  while (at < c->results_len || have > 0)
+    {
+      gsize want = (gsize) MIN ((guint64) (cap - have), c->results_len - at);
+      ssize_t got = want > 0 ? pread (fd, buf + have, want, (off_t) at) : 0;
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0 || (got == 0 && want > 0))
+        {
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s",
+                       c->results_path, got < 0 ? g_strerror (errno) : "shorter than written");
+          goto out;
+        }
+      at += (guint64) got;
+      have += (gsize) got;
+      /* Whole lines only; a line longer than the buffer grows it. */
+      gsize cut = have;
+      while (cut > 0 && buf[cut - 1] != '\n')
+        cut--;
+      if (cut == 0)
+        {
+          if (at >= c->results_len)
+            break;  /* a last line without its end: never written whole */
+          cap *= 2;
+          buf = g_realloc (buf, cap);
+          continue;
+        }
+      g_byte_array_set_size (packed, 0);
+      datc_result_pack (buf, cut, packed);
+      DatcRecord rec = { .type = DATC_REC_LINES, .u.lines = { { packed->data, packed->len } } };
+      rewrite_record (c->rewrite, &rec);
+      memmove (buf, buf + cut, have - cut);
+      have -= cut;
+      if (!datc_journal_rewrite_flush (c->rewrite, error))
+        goto out;
+    }
+  datc_journal_rewrite_sync (c->rewrite, error);
+out:
+  if (fd >= 0)
+    close (fd);
+  g_atomic_int_set (&c->done, 1);
+  return NULL;
+}
+
+static void
+compaction_free (Compaction *c)
+{
+  if (c == NULL)
+    return;
+  if (c->writer != NULL)
+    g_thread_join (c->writer);
+  datc_journal_rewrite_free (c->rewrite);
+  g_clear_error (&c->error);
+  g_free (c->results_path);
+  g_free (c);
+}
+
+static void
+note_pause (DatcLedger *l, gint64 since)
+{
+  gint64 us = g_get_monotonic_time () - since;
+  if (us > l->jinfo.pause_max_us)
+    l->jinfo.pause_max_us = us;
+}
+
+/* Takes the snapshot (nothing pending: right after a commit) and starts
+ * the writer. */
+static gboolean
+compact_start (DatcLedger *l, GError **error)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  g_autoptr (DatcJournalRewrite) w = datc_journal_rewrite_new (l->journal, error);
+  if (w == NULL)
+    return FALSE;
+  Compaction *c = g_new0 (Compaction, 1);
+  c->time_us = g_get_real_time ();
+  c->from_bytes = datc_journal_size (l->journal);
+  compact_snapshot (l, w, c->time_us, c->from_bytes);
+  c->rewrite = g_steal_pointer (&w);
+  c->results_path = g_strdup (datc_results_file_path (l->results));
+  c->results_len = datc_results_file_written (l->results);
+  c->writer = g_thread_new ("datc-compact", compact_writer, c);
+  l->compaction = c;
+  l->jinfo.compacting = TRUE;
+  note_pause (l, t0);
+  return TRUE;
+}
+
+/* Puts the written checkpoint in place, behind the records committed
+ * since the snapshot.  A failure before the switch costs nothing but the
+ * compaction (said, and tried again later); after it, the journal's name
+ * may not be durable, so it is a commit failure. */
+static gboolean
+compact_finish (DatcLedger *l, GError **error)
+{
+  Compaction *c = l->compaction;
+  gint64 t0 = g_get_monotonic_time ();
+  g_autoptr (GError) local = NULL;
+  gboolean ok;
+
+  g_thread_join (c->writer);
+  c->writer = NULL;
+  l->compaction = NULL;
+  l->jinfo.compacting = FALSE;
+  guint64 checkpoint = 0;
+  if (c->error != NULL)
+    ok = FALSE, local = g_steal_pointer (&c->error);
+  else
+    {
+      guint64 before = datc_journal_size (l->journal);
+      ok = datc_journal_rewrite_finish (l->journal, c->rewrite, &local);
+      checkpoint = datc_journal_size (l->journal) - (before - c->from_bytes);
+    }
+  if (ok)
+    {
+      l->jinfo.checkpoint_bytes = checkpoint;
+      l->jinfo.compacted_from = c->from_bytes;
+      l->jinfo.last_compaction_us = c->time_us;
+      l->jinfo.compactions++;
+    }
+  else if (g_error_matches (local, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED))
+    {
+      compaction_free (c);
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  else
+    {
+      g_printerr ("datc: compacting the journal failed (it goes on uncompacted): %s\n",
+                  local->message);
+      /* Not again before it has grown as much once more. */
+      l->jinfo.checkpoint_bytes = datc_journal_size (l->journal);
+    }
+  compaction_free (c);
+  note_pause (l, t0);
+  return TRUE;
+}
+
+static gboolean
+compact_due (DatcLedger *l)
+{
+  guint64 min = l->options.compact_min_bytes ? l->options.compact_min_bytes
+                                              : DATC_LEDGER_COMPACT_MIN_BYTES;
+  guint factor = l->options.compact_factor ? l->options.compact_factor
+                                           : DATC_LEDGER_COMPACT_FACTOR;
+  guint64 size = datc_journal_size (l->journal);
+  return size >= min && size / factor >= l->jinfo.checkpoint_bytes;
+}
+
+/* After every commit: finish a compaction whose writer is done, or start
+ * one when the journal has outgrown its last checkpoint. */
+static gboolean
+compact_tick (DatcLedger *l, GError **error)
+{
+  if (l->compaction != NULL)
+    return !g_atomic_int_get (&l->compaction->done) || compact_finish (l, error);
+  if (datc_journal_pending (l->journal) > 0 || !compact_due (l))
+    return TRUE;
+  g_autoptr (GError) local = NULL;
+  if (!compact_start (l, &local))
+    {
+      g_printerr ("datc: compacting the journal failed (it goes on uncompacted): %s\n",
+                  local->message);
+      l->jinfo.checkpoint_bytes = datc_journal_size (l->journal);
+    }
+  return TRUE;
+}
+
+gboolean
+datc_ledger_compact (DatcLedger *l, gboolean wait, GError **error)
+{
+  g_return_val_if_fail (l->journal != NULL && l->results != NULL, FALSE);
+  if (l->compaction == NULL)
+    {
+      if (!datc_ledger_commit (l, error))
+        return FALSE;
+      if (l->compaction == NULL && !compact_start (l, error))
+        return FALSE;
+    }
+  if (!wait)
+    return TRUE;
+  return compact_finish (l, error);
+}
+
+void
+datc_ledger_journal_info (DatcLedger *l, DatcLedgerJournalInfo *info)
+{
+  *info = l->jinfo;
+  /* Read-only (an offline status): what was scanned. */
+  info->bytes = l->journal != NULL ? datc_journal_size (l->journal) : l->replayed_bytes;
 }

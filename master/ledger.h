@@ -75,7 +75,16 @@ typedef struct {
   guint reattach_window_ms; /* 0: DATC_LEDGER_REATTACH_WINDOW_MS */
   gboolean read_only;       /* replay only: no journal writes, no results.jsonl */
   gboolean retry_cancelled; /* cancelled tasks go back to the queue */
+  /* Compaction (master/README.md, Compaction): the journal is rewritten
+   * as a checkpoint once it exceeds both compact_min_bytes (0:
+   * DATC_LEDGER_COMPACT_MIN_BYTES; G_MAXUINT64: never) and compact_factor
+   * (0: DATC_LEDGER_COMPACT_FACTOR) times the last checkpoint's size. */
+  guint64 compact_min_bytes;
+  guint compact_factor;
 } DatcLedgerOptions;
+
+#define DATC_LEDGER_COMPACT_MIN_BYTES (64u * 1024u * 1024u)
+#define DATC_LEDGER_COMPACT_FACTOR 4u
 
 typedef struct DatcLedger DatcLedger;
 
@@ -333,5 +342,26 @@ gsize datc_ledger_pending (DatcLedger *ledger);
  * output file's fdatasync failed, every later commit fails (the master
  * must stop; the next run recovers from the journal). */
 gboolean datc_ledger_commit (DatcLedger *ledger, GError **error);
+
+/* The journal's size and its compactions (for status and benchmarks). */
+typedef struct {
+  guint64 bytes;            /* the journal's committed size */
+  guint64 checkpoint_bytes; /* the last checkpoint's size (0: none yet; after a
+                             * resume, up to its last TASKS or LINES record) */
+  guint64 compacted_from;   /* the size of the journal it replaced */
+  gint64 last_compaction_us;/* when it was taken (real time; 0: never) */
+  gboolean compacting;      /* one is being written now */
+  guint compactions;        /* finished by this master */
+  gint64 pause_max_us;      /* the longest the caller's thread was held by one */
+} DatcLedgerJournalInfo;
+
+void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);
+
+/* Compacts the journal now (nothing must be pending: call after a
+ * commit).  With `wait`, returns once the compacted journal is in place;
+ * otherwise a thread writes it and a later commit puts it in place (as
+ * commits do on their own past the thresholds).  A compaction already
+ * under way is waited for (`wait`) or left to go on. */
+gboolean datc_ledger_compact (DatcLedger *ledger, gboolean wait, GError **error);
 
 G_END_DECLS

@@ -48,7 +48,7 @@ cmd_run (int argc, char **argv)
   gint max_replicas = -1; /* not given */
   gboolean json = FALSE, no_local = FALSE, open_campaign = FALSE, retry_cancelled = FALSE,
            no_progress = FALSE, keep_site_files = FALSE;
-  g_autofree gchar *mode = NULL, *give_up = NULL;
+  g_autofree gchar *mode = NULL, *give_up = NULL, *compact_min = NULL;
   GOptionEntry entries[] = {
     { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format, "Task file format: auto, lines, jsonl", "F" },
@@ -68,6 +68,7 @@ cmd_run (int argc, char **argv)
     { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal", NULL },
     { "give-up-after", 0, 0, G_OPTION_ARG_STRING, &give_up, "Stop (exit 3) when every site has been degraded this long with no agent connected; 0: never (default: the sites file's give_up_after, else 5m)", "DURATION" },
     { "max-replicas", 0, 0, G_OPTION_ARG_INT, &max_replicas, "Live copies of a task at the end of the campaign, when a copy is expected to end sooner (1: no replication; default: the sites file's max_replicas, else 2)", "N" },
+    { "compact-min-bytes", 0, 0, G_OPTION_ARG_STRING, &compact_min, "Compact the journal once it holds this many bytes (and 4 times its last checkpoint); never: not compacted (default: the sites file's compact_min_bytes, else 67108864)", "BYTES" },
     { "keep-site-files", 0, 0, G_OPTION_ARG_NONE, &keep_site_files, "Leave every proxy script and log in the sites' workdirs (default: only those of proxies that failed stay)", NULL },
     { NULL }
   };
@@ -110,6 +111,12 @@ cmd_run (int argc, char **argv)
     }
   o.max_replicas = max_replicas > 0 ? (guint) max_replicas : 0;
   o.keep_site_files = keep_site_files;
+  if (compact_min != NULL && !datc_parse_compact_min_bytes (compact_min, &o.compact_min_bytes))
+    {
+      g_printerr ("datc run: --compact-min-bytes %s: expected a whole number of bytes from 1, "
+                  "or never\n", compact_min);
+      return EXIT_INPUT;
+    }
   if (local_exec != NULL && !g_str_equal (local_exec, "none"))
     {
       g_printerr ("datc run: --local-exec takes only 'none'\n");

@@ -91,11 +91,8 @@ append_member_i64 (GString *s, const char *name, gint64 v)
 }
 
 void
-datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
+datc_result_line_format (GString *s, const DatcResultLine *r)
 {
-  GString *s = f->line;
-
-  g_string_truncate (s, 0);
   append_member_u64 (s, "{\"id\":", r->id);
   append_member_u64 (s, ",\"line\":", r->line);
   append_member_u64 (s, ",\"attempt\":", r->attempt);
@@ -135,13 +132,211 @@ datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
       datc_json_append_string (s, r->oom_evidence);
     }
   g_string_append (s, "}\n");
-  g_string_append_len (f->out, s->str, (gssize) s->len);
+}
+
+void
+datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
+{
+  g_string_truncate (f->line, 0);
+  datc_result_line_format (f->line, r);
+  g_string_append_len (f->out, f->line->str, (gssize) f->line->len);
+}
+
+/* ---- reading back a line written above ------------------------------ */
+
+/* A cursor over one line; `ok` drops to FALSE at the first surprise and
+ * every later step is then a no-op. */
+typedef struct {
+  const char *p, *end;
+  gboolean ok;
+} LineCursor;
+
+static void
+expect (LineCursor *c, const char *lit)
+{
+  gsize n = strlen (lit);
+  if (c->ok && (gsize) (c->end - c->p) >= n && memcmp (c->p, lit, n) == 0)
+    c->p += n;
+  else
+    c->ok = FALSE;
+}
+
+static guint64
+read_u64 (LineCursor *c)
+{
+  guint64 v = 0;
+  const char *start = c->p;
+  while (c->ok && c->p < c->end && *c->p >= '0' && *c->p <= '9')
+    {
+      guint d = (guint) (*c->p++ - '0');
+      if (v > (G_MAXUINT64 - d) / 10)
+        c->ok = FALSE;
+      v = v * 10 + d;
+    }
+  if (c->p == start)
+    c->ok = FALSE;
+  return v;
+}
+
+static gint64
+read_i64 (LineCursor *c)
+{
+  gboolean neg = c->ok && c->p < c->end && *c->p == '-';
+  if (neg)
+    c->p++;
+  guint64 v = read_u64 (c);
+  if (v > (guint64) G_MAXINT64 + neg)
+    c->ok = FALSE;
+  return neg ? (gint64) ((guint64) 0 - v) : (gint64) v;
+}
+
+/* A quoted string, unescaped into `scratch` (NUL-ended there); returns
+ * its offset in scratch.  Only the escapes jsonout.c writes. */
+static gsize
+read_string (LineCursor *c, GString *scratch)
+{
+  gsize at = scratch->len;
+  expect (c, "\"");
+  while (c->ok && c->p < c->end && *c->p != '"')
+    {
+      char ch = *c->p++;
+      if (ch != '\\')
+        {
+          g_string_append_c (scratch, ch);
+          continue;
+        }
+      if (c->p >= c->end)
+        break;
+      switch (*c->p++)
+        {
+        case '"': g_string_append_c (scratch, '"'); break;
+        case '\\': g_string_append_c (scratch, '\\'); break;
+        case 'n': g_string_append_c (scratch, '\n'); break;
+        case 'r': g_string_append_c (scratch, '\r'); break;
+        case 't': g_string_append_c (scratch, '\t'); break;
+        case 'u':
+          {
+            int hi, lo;
+            if (c->end - c->p < 4 || c->p[0] != '0' || c->p[1] != '0'
+                || (hi = g_ascii_xdigit_value (c->p[2])) < 0
+                || (lo = g_ascii_xdigit_value (c->p[3])) < 0 || hi * 16 + lo == 0)
+              c->ok = FALSE;
+            else
+              g_string_append_c (scratch, (char) (hi * 16 + lo));
+            c->p += 4;
+            break;
+          }
+        default: c->ok = FALSE;
+        }
+    }
+  expect (c, "\"");
+  g_string_append_c (scratch, '\0');
+  return at;
+}
+
+gboolean
+datc_result_line_parse (const char *line, gsize len, DatcResultLine *r, GString *scratch)
+{
+  LineCursor c = { line, line + len, TRUE };
+  gsize s_status, s_class, s_site, s_proxy, s_host, s_agent, s_output;
+  gsize s_message = G_MAXSIZE, s_oom = G_MAXSIZE;
+
+  g_string_truncate (scratch, 0);
+  memset (r, 0, sizeof *r);
+  expect (&c, "{\"id\":");
+  r->id = read_u64 (&c);
+  expect (&c, ",\"line\":");
+  r->line = read_u64 (&c);
+  expect (&c, ",\"attempt\":");
+  guint64 attempt = read_u64 (&c);
+  if (attempt > G_MAXUINT32)
+    c.ok = FALSE;
+  r->attempt = (guint32) attempt;
+  expect (&c, ",\"status\":");
+  s_status = read_string (&c, scratch);
+  expect (&c, ",\"class\":");
+  s_class = read_string (&c, scratch);
+  expect (&c, ",\"exit_code\":");
+  r->exit_code = read_i64 (&c);
+  expect (&c, ",\"signal\":");
+  r->signal = read_i64 (&c);
+  expect (&c, ",\"site\":");
+  s_site = read_string (&c, scratch);
+  expect (&c, ",\"proxy\":");
+  s_proxy = read_string (&c, scratch);
+  expect (&c, ",\"host\":");
+  s_host = read_string (&c, scratch);
+  expect (&c, ",\"agent\":");
+  s_agent = read_string (&c, scratch);
+  expect (&c, ",\"submitted\":");
+  r->submitted = read_i64 (&c);
+  expect (&c, ",\"started\":");
+  r->started = read_i64 (&c);
+  expect (&c, ",\"finished\":");
+  r->finished = read_i64 (&c);
+  expect (&c, ",\"output\":");
+  s_output = read_string (&c, scratch);
+  expect (&c, ",\"stdout_offset\":");
+  r->out_off = read_u64 (&c);
+  expect (&c, ",\"stdout_bytes\":");
+  r->out_len = read_u64 (&c);
+  expect (&c, ",\"stderr_offset\":");
+  r->err_off = read_u64 (&c);
+  expect (&c, ",\"stderr_bytes\":");
+  r->err_len = read_u64 (&c);
+  expect (&c, ",\"stdout_dropped\":");
+  r->out_dropped = read_u64 (&c);
+  expect (&c, ",\"stderr_dropped\":");
+  r->err_dropped = read_u64 (&c);
+  if (c.ok && c.end - c.p > 11 && memcmp (c.p, ",\"message\":", 11) == 0)
+    {
+      c.p += 11;
+      s_message = read_string (&c, scratch);
+    }
+  if (c.ok && c.end - c.p > 16 && memcmp (c.p, ",\"oom_evidence\":", 16) == 0)
+    {
+      c.p += 16;
+      s_oom = read_string (&c, scratch);
+    }
+  expect (&c, "}\n");
+  if (!c.ok || c.p != c.end)
+    return FALSE;
+  /* Pointers last: scratch may have moved while it grew. */
+  r->status = scratch->str + s_status;
+  r->end_class = scratch->str + s_class;
+  r->site = scratch->str + s_site;
+  r->proxy = scratch->str + s_proxy;
+  r->host = scratch->str + s_host;
+  r->agent = scratch->str + s_agent;
+  r->output = scratch->str + s_output;
+  r->message = s_message != G_MAXSIZE ? scratch->str + s_message : NULL;
+  r->oom_evidence = s_oom != G_MAXSIZE ? scratch->str + s_oom : NULL;
+  return TRUE;
 }
 
 gsize
 datc_results_file_pending (DatcResultsFile *f)
 {
   return f->out->len;
+}
+
+void
+datc_results_file_add_lines (DatcResultsFile *f, const guint8 *lines, gsize len)
+{
+  g_string_append_len (f->out, (const char *) lines, (gssize) len);
+}
+
+const char *
+datc_results_file_path (DatcResultsFile *f)
+{
+  return f->path;
+}
+
+guint64
+datc_results_file_written (DatcResultsFile *f)
+{
+  off_t at = lseek (f->fd, 0, SEEK_CUR);
+  return at > 0 ? (guint64) at : 0;
 }
 
 gboolean

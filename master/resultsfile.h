@@ -29,6 +29,18 @@ typedef struct {
   const char *oom_evidence;
 } DatcResultLine;
 
+/* Appends `line` as results.jsonl has it, "\n" included. */
+void datc_result_line_format (GString *out, const DatcResultLine *line);
+/* Reads back one whole line (`len` bytes, its "\n" included) written by
+ * datc_result_line_format: the members in its order and nothing else,
+ * the escapes jsonout.c writes; FALSE for anything else.  Strings point
+ * into `scratch` (overwritten by the next call).  Not every line it
+ * accepts formats back to the same bytes (a NUL written as \u0000 is
+ * refused, but a non-UTF-8 name is not checked): a caller that needs the
+ * bytes compares (resultpack.c does). */
+gboolean datc_result_line_parse (const char *line, gsize len, DatcResultLine *r,
+                                 GString *scratch);
+
 typedef struct DatcResultsFile DatcResultsFile;
 
 /* Creates (or empties) `path`.  Errors in the ledger's domain
@@ -41,6 +53,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)
 void datc_results_file_add (DatcResultsFile *file, const DatcResultLine *line);
 /* Bytes of lines kept and not yet written. */
 gsize datc_results_file_pending (DatcResultsFile *file);
+/* Whole lines as they were written before (a journal checkpoint's). */
+void datc_results_file_add_lines (DatcResultsFile *file, const guint8 *lines, gsize len);
+/* Where the file is now (transfer none), and how many bytes were written
+ * to it: a compaction copies that much of it into the checkpoint. */
+const char *datc_results_file_path (DatcResultsFile *file);
+guint64 datc_results_file_written (DatcResultsFile *file);
 /* Writes the lines kept.  A write that fails part way (a full disk) keeps
  * only what did not reach the file: the next call goes on from there and
  * completes the torn line, where writing the whole again would repeat its

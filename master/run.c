@@ -505,6 +505,9 @@ open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **ba
      * it and then says HELLO at least every half timeout. */
     .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
     .retry_cancelled = o->retry_cancelled,
+    .compact_min_bytes = o->compact_min_bytes ? o->compact_min_bytes
+                         : *sites_file != NULL ? (*sites_file)->compact_min_bytes : 0,
+    .compact_factor = *sites_file != NULL ? (*sites_file)->compact_factor : 0,
   };
   *ledger = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt,
                               &error);

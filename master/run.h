@@ -28,6 +28,8 @@ typedef struct {
   guint give_up_s;             /* stop when no site can run the campaign this long; 0: never */
   gboolean keep_site_files;    /* leave every proxy script and log on the sites */
   guint max_replicas;          /* --max-replicas; 0: the sites file's, else the default */
+  guint64 compact_min_bytes;   /* --compact-min-bytes; 0: the sites file's, else the
+                                * default; G_MAXUINT64: never compacted */
 } DatcRunOptions;
 
 /* Returns the process exit status: 0 all tasks succeeded, 1 some failed,

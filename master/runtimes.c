@@ -5,6 +5,8 @@
  * below 4 ms, where a bucket is a millisecond). */
 #include "runtimes.h"
 
+#include <string.h>
+
 
 struct DatcRuntimes {
   guint32 counts[DATC_RUNTIMES_BUCKETS];
@@ -118,4 +120,34 @@ datc_runtimes_remaining_ms (const DatcRuntimesTail *tail, guint64 e)
   double end_here = MAX (tail->mid[b], ((double) e + tail->top[b]) / 2.0);
   double mean_end = (n_here * end_here + tail->sum_above[b + 1]) / tail->n_above[b];
   return mean_end > (double) e ? (guint64) (mean_end - (double) e) : 0;
+}
+
+void
+datc_runtimes_save (const DatcRuntimes *rt, GByteArray *out)
+{
+  guint64 v64[2] = { GUINT64_TO_LE (rt->n), GUINT64_TO_LE (rt->estimate_ms) };
+  g_byte_array_append (out, (const guint8 *) v64, sizeof v64);
+  for (guint b = 0; b < DATC_RUNTIMES_BUCKETS; b++)
+    {
+      guint32 c = GUINT32_TO_LE (rt->counts[b]);
+      g_byte_array_append (out, (const guint8 *) &c, sizeof c);
+    }
+}
+
+gboolean
+datc_runtimes_load (DatcRuntimes *rt, const guint8 *data, gsize len)
+{
+  guint64 v64[2];
+  if (len != DATC_RUNTIMES_SAVED_LEN)
+    return FALSE;
+  memcpy (v64, data, sizeof v64);
+  rt->n = GUINT64_FROM_LE (v64[0]);
+  rt->estimate_ms = GUINT64_FROM_LE (v64[1]);
+  for (guint b = 0; b < DATC_RUNTIMES_BUCKETS; b++)
+    {
+      guint32 c;
+      memcpy (&c, data + 16 + 4 * b, sizeof c);
+      rt->counts[b] = GUINT32_FROM_LE (c);
+    }
+  return TRUE;
 }

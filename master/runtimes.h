@@ -31,6 +31,12 @@ guint64 datc_runtimes_estimate_ms (const DatcRuntimes *runtimes);
 
 #define DATC_RUNTIMES_BUCKETS (4 * 42)
 
+/* The histogram as bytes (a journal checkpoint keeps it), and back:
+ * u64 n, u64 estimate, u32 per bucket, little-endian. */
+#define DATC_RUNTIMES_SAVED_LEN (16 + 4 * DATC_RUNTIMES_BUCKETS)
+void datc_runtimes_save (const DatcRuntimes *runtimes, GByteArray *out);
+gboolean datc_runtimes_load (DatcRuntimes *runtimes, const guint8 *data, gsize len);
+
 /* The noted run times prepared for the end game's question, asked of every
  * running task at every loop turn: (middle of bucket, count) with the sums
  * above each bucket, so that an answer costs a binary search. */

@@ -15,7 +15,8 @@
 G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
 
 static const char *const master_keys[] = { "listen", "advertise", "give_up_after",
-                                            "max_replicas", NULL };
+                                            "max_replicas", "compact_min_bytes",
+                                            "compact_factor", NULL };
 static const char *const site_keys[] = {
   "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
   "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
@@ -191,6 +192,17 @@ index_lines (Index *ix, const char *text, gsize len)
       g_string_append_c (clean, '\n');
     }
   return g_string_free (clean, FALSE);
+}
+
+gboolean
+datc_parse_compact_min_bytes (const char *text, guint64 *bytes)
+{
+  if (g_str_equal (text, "never"))
+    {
+      *bytes = G_MAXUINT64;
+      return TRUE;
+    }
+  return g_ascii_string_to_unsigned (text, 10, 1, G_MAXUINT64 - 1, bytes, NULL);
 }
 
 gboolean
@@ -442,6 +454,18 @@ datc_sites_file_load (const char *path, GError **error)
                      mr, DATC_MAX_REPLICAS_MAX);
           else if (mr != NULL)
             f->max_replicas = (guint) replicas;
+          g_autofree gchar *cm = g_key_file_get_string (f->keyfile, g, "compact_min_bytes", NULL);
+          if (cm != NULL && !datc_parse_compact_min_bytes (g_strstrip (cm), &f->compact_min_bytes))
+            problem (&ix, line_of (&ix, g, "compact_min_bytes"),
+                     "compact_min_bytes \"%s\": expected a whole number of bytes from 1, or never",
+                     cm);
+          g_autofree gchar *cf = g_key_file_get_string (f->keyfile, g, "compact_factor", NULL);
+          guint64 factor = 0;
+          if (cf != NULL
+              && !g_ascii_string_to_unsigned (g_strstrip (cf), 10, 2, 1000, &factor, NULL))
+            problem (&ix, line_of (&ix, g, "compact_factor"),
+                     "compact_factor \"%s\": expected a whole number from 2 to 1000", cf);
+          f->compact_factor = (guint) factor;
           continue;
         }
 

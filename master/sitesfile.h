@@ -17,6 +17,11 @@
  *                                # the first result wins, the others are cancelled.
  *                                # 1: never; default 2 (1 to 16); `--max-replicas`
  *                                # overrides; a task with "replicate": false is never copied
+ *   compact_min_bytes = 67108864 # the journal is compacted (master/README.md, Compaction)
+ *   compact_factor = 4           # once it holds at least compact_min_bytes and compact_factor
+ *                                # times its last checkpoint; "never": not compacted;
+ *                                # defaults 64 MiB and 4 (2 to 1000); `--compact-min-bytes`
+ *                                # overrides
  *
  *   [site NAME]
  *   transport = ssh              # local (default) | ssh
@@ -107,6 +112,8 @@ typedef struct {
   gchar *advertise;        /* or NULL */
   guint give_up_s;         /* give_up_after; 0: never */
   guint max_replicas;      /* live copies of a task at the end game; 1: no replication */
+  guint64 compact_min_bytes; /* 0: not given; G_MAXUINT64: never */
+  guint compact_factor;    /* 0: not given */
   GPtrArray *sites;        /* DatcSiteConfig* in file order */
 } DatcSitesFile;
 
@@ -115,6 +122,10 @@ typedef struct {
 /* max_replicas likewise, and its bound. */
 #define DATC_MAX_REPLICAS_DEFAULT 2u
 #define DATC_MAX_REPLICAS_MAX 16u
+
+/* compact_min_bytes as the sites file and --compact-min-bytes take it:
+ * a whole number of bytes from 1, or "never" (G_MAXUINT64). */
+gboolean datc_parse_compact_min_bytes (const char *text, guint64 *bytes);
 
 DatcSitesFile *datc_sites_file_load (const char *path, GError **error);
 void datc_sites_file_free (DatcSitesFile *f);

@@ -198,6 +198,28 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
       json_builder_end_array (b);
     }
 
+  /* The journal's size and its last compaction (master/README.md,
+   * Compaction). */
+  DatcLedgerJournalInfo ji;
+  datc_ledger_journal_info (ledger, &ji);
+  json_builder_set_member_name (b, "journal");
+  json_builder_begin_object (b);
+  add_int (b, "bytes", (gint64) ji.bytes);
+  json_builder_set_member_name (b, "compacting");
+  json_builder_add_boolean_value (b, ji.compacting);
+  json_builder_set_member_name (b, "last_compaction");
+  if (ji.last_compaction_us > 0)
+    {
+      json_builder_begin_object (b);
+      add_int (b, "time", ji.last_compaction_us / G_USEC_PER_SEC);
+      add_int (b, "bytes_before", (gint64) ji.compacted_from);
+      add_int (b, "bytes_after", (gint64) ji.checkpoint_bytes);
+      json_builder_end_object (b);
+    }
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+
   double r = datc_rate_per_s (rate);
   json_builder_set_member_name (b, "rate_per_s");
   json_builder_add_double_value (b, r);
@@ -413,6 +435,36 @@ print_site_commands (JsonArray *sites, FILE *out)
     }
 }
 
+/* "journal  12300000 bytes, last compacted 2026-11-24 17:55:04 (60100000 ->
+ * 9800000 bytes)": bytes exact, as `ls -l` would say them. */
+static void
+print_journal (JsonObject *st, FILE *out)
+{
+  JsonObject *j = json_object_has_member (st, "journal")
+                      ? json_object_get_object_member (st, "journal")
+                      : NULL;
+  if (j == NULL)
+    return;
+  JsonNode *cn = json_object_get_member (j, "last_compaction");
+  JsonObject *c = cn != NULL && JSON_NODE_HOLDS_OBJECT (cn) ? json_node_get_object (cn) : NULL;
+  fprintf (out, "journal  %" G_GINT64_FORMAT " bytes",
+           json_object_get_int_member_with_default (j, "bytes", 0));
+  if (c != NULL)
+    {
+      g_autoptr (GDateTime) t = g_date_time_new_from_unix_local (
+          json_object_get_int_member_with_default (c, "time", 0));
+      g_autofree gchar *when = t ? g_date_time_format (t, "%Y-%m-%d %H:%M:%S") : g_strdup ("?");
+      fprintf (out, ", last compacted %s (%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT " bytes)",
+               when, json_object_get_int_member_with_default (c, "bytes_before", 0),
+               json_object_get_int_member_with_default (c, "bytes_after", 0));
+    }
+  else
+    fprintf (out, ", never compacted");
+  if (json_object_get_boolean_member_with_default (j, "compacting", FALSE))
+    fprintf (out, ", compacting now");
+  fputc ('\n', out);
+}
+
 void
 datc_status_print (JsonObject *st, FILE *out)
 {
@@ -437,6 +489,7 @@ datc_status_print (JsonObject *st, FILE *out)
       const char *bar = strchr (line, '|');
       fprintf (out, "progress %s\n", bar ? bar + 2 : line);
     }
+  print_journal (st, out);
   JsonArray *sites = json_object_get_array_member (st, "sites");
   if (!running && sites)
     {

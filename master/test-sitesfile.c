@@ -79,6 +79,28 @@ test_max_replicas (void)
     }
 }
 
+/* Compaction's thresholds: not given (0: the ledger's defaults), a size,
+ * never. */
+static void
+test_compact_keys (void)
+{
+  const struct { const char *text; guint64 bytes; guint factor; } cases[] = {
+    { "[site a]\nscheduler = fork\n", 0, 0 },
+    { "[master]\ncompact_min_bytes = 4096\ncompact_factor = 2\n[site a]\nscheduler = fork\n", 4096, 2 },
+    { "[master]\ncompact_min_bytes = never\n[site a]\nscheduler = fork\n", G_MAXUINT64, 0 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *path = write_tmp (cases[i].text);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
+      g_assert_no_error (error);
+      g_assert_cmpuint (f->compact_min_bytes, ==, cases[i].bytes);
+      g_assert_cmpuint (f->compact_factor, ==, cases[i].factor);
+      g_unlink (path);
+    }
+}
+
 /* Five minutes unless the file says; 0 is never. */
 static void
 test_give_up_after (void)
@@ -130,6 +152,10 @@ static const Bad bad[] = {
     ":2: max_replicas \"0\": expected a whole number from 1 (no replication) to 16" },
   { "max-replicas-not-a-number", "[master]\nmax_replicas = two\n[site a]\nscheduler = fork\n",
     ":2: max_replicas \"two\": expected a whole number" },
+  { "bad-compact-min-bytes", "[master]\ncompact_min_bytes = 64M\n[site a]\nscheduler = fork\n",
+    ":2: compact_min_bytes \"64M\": expected a whole number of bytes from 1, or never" },
+  { "bad-compact-factor", "[master]\ncompact_factor = 1\n[site a]\nscheduler = fork\n",
+    ":2: compact_factor \"1\": expected a whole number from 2 to 1000" },
   { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n", ":2: listen must be tcp" },
   { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
   { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
@@ -336,6 +362,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sites/parse/give-up-after-defaults-to-5-minutes-0-is-never",
                    test_give_up_after);
   g_test_add_func ("/sites/parse/max-replicas-defaults-to-2-1-is-off", test_max_replicas);
+  g_test_add_func ("/sites/parse/compact-thresholds-or-never", test_compact_keys);
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_autofree gchar *p = g_strdup_printf ("/sites/parse/rejects-%s", bad[i].name);

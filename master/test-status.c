@@ -1,6 +1,6 @@
 /* test-status.c: the text forms of a status object (status.c): what the
  * progress line and `datc status` say of proxies waiting in a scheduler's
- * queue. */
+ * queue; the journal's size and last compaction. */
 #include "status.h"
 
 #include <string.h>
@@ -69,6 +69,31 @@ test_status_names_each_sites_pending_reasons (void)
   g_assert_null (strstr (out, "site local:"));
 }
 
+/* The journal's line: its size, and its last compaction when there was
+ * one (the time in local time, as the rest of the text form). */
+static void
+test_status_says_journal_size_and_last_compaction (void)
+{
+  g_autoptr (GDateTime) t = g_date_time_new_local (2026, 11, 24, 17, 55, 4);
+  g_autofree gchar *with = g_strdup_printf (
+      "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], \"agents\": [],"
+      " \"journal\": {\"bytes\": 12300000, \"compacting\": true, \"last_compaction\":"
+      " {\"time\": %" G_GINT64_FORMAT ", \"bytes_before\": 60100000, \"bytes_after\": 9800000}}}",
+      g_date_time_to_unix (t));
+  const char *never = "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], \"agents\": [],"
+                      " \"journal\": {\"bytes\": 2048, \"compacting\": false, \"last_compaction\": null}}";
+  g_autoptr (JsonParser) parser = json_parser_new ();
+
+  g_assert_true (json_parser_load_from_data (parser, with, -1, NULL));
+  g_autofree gchar *out = printed (json_node_get_object (json_parser_get_root (parser)));
+  g_test_message ("%s", out);
+  g_assert_nonnull (strstr (out, "\njournal  12300000 bytes, last compacted 2026-11-24 17:55:04 "
+                                 "(60100000 -> 9800000 bytes), compacting now\n"));
+  g_assert_true (json_parser_load_from_data (parser, never, -1, NULL));
+  g_autofree gchar *out2 = printed (json_node_get_object (json_parser_get_root (parser)));
+  g_assert_nonnull (strstr (out2, "\njournal  2048 bytes, never compacted\n"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -77,5 +102,7 @@ main (int argc, char **argv)
                    test_progress_line_says_what_waits_in_a_queue);
   g_test_add_func ("/status/text-names-each-sites-pending-reasons",
                    test_status_names_each_sites_pending_reasons);
+  g_test_add_func ("/status/text-says-journal-size-and-last-compaction",
+                   test_status_says_journal_size_and_last_compaction);
   return g_test_run ();
 }

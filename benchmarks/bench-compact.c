@@ -1,0 +1,129 @@
+/* bench-compact.c: journal compaction on N tasks (default 1,000,000).
+ * Every task is handed out and given back R times (re-queues: the history
+ * a checkpoint forgets), then finished; the journal is compacted while
+ * dispatch goes on.  Prints the journal's bytes per task before and after,
+ * the longest the caller's thread was held by the compaction (the snapshot,
+ * then the switch), and the time a resume takes to replay each journal.
+ * Numbers only: see benchmarks/README.md, "Issue 17: journal compaction". */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ledger.h"
+
+static DatcLedger *
+open_at (const char *dir, DatcBag **bag, guint64 n, double *open_s)
+{
+  g_autoptr (GError) error = NULL;
+  GString *text = g_string_sized_new (n * 16);
+  for (guint64 i = 0; i < n; i++)
+    g_string_append (text, "/bin/true\n");
+  *bag = datc_bag_new ();
+  if (!datc_bag_load_data (*bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES, &error))
+    g_error ("%s", error->message);
+  g_string_free (text, TRUE);
+  DatcLedgerOptions o = { .compact_min_bytes = G_MAXUINT64 };
+  gint64 t0 = g_get_monotonic_time ();
+  DatcLedger *l = datc_ledger_open (dir, *bag, "t.txt", "00", &o, &error);
+  if (l == NULL)
+    g_error ("%s", error->message);
+  *open_s = (g_get_monotonic_time () - t0) / 1e6;
+  return l;
+}
+
+int
+main (int argc, char **argv)
+{
+  guint64 n = argc > 1 ? g_ascii_strtoull (argv[1], NULL, 10) : 1000000;
+  guint rounds = argc > 2 ? (guint) g_ascii_strtoull (argv[2], NULL, 10) : 3;
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-compact-XXXXXX", &error);
+  DatcBag *bag;
+  double open_s;
+  DatcLedger *l = open_at (dir, &bag, n, &open_s);
+  guint32 agent = datc_ledger_agent_hello (l, "agent-1", "local", "p1", "h1");
+  GArray *picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  GBytes *empty = g_bytes_new_static ("", 0);
+  const guint batch = 64;
+
+  for (guint r = 0; r < rounds; r++)
+    for (guint64 done = 0; done < n;)
+      {
+        g_array_set_size (picked, 0);
+        DatcDispatchRequest req = { .agent = agent, .max = batch, .budget_ms = G_MAXUINT64 };
+        guint got = datc_ledger_dispatch (l, &req, picked);
+        for (guint i = 0; i < got; i++)
+          {
+            DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
+            datc_ledger_requeue (l, agent, k->id, k->attempt);
+          }
+        done += got;
+        if (!datc_ledger_commit (l, &error))
+          g_error ("%s", error->message);
+      }
+  /* Half the tasks finish: their results stay in any journal. */
+  for (guint64 done = 0; done < n / 2;)
+    {
+      g_array_set_size (picked, 0);
+      DatcDispatchRequest req = { .agent = agent, .max = batch, .budget_ms = G_MAXUINT64 };
+      guint got = datc_ledger_dispatch (l, &req, picked);
+      for (guint i = 0; i < got; i++)
+        {
+          DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
+          DatcResult res = { .id = k->id, .attempt = k->attempt, .status = DATC_STATUS_EXITED,
+                             .started_us = 1, .finished_us = 2, .out = empty, .err = empty };
+          datc_ledger_take_result (l, agent, &res, NULL, &error);
+        }
+      done += got;
+      if (!datc_ledger_commit (l, &error))
+        g_error ("%s", error->message);
+    }
+  DatcLedgerJournalInfo before;
+  datc_ledger_journal_info (l, &before);
+
+  /* Compact while dispatch goes on: the longest commit seen meanwhile. */
+  gint64 t0 = g_get_monotonic_time (), worst_commit = 0;
+  if (!datc_ledger_compact (l, FALSE, &error))
+    g_error ("%s", error->message);
+  DatcLedgerJournalInfo info;
+  guint64 commits = 0;
+  do
+    {
+      g_array_set_size (picked, 0);
+      DatcDispatchRequest req = { .agent = agent, .max = batch, .budget_ms = G_MAXUINT64 };
+      guint got = datc_ledger_dispatch (l, &req, picked);
+      for (guint i = 0; i < got; i++)
+        {
+          DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
+          datc_ledger_requeue (l, agent, k->id, k->attempt);
+        }
+      gint64 c0 = g_get_monotonic_time ();
+      if (!datc_ledger_commit (l, &error))
+        g_error ("%s", error->message);
+      worst_commit = MAX (worst_commit, g_get_monotonic_time () - c0);
+      commits++;
+      datc_ledger_journal_info (l, &info);
+    }
+  while (info.compacting);
+  double compact_s = (g_get_monotonic_time () - t0) / 1e6;
+  datc_ledger_free (l);
+  datc_bag_free (bag);
+
+  double reopen_s;
+  l = open_at (dir, &bag, n, &reopen_s);
+  printf ("tasks %" G_GUINT64_FORMAT ", %u re-queue rounds, %" G_GUINT64_FORMAT " results\n", n,
+          rounds, n / 2);
+  printf ("journal before: %" G_GUINT64_FORMAT " bytes (%.1f per task)\n", before.bytes,
+          (double) before.bytes / n);
+  printf ("journal after:  %" G_GUINT64_FORMAT " bytes (%.1f per task), checkpoint %"
+          G_GUINT64_FORMAT "\n", info.bytes, (double) info.bytes / n, info.checkpoint_bytes);
+  printf ("compaction: %.3f s in all, %" G_GUINT64_FORMAT " commits meanwhile\n", compact_s,
+          commits);
+  printf ("dispatch pause: longest hold %.2f ms (snapshot or switch), longest commit %.2f ms\n",
+          info.pause_max_us / 1e3, worst_commit / 1e3);
+  printf ("resume: replaying the compacted journal took %.3f s\n", reopen_s);
+  datc_ledger_free (l);
+  datc_bag_free (bag);
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  return system (cmd) == 0 ? 0 : 1;
+}
