@@ -164,6 +164,7 @@ struct DatcProvisioner {
   gint64 next_plan_us;
   gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
+  GHashTable *load_index;  /* scratch: proxy name -> index + 1 in loads (index_loads) */
   guint keys_out;          /* key removals with the workers */
   GArray *serve_items;     /* zmq_pollitem_t polled beside the workers while waiting */
   void (*serve) (gpointer data);
@@ -483,6 +484,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   p->waits = o->waits;
   p->tag = g_random_int_range (0x1000, 0xffff);
   p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
+  p->load_index = g_hash_table_new (g_str_hash, g_str_equal);
   p->keep_site_files = o->keep_site_files;
   p->give_up_s = o->give_up_s;
   p->clock = o->clock;
@@ -580,6 +582,7 @@ datc_provisioner_free (DatcProvisioner *p)
   if (p->done_here != NULL)
     g_queue_free (p->done_here);
   g_array_unref (p->loads);
+  g_hash_table_unref (p->load_index);
   g_clear_pointer (&p->serve_items, g_array_unref);
   g_free (p->endpoint);
   g_free (p->server_public);
@@ -1755,16 +1758,26 @@ is_expiring (const SiteState *s, const Proxy *x, gint64 now_real)
   return now_real >= x->walltime_end_us - lead;
 }
 
-static const DatcAgentLoad *
-find_load (GArray *loads, const char *proxy)
+/* Each proxy's agent, by the proxy's name (the first agent listed for it),
+ * from p->loads: a look-up, not a walk over every agent for each proxy
+ * (a thousand of each made every plan a million comparisons). */
+static void
+index_loads (DatcProvisioner *p)
 {
-  for (guint i = 0; i < loads->len; i++)
+  g_hash_table_remove_all (p->load_index);
+  for (guint i = 0; i < p->loads->len; i++)
     {
-      const DatcAgentLoad *l = &g_array_index (loads, DatcAgentLoad, i);
-      if (g_strcmp0 (l->proxy, proxy) == 0)
-        return l;
+      const DatcAgentLoad *l = &g_array_index (p->loads, DatcAgentLoad, i);
+      if (l->proxy != NULL && !g_hash_table_contains (p->load_index, l->proxy))
+        g_hash_table_insert (p->load_index, (gpointer) l->proxy, GUINT_TO_POINTER (i + 1));
     }
-  return NULL;
+}
+
+static const DatcAgentLoad *
+find_load (DatcProvisioner *p, const char *proxy)
+{
+  guint i = GPOINTER_TO_UINT (g_hash_table_lookup (p->load_index, proxy));
+  return i > 0 ? &g_array_index (p->loads, DatcAgentLoad, i - 1) : NULL;
 }
 
 /* A proxy's agent said HELLO for the first time: what it waited, when it
@@ -1800,12 +1813,13 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 {
   g_array_set_size (p->loads, 0);
   datc_dispatcher_proxy_agents (p->disp, s->spec->name, p->loads);
+  index_loads (p);
   s->free_running = s->running_expiring = s->coming = 0;
   s->alive = 0;
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      const DatcAgentLoad *l = find_load (p->loads, x->id);
+      const DatcAgentLoad *l = find_load (p, x->id);
       if (x->started_us == 0 && ever_connected (p, s, x))
         {
           /* Its agent connected: seen connected now, or come and gone
