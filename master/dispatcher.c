@@ -44,6 +44,12 @@ typedef struct {
   GArray *cancels;        /* DatcTaskKey to cancel after commit */
   gboolean welcome, rehello, bye;
   gboolean retired;       /* sent RETIRE: its node failed tasks fast; no more work */
+  /* Where it is in the dispatcher's per-event lists (see `by_seen`), so
+   * that no turn, tick or heartbeat walks every agent. */
+  GList seen_link;        /* in by_seen: every agent, least recently heard first */
+  GList beat_link;        /* in by_beat while `beating` */
+  GList want_link;        /* in wanting while `wanting` */
+  gboolean beating, wanting, touched, leaving, to_check;
 } Agent;
 
 /* A node whose tasks fail this many times in a row, each within
@@ -61,6 +67,9 @@ typedef struct {
 /* ACKs may only leave after the sync; a few hundred of them waiting is
  * reason enough to sync early. */
 #define SYNC_BATCH 256
+
+/* How long the end game's list of tasks worth a copy stands. */
+#define REPLICA_RECOMPUTE_US (100 * 1000)
 
 /* Peers dropped for a bad frame are remembered so they get nothing more;
  * a key holder that keeps making new routing ids must not grow this
@@ -106,11 +115,29 @@ struct DatcDispatcher {
   GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
   gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
   GHashTable *keep_idle;  /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
+  gboolean holding_idle;  /* the end game keeps idle agents for copies (release_idle) */
   GHashTable *fast_failures; /* "site\thost" -> failures in a row under FAST_FAILURE_US */
   GHashTable *site_hosts;    /* site -> set of the hosts its agents said HELLO from */
   GHashTable *excluded;      /* site -> GPtrArray of hosts excluded (NULL-ended) */
   guint max_replicas;     /* live copies a task may have at the end game; 1: none */
-  GArray *candidates;     /* reused: DatcReplicaCandidate */
+  GArray *candidates;     /* DatcReplicaCandidate, as of candidates_us */
+  gint64 candidates_us;   /* when they were computed (0: to do) */
+  /* A thousand agents cost nothing per turn that they do not cause: the
+   * lists below hold only the agents an event concerns, each kept in
+   * order by the event itself, so receive, tick and flush touch those and
+   * no others.  by_seen is ordered by last_seen_us (an agent heard from
+   * moves to its tail): the lost are at its head.  by_beat is ordered by
+   * last_heartbeat_us, after a prefix of agents already due (one heard
+   * from again after a silence past its lease goes to the head). */
+  GQueue by_seen, by_beat;
+  GQueue wanting;         /* agents with credit left (limit > sent) */
+  GPtrArray *touched;     /* agents with ACKs or CANCELs to send */
+  GPtrArray *to_check;    /* agents touched, or that said HELLO, since the last release_idle:
+                           * the only ones whose load can have dropped to nothing */
+  guint64 queued_seen;    /* tasks queued at the last release_idle */
+  gboolean rescan_idle;   /* release_idle looks at every agent, not only those touched */
+  GPtrArray *leaving;     /* agents sent BYE: forgotten at the end of the flush */
+  GPtrArray *by_idx;      /* ledger index -> its Agent (or NULL) */
 };
 
 /* An agent may start a task it holds only while it has heard from this
@@ -181,6 +208,57 @@ held (DatcDispatcher *d, const Agent *a)
   return datc_ledger_agent_attempts (d->ledger, a->idx);
 }
 
+/* An agent with ACKs or CANCELs waiting: flush sends them. */
+static void
+touch (DatcDispatcher *d, Agent *a)
+{
+  if (!a->touched)
+    {
+      a->touched = TRUE;
+      g_ptr_array_add (d->touched, a);
+    }
+  if (!a->to_check)
+    {
+      a->to_check = TRUE;
+      g_ptr_array_add (d->to_check, a);
+    }
+}
+
+static void
+want (DatcDispatcher *d, Agent *a)
+{
+  if (!a->wanting && a->limit > a->sent)
+    {
+      a->wanting = TRUE;
+      g_queue_push_tail_link (&d->wanting, &a->want_link);
+    }
+}
+
+static void
+unwant (DatcDispatcher *d, Agent *a)
+{
+  if (a->wanting)
+    {
+      a->wanting = FALSE;
+      g_queue_unlink (&d->wanting, &a->want_link);
+    }
+}
+
+/* Heard from now: the tail of by_seen.  One that was no longer sent
+ * heartbeats (silent past its lease) is due one at once. */
+static void
+seen (DatcDispatcher *d, Agent *a, gint64 now)
+{
+  a->last_seen_us = now;
+  g_queue_unlink (&d->by_seen, &a->seen_link);
+  g_queue_push_tail_link (&d->by_seen, &a->seen_link);
+  if (!a->beating)
+    {
+      a->beating = TRUE;
+      g_queue_push_head_link (&d->by_beat, &a->beat_link);
+    }
+}
+
 static gboolean host_excluded (DatcDispatcher *d, const char *site, const char *host);
 static void retire_agent (DatcDispatcher *d, Agent *a, const char *reason);
 
@@ -227,6 +305,11 @@ queue_bye (DatcDispatcher *d, Agent *a, const char *reason)
   m.u.reason = (gchar *) reason;
   queue_msg (d, a->rid, &m);
   a->bye = TRUE;
+  if (!a->leaving)
+    {
+      a->leaving = TRUE;
+      g_ptr_array_add (d->leaving, a);
+    }
 }
 
 static void send_keys (DatcDispatcher *d, Agent *a, DatcMsgType type, GArray *keys);
@@ -333,6 +416,11 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->heartbeat_ms = MIN (d->heartbeat_ms, MAX (d->timeout_ms / 8, 1u));
   d->max_replicas = o->max_replicas ? o->max_replicas : DATC_DISPATCHER_MAX_REPLICAS;
   d->candidates = g_array_new (FALSE, FALSE, sizeof (DatcReplicaCandidate));
+  d->touched = g_ptr_array_new ();
+  d->to_check = g_ptr_array_new ();
+  d->leaving = g_ptr_array_new ();
+  d->by_idx = g_ptr_array_new ();
+  d->queued_seen = G_MAXUINT64;
   /* Agents of the last master (if it died) say HELLO within about a
    * heartbeat of reconnecting; until they have (or this long), queued tasks
    * wait, because some may be running on them already (TASKS leave before
@@ -456,6 +544,10 @@ datc_dispatcher_free (DatcDispatcher *d)
       g_array_unref (queues[q]);
     }
   g_hash_table_unref (d->agents);
+  g_ptr_array_unref (d->touched);
+  g_ptr_array_unref (d->to_check);
+  g_ptr_array_unref (d->leaving);
+  g_ptr_array_unref (d->by_idx);
   g_hash_table_unref (d->banned);
   g_hash_table_unref (d->site_keys);
   g_hash_table_unref (d->allowed);
@@ -531,19 +623,25 @@ agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
     /* It left on its own: what it still had went back without penalty. */
     datc_trace_event (d->trace, "agent_exited", "site", 's', a->site, "proxy", 's', a->proxy,
                       "agent", 's', a->agent_id, NULL);
+  g_queue_unlink (&d->by_seen, &a->seen_link);
+  if (a->beating)
+    g_queue_unlink (&d->by_beat, &a->beat_link);
+  unwant (d, a);
+  if (a->touched)
+    g_ptr_array_remove_fast (d->touched, a);
+  if (a->to_check)
+    g_ptr_array_remove_fast (d->to_check, a);
+  if (a->leaving)
+    g_ptr_array_remove_fast (d->leaving, a);
+  if (a->idx < d->by_idx->len && d->by_idx->pdata[a->idx] == a)
+    d->by_idx->pdata[a->idx] = NULL;
   g_hash_table_remove (d->agents, a->rid);
 }
 
 static Agent *
 agent_by_index (DatcDispatcher *d, guint32 idx)
 {
-  GHashTableIter it;
-  gpointer v;
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
-    if (((Agent *) v)->idx == idx)
-      return v;
-  return NULL;
+  return idx < d->by_idx->len ? d->by_idx->pdata[idx] : NULL;
 }
 
 static gboolean
@@ -697,6 +795,8 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
       a->rid = g_bytes_ref (rid);
       a->acks = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
       a->cancels = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+      a->seen_link.data = a->beat_link.data = a->want_link.data = a;
+      g_queue_push_tail_link (&d->by_seen, &a->seen_link);
       g_hash_table_insert (d->agents, a->rid, a);
     }
   g_free (a->agent_id), a->agent_id = g_strdup (h->agent_id);
@@ -713,7 +813,12 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   a->welcome = TRUE;
   a->rehello = FALSE;
   a->bye = FALSE;
+  if (a->idx < d->by_idx->len && d->by_idx->pdata[a->idx] == a)
+    d->by_idx->pdata[a->idx] = NULL;
   a->idx = datc_ledger_agent_hello (d->ledger, h->agent_id, h->site, h->proxy, h->host);
+  if (a->idx >= d->by_idx->len)
+    g_ptr_array_set_size (d->by_idx, a->idx + 1);
+  d->by_idx->pdata[a->idx] = a;
   datc_ledger_agent_walltime (d->ledger, a->idx, h->walltime_end_us);
   GHashTable *hosts = g_hash_table_lookup (d->site_hosts, a->site);
   if (hosts == NULL)
@@ -757,6 +862,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
    * direct mode that was its one task. */
   a->handed = MAX (a->handed, held (d, a));
   a->heard_executing = FALSE;
+  touch (d, a);
 
   DatcMsg w = { .type = DATC_MSG_WELCOME };
   w.u.welcome.epoch = d->epoch;
@@ -768,7 +874,10 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
    * retired saying HELLO again: it gets no work. */
   if (a->retired || host_excluded (d, a->site, a->host))
     retire_agent (d, a, "its host is excluded: tasks failed fast there");
-  a->last_heartbeat_us = a->last_seen_us = datc_clock_monotonic (d->clock);
+  a->last_heartbeat_us = datc_clock_monotonic (d->clock);
+  seen (d, a, a->last_heartbeat_us);
+  g_queue_unlink (&d->by_beat, &a->beat_link);
+  g_queue_push_tail_link (&d->by_beat, &a->beat_link);
   g_debug ("agent %s (site %s, proxy %s, host %s, %u slots) said HELLO, session %u, holding %u",
            a->agent_id, a->site, a->proxy, a->host, a->slots, a->session, h->held->len);
 }
@@ -915,6 +1024,7 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           /* Acknowledged unrecorded, so it is not sent again. */
           DatcTaskKey k = { res->id, res->attempt };
           g_array_append_val (a->acks, k);
+          touch (d, a);
           not_ours++;
           continue;
         }
@@ -945,6 +1055,7 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
             continue;
           DatcTaskKey k = { res->id, lr->attempt };
           g_array_append_val (other->cancels, k);
+          touch (d, other);
           datc_trace_event (d->trace, "task_replica_cancelled", "task", 'i', (gint64) res->id,
                             "attempt", 'i', (gint64) lr->attempt, "site", 's', other->site,
                             "proxy", 's', other->proxy, "agent", 's', other->agent_id,
@@ -958,6 +1069,7 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
         a->limit = a->sent;
       DatcTaskKey k = { res->id, res->attempt };
       g_array_append_val (a->acks, k);
+      touch (d, a);
     }
   trace_tasks_refused (d, a, "results", not_ours);
   return TRUE;
@@ -1007,12 +1119,13 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, con
       refuse_peer (d, rid, a->agent_id, a->site, a->proxy, user, why);
       return TRUE;
     }
-  a->last_seen_us = datc_clock_monotonic (d->clock);
+  seen (d, a, datc_clock_monotonic (d->clock));
   switch (m->type)
     {
     case DATC_MSG_CREDIT:
       if (m->u.credit.session == a->session && m->u.credit.limit > a->limit && !a->retired)
         a->limit = m->u.credit.limit;
+      want (d, a);
       break;
     case DATC_MSG_RESULT:
       return on_results (d, a, &m->u.results, error);
@@ -1102,24 +1215,16 @@ void
 datc_dispatcher_tick (DatcDispatcher *d)
 {
   gint64 now = datc_clock_monotonic (d->clock);
-  GHashTableIter it;
-  gpointer v;
   g_autoptr (GPtrArray) lost = g_ptr_array_new ();
 
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
+  /* The silent are at the head of by_seen, the due at the head of
+   * by_beat: each walk stops at the first agent that is not. */
+  for (GList *l = d->by_seen.head; l != NULL; l = l->next)
     {
-      Agent *a = v;
-      if (a->last_seen_us == 0)
-        a->last_seen_us = now;
-      if (now - a->last_seen_us > (gint64) d->timeout_ms * 1000)
-        g_ptr_array_add (lost, a);
-      else if (now - a->last_heartbeat_us >= (gint64) d->heartbeat_ms * 1000
-               && now - a->last_seen_us <= lease_us (d))
-        {
-          queue_heartbeat (d, a->rid, a->session, FALSE);
-          a->last_heartbeat_us = now;
-        }
+      Agent *a = l->data;
+      if (now - a->last_seen_us <= (gint64) d->timeout_ms * 1000)
+        break;
+      g_ptr_array_add (lost, a);
     }
   for (guint i = 0; i < lost->len; i++)
     {
@@ -1127,6 +1232,23 @@ datc_dispatcher_tick (DatcDispatcher *d)
       g_message ("agent %s (site %s, proxy %s) silent for more than %u ms", a->agent_id,
                  a->site, a->proxy, d->timeout_ms);
       agent_forget (d, a, TRUE);
+    }
+  GList *next;
+  for (GList *l = d->by_beat.head; l != NULL; l = next)
+    {
+      Agent *a = l->data;
+      next = l->next;
+      if (now - a->last_heartbeat_us < (gint64) d->heartbeat_ms * 1000)
+        break;
+      g_queue_unlink (&d->by_beat, l);
+      if (now - a->last_seen_us <= lease_us (d))
+        {
+          queue_heartbeat (d, a->rid, a->session, FALSE);
+          a->last_heartbeat_us = now;
+          g_queue_push_tail_link (&d->by_beat, l);
+        }
+      else
+        a->beating = FALSE;  /* until it is heard from again (seen) */
     }
   guint64 n = datc_ledger_expire_orphans (d->ledger, datc_clock_real (d->clock));
   if (n > 0)
@@ -1273,24 +1395,38 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
 gboolean
 datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GError **error)
 {
-  GHashTableIter it;
-  gpointer v;
   gint64 now_real = datc_clock_real (d->clock);
   gint64 now = datc_clock_monotonic (d->clock);
 
   if (synced != NULL)
     *synced = FALSE;
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
+  /* ACKs and CANCELs before any TASKS to the same agent, as they came. */
+  for (guint i = 0; i < d->touched->len; i++)
     {
-      Agent *a = v;
+      Agent *a = d->touched->pdata[i];
+      a->touched = FALSE;
       if (a->acks->len)
         send_keys (d, a, DATC_MSG_ACK, a->acks);
       if (a->cancels->len)
         send_keys (d, a, DATC_MSG_CANCEL, a->cancels);
-      if (a->bye || a->rehello)
-        continue;
-      hand_out (d, a, now_real, now);
+    }
+  g_ptr_array_set_size (d->touched, 0);
+  if (d->settle_until_us != 0 && g_hash_table_size (d->agents) > 0
+      && (now >= d->settle_until_us || datc_ledger_awaited (d->ledger) == 0))
+    d->settle_until_us = 0;
+  /* Only agents with credit left, and only while something is queued
+   * (direct mode: an agent's bound task, or its BYE, may be due). */
+  DatcLedgerCounts c;
+  datc_ledger_counts (d->ledger, &c);
+  GList *next;
+  for (GList *l = d->wanting.head; l != NULL && (c.queued > 0 || d->one_task); l = next)
+    {
+      Agent *a = l->data;
+      next = l->next;
+      if (!a->bye && !a->rehello)
+        hand_out (d, a, now_real, now);
+      if (a->bye || a->rehello || a->limit <= a->sent)
+        unwant (d, a);
     }
 
   /* Work goes out at once; its journal records follow with the next sync. */
@@ -1315,13 +1451,15 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
     *synced = TRUE;
 
   /* Agents told to leave are forgotten once their BYE is out. */
-  g_autoptr (GPtrArray) leaving = g_ptr_array_new ();
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
-    if (((Agent *) v)->bye)
-      g_ptr_array_add (leaving, v);
+  g_autoptr (GPtrArray) leaving = g_steal_pointer (&d->leaving);
+  d->leaving = g_ptr_array_new ();
   for (guint i = 0; i < leaving->len; i++)
-    agent_forget (d, leaving->pdata[i], FALSE);
+    {
+      Agent *a = leaving->pdata[i];
+      a->leaving = FALSE;
+      if (a->bye)
+        agent_forget (d, a, FALSE);
+    }
   return TRUE;
 }
 
@@ -1406,29 +1544,38 @@ replication_on (DatcDispatcher *d)
 static void
 replicate_end_game (DatcDispatcher *d)
 {
-  if (!replication_on (d) || d->settle_until_us != 0 || datc_ledger_orphans (d->ledger) > 0
-      || datc_ledger_awaited (d->ledger) > 0)
-    return;
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
-  if (c.queued > 0 || c.running == 0)
-    return;
+  if (!replication_on (d) || d->settle_until_us != 0 || datc_ledger_orphans (d->ledger) > 0 || datc_ledger_awaited (d->ledger) > 0
+      || c.queued > 0 || c.running == 0)
+    {
+      /* A task requeued here may run again as a new attempt: the list
+       * kept would name it. */
+      d->candidates_us = 0;
+      return;
+    }
   gint64 now = datc_clock_monotonic (d->clock), now_real = datc_clock_real (d->clock);
   g_autoptr (GPtrArray) idle = g_ptr_array_new ();
-  GHashTableIter it;
-  gpointer v;
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
+  /* Idle means credit left: only agents in `wanting` can be. */
+  for (GList *l = d->wanting.head; l != NULL; l = l->next)
     {
-      Agent *a = v;
+      Agent *a = l->data;
       if (!a->bye && !a->rehello && a->welcome && held (d, a) < a->slots && a->limit > a->sent
           && now - a->last_seen_us <= lease_us (d))
         g_ptr_array_add (idle, a);
     }
   if (idle->len == 0)
     return;
-  g_array_set_size (d->candidates, 0);
-  datc_ledger_replica_candidates (d->ledger, d->max_replicas, now_real, d->candidates);
+  /* The candidates cost a look at every running task: worked out at most
+   * every REPLICA_RECOMPUTE_US, not every turn (a thousand agents make
+   * many turns).  Meanwhile the list stands, less what was copied; a
+   * task in it that ended since is refused by the ledger. */
+  if (d->candidates_us == 0 || now - d->candidates_us >= REPLICA_RECOMPUTE_US)
+    {
+      g_array_set_size (d->candidates, 0);
+      datc_ledger_replica_candidates (d->ledger, d->max_replicas, now_real, d->candidates);
+      d->candidates_us = now;
+    }
   for (guint i = 0; i < idle->len && d->candidates->len > 0; i++)
     {
       Agent *a = idle->pdata[i];
@@ -1473,22 +1620,42 @@ replicate_end_game (DatcDispatcher *d)
     }
 }
 
-static void release_finished_one_task (DatcDispatcher *d);
+/* Whether `a` is idle for good: nothing held, no work it could take. */
+static void
+release_if_idle (DatcDispatcher *d, Agent *a, const DatcLedgerCounts *c)
+{
+  if (a->bye || !a->welcome || held (d, a) > 0)
+    return;
+  if (d->one_task)
+    {
+      if (a->handed > 0)
+        queue_bye (d, a, "its one task is done (direct mode)");
+      return;
+    }
+  if (g_hash_table_contains (d->keep_idle, a->site))
+    return;
+  if (c->queued == 0 || datc_ledger_queued_in (d->ledger, a->partition) == 0)
+    queue_bye (d, a, "no work left");
+}
 
 void
 datc_dispatcher_release_idle (DatcDispatcher *d)
 {
-  if (d->one_task)
-    {
-      release_finished_one_task (d);
-      return;
-    }
   /* An idle agent that takes a copy is no longer idle. */
-  replicate_end_game (d);
+  if (!d->one_task)
+    replicate_end_game (d);
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
+  /* An agent becomes idle by an event of its own (a result, a cancel, its
+   * HELLO: `to_check`); every agent may at once when the queue
+   * (or in a split bag, a share of it) empties or a site's idle agents
+   * are no longer kept.  Only then are all looked at. */
+  gboolean all = d->rescan_idle
+                 || (!d->one_task && c.queued != d->queued_seen
+                     && (c.queued == 0 || d->split_sites != NULL));
+  d->queued_seen = c.queued;
   /* In a split bag an agent is idle for good once its own share is empty. */
-  if (c.queued > 0 && d->split_sites == NULL)
+  if (!d->one_task && c.queued > 0 && d->split_sites == NULL)
     return;
   /* With replication on, the end game's idle agents are where copies go:
    * they stay while a running task may yet be copied.  A task becomes
@@ -1500,19 +1667,34 @@ datc_dispatcher_release_idle (DatcDispatcher *d)
    * slots for at most the end game, which the copies shorten; with
    * --max-replicas 1 they leave at once. */
   if (c.queued == 0 && replication_on (d) && datc_ledger_may_copy (d->ledger, d->max_replicas))
+    {
+      /* Those that idle meanwhile stay in to_check; all are looked at
+       * once the hold ends. */
+      d->holding_idle = TRUE;
+      return;
+    }
+  if (d->holding_idle)
+    {
+      d->holding_idle = FALSE;
+      all = TRUE;
+    }
+  d->rescan_idle = FALSE;
+  g_autoptr (GPtrArray) check = g_steal_pointer (&d->to_check);
+  d->to_check = g_ptr_array_new ();
+  for (guint i = 0; i < check->len; i++)
+    {
+      Agent *a = check->pdata[i];
+      a->to_check = FALSE;
+      if (!all)
+        release_if_idle (d, a, &c);
+    }
+  if (!all)
     return;
   GHashTableIter it;
   gpointer v;
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
-    {
-      Agent *a = v;
-      if (a->bye || held (d, a) > 0 || !a->welcome
-          || g_hash_table_contains (d->keep_idle, a->site))
-        continue;
-      if (c.queued == 0 || datc_ledger_queued_in (d->ledger, a->partition) == 0)
-        queue_bye (d, a, "no work left");
-    }
+    release_if_idle (d, v, &c);
 }
 
 void
@@ -1521,23 +1703,8 @@ datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep)
   /* Called for every site on every provisioner tick: no copy when nothing changes. */
   if (keep && !g_hash_table_contains (d->keep_idle, site))
     g_hash_table_add (d->keep_idle, g_strdup (site));
-  else if (!keep)
-    g_hash_table_remove (d->keep_idle, site);
-}
-
-/* Direct mode: an agent whose one task has its result is done. */
-static void
-release_finished_one_task (DatcDispatcher *d)
-{
-  GHashTableIter it;
-  gpointer v;
-  g_hash_table_iter_init (&it, d->agents);
-  while (g_hash_table_iter_next (&it, NULL, &v))
-    {
-      Agent *a = v;
-      if (!a->bye && a->handed > 0 && held (d, a) == 0)
-        queue_bye (d, a, "its one task is done (direct mode)");
-    }
+  else if (!keep && g_hash_table_remove (d->keep_idle, site))
+    d->rescan_idle = TRUE;  /* its idle agents may go now */
 }
 
 void
@@ -1576,6 +1743,9 @@ datc_dispatcher_one_task (DatcDispatcher *d)
 void
 datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
 {
+  DatcLedgerCounts c;
+  datc_ledger_counts (d->ledger, &c);
+  guint64 queued = c.queued;
   GHashTableIter it;
   gpointer v;
   g_hash_table_iter_init (&it, d->agents);
@@ -1587,7 +1757,9 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
       DatcAgentLoad l = {
         .proxy = a->proxy, .slots = a->slots, .running = held (d, a),
         .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
-        .starved = a->starved,
+        /* Nothing queued: nothing it could be starved of (flush no longer
+         * asks the ledger for it then). */
+        .starved = a->starved && queued > 0,
       };
       g_array_append_val (out, l);
     }
@@ -1669,5 +1841,6 @@ datc_dispatcher_cancel_running (DatcDispatcher *d, GArray *running)
         continue;
       DatcTaskKey k = { r->id, r->attempt };
       g_array_append_val (a->cancels, k);
+      touch (d, a);
     }
 }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -119,6 +120,8 @@ struct DatcLedger {
   GHashTable *replicas;     /* id -> GArray of Copy: tasks running as more than one copy */
   GPtrArray *agents;        /* AgentInfo* by index; NULL: free */
   GArray *attempts_on;      /* guint32 by agent index: its live attempts (attempts_add) */
+  GPtrArray *tasks_on;      /* by agent index: GHashTable id -> live attempts of it there
+                             * (NULL: none yet), the ids behind attempts_on */
   GArray *free_agents;      /* guint32 indices of departed agents, reused first */
   guint live_agents;        /* non-NULL entries of agents */
   guint awaited;            /* agents with `awaited` set */
@@ -269,15 +272,35 @@ count_for (DatcLedger *l, guint8 state)
  * dispatcher learns an agent's load in O(1) (datc_ledger_agent_attempts),
  * never by a scan per task or per heartbeat. */
 static void
-attempts_add (DatcLedger *l, guint32 agent, gint delta)
+tasks_on_free (gpointer p)
+{
+  if (p != NULL)
+    g_hash_table_unref (p);
+}
+
+static void
+attempts_add (DatcLedger *l, guint32 agent, guint64 id, gint delta)
 {
   if (agent > AGENT_INDEX_MAX)
     return;
   if (agent >= l->attempts_on->len)
-    g_array_set_size (l->attempts_on, agent + 1);
+    {
+      g_array_set_size (l->attempts_on, agent + 1);
+      g_ptr_array_set_size (l->tasks_on, agent + 1);
+    }
   guint32 *n = &g_array_index (l->attempts_on, guint32, agent);
   g_return_if_fail (delta > 0 || *n > 0);
   *n += delta;
+  /* Which tasks, too: an agent that leaves or comes back is reconciled
+   * over its own tasks, not over the bag. */
+  GHashTable *ids = l->tasks_on->pdata[agent];
+  if (ids == NULL)
+    ids = l->tasks_on->pdata[agent] = g_hash_table_new (NULL, NULL);
+  guint on = GPOINTER_TO_UINT (g_hash_table_lookup (ids, TASK_KEY (id))) + delta;
+  if (on > 0)
+    g_hash_table_insert (ids, TASK_KEY (id), GUINT_TO_POINTER (on));
+  else
+    g_hash_table_remove (ids, TASK_KEY (id));
 }
 
 static void
@@ -302,12 +325,12 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
            * last copy given back). */
           GArray *copies = g_hash_table_lookup (l->replicas, TASK_KEY (id));
           for (guint i = 0; i < copies->len; i++)
-            attempts_add (l, g_array_index (copies, Copy, i).agent, -1);
+            attempts_add (l, g_array_index (copies, Copy, i).agent, id, -1);
           g_hash_table_remove (l->replicas, TASK_KEY (id));
           t->replicated = FALSE;
         }
       else
-        attempts_add (l, t->agent, -1);
+        attempts_add (l, t->agent, id, -1);
     }
   if (t->bound && state != DATC_TASK_QUEUED)
     {
@@ -319,7 +342,7 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
   if (state == DATC_TASK_QUEUED)
     datc_task_queue_count (l->queue, id, +1);
   if (state == DATC_TASK_RUNNING && !was_running)
-    attempts_add (l, t->agent, +1);
+    attempts_add (l, t->agent, id, +1);
 }
 
 static gboolean
@@ -572,8 +595,8 @@ apply_dispatch (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint6
     g_hash_table_insert (l->running, TASK_KEY (id), GUINT_TO_POINTER (ms32 (when_us)));
   if (t->state == DATC_TASK_RUNNING && t->agent != agent)
     {
-      attempts_add (l, t->agent, -1);
-      attempts_add (l, agent, +1);
+      attempts_add (l, t->agent, id, -1);
+      attempts_add (l, agent, id, +1);
     }
   t->attempt = attempt;
   t->agent = agent;
@@ -616,7 +639,7 @@ apply_replicate (DatcLedger *l, guint32 agent, guint64 id, guint32 attempt, gint
     }
   Copy c = { agent, attempt, ms32 (when_us) };
   g_array_append_val (copies, c);
-  attempts_add (l, agent, +1);
+  attempts_add (l, agent, id, +1);
   t->attempt = attempt;
   t->agent = agent;
   t->site = site_id (l, agent);
@@ -636,7 +659,7 @@ apply_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
   for (guint i = 0; i < copies->len; i++)
     if (g_array_index (copies, Copy, i).attempt == attempt)
       {
-        attempts_add (l, g_array_index (copies, Copy, i).agent, -1);
+        attempts_add (l, g_array_index (copies, Copy, i).agent, id, -1);
         g_array_remove_index (copies, i);
         break;
       }
@@ -671,7 +694,7 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
                                                    && g_str_equal (a->proxy, proxy);
           if (drop)
             {
-              attempts_add (l, agent, -1);
+              attempts_add (l, agent, GPOINTER_TO_SIZE (k), -1);
               g_array_remove_index (copies, i);
             }
         }
@@ -1221,6 +1244,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
                                        (GDestroyNotify) g_array_unref);
   l->agents = g_ptr_array_new ();
   l->attempts_on = g_array_new (FALSE, TRUE, sizeof (guint32));
+  l->tasks_on = g_ptr_array_new_with_free_func (tasks_on_free);
   l->free_agents = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->site_names = g_ptr_array_new_with_free_func (g_free);
   g_ptr_array_add (l->site_names, NULL);
@@ -1532,6 +1556,7 @@ datc_ledger_free (DatcLedger *l)
       agent_info_free (l->agents->pdata[i]);
   g_ptr_array_unref (l->agents);
   g_array_unref (l->attempts_on);
+  g_ptr_array_unref (l->tasks_on);
   g_array_unref (l->free_agents);
   g_ptr_array_unref (l->windows);
   g_hash_table_unref (l->agent_index);
@@ -2226,33 +2251,52 @@ datc_ledger_agent_attempts (DatcLedger *l, guint32 agent)
   return agent < l->attempts_on->len ? g_array_index (l->attempts_on, guint32, agent) : 0;
 }
 
+static gint
+key_by_id (gconstpointer a, gconstpointer b)
+{
+  guint64 x = ((const DatcTaskKey *) a)->id, y = ((const DatcTaskKey *) b)->id;
+  return x < y ? -1 : x > y;
+}
+
 void
 datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
 {
-  /* Most agents leave holding nothing: no scan of the bag for them. */
+  /* Most agents leave holding nothing: nothing to look at for them. */
   if (datc_ledger_agent_attempts (l, agent) == 0)
     return;
-  for (guint64 id = 1; id <= l->n_tasks; id++)
-    {
-      TaskSlot *t = &l->tasks[id - 1];
-      if (t->state == DATC_TASK_RUNNING && t->agent == agent && !t->replicated)
-        {
-          DatcTaskKey k = { id, t->attempt };
-          g_array_append_val (keys, k);
-        }
-    }
+  GHashTable *ids = l->tasks_on->pdata[agent];
+  g_autoptr (GArray) copied = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  guint first = keys->len;
   GHashTableIter it;
-  gpointer id, copies;
-  g_hash_table_iter_init (&it, l->replicas);
-  while (g_hash_table_iter_next (&it, &id, &copies))
+  gpointer k;
+  g_hash_table_iter_init (&it, ids);
+  while (g_hash_table_iter_next (&it, &k, NULL))
     {
-      gint i = copy_index (copies, agent, 0);
-      if (i >= 0)
+      guint64 id = GPOINTER_TO_SIZE (k);
+      TaskSlot *t = &l->tasks[id - 1];
+      if (t->state != DATC_TASK_RUNNING)
+        continue;
+      if (t->replicated)
         {
-          DatcTaskKey k = { GPOINTER_TO_SIZE (id), g_array_index ((GArray *) copies, Copy, i).attempt };
-          g_array_append_val (keys, k);
+          gint i = copy_index (copies_of (l, id, t), agent, 0);
+          if (i >= 0)
+            {
+              DatcTaskKey c = { id, g_array_index (copies_of (l, id, t), Copy, i).attempt };
+              g_array_append_val (copied, c);
+            }
+        }
+      else if (t->agent == agent)
+        {
+          DatcTaskKey c = { id, t->attempt };
+          g_array_append_val (keys, c);
         }
     }
+  /* In id order, as a scan of the bag would give them: the order they go
+   * back to the queue in.  Copies after. */
+  g_array_sort (copied, key_by_id);
+  qsort (keys->data + first * sizeof (DatcTaskKey), keys->len - first, sizeof (DatcTaskKey),
+         key_by_id);
+  g_array_append_vals (keys, copied->data, copied->len);
 }
 
 static guint

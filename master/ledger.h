@@ -294,7 +294,8 @@ guint datc_ledger_awaited (DatcLedger *ledger);
  * the task), and awaited agents not back are gone.  Returns how many
  * tasks were requeued. */
 guint64 datc_ledger_expire_orphans (DatcLedger *ledger, gint64 now_real);
-/* The tasks `agent` runs, per the ledger (DatcTaskKey appended). */
+/* The tasks `agent` runs, per the ledger (DatcTaskKey appended, in id
+ * order, copies after): O(its tasks), never a scan of the bag. */
 void datc_ledger_agent_tasks (DatcLedger *ledger, guint32 agent, GArray *keys);
 /* Puts one running task of `agent` back in the queue without penalty (it
  * never reached the agent, or the agent gave it back). */

@@ -136,6 +136,7 @@ agent_take (FakeAgent *a)
           break;
         case DATC_MSG_RETIRE: a->retired = TRUE; break;
         case DATC_MSG_BYE: a->told_bye = TRUE; break;
+        case DATC_MSG_HEARTBEAT: a->heartbeats++; break;
         default: break;
         }
     }
@@ -151,6 +152,15 @@ fake_campaign_turn (FakeCampaign *c)
   g_assert_no_error (error);
   for (guint i = 0; i < c->agents->len; i++)
     agent_take (c->agents->pdata[i]);
+}
+
+void
+fake_campaign_tick (FakeCampaign *c)
+{
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_dispatcher_receive (c->disp, &error));
+  g_assert_no_error (error);
+  datc_dispatcher_tick (c->disp);
 }
 
 FakeAgent *

@@ -44,6 +44,9 @@ void fake_campaign_advance (FakeCampaign *c, gint64 us);
  * they sent, releases idle agents (and offers end-game copies), hands out
  * work for their credit and commits; then each agent takes what came. */
 void fake_campaign_turn (FakeCampaign *c);
+/* The dispatcher takes what the agents sent and ticks (heartbeats out,
+ * silent agents lost), as datc run's loop does before its flush. */
+void fake_campaign_tick (FakeCampaign *c);
 
 struct FakeAgent {
   FakeCampaign *c;
@@ -53,6 +56,7 @@ struct FakeAgent {
   guint64 limit;           /* credit given (cumulative) */
   GArray *tasks;           /* DatcTaskKey: every task received, in order */
   GArray *cancelled;       /* DatcTaskKey: CANCELs received */
+  guint heartbeats;        /* HEARTBEATs received */
   gboolean welcomed, retired, told_bye;
 };
 

@@ -29,6 +29,10 @@
  * outside the budget): once per proxy, one at a time per site, at most
  * one every LOG_READ_SPACING_US, and only their last LOG_TAIL_BYTES. */
 #define LOG_READ_SPACING_US (10 * G_USEC_PER_SEC)
+/* Tasks a walltime would cut short are counted at most this often. */
+#define OUTLIVING_US G_USEC_PER_SEC
+/* A site's proxies are looked over for a log to read at most this often. */
+#define LOG_SCAN_US (G_USEC_PER_SEC / 4)
 #define LOG_TAIL_BYTES 4096
 /* The line an agent that cannot reach the master prints (worker-agent/
  * reach.h; the two folders do not include each other, and
@@ -118,7 +122,11 @@ typedef struct {
   gchar *endpoint;         /* where its agents connect when not the master's (its relay's) */
   gint64 connect_wait_us;  /* running this long without its agent: its log is read */
   gboolean reading_log;    /* a log read is with the worker */
-  gint64 next_log_us;
+  gint64 next_log_us;      /* no look for a log to read before (LOG_SCAN_US apart) */
+  /* What needs_poll learns from the proxies, asked every loop turn: kept
+   * until a proxy is added, removed, submitted, cancelled or its agent
+   * comes or goes (proxies_changed), so a turn does not walk them all. */
+  gboolean poll_stale, poll_unsettled, poll_any;
   guint64 n_log;           /* logs read */
   gchar *unreachable;      /* what an agent's log said of the master, until one connects */
   gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
@@ -132,6 +140,7 @@ typedef struct {
   guint64 running_expiring;/* tasks running on agents near their walltime */
   guint64 outliving;       /* tasks on its agents expected to run past their agent's walltime
                             * end (datc_ledger_walltime_outliving) */
+  gint64 outliving_us;     /* when outliving was counted (0: never) */
   guint64 coming;          /* slots of proxies whose agent has not connected yet */
   guint alive;             /* proxies counted against max_jobs */
   guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
@@ -155,6 +164,7 @@ struct DatcProvisioner {
   gint64 next_plan_us;
   gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
   GArray *loads;           /* scratch: DatcAgentLoad */
+  GHashTable *load_index;  /* scratch: proxy name -> index + 1 in loads (index_loads) */
   guint keys_out;          /* key removals with the workers */
   GArray *serve_items;     /* zmq_pollitem_t polled beside the workers while waiting */
   void (*serve) (gpointer data);
@@ -346,6 +356,12 @@ ever_connected (DatcProvisioner *p, SiteState *s, Proxy *x)
 
 /* A proxy an earlier master submitted (journaled, or found by name): its
  * state unknown until the next poll. */
+static void
+proxies_changed (SiteState *s)
+{
+  s->poll_stale = TRUE;
+}
+
 static Proxy *
 adopt_proxy (DatcProvisioner *p, SiteState *s, const char *id, const char *job_id,
              const char *submission)
@@ -358,6 +374,7 @@ adopt_proxy (DatcProvisioner *p, SiteState *s, const char *id, const char *job_i
   x->submission = g_strdup (submission);
   submission_add (s, submission, 1);
   g_ptr_array_add (s->proxies, x);
+  proxies_changed (s);
   return x;
 }
 
@@ -467,6 +484,7 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
   p->waits = o->waits;
   p->tag = g_random_int_range (0x1000, 0xffff);
   p->loads = g_array_new (FALSE, FALSE, sizeof (DatcAgentLoad));
+  p->load_index = g_hash_table_new (g_str_hash, g_str_equal);
   p->keep_site_files = o->keep_site_files;
   p->give_up_s = o->give_up_s;
   p->clock = o->clock;
@@ -564,6 +582,7 @@ datc_provisioner_free (DatcProvisioner *p)
   if (p->done_here != NULL)
     g_queue_free (p->done_here);
   g_array_unref (p->loads);
+  g_hash_table_unref (p->load_index);
   g_clear_pointer (&p->serve_items, g_array_unref);
   g_free (p->endpoint);
   g_free (p->server_public);
@@ -974,6 +993,7 @@ submit_done (gpointer owner, gpointer data)
           datc_ledger_release (p->ledger, s->spec->name, x->id);
           g_ptr_array_remove (s->proxies, x);
         }
+      proxies_changed (s);
     }
   else
     {
@@ -988,6 +1008,7 @@ submit_done (gpointer owner, gpointer data)
         {
           Proxy *x = j->xs->pdata[i];
           x->job_id = g_strdup (j->job_ids[i]);
+          proxies_changed (s);
           x->log = datc_site_proxy_log (s->spec->site, &req, j->script, x->job_id);
           x->state = DATC_PROXY_PENDING;
           datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "submitted");
@@ -1073,6 +1094,7 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, gboolean bin
       x->submitted_us = clock_real (p);
       x->submission = g_strdup (id);
       g_ptr_array_add (s->proxies, x);
+      proxies_changed (s);
       g_ptr_array_add (j->xs, x);
       /* Bound now: a fork site's agent may say HELLO before the submit's
        * answer is back here.  The caller counted the tasks to bind; should
@@ -1286,6 +1308,7 @@ poll_done (gpointer owner, gpointer data)
             {
               proxy_ended (p, s, x);
               g_ptr_array_remove_index (s->proxies, i);
+              proxies_changed (s);
             }
         }
     }
@@ -1478,6 +1501,7 @@ cancel_done (gpointer owner, gpointer data)
           if (x == NULL || x->cancelling)
             continue; /* gone meanwhile, or asked again: it did not end the first time */
           x->cancelling = TRUE;
+          proxies_changed (s);
           s->cancelled_total++;
           datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
           datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy",
@@ -1703,6 +1727,10 @@ check_reach (DatcProvisioner *p, SiteState *s, gint64 now)
       post (p, s, log_run, log_done, j);
       return;
     }
+  /* Nothing to read: not looked for again every loop turn (a thousand
+   * proxies would make each turn walk them all), but soon, against a
+   * connect_wait of seconds. */
+  s->next_log_us = now + LOG_SCAN_US;
 }
 
 /* ---- observe -------------------------------------------------------- */
@@ -1730,16 +1758,26 @@ is_expiring (const SiteState *s, const Proxy *x, gint64 now_real)
   return now_real >= x->walltime_end_us - lead;
 }
 
-static const DatcAgentLoad *
-find_load (GArray *loads, const char *proxy)
+/* Each proxy's agent, by the proxy's name (the first agent listed for it),
+ * from p->loads: a look-up, not a walk over every agent for each proxy
+ * (a thousand of each made every plan a million comparisons). */
+static void
+index_loads (DatcProvisioner *p)
 {
-  for (guint i = 0; i < loads->len; i++)
+  g_hash_table_remove_all (p->load_index);
+  for (guint i = 0; i < p->loads->len; i++)
     {
-      const DatcAgentLoad *l = &g_array_index (loads, DatcAgentLoad, i);
-      if (g_strcmp0 (l->proxy, proxy) == 0)
-        return l;
+      const DatcAgentLoad *l = &g_array_index (p->loads, DatcAgentLoad, i);
+      if (l->proxy != NULL && !g_hash_table_contains (p->load_index, l->proxy))
+        g_hash_table_insert (p->load_index, (gpointer) l->proxy, GUINT_TO_POINTER (i + 1));
     }
-  return NULL;
+}
+
+static const DatcAgentLoad *
+find_load (DatcProvisioner *p, const char *proxy)
+{
+  guint i = GPOINTER_TO_UINT (g_hash_table_lookup (p->load_index, proxy));
+  return i > 0 ? &g_array_index (p->loads, DatcAgentLoad, i - 1) : NULL;
 }
 
 /* A proxy's agent said HELLO for the first time: what it waited, when it
@@ -1775,12 +1813,13 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
 {
   g_array_set_size (p->loads, 0);
   datc_dispatcher_proxy_agents (p->disp, s->spec->name, p->loads);
+  index_loads (p);
   s->free_running = s->running_expiring = s->coming = 0;
   s->alive = 0;
   for (guint i = 0; i < s->proxies->len; i++)
     {
       Proxy *x = s->proxies->pdata[i];
-      const DatcAgentLoad *l = find_load (p->loads, x->id);
+      const DatcAgentLoad *l = find_load (p, x->id);
       if (x->started_us == 0 && ever_connected (p, s, x))
         {
           /* Its agent connected: seen connected now, or come and gone
@@ -1791,6 +1830,8 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
       if (l == NULL && x->online)
         /* Its agent left: the job is about to end; see it end soon. */
         s->next_poll_us = MIN (s->next_poll_us, clock_mono (p) + G_USEC_PER_SEC / 2);
+      if (x->online != (l != NULL))
+        proxies_changed (s);
       x->online = l != NULL;
       x->free = l && l->slots > l->running ? (guint32) (l->slots - l->running) : 0;
       x->running = l ? (guint32) l->running : 0;
@@ -1824,8 +1865,15 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
   gboolean walltimes = FALSE;
   for (guint i = 0; i < p->loads->len && !walltimes; i++)
     walltimes = g_array_index (p->loads, DatcAgentLoad, i).walltime_end_us > 0;
-  s->outliving = walltimes ? datc_ledger_walltime_outliving (p->ledger, s->spec->name, now_real)
-                           : 0;
+  /* A look at every running task: at most once per OUTLIVING_US (a plan
+   * comes every DATC_PROVISIONER_PERIOD_MS), against walltimes of hours. */
+  if (!walltimes)
+    s->outliving = 0, s->outliving_us = 0;
+  else if (s->outliving_us == 0 || now_real - s->outliving_us >= OUTLIVING_US)
+    {
+      s->outliving = datc_ledger_walltime_outliving (p->ledger, s->spec->name, now_real);
+      s->outliving_us = now_real;
+    }
   /* Tasks that a walltime may still interrupt: the site's idle agents
    * (the replacements submitted for them) stay until those tasks end or
    * come back, rather than leave because the bag is empty for now and
@@ -2217,19 +2265,25 @@ check_hung (DatcProvisioner *p, SiteState *s, gint64 now)
 #define LIVENESS_POLL_US (60 * G_USEC_PER_SEC)
 
 static gboolean
-needs_poll (const SiteState *s, gint64 now)
+needs_poll (SiteState *s, gint64 now)
 {
-  gboolean any = FALSE;
-  for (guint i = 0; i < s->proxies->len; i++)
+  if (s->poll_stale)
     {
-      const Proxy *x = s->proxies->pdata[i];
-      if (x->job_id == NULL)
-        continue; /* its submit is out */
-      if (!x->online || x->cancelling)
-        return TRUE;
-      any = TRUE;
+      s->poll_stale = FALSE;
+      s->poll_unsettled = s->poll_any = FALSE;
+      for (guint i = 0; i < s->proxies->len && !s->poll_unsettled; i++)
+        {
+          const Proxy *x = s->proxies->pdata[i];
+          if (x->job_id == NULL)
+            continue; /* its submit is out */
+          if (!x->online || x->cancelling)
+            s->poll_unsettled = TRUE;
+          s->poll_any = TRUE;
+        }
     }
-  return any && now - s->last_poll_us >= MAX (LIVENESS_POLL_US, 10 * s->poll_us);
+  if (s->poll_unsettled)
+    return TRUE;
+  return s->poll_any && now - s->last_poll_us >= MAX (LIVENESS_POLL_US, 10 * s->poll_us);
 }
 
 void

@@ -224,6 +224,89 @@ test_last_host_kept (void)
   fake_campaign_free (c);
 }
 
+/* Agents a, b and c each say something (a CREDIT of what they had). */
+static void
+speak (FakeAgent **agents, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    fake_agent_credit (agents[i], 0);
+}
+
+/* Heartbeats go to the agents due one, not to an agent silent past its
+ * lease (a quarter of the timeout: 900 s here), which gets one as soon as
+ * it is heard from again; only the agent silent past the timeout (3600 s)
+ * is lost.  The dispatcher keeps agents in the order they were heard from
+ * and beat, so a tick looks only at those due: this checks the order
+ * gives what a look at every agent did. */
+static void
+test_heartbeats_and_losses (void)
+{
+  g_autofree gchar *bag = tasks (10, "");
+  FakeCampaign *c = fake_campaign_new (bag, 0);
+  FakeAgent *a = fake_agent_hello (c, "a", "s", "pa", "n1", 1, 0);
+  FakeAgent *b = fake_agent_hello (c, "b", "s", "pb", "n1", 1, 0);
+  FakeAgent *x = fake_agent_hello (c, "x", "s", "px", "n1", 1, 0);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats + b->heartbeats + x->heartbeats, ==, 0);
+  fake_campaign_advance (c, G_USEC_PER_SEC);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats, ==, 1);
+  g_assert_cmpuint (b->heartbeats, ==, 1);
+  g_assert_cmpuint (x->heartbeats, ==, 1);
+  /* Half a heartbeat later: none due. */
+  fake_campaign_advance (c, G_USEC_PER_SEC / 2);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats + b->heartbeats + x->heartbeats, ==, 3);
+
+  /* b and x speak every minute, a does not: past its lease it gets none. */
+  FakeAgent *bx[] = { b, x };
+  for (guint i = 0; i < 20; i++)
+    {
+      fake_campaign_advance (c, MINUTE);
+      speak (bx, 2);
+      fake_campaign_tick (c);
+      fake_campaign_turn (c);
+    }
+  guint a_beats = a->heartbeats, b_beats = b->heartbeats;
+  g_assert_cmpuint (a_beats, ==, 1 + 14);  /* one a minute until 900 s of silence */
+  g_assert_cmpuint (b_beats, ==, 1 + 20);
+  fake_campaign_advance (c, MINUTE);
+  speak (bx, 2);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats, ==, a_beats);
+  g_assert_cmpuint (b->heartbeats, ==, b_beats + 1);
+  /* Heard again: a heartbeat in the same turn, and again a second later. */
+  speak (&a, 1);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats, ==, a_beats + 1);
+  fake_campaign_advance (c, G_USEC_PER_SEC);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (a->heartbeats, ==, a_beats + 2);
+
+  /* x falls silent; a and b speak: at 3600 s of silence x alone is lost. */
+  FakeAgent *ab[] = { a, b };
+  for (guint i = 0; i < 59; i++)
+    {
+      fake_campaign_advance (c, MINUTE);
+      speak (ab, 2);
+      fake_campaign_tick (c);
+      fake_campaign_turn (c);
+    }
+  g_assert_cmpuint (datc_dispatcher_agents (c->disp), ==, 3);
+  fake_campaign_advance (c, MINUTE);
+  speak (ab, 2);
+  fake_campaign_tick (c);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (datc_dispatcher_agents (c->disp), ==, 2);
+  fake_campaign_free (c);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -240,5 +323,7 @@ main (int argc, char **argv)
                    test_slow_failure_resets);
   g_test_add_func ("/dispatcher/nodes/the-last-host-is-drained-not-excluded",
                    test_last_host_kept);
+  g_test_add_func ("/dispatcher/heartbeats/due-agents-beat-and-only-the-silent-are-lost",
+                   test_heartbeats_and_losses);
   return g_test_run ();
 }

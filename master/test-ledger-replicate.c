@@ -321,20 +321,31 @@ test_no_copy_of_a_task_on_time (void)
   teardown (&f);
 }
 
-/* What agents a and b run, per the ledger's scan of its tasks and per its
- * count (datc_ledger_agent_attempts, all the dispatcher reads of an
- * agent's load): both must say on_a and on_b. */
+/* What agents a and b run, per the ledger's list of an agent's tasks and
+ * per its count (datc_ledger_agent_attempts, all the dispatcher reads of
+ * an agent's load): both must say on_a and on_b, and the list must be
+ * what a scan of the whole bag finds live on the agent, in id order. */
 static void
 expect_attempts (Fixture *f, guint on_a, guint on_b)
 {
   const guint32 agents[] = { f->a, f->b };
   const guint want[] = { on_a, on_b };
+  guint64 n = datc_bag_count (f->bag);
   for (guint i = 0; i < G_N_ELEMENTS (agents); i++)
     {
       g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
       datc_ledger_agent_tasks (f->ledger, agents[i], keys);
       g_assert_cmpuint (keys->len, ==, want[i]);
       g_assert_cmpuint (datc_ledger_agent_attempts (f->ledger, agents[i]), ==, want[i]);
+      guint live = 0;
+      for (guint64 id = 1; id <= n; id++)
+        live += datc_ledger_runs_on (f->ledger, id, agents[i]);
+      g_assert_cmpuint (live, ==, want[i]);
+      for (guint k = 0; k < keys->len; k++)
+        {
+          const DatcTaskKey *key = &g_array_index (keys, DatcTaskKey, k);
+          g_assert_true (datc_ledger_attempt_live (f->ledger, key->id, agents[i], key->attempt));
+        }
     }
 }
 
@@ -349,6 +360,10 @@ test_attempts_counted_per_agent (void)
   g_assert_cmpuint (dispatch (&f, f.a, 3), ==, 3);    /* 1 2 3 */
   g_assert_cmpuint (dispatch (&f, f.b, 2), ==, 2);    /* 4 5 */
   expect_attempts (&f, 3, 2);
+  g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  datc_ledger_agent_tasks (f.ledger, f.a, keys);
+  for (guint k = 0; k < keys->len; k++)
+    g_assert_cmpuint (g_array_index (keys, DatcTaskKey, k).id, ==, k + 1);
   g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 1, f.picked), ==, 1);
   expect_attempts (&f, 3, 3);
   g_autoptr (GArray) cancel = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
