@@ -8,8 +8,7 @@ G_BEGIN_DECLS
 #define DATC_ANALYSIS_ERROR (datc_analysis_error_quark ())
 GQuark datc_analysis_error_quark (void);
 
-typedef enum
-{
+typedef enum {
   DATC_ANALYSIS_ERROR_INPUT, /* a file or argument is malformed: FILE:LINE: ... */
   DATC_ANALYSIS_ERROR_LIMIT, /* a size from outside exceeds a named limit */
   DATC_ANALYSIS_ERROR_IO,    /* a file could not be read or written */

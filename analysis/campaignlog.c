@@ -17,25 +17,24 @@
 
 #define MAX_WARNINGS 20
 
-struct DatcCampaignLog
-{
+struct DatcCampaignLog {
   gchar *dir;
   GPtrArray *warnings;
   guint suppressed;
   guint64 tasks, done, failed;
   gboolean finished, saw_start;
   guint sessions;
-  gchar *mode;              /* of the last session that said, or campaign.json's; NULL: unknown */
-  guint max_replicas;       /* of the last session that said (1: none); 0: unknown */
+  gchar *mode;        /* of the last session that said, or campaign.json's; NULL: unknown */
+  guint max_replicas; /* of the last session that said (1: none); 0: unknown */
   gint64 start, last_session, end, first_seen;
-  GPtrArray *sites;         /* DatcSiteLog* */
-  GHashTable *site_index;   /* name -> index + 1 */
-  GPtrArray *proxies;       /* DatcProxyLog* */
-  GHashTable *proxy_index;  /* "site\nproxy" -> index + 1 */
-  GHashTable *agents;       /* agent id -> proxy index + 1, for slots */
-  GArray *results;          /* DatcResultPoint */
+  GPtrArray *sites;           /* DatcSiteLog* */
+  GHashTable *site_index;     /* name -> index + 1 */
+  GPtrArray *proxies;         /* DatcProxyLog* */
+  GHashTable *proxy_index;    /* "site\nproxy" -> index + 1 */
+  GHashTable *agents;         /* agent id -> proxy index + 1, for slots */
+  GArray *results;            /* DatcResultPoint */
   GArray *run_sum, *run_sum2; /* per site: seconds, for mean and cv */
-  GHashTable *classes;      /* why tasks ended: class -> count (in a pointer) */
+  GHashTable *classes;        /* why tasks ended: class -> count (in a pointer) */
 };
 
 /* Distinct classes counted; a file with more (not ours) counts the rest as "other". */
@@ -120,7 +119,8 @@ warn (DatcCampaignLog *log, const char *path, guint64 line, const char *fmt, ...
   va_start (ap, fmt);
   g_autofree gchar *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
-  g_ptr_array_add (log->warnings, g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": %s", path, line, msg));
+  g_ptr_array_add (log->warnings,
+                   g_strdup_printf ("%s:%" G_GUINT64_FORMAT ": %s", path, line, msg));
 }
 
 static guint
@@ -155,7 +155,8 @@ proxy_get (DatcCampaignLog *log, const char *site, const char *proxy)
   x->proxy = g_strdup (proxy);
   x->site_index = site_get (log, site);
   g_ptr_array_add (log->proxies, x);
-  g_hash_table_insert (log->proxy_index, g_steal_pointer (&key), GUINT_TO_POINTER (log->proxies->len));
+  g_hash_table_insert (log->proxy_index, g_steal_pointer (&key),
+                       GUINT_TO_POINTER (log->proxies->len));
   return x;
 }
 
@@ -171,7 +172,8 @@ read_lines (DatcCampaignLog *log, const char *name, LineFunc fn, GError **error)
     {
       int e = errno;
       if (e != ENOENT)
-        g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: %s", path, g_strerror (e));
+        g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: %s", path,
+                     g_strerror (e));
       return FALSE;
     }
   g_autoptr (JsonParser) parser = json_parser_new ();
@@ -251,7 +253,8 @@ on_site_command (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 
   if (site == NULL || kind == NULL || !get_int (o, "calls", &calls) || calls < 0
       || calls > DATC_LOG_MAX_CALLS_PER_EVENT)
     {
-      warn (log, path, line, "site_command without \"site\", \"kind\" and \"calls\" (0 to %u), skipped",
+      warn (log, path, line,
+            "site_command without \"site\", \"kind\" and \"calls\" (0 to %u), skipped",
             DATC_LOG_MAX_CALLS_PER_EVENT);
       return FALSE;
     }
@@ -290,7 +293,8 @@ on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
         }
       gint64 replicas = 0;
       log->max_replicas = get_int (o, "max_replicas", &replicas) && replicas >= 1
-                              ? (guint) MIN (replicas, G_MAXUINT32) : 0;
+                              ? (guint) MIN (replicas, G_MAXUINT32)
+                              : 0;
       if (!log->saw_start)
         log->start = t;
       log->saw_start = TRUE;
@@ -326,7 +330,8 @@ on_event (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
   DatcProxyLog *x = proxy_get (log, site, proxy);
   if (x == NULL)
     {
-      warn (log, path, line, "more than %u proxies, the rest are not counted", DATC_LOG_MAX_PROXIES);
+      warn (log, path, line, "more than %u proxies, the rest are not counted",
+            DATC_LOG_MAX_PROXIES);
       return FALSE;
     }
   gint64 v;
@@ -386,7 +391,8 @@ on_result (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
     }
   if (log->results->len >= DATC_LOG_MAX_RESULTS)
     {
-      warn (log, path, line, "more than %u results, the rest are not counted", DATC_LOG_MAX_RESULTS);
+      warn (log, path, line, "more than %u results, the rest are not counted",
+            DATC_LOG_MAX_RESULTS);
       return FALSE;
     }
   if (!get_int (o, "started", &started) || started <= 0 || started > finished)
@@ -394,7 +400,9 @@ on_result (DatcCampaignLog *log, JsonObject *o, const char *path, guint64 line)
   get_int (o, "exit_code", &code);
   /* A line of an older datc has no class: it follows from the status. */
   static const char *const by_status[][2] = {
-    { "exited", "exit" },   { "signaled", "signal" }, { "drained", "walltime" },
+    { "exited", "exit" },
+    { "signaled", "signal" },
+    { "drained", "walltime" },
   };
   const char *cls = get_str (o, "class");
   for (guint i = 0; cls == NULL && i < G_N_ELEMENTS (by_status); i++)
@@ -482,7 +490,8 @@ datc_campaign_log_load (const char *dir, GError **error)
 
   if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
     {
-      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO, "%s: not a campaign directory", dir);
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_IO,
+                   "%s: not a campaign directory", dir);
       return NULL;
     }
   GError *local = NULL;
@@ -505,9 +514,11 @@ datc_campaign_log_load (const char *dir, GError **error)
       return NULL;
     }
   if (!have_trace)
-    g_ptr_array_add (log->warnings, g_strdup_printf ("%s/trace.jsonl: missing; proxies are unknown", dir));
+    g_ptr_array_add (log->warnings,
+                     g_strdup_printf ("%s/trace.jsonl: missing; proxies are unknown", dir));
   if (log->suppressed > 0)
-    g_ptr_array_add (log->warnings, g_strdup_printf ("... and %u more lines skipped", log->suppressed));
+    g_ptr_array_add (log->warnings,
+                     g_strdup_printf ("... and %u more lines skipped", log->suppressed));
   if (log->mode == NULL)
     log->mode = mode_from_campaign_json (dir);
   if (!log->saw_start)

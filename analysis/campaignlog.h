@@ -21,8 +21,7 @@ G_BEGIN_DECLS
 #define DATC_LOG_MAX_PROXIES 1000000u
 
 /* One proxy: a plain value record, times in µs since the epoch (0: not seen). */
-typedef struct
-{
+typedef struct {
   gchar *site, *proxy, *job;
   guint site_index;
   gint64 submitted, started, ended;
@@ -38,21 +37,19 @@ typedef struct
  * events, summed over sessions): a submit counts 2, itself and the
  * lookup that may check it; `calls` also holds kinds this reader does
  * not know. */
-typedef struct
-{
+typedef struct {
   gchar *name;
   guint submitted, started, cancelled;
   GArray *waits; /* double */
   guint64 done, failed;
   guint64 calls, calls_submit, calls_poll, calls_cancel;
-  double busy_seconds;    /* summed run time of its tasks */
-  double held_seconds;    /* summed slots x (end - start) of its proxies */
+  double busy_seconds; /* summed run time of its tasks */
+  double held_seconds; /* summed slots x (end - start) of its proxies */
   double task_mean, task_cv;
 } DatcSiteLog;
 
 /* One finished task, as the plots need it. */
-typedef struct
-{
+typedef struct {
   gint64 started, finished;
   guint site_index;
   gboolean ok;

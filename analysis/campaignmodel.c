@@ -10,16 +10,15 @@
 #include "duration.h"
 #include "jsonout.h"
 
-struct DatcCampaignModel
-{
+struct DatcCampaignModel {
   gboolean resumed;
   gchar *mode;        /* as the trace says, or NULL */
   guint max_replicas; /* as the trace says (1: no copies), 0: unknown */
   gboolean direct;
   guint64 tasks;
-  guint proxies;      /* proxies that started; direct: jobs */
-  guint places;       /* direct: jobs at once, summed over sites */
-  double overhead;    /* direct: mean of the sites' job_overhead */
+  guint proxies;   /* proxies that started; direct: jobs */
+  guint places;    /* direct: jobs at once, summed over sites */
+  double overhead; /* direct: mean of the sites' job_overhead */
   double actual;
   DatcScenario *sc;
   DatcPrediction *prediction;
@@ -93,8 +92,7 @@ add_observed_proxies (const DatcCampaignLog *log, gint64 t0, DatcScenario *sc, g
   return proxies;
 }
 
-typedef struct
-{
+typedef struct {
   gint64 t;
   int delta;
 } Step;
@@ -163,10 +161,10 @@ add_direct_sites (const DatcCampaignLog *log, gint64 t0, DatcScenario *sc, guint
       gboolean same = TRUE;
       for (guint k = 1; k < waits->len; k++)
         same &= w[k] == w[0];
-      DatcWaitDist *wait = same ? datc_wait_dist_new_const (w[0])
-                                : datc_wait_dist_new_empirical (w, waits->len);
-      DatcScenarioSite *spec = datc_scenario_add_site (sc, s->name, 1, (guint) MAX (most, 1), t, cv,
-                                                       wait);
+      DatcWaitDist *wait
+          = same ? datc_wait_dist_new_const (w[0]) : datc_wait_dist_new_empirical (w, waits->len);
+      DatcScenarioSite *spec
+          = datc_scenario_add_site (sc, s->name, 1, (guint) MAX (most, 1), t, cv, wait);
       /* The observed overhead holds the polls that saw jobs end. */
       spec->poll_interval = 0;
       spec->job_overhead = alive_n > 0 ? MAX (0, alive_sum / alive_n - t) : 0;

@@ -19,12 +19,12 @@
 G_BEGIN_DECLS
 
 #define DATC_CAMPAIGN_MODEL_POLICIES                                                               \
-  ((1u << DATC_POLICY_FLUID) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL)                \
+  ((1u << DATC_POLICY_FLUID) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL)                  \
    | (1u << DATC_POLICY_PULL_REP))
 
 /* A direct-mode campaign: its own model, and the same slots pulling. */
 #define DATC_CAMPAIGN_MODEL_POLICIES_DIRECT                                                        \
-  ((1u << DATC_POLICY_FLUID) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL)                \
+  ((1u << DATC_POLICY_FLUID) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL)                  \
    | (1u << DATC_POLICY_DIRECT))
 
 typedef struct DatcCampaignModel DatcCampaignModel;

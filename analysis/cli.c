@@ -27,15 +27,17 @@ analyze_usage (FILE *out)
 {
   fputs ("usage:\n"
          "  datc analyze predict SCENARIO.ini [--trials M] [--seed S] [--policies LIST] [--json]\n"
-         "  datc analyze waits FILE|DIR|trace.jsonl [--site NAME] [--quantile q] [--confidence c] [--json]\n"
+         "  datc analyze waits FILE|DIR|trace.jsonl [--site NAME] [--quantile q] [--confidence c] "
+         "[--json]\n"
          "  datc analyze trace DIR [--json]\n"
-         "policies: fluid, ect, pull, pull+rep, pull+mig, static-cap, static-proc, direct-common, direct-cap, direct, all\n",
+         "policies: fluid, ect, pull, pull+rep, pull+mig, static-cap, static-proc, direct-common, "
+         "direct-cap, direct, all\n",
          out);
 }
 
 static gboolean
-parse_options (const char *name, const char *summary, GOptionEntry *entries, int *argc, char ***argv,
-               int want_args)
+parse_options (const char *name, const char *summary, GOptionEntry *entries, int *argc,
+               char ***argv, int want_args)
 {
   g_autofree gchar *param = g_strdup_printf ("%s", summary);
   g_autoptr (GOptionContext) ctx = g_option_context_new (param);
@@ -87,17 +89,20 @@ cmd_predict (int argc, char **argv)
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     { "trials", 0, 0, G_OPTION_ARG_STRING, &trials_s, "Monte Carlo trials (default 1000)", "M" },
-    { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "Seed (default 1): same seed, same numbers", "S" },
-    { "policies", 0, 0, G_OPTION_ARG_STRING, &policies_s, "Comma-separated policies (default all)", "LIST" },
+    { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, "Seed (default 1): same seed, same numbers",
+      "S" },
+    { "policies", 0, 0, G_OPTION_ARG_STRING, &policies_s, "Comma-separated policies (default all)",
+      "LIST" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
-    { NULL }
+    { NULL },
   };
   if (!parse_options ("analyze predict", "SCENARIO.ini", entries, &argc, &argv, 1))
     return EXIT_INPUT;
   guint64 trials = 1000, seed = 1;
   guint mask = DATC_POLICY_ALL;
   g_autoptr (GError) error = NULL;
-  if (!parse_u64_option ("analyze predict", "--trials", trials_s, 1, DATC_PREDICT_MAX_TRIALS, &trials)
+  if (!parse_u64_option ("analyze predict", "--trials", trials_s, 1, DATC_PREDICT_MAX_TRIALS,
+                         &trials)
       || !parse_u64_option ("analyze predict", "--seed", seed_s, 0, G_MAXUINT64, &seed))
     return EXIT_INPUT;
   if (policies_s != NULL && !datc_policy_mask_parse (policies_s, &mask, &error))
@@ -164,7 +169,7 @@ print_wait_bound (const char *what, GArray *waits, double q, double c, GString *
     }
   /* printf's %g would follow LC_NUMERIC; these do not. */
   char qs[G_ASCII_DTOSTR_BUF_SIZE], cs[G_ASCII_DTOSTR_BUF_SIZE], bs[G_ASCII_DTOSTR_BUF_SIZE],
-    as[G_ASCII_DTOSTR_BUF_SIZE];
+      as[G_ASCII_DTOSTR_BUF_SIZE];
   g_ascii_formatd (qs, sizeof qs, "%g", q);
   g_ascii_formatd (cs, sizeof cs, "%g", c);
   if (b.index == 0)
@@ -175,10 +180,11 @@ print_wait_bound (const char *what, GArray *waits, double q, double c, GString *
       return TRUE;
     }
   g_autofree gchar *bt = datc_duration_format (b.bound);
-  printf ("%s: with confidence %s, a fraction %s of waits end within %s s (%s): the %" G_GSIZE_FORMAT
-          "th smallest of %" G_GSIZE_FORMAT " observed waits (achieved confidence %s)\n",
-          what, cs, qs, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n,
-          g_ascii_formatd (as, sizeof as, "%.4f", b.achieved));
+  printf (
+      "%s: with confidence %s, a fraction %s of waits end within %s s (%s): the %" G_GSIZE_FORMAT
+      "th smallest of %" G_GSIZE_FORMAT " observed waits (achieved confidence %s)\n",
+      what, cs, qs, g_ascii_formatd (bs, sizeof bs, "%.3f", b.bound), bt, b.index, n,
+      g_ascii_formatd (as, sizeof as, "%.4f", b.achieved));
   return TRUE;
 }
 
@@ -244,11 +250,13 @@ cmd_waits (int argc, char **argv)
   g_autofree gchar *q_s = NULL, *c_s = NULL, *site = NULL;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
-    { "quantile", 0, 0, G_OPTION_ARG_STRING, &q_s, "Quantile of the wait to bound (default 0.95)", "q" },
-    { "confidence", 0, 0, G_OPTION_ARG_STRING, &c_s, "Confidence of the bound (default 0.95)", "c" },
+    { "quantile", 0, 0, G_OPTION_ARG_STRING, &q_s, "Quantile of the wait to bound (default 0.95)",
+      "q" },
+    { "confidence", 0, 0, G_OPTION_ARG_STRING, &c_s, "Confidence of the bound (default 0.95)",
+      "c" },
     { "site", 0, 0, G_OPTION_ARG_STRING, &site, "Of a campaign: only this site's waits", "NAME" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
-    { NULL }
+    { NULL },
   };
   if (!parse_options ("analyze waits", "FILE|DIR|trace.jsonl", entries, &argc, &argv, 1))
     return EXIT_INPUT;
@@ -273,7 +281,8 @@ cmd_waits (int argc, char **argv)
   if (site != NULL)
     {
       g_printerr ("datc analyze waits: --site is for a campaign DIR or its trace.jsonl; %s is a "
-                  "file of times\n", argv[1]);
+                  "file of times\n",
+                  argv[1]);
       return EXIT_INPUT;
     }
   g_autoptr (GError) error = NULL;
@@ -301,7 +310,7 @@ cmd_trace (int argc, char **argv)
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print JSON", NULL },
-    { NULL }
+    { NULL },
   };
   if (!parse_options ("analyze trace", "DIR", entries, &argc, &argv, 1))
     return EXIT_INPUT;
@@ -315,8 +324,8 @@ cmd_trace (int argc, char **argv)
   for (guint i = 0; i < datc_campaign_log_n_warnings (log); i++)
     g_printerr ("datc analyze trace: %s\n", datc_campaign_log_warning (log, i));
   g_autoptr (DatcCampaignModel) model = datc_campaign_model_run (log);
-  g_autofree gchar *out = json ? datc_trace_summary_to_json (log, model)
-                               : datc_trace_summary_to_text (log, model);
+  g_autofree gchar *out
+      = json ? datc_trace_summary_to_json (log, model) : datc_trace_summary_to_text (log, model);
   fputs (out, stdout);
   return EXIT_OK;
 }
@@ -351,8 +360,9 @@ datc_report_main (int argc, char **argv)
 {
   g_autofree gchar *output = NULL;
   GOptionEntry entries[] = {
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Where to write (default DIR/report.html)", "FILE" },
-    { NULL }
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "Where to write (default DIR/report.html)",
+      "FILE" },
+    { NULL },
   };
   if (!parse_options ("report", "DIR", entries, &argc, &argv, 1))
     return EXIT_INPUT;
@@ -366,7 +376,8 @@ datc_report_main (int argc, char **argv)
   for (guint i = 0; i < datc_campaign_log_n_warnings (log); i++)
     g_printerr ("datc report: %s\n", datc_campaign_log_warning (log, i));
   g_autoptr (DatcCampaignModel) model = datc_campaign_model_run (log);
-  g_autofree gchar *path = output ? g_strdup (output) : g_build_filename (argv[1], "report.html", NULL);
+  g_autofree gchar *path
+      = output ? g_strdup (output) : g_build_filename (argv[1], "report.html", NULL);
   g_autofree gchar *html = datc_report_render (log, model);
   if (!g_file_set_contents (path, html, -1, &error))
     {

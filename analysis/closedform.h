@@ -16,9 +16,8 @@
 G_BEGIN_DECLS
 
 /* One proxy as the closed forms see it: a plain value record. */
-typedef struct
-{
-  double start;     /* seconds after submission; INFINITY: never */
+typedef struct {
+  double start; /* seconds after submission; INFINITY: never */
   double slots;
   double task_time; /* seconds per task per slot, > 0 */
 } DatcCapacity;

@@ -25,7 +25,8 @@ datc_number_parse (const char *text, double *value, GError **error)
   if (end == p || end == NULL || *end != '\0' || !isfinite (v)
       || g_ascii_strncasecmp (p, "0x", 2) == 0)
     {
-      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT, "'%s' is not a number", p);
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT, "'%s' is not a number",
+                   p);
       return FALSE;
     }
   *value = v;
@@ -42,10 +43,20 @@ datc_duration_parse (const char *text, double *seconds, GError **error)
     {
       switch (s[len - 1])
         {
-        case 's': unit = 1.0; s[--len] = '\0'; break;
-        case 'm': unit = 60.0; s[--len] = '\0'; break;
-        case 'h': unit = 3600.0; s[--len] = '\0'; break;
-        default: break;
+        case 's':
+          unit = 1.0;
+          s[--len] = '\0';
+          break;
+        case 'm':
+          unit = 60.0;
+          s[--len] = '\0';
+          break;
+        case 'h':
+          unit = 3600.0;
+          s[--len] = '\0';
+          break;
+        default:
+          break;
         }
     }
   double v;
@@ -57,8 +68,8 @@ datc_duration_parse (const char *text, double *seconds, GError **error)
     }
   if (v < 0)
     {
-      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
-                   "time '%s' is negative", text);
+      g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT, "time '%s' is negative",
+                   text);
       return FALSE;
     }
   v *= unit;
@@ -80,8 +91,8 @@ datc_duration_format (double seconds)
   if (seconds < 60.0)
     {
       char buf[G_ASCII_DTOSTR_BUF_SIZE];
-      return g_strdup_printf ("%ss", g_ascii_formatd (buf, sizeof buf, seconds < 10 ? "%.3f" : "%.1f",
-                                                      seconds));
+      return g_strdup_printf (
+          "%ss", g_ascii_formatd (buf, sizeof buf, seconds < 10 ? "%.3f" : "%.1f", seconds));
     }
   guint64 s = (guint64) llround (seconds);
   guint64 h = s / 3600, m = (s / 60) % 60, r = s % 60;

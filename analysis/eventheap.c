@@ -4,14 +4,12 @@
  * comparisons of a sift touch one array. */
 #include "eventheap.h"
 
-typedef struct
-{
+typedef struct {
   double time;
   guint e;
 } Entry;
 
-struct DatcEventHeap
-{
+struct DatcEventHeap {
   guint n, size;
   Entry *heap; /* heap-ordered by (time, e) */
   guint *pos;  /* per entity: index in heap + 1, or 0 */
@@ -98,7 +96,7 @@ datc_event_heap_set (DatcEventHeap *h, guint e, double t)
   g_return_if_fail (e < h->n);
   if (h->pos[e] == 0)
     {
-      place (h, h->size++, (Entry){ t, e });
+      place (h, h->size++, (Entry) { t, e });
       sift_up (h, h->size - 1);
       return;
     }

@@ -11,16 +11,15 @@
 #include "duration.h"
 #include "jsonout.h"
 
-struct DatcPrediction
-{
+struct DatcPrediction {
   const DatcScenario *sc;
   guint64 trials, seed;
   gboolean deterministic;
   guint mask, skipped;
   double *turnaround[DATC_N_POLICIES]; /* per trial */
   DatcPolicyStats stats[DATC_N_POLICIES];
-  guint *pay_off;                       /* per site */
-  DatcWaitBound *bounds;                /* per site; index 0 and observations 0: none */
+  guint *pay_off;        /* per site */
+  DatcWaitBound *bounds; /* per site; index 0 and observations 0: none */
   gboolean *has_bound;
   double pull_at_bounds;
 };
@@ -181,8 +180,8 @@ datc_prediction_run (const DatcScenario *sc, guint64 trials, guint64 seed, guint
         continue;
       gsize n;
       const double *w = datc_wait_dist_samples (s->wait, &n);
-      p->has_bound[i] = datc_wait_bound_compute (w, n, DATC_PREDICT_BOUND_QUANTILE,
-                                                 DATC_PREDICT_BOUND_CONFIDENCE, &p->bounds[i], NULL);
+      p->has_bound[i] = datc_wait_bound_compute (
+          w, n, DATC_PREDICT_BOUND_QUANTILE, DATC_PREDICT_BOUND_CONFIDENCE, &p->bounds[i], NULL);
       if (p->has_bound[i] && p->bounds[i].index > 0)
         {
           datc_scenario_set_site_wait (bounded, i, datc_wait_dist_new_const (p->bounds[i].bound));
@@ -316,14 +315,16 @@ datc_prediction_to_json (const DatcPrediction *p)
       datc_json_key (o, &pf, datc_policy_name (k));
       gboolean f = TRUE;
       g_string_append_c (o, '{');
-      const struct
-      {
+      const struct {
         const char *key;
         double v;
         int decimals;
-      } fields[] = { { "mean", st->mean, 3 },          { "mean_se", st->se, 3 },
-                     { "median", st->median, 3 },      { "p95", st->p95, 3 },
-                     { "min", st->min, 3 },            { "max", st->max, 3 },
+      } fields[] = { { "mean", st->mean, 3 },
+                     { "mean_se", st->se, 3 },
+                     { "median", st->median, 3 },
+                     { "p95", st->p95, 3 },
+                     { "min", st->min, 3 },
+                     { "max", st->max, 3 },
                      { "slot_hours", st->slot_hours, 4 },
                      { "wasted_slot_hours", st->wasted_slot_hours, 4 },
                      { "resubmissions", st->resubmissions, 3 } };
@@ -419,11 +420,10 @@ datc_prediction_to_text (const DatcPrediction *p)
 {
   GString *o = g_string_new (NULL);
   const char *path = datc_scenario_path (p->sc);
-  g_string_append_printf (o, "%s: %" G_GUINT64_FORMAT " tasks on %u site%s (%" G_GUINT64_FORMAT
-                          " slots); ",
-                          path ? path : "scenario", datc_scenario_tasks (p->sc),
-                          datc_scenario_n_sites (p->sc), datc_scenario_n_sites (p->sc) == 1 ? "" : "s",
-                          datc_scenario_total_slots (p->sc));
+  g_string_append_printf (
+      o, "%s: %" G_GUINT64_FORMAT " tasks on %u site%s (%" G_GUINT64_FORMAT " slots); ",
+      path ? path : "scenario", datc_scenario_tasks (p->sc), datc_scenario_n_sites (p->sc),
+      datc_scenario_n_sites (p->sc) == 1 ? "" : "s", datc_scenario_total_slots (p->sc));
   if (p->deterministic)
     g_string_append (o, "nothing is random: exact values\n");
   else
@@ -442,7 +442,8 @@ datc_prediction_to_text (const DatcPrediction *p)
       append_time (o, st->se);
       append_time (o, st->median);
       append_time (o, st->p95);
-      g_string_append_printf (o, " %12s %12s\n", g_ascii_formatd (a, sizeof a, "%.1f", st->slot_hours),
+      g_string_append_printf (o, " %12s %12s\n",
+                              g_ascii_formatd (a, sizeof a, "%.1f", st->slot_hours),
                               g_ascii_formatd (b, sizeof b, "%.1f", st->wasted_slot_hours));
     }
   for (DatcPolicy k = 0; k < DATC_N_POLICIES; k++)
@@ -452,8 +453,9 @@ datc_prediction_to_text (const DatcPrediction *p)
   append_direct_limits (p, o);
   DatcPolicy ref = datc_prediction_reference (p);
   g_autofree gchar *reft = datc_duration_format (p->stats[ref].mean);
-  g_string_append_printf (o, "proxies worth submitting (mean start + one task before the %s mean of %s):\n",
-                          datc_policy_name (ref), reft);
+  g_string_append_printf (
+      o, "proxies worth submitting (mean start + one task before the %s mean of %s):\n",
+      datc_policy_name (ref), reft);
   for (guint i = 0; i < datc_scenario_n_sites (p->sc); i++)
     {
       const DatcScenarioSite *s = datc_scenario_site (p->sc, i);
@@ -466,15 +468,19 @@ datc_prediction_to_text (const DatcPrediction *p)
       const DatcWaitBound *bd = &p->bounds[i];
       const char *name = datc_scenario_site (p->sc, i)->name;
       if (bd->index == 0)
-        g_string_append_printf (o, "  %s: no bound on the %.0f%% wait at %.0f%% confidence from %" G_GSIZE_FORMAT
-                                " observed waits: %" G_GSIZE_FORMAT " are needed\n",
-                                name, bd->quantile * 100, bd->confidence * 100, bd->observations, bd->needed);
+        g_string_append_printf (
+            o,
+            "  %s: no bound on the %.0f%% wait at %.0f%% confidence from %" G_GSIZE_FORMAT
+            " observed waits: %" G_GSIZE_FORMAT " are needed\n",
+            name, bd->quantile * 100, bd->confidence * 100, bd->observations, bd->needed);
       else
         {
           g_autofree gchar *bt = datc_duration_format (bd->bound);
-          g_string_append_printf (o, "  %s: %.0f%% of waits end within %s (%.0f%% confidence, %" G_GSIZE_FORMAT
-                                  " observed)\n",
-                                  name, bd->quantile * 100, bt, bd->confidence * 100, bd->observations);
+          g_string_append_printf (
+              o,
+              "  %s: %.0f%% of waits end within %s (%.0f%% confidence, %" G_GSIZE_FORMAT
+              " observed)\n",
+              name, bd->quantile * 100, bt, bd->confidence * 100, bd->observations);
         }
     }
   if (!isnan (p->pull_at_bounds))

@@ -26,8 +26,7 @@ G_BEGIN_DECLS
 #define DATC_PREDICT_MAX_DIRECT_TASKS 20000000u
 
 /* One policy over all trials: a plain value record, times in seconds. */
-typedef struct
-{
+typedef struct {
   double mean, se, median, p95, min, max;
   double slot_hours, wasted_slot_hours; /* means per trial */
   double resubmissions;                 /* mean per trial */

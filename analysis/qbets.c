@@ -26,8 +26,7 @@ walk_cdf (guint64 n, double q, CdfVisit visit, gpointer data)
     }
 }
 
-typedef struct
-{
+typedef struct {
   guint64 k;
   double cdf;
 } CdfAt;
@@ -65,8 +64,7 @@ datc_qbets_needed (double q, double c)
   return n;
 }
 
-typedef struct
-{
+typedef struct {
   double c;
   guint64 found; /* j + 1 for the first cdf(j) >= c */
   double cdf;

@@ -14,15 +14,14 @@
 G_BEGIN_DECLS
 
 /* A plain value record. */
-typedef struct
-{
+typedef struct {
   double quantile;   /* q */
   double confidence; /* c */
   gsize observations;
-  gsize needed;      /* fewest observations that give any bound */
-  gsize index;       /* 1-based order statistic used; 0: too few observations */
-  double bound;      /* the index-th smallest wait, seconds; NAN when index is 0 */
-  double achieved;   /* P(Bin(n, q) <= index - 1), >= confidence */
+  gsize needed;    /* fewest observations that give any bound */
+  gsize index;     /* 1-based order statistic used; 0: too few observations */
+  double bound;    /* the index-th smallest wait, seconds; NAN when index is 0 */
+  double achieved; /* P(Bin(n, q) <= index - 1), >= confidence */
 } DatcWaitBound;
 
 /* P(Bin(n, q) <= k), summed in log space so n may be large. */

@@ -13,8 +13,7 @@
 G_BEGIN_DECLS
 
 /* A plain value record: copy it to fork a stream. */
-typedef struct
-{
+typedef struct {
   guint64 s[4];
 } DatcRng;
 

@@ -12,8 +12,7 @@
 #include "analysis-error.h"
 #include "duration.h"
 
-struct DatcScenario
-{
+struct DatcScenario {
   gchar *path;
   guint64 tasks;
   GPtrArray *sites; /* DatcScenarioSite* */
@@ -203,8 +202,8 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
         {
           set_at (error, DATC_ANALYSIS_ERROR_LIMIT, p, s->line,
                   "[site %s]: slots_per_proxy must be 1 to %u and proxies 1 to %u "
-                  "(0 with max_proxies above it)", s->name,
-                  DATC_SCENARIO_MAX_SLOTS_PER_PROXY, DATC_SCENARIO_MAX_PROXIES);
+                  "(0 with max_proxies above it)",
+                  s->name, DATC_SCENARIO_MAX_SLOTS_PER_PROXY, DATC_SCENARIO_MAX_PROXIES);
           return FALSE;
         }
       if (s->max_proxies < s->proxies || !(s->migrate_after >= 0)
@@ -225,12 +224,11 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
       if (s->walltime > 0 && s->walltime < s->task_time)
         {
           set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
-                  "[site %s]: walltime is shorter than task_time: no task would ever fit",
-                  s->name);
+                  "[site %s]: walltime is shorter than task_time: no task would ever fit", s->name);
           return FALSE;
         }
-      if (!(s->job_overhead >= 0) || s->job_overhead > DATC_DURATION_MAX
-          || !(s->poll_interval >= 0) || s->poll_interval > DATC_DURATION_MAX
+      if (!(s->job_overhead >= 0) || s->job_overhead > DATC_DURATION_MAX || !(s->poll_interval >= 0)
+          || s->poll_interval > DATC_DURATION_MAX
           || s->calls_per_minute > DATC_SCENARIO_MAX_CALLS_PER_MINUTE)
         {
           set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
@@ -243,8 +241,7 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
           || s->outage_probability > 1 || !(s->outage_length >= 0))
         {
           set_at (error, DATC_ANALYSIS_ERROR_INPUT, p, s->line,
-                  "[site %s]: fail_rate must be 0 to 1000 and outage probability 0 to 1",
-                  s->name);
+                  "[site %s]: fail_rate must be 0 to 1000 and outage probability 0 to 1", s->name);
           return FALSE;
         }
       for (guint j = 0; j < i; j++)
@@ -258,9 +255,8 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
   if (datc_scenario_total_slots (sc) > DATC_SCENARIO_MAX_TOTAL_SLOTS
       || datc_scenario_total_proxies (sc) > DATC_SCENARIO_MAX_TOTAL_PROXIES)
     {
-      set_at (error, DATC_ANALYSIS_ERROR_LIMIT, p, 0,
-              "more than %u slots or %u proxies in all", DATC_SCENARIO_MAX_TOTAL_SLOTS,
-              DATC_SCENARIO_MAX_TOTAL_PROXIES);
+      set_at (error, DATC_ANALYSIS_ERROR_LIMIT, p, 0, "more than %u slots or %u proxies in all",
+              DATC_SCENARIO_MAX_TOTAL_SLOTS, DATC_SCENARIO_MAX_TOTAL_PROXIES);
       return FALSE;
     }
   if (datc_scenario_total_proxies (sc) == 0)
@@ -274,8 +270,7 @@ datc_scenario_validate (const DatcScenario *sc, GError **error)
 
 /* ---- the line index ---- */
 
-typedef struct
-{
+typedef struct {
   GHashTable *lines; /* "group\nkey" or "group" -> line */
   GPtrArray *groups; /* in file order */
 } LineIndex;
@@ -378,8 +373,7 @@ line_index_build (LineIndex *ix, const char *path, const char *data, gsize len, 
 
 /* ---- values ---- */
 
-typedef struct
-{
+typedef struct {
   GKeyFile *kf;
   LineIndex *ix;
   const char *path;
@@ -498,10 +492,20 @@ check_keys (Reader *r, const char *const *known, GError **error)
 static gboolean
 read_site (DatcScenario *sc, Reader *r, const char *name, const char *base_dir, GError **error)
 {
-  static const char *const known[] = { "slots_per_proxy", "proxies", "task_time", "task_cv",
-                                        "wait", "walltime", "fail_rate", "outage",
-                                        "poll_interval", "job_overhead", "max_calls_per_minute",
-                                        "max_proxies", "migrate_after", NULL };
+  static const char *const known[] = { "slots_per_proxy",
+                                       "proxies",
+                                       "task_time",
+                                       "task_cv",
+                                       "wait",
+                                       "walltime",
+                                       "fail_rate",
+                                       "outage",
+                                       "poll_interval",
+                                       "job_overhead",
+                                       "max_calls_per_minute",
+                                       "max_proxies",
+                                       "migrate_after",
+                                       NULL };
   guint line = line_of (r->ix, r->group, NULL);
   if (!check_keys (r, known, error))
     return FALSE;

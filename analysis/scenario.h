@@ -38,17 +38,16 @@ G_BEGIN_DECLS
 #define DATC_SCENARIO_MAX_TOTAL_PROXIES 100000u
 
 /* One site: a plain value record owned by its scenario. */
-typedef struct
-{
+typedef struct {
   gchar *name;
-  guint line;        /* of the [site NAME] header; 0 when built in code */
+  guint line; /* of the [site NAME] header; 0 when built in code */
   guint slots_per_proxy;
   guint proxies;
-  double task_time;  /* mean seconds per task per slot, > 0 */
-  double task_cv;    /* 0: every task takes exactly task_time */
+  double task_time;   /* mean seconds per task per slot, > 0 */
+  double task_cv;     /* 0: every task takes exactly task_time */
   DatcWaitDist *wait; /* owned (a reference) */
-  double walltime;   /* seconds; 0: none */
-  double fail_rate;  /* failures per running proxy-hour */
+  double walltime;    /* seconds; 0: none */
+  double fail_rate;   /* failures per running proxy-hour */
   double outage_probability;
   double outage_length; /* seconds from time 0 */
   /* The `direct` policy (datc --mode direct): the site's poll interval

@@ -22,8 +22,7 @@
 #include "eventheap.h"
 #include "rng.h"
 
-enum
-{
+enum {
   TAG_WAIT = 1,
   TAG_FAIL,
   TAG_OUTAGE,
@@ -92,34 +91,27 @@ datc_policy_mask_parse (const char *list, guint *mask, GError **error)
 
 /* ---- the workspace ---- */
 
-typedef struct
-{
-  double t;           /* mean task time */
-  double sigma;       /* log-sd of task times; 0: exactly t */
-  double mu;          /* ln t - sigma^2 / 2 */
-  double walltime;    /* INFINITY: none */
-  double fail_mean;   /* mean running time between failures; INFINITY: none */
+typedef struct {
+  double t;         /* mean task time */
+  double sigma;     /* log-sd of task times; 0: exactly t */
+  double mu;        /* ln t - sigma^2 / 2 */
+  double walltime;  /* INFINITY: none */
+  double fail_mean; /* mean running time between failures; INFINITY: none */
   double outage_p, outage_len;
   double migrate_after; /* pull+mig: a proxy queued this long moves; 0: never */
   guint room;           /* pull+mig: proxies it may take beyond its own */
-  double *cond;       /* E[X | X > u t] / t at u = k / COND_STEPS, for sigma > 0 */
-  guint slots;        /* per proxy */
+  double *cond;         /* E[X | X > u t] / t at u = k / COND_STEPS, for sigma > 0 */
+  guint slots;          /* per proxy */
   guint first_proxy, n_proxies, first_slot;
   const DatcWaitDist *wait;
 } Site;
 
-typedef enum
-{
-  PX_QUEUED,
-  PX_RUNNING,
-  PX_GONE
-} ProxyState;
+typedef enum { PX_QUEUED, PX_RUNNING, PX_GONE } ProxyState;
 
 /* `site` is where the proxy was submitted first (its slots are that
  * site's slots_per_proxy); `at` is where it is now: pull+mig moves a
  * queued proxy, slots and all, and the pull engine reads `at`. */
-typedef struct
-{
+typedef struct {
   guint site, at, group, first_slot;
   ProxyState state;
   guint busy;
@@ -127,16 +119,14 @@ typedef struct
   DatcRng wait_rng, fail_rng;
 } Proxy;
 
-typedef enum
-{
-  SL_OFF,     /* its proxy is not running */
-  SL_IDLE,    /* bag empty: waits in its bag's idle list */
+typedef enum {
+  SL_OFF,  /* its proxy is not running */
+  SL_IDLE, /* bag empty: waits in its bag's idle list */
   SL_RUNNING,
   SL_DRAINED, /* nothing more fits before its proxy's walltime */
 } SlotState;
 
-typedef struct
-{
+typedef struct {
   guint proxy;
   SlotState state;
   guint idle_pos;
@@ -146,8 +136,7 @@ typedef struct
 } Slot;
 
 /* A task that is running somewhere, with one or more copies. */
-typedef struct
-{
+typedef struct {
   guint64 task;
   guint32 next_draw; /* run number of its next run: the key of its time */
   guint nexec;
@@ -156,14 +145,12 @@ typedef struct
 } Record;
 
 /* A task returned to the bag. */
-typedef struct
-{
+typedef struct {
   guint64 task;
   guint32 draw;
 } Pending;
 
-typedef struct
-{
+typedef struct {
   guint64 next_fresh, end_fresh, remaining;
   Pending *requeue;
   guint nrequeue;
@@ -173,15 +160,13 @@ typedef struct
 } Bag;
 
 /* direct: one batch job waiting for its turn */
-typedef struct
-{
+typedef struct {
   double ready;
   guint64 task;
   guint32 draw;
 } Job;
 
-struct DatcSimulation
-{
+struct DatcSimulation {
   const DatcScenario *sc;
   guint64 seed, N;
   guint n_sites, n_proxies, n_slots;
@@ -198,8 +183,8 @@ struct DatcSimulation
   DatcCapacity *caps;
   double *outage_end;
   guint64 *share_cap, *share_proc;
-  Job *jobs;        /* direct, allocated on first use: max share */
-  double *servers;  /* direct, min(max share, max slots per site) */
+  Job *jobs;       /* direct, allocated on first use: max share */
+  double *servers; /* direct, min(max share, max slots per site) */
   guint64 max_share;
 
   /* the run in progress */
@@ -458,7 +443,8 @@ run_closed_form (DatcSimulation *sim, guint64 trial, gboolean fluid, DatcOutcome
       const Site *s = &sim->sites[sim->proxies[c].site];
       DatcRng w, f;
       proxy_streams (sim, base, c, &w, &f);
-      sim->caps[c] = (DatcCapacity){ start_after (sim, sim->proxies[c].site, 0, &w), s->slots, s->t };
+      sim->caps[c]
+          = (DatcCapacity) { start_after (sim, sim->proxies[c].site, 0, &w), s->slots, s->t };
     }
   double work = 0, T;
   if (fluid)
@@ -512,8 +498,12 @@ rec_new (DatcSimulation *sim, guint bag, Pending p)
 {
   guint r = sim->free_recs[--sim->nfree_recs];
   Bag *b = &sim->bags[bag];
-  sim->recs[r] = (Record){ .task = p.task, .next_draw = p.draw, .nexec = 0, .first_exec = -1,
-                           .group = bag, .active_pos = b->nactive };
+  sim->recs[r] = (Record) { .task = p.task,
+                            .next_draw = p.draw,
+                            .nexec = 0,
+                            .first_exec = -1,
+                            .group = bag,
+                            .active_pos = b->nactive };
   b->active[b->nactive++] = r;
   return r;
 }
@@ -621,8 +611,7 @@ slot_free (DatcSimulation *sim, guint k, double now)
     }
   if (!bag_empty (b))
     {
-      Pending next = b->nrequeue > 0 ? b->requeue[--b->nrequeue]
-                                     : (Pending){ b->next_fresh++, 0 };
+      Pending next = b->nrequeue > 0 ? b->requeue[--b->nrequeue] : (Pending) { b->next_fresh++, 0 };
       slot_run (sim, k, rec_new (sim, p->group, next), now);
       if (bag_empty (b))
         bag_emptied (sim, b);
@@ -687,8 +676,8 @@ proxy_start (DatcSimulation *sim, guint c, double now)
   p->start = now;
   p->end = now + at->walltime;
   p->busy = 0;
-  double fail_at = isfinite (at->fail_mean) ? now + datc_rng_exp (&p->fail_rng, at->fail_mean)
-                                            : INFINITY;
+  double fail_at
+      = isfinite (at->fail_mean) ? now + datc_rng_exp (&p->fail_rng, at->fail_mean) : INFINITY;
   for (guint k = p->first_slot; k < p->first_slot + s->slots; k++)
     slot_free (sim, k, now);
   if (p->busy == 0)
@@ -722,7 +711,7 @@ proxy_end (DatcSimulation *sim, guint c, double now)
       p->busy--;
       if (r->nexec == 0)
         {
-          b->requeue[b->nrequeue++] = (Pending){ r->task, r->next_draw };
+          b->requeue[b->nrequeue++] = (Pending) { r->task, r->next_draw };
           rec_free (sim, (guint) sl->rec);
         }
       sl->state = SL_OFF;
@@ -829,13 +818,17 @@ run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *ou
     {
       Bag *b = &sim->bags[g];
       guint slot0 = per_site ? sim->sites[g].first_slot : 0;
-      guint64 n = per_site ? (policy == DATC_POLICY_STATIC_CAP ? sim->share_cap : sim->share_proc)[g]
-                           : sim->N;
-      *b = (Bag){ .next_fresh = first_task, .end_fresh = first_task + n, .remaining = n,
-                  .requeue = sim->requeue_ws + slot0, .idle = sim->idle_ws + slot0,
-                  .active = sim->active_ws + slot0,
-                  .first_proxy = per_site ? sim->sites[g].first_proxy : 0,
-                  .n_proxies = per_site ? sim->sites[g].n_proxies : sim->n_proxies };
+      guint64 n = per_site
+                      ? (policy == DATC_POLICY_STATIC_CAP ? sim->share_cap : sim->share_proc)[g]
+                      : sim->N;
+      *b = (Bag) { .next_fresh = first_task,
+                   .end_fresh = first_task + n,
+                   .remaining = n,
+                   .requeue = sim->requeue_ws + slot0,
+                   .idle = sim->idle_ws + slot0,
+                   .active = sim->active_ws + slot0,
+                   .first_proxy = per_site ? sim->sites[g].first_proxy : 0,
+                   .n_proxies = per_site ? sim->sites[g].n_proxies : sim->n_proxies };
       first_task += n;
     }
   sim->nfree_recs = sim->n_slots;
@@ -884,7 +877,8 @@ run_pull (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *ou
   for (guint c = 0; c < sim->n_proxies; c++)
     if (sim->proxies[c].state == PX_RUNNING)
       {
-        sim->charged += sim->sites[sim->proxies[c].site].slots * (sim->last_done - sim->proxies[c].start);
+        sim->charged
+            += sim->sites[sim->proxies[c].site].slots * (sim->last_done - sim->proxies[c].start);
         sim->proxies[c].state = PX_GONE;
       }
   out->turnaround = sim->remaining == 0 ? sim->last_done : INFINITY;
@@ -970,8 +964,8 @@ run_direct (DatcSimulation *sim, guint64 trial, gboolean common, DatcOutcome *ou
       for (guint i = 0; i < sim->n_sites; i++)
         {
           max_share = MAX (max_share, sim->share_cap[i]);
-          max_servers = MAX (max_servers, MIN (sim->share_cap[i],
-                                               (guint64) sim->sites[i].slots * sim->sites[i].n_proxies));
+          max_servers = MAX (max_servers, MIN (sim->share_cap[i], (guint64) sim->sites[i].slots
+                                                                      * sim->sites[i].n_proxies));
         }
       sim->jobs = g_new (Job, max_share);
       sim->servers = g_new (double, max_servers);
@@ -998,7 +992,7 @@ run_direct (DatcSimulation *sim, guint64 trial, gboolean common, DatcOutcome *ou
       for (guint64 j = 0; j < n; j++)
         {
           double ready = common ? common_start : start_after (sim, i, 0, &wait);
-          jobs_push (sim->jobs, &nj, (Job){ ready, first_task + j, 0 });
+          jobs_push (sim->jobs, &nj, (Job) { ready, first_task + j, 0 });
         }
       for (guint64 m = 0; m < K; m++)
         sim->servers[m] = 0;
@@ -1015,7 +1009,7 @@ run_direct (DatcSimulation *sim, guint64 trial, gboolean common, DatcOutcome *ou
               charged += broke;
               resub++;
               jobs_push (sim->jobs, &nj,
-                         (Job){ start_after (sim, i, start + broke, &wait), j.task, j.draw + 1 });
+                         (Job) { start_after (sim, i, start + broke, &wait), j.task, j.draw + 1 });
               continue;
             }
           servers_replace_min (sim->servers, K, start + rt);
@@ -1078,7 +1072,7 @@ run_direct_mode (DatcSimulation *sim, guint64 trial, DatcOutcome *out)
   datc_event_heap_clear (sim->heap);
   for (guint k = 0; k < sim->n_slots; k++)
     {
-      retry[k] = (Pending){ 0, 0 };
+      retry[k] = (Pending) { 0, 0 };
       ended[k] = FALSE;
       datc_event_heap_set (sim->heap, k, 0);
     }
@@ -1139,7 +1133,7 @@ run_direct_mode (DatcSimulation *sim, guint64 trial, DatcOutcome *out)
           /* Its node failed: the same task goes out again from this place. */
           charged += broke;
           resub++;
-          retry[e] = (Pending){ task, draw + 1 };
+          retry[e] = (Pending) { task, draw + 1 };
           datc_event_heap_set (sim->heap, e, start + broke);
           continue;
         }

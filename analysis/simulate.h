@@ -30,8 +30,7 @@
 
 G_BEGIN_DECLS
 
-typedef enum
-{
+typedef enum {
   DATC_POLICY_FLUID,
   DATC_POLICY_ECT,
   DATC_POLICY_PULL,
@@ -52,8 +51,7 @@ const char *datc_policy_name (DatcPolicy p);
 gboolean datc_policy_mask_parse (const char *list, guint *mask, GError **error);
 
 /* What one trial of one policy gave: a plain value record. */
-typedef struct
-{
+typedef struct {
   double turnaround;     /* seconds from submission to the last task's end */
   double charged;        /* slot-seconds held: proxies from start to exit, or jobs */
   double wasted;         /* charged minus the winning runs of the tasks */
@@ -67,8 +65,7 @@ DatcSimulation *datc_simulation_new (const DatcScenario *sc, guint64 seed);
 void datc_simulation_free (DatcSimulation *sim);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSimulation, datc_simulation_free)
 
-void datc_simulation_run (DatcSimulation *sim, guint64 trial, DatcPolicy policy,
-                          DatcOutcome *out);
+void datc_simulation_run (DatcSimulation *sim, guint64 trial, DatcPolicy policy, DatcOutcome *out);
 /* The proxies in scenario order (site by site), and when each first starts
  * in this trial: its first wait, or the end of its site's outage if later. */
 guint datc_simulation_n_proxies (const DatcSimulation *sim);

@@ -13,21 +13,18 @@
 #define TOP 30.0
 #define BOTTOM 50.0
 
-typedef struct
-{
+typedef struct {
   gchar *name, *color;
   gboolean dashed, step;
   GArray *x, *y;
 } Series;
 
-typedef struct
-{
+typedef struct {
   gchar *label, *color;
   double value;
 } Bar;
 
-struct DatcSvgPlot
-{
+struct DatcSvgPlot {
   gchar *id, *title, *x_label, *y_label;
   gboolean time_axis;
   GPtrArray *series; /* Series* */
@@ -131,8 +128,9 @@ nice_step (double range, double want, gboolean time)
   double raw = range / want;
   if (time && raw >= 1)
     {
-      static const double steps[] = { 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
-                                      7200, 10800, 21600, 43200, 86400, 172800, 604800 };
+      static const double steps[]
+          = { 1,   2,    5,    10,   15,    30,    60,    120,   300,    600,
+              900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800 };
       for (guint i = 0; i < G_N_ELEMENTS (steps); i++)
         if (steps[i] >= raw)
           return steps[i];
@@ -172,7 +170,8 @@ text (GString *o, double x, double y, const char *anchor, const char *extra, con
   num (o, x);
   g_string_append (o, "\" y=\"");
   num (o, y);
-  g_string_append_printf (o, "\" text-anchor=\"%s\"%s>%s</text>\n", anchor, extra ? extra : "", esc);
+  g_string_append_printf (o, "\" text-anchor=\"%s\"%s>%s</text>\n", anchor, extra ? extra : "",
+                          esc);
 }
 
 static void
@@ -213,12 +212,15 @@ frame (const DatcSvgPlot *p, GString *o)
 {
   g_autofree gchar *id = g_markup_escape_text (p->id, -1);
   g_autofree gchar *title = g_markup_escape_text (p->title, -1);
-  g_string_append_printf (o, "<svg class=\"plot\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-                          "role=\"img\" aria-label=\"%s\">\n<title>%s</title>\n",
-                          id, (int) W, (int) H, (int) W, (int) H, title, title);
+  g_string_append_printf (
+      o,
+      "<svg class=\"plot\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+      "role=\"img\" aria-label=\"%s\">\n<title>%s</title>\n",
+      id, (int) W, (int) H, (int) W, (int) H, title, title);
   text (o, LEFT, 18, "start", " class=\"title\"", p->title);
   text (o, LEFT + (W - LEFT - RIGHT) / 2, H - 10, "middle", NULL, p->x_label);
-  g_autofree gchar *rot = g_strdup_printf (" transform=\"rotate(-90 14 %d)\"", (int) (TOP + (H - TOP - BOTTOM) / 2));
+  g_autofree gchar *rot
+      = g_strdup_printf (" transform=\"rotate(-90 14 %d)\"", (int) (TOP + (H - TOP - BOTTOM) / 2));
   text (o, 14, TOP + (H - TOP - BOTTOM) / 2, "middle", rot, p->y_label);
 }
 
@@ -253,7 +255,8 @@ render_bars (const DatcSvgPlot *p, GString *o)
       const Bar *b = &g_array_index (p->bars, Bar, i);
       text (o, LEFT + slot * (i + 0.5), TOP + ph + 16, "middle", NULL, b->label);
       g_autofree gchar *v = tick_label (b->value, p->time_axis, b->value >= 10 ? 1 : 0.01);
-      text (o, LEFT + slot * (i + 0.5), TOP + ph - b->value / top * ph - 4, "middle", " class=\"value\"", v);
+      text (o, LEFT + slot * (i + 0.5), TOP + ph - b->value / top * ph - 4, "middle",
+            " class=\"value\"", v);
     }
   line (o, LEFT, TOP + ph, W - RIGHT, TOP + ph, "axis");
 }
@@ -298,8 +301,8 @@ render_series (const DatcSvgPlot *p, GString *o)
       if (s->x->len == 0)
         continue;
       g_autofree gchar *name = g_markup_escape_text (s->name, -1);
-      g_string_append_printf (o, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"", s->color,
-                              s->dashed ? " stroke-dasharray=\"6 4\"" : "");
+      g_string_append_printf (o, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s d=\"",
+                              s->color, s->dashed ? " stroke-dasharray=\"6 4\"" : "");
       double prev_y = 0;
       for (guint k = 0; k < s->x->len; k++)
         {

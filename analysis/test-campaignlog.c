@@ -86,10 +86,13 @@ test_campaignlog_model_matches_the_run (void)
   g_assert_cmpfloat (json_object_get_double_member (o, "turnaround"), ==, 35);
   JsonObject *sa = json_object_get_object_member (json_object_get_object_member (o, "sites"), "A");
   g_assert_cmpint (json_object_get_int_member (sa, "proxies_started"), ==, 2);
-  g_assert_cmpfloat (json_object_get_double_member (json_object_get_object_member (sa, "waits"), "median"), ==, 8.5);
+  g_assert_cmpfloat (
+      json_object_get_double_member (json_object_get_object_member (sa, "waits"), "median"), ==,
+      8.5);
   JsonObject *model = json_object_get_object_member (o, "model");
   g_assert_cmpfloat (json_object_get_double_member (model, "actual"), ==, 35);
-  JsonObject *pull = json_object_get_object_member (json_object_get_object_member (model, "policies"), "pull");
+  JsonObject *pull
+      = json_object_get_object_member (json_object_get_object_member (model, "policies"), "pull");
   g_assert_cmpfloat (json_object_get_double_member (pull, "mean"), ==, 35);
 
   g_autofree gchar *text = datc_trace_summary_to_text (log, m);
@@ -124,14 +127,14 @@ test_campaignlog_direct_campaign_modelled_as_direct (gconstpointer data)
   g_autofree gchar *json = datc_trace_summary_to_json (log, m);
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_assert_true (json_parser_load_from_data (parser, json, -1, NULL));
-  JsonObject *model = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
-                                                     "model");
+  JsonObject *model = json_object_get_object_member (
+      json_node_get_object (json_parser_get_root (parser)), "model");
   g_assert_cmpstr (json_object_get_string_member (model, "mode"), ==, "direct");
   g_assert_cmpstr (json_object_get_string_member (model, "matches"), ==, "direct");
   g_assert_cmpint (json_object_get_int_member (model, "places"), ==, 2);
   g_assert_cmpfloat (json_object_get_double_member (model, "job_overhead"), ==, 1);
-  JsonObject *direct = json_object_get_object_member (json_object_get_object_member (model, "policies"),
-                                                      "direct");
+  JsonObject *direct
+      = json_object_get_object_member (json_object_get_object_member (model, "policies"), "direct");
   g_assert_cmpfloat (json_object_get_double_member (direct, "mean"), ==, 44);
 
   g_autofree gchar *text = datc_trace_summary_to_text (log, m);
@@ -152,8 +155,8 @@ test_campaignlog_replicating_campaign_names_pull_rep (void)
       g_autofree gchar *path = g_build_filename (dir, "trace.jsonl", NULL);
       g_autofree gchar *trace = NULL;
       g_assert_true (g_file_get_contents (path, &trace, NULL, NULL));
-      g_autofree gchar *with = g_strdup_printf ("\"event\":\"campaign_started\",\"max_replicas\":%u,",
-                                                replicas);
+      g_autofree gchar *with
+          = g_strdup_printf ("\"event\":\"campaign_started\",\"max_replicas\":%u,", replicas);
       g_auto (GStrv) parts = g_strsplit (trace, "\"event\":\"campaign_started\",", 2);
       g_assert_cmpuint (g_strv_length (parts), ==, 2);
       g_autofree gchar *edited = g_strjoin (with, parts[0], parts[1], NULL);
@@ -229,9 +232,10 @@ test_campaignlog_counts_scheduler_calls (void)
   g_assert_true (json_object_get_null_member (sb, "scheduler_calls_per_1000_tasks"));
 
   g_autofree gchar *text = datc_trace_summary_to_text (log, NULL);
-  g_assert_nonnull (strstr (text, "\nsite                 calls   submit     poll   cancel  per 1000 tasks\n"
-                                  "A                        7        4        3        0           875.0\n"
-                                  "B                        3        2        0        1               -\n"));
+  g_assert_nonnull (
+      strstr (text, "\nsite                 calls   submit     poll   cancel  per 1000 tasks\n"
+                    "A                        7        4        3        0           875.0\n"
+                    "B                        3        2        0        1               -\n"));
   fixture_remove_tree (dir);
 }
 
@@ -242,11 +246,12 @@ test_campaignlog_site_first_named_by_a_command (void)
 {
   g_autofree gchar *dir = g_dir_make_tmp ("datc-campaign-XXXXXX", NULL);
   g_autofree gchar *tp = g_build_filename (dir, "trace.jsonl", NULL);
-  g_assert_true (g_file_set_contents (tp,
-                                      "{\"time\":1700000000000000,\"event\":\"campaign_started\",\"tasks\":1}\n"
-                                      "{\"time\":1700000001000000,\"event\":\"site_command\",\"site\":\"Z\","
-                                      "\"kind\":\"submit\",\"calls\":2}\n",
-                                      -1, NULL));
+  g_assert_true (g_file_set_contents (
+      tp,
+      "{\"time\":1700000000000000,\"event\":\"campaign_started\",\"tasks\":1}\n"
+      "{\"time\":1700000001000000,\"event\":\"site_command\",\"site\":\"Z\","
+      "\"kind\":\"submit\",\"calls\":2}\n",
+      -1, NULL));
   g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
   g_assert_nonnull (log);
   g_assert_cmpuint (datc_campaign_log_n_sites (log), ==, 1);
@@ -265,21 +270,23 @@ test_campaignlog_skips_a_site_command_without_calls (void)
   guint lines = 0;
   for (const char *c = old; *c; c++)
     lines += *c == '\n';
-  g_autofree gchar *all = g_strconcat (old,
-                                       "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
-                                       "\"kind\":\"poll\",\"calls\":-5}\n"
-                                       "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
-                                       "\"kind\":\"poll\"}\n",
-                                       NULL);
+  g_autofree gchar *all
+      = g_strconcat (old,
+                     "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
+                     "\"kind\":\"poll\",\"calls\":-5}\n"
+                     "{\"time\":1700000040000000,\"event\":\"site_command\",\"site\":\"A\","
+                     "\"kind\":\"poll\"}\n",
+                     NULL);
   g_assert_true (g_file_set_contents (tp, all, -1, NULL));
   g_autoptr (DatcCampaignLog) log = datc_campaign_log_load (dir, NULL);
   g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, 2);
   for (guint i = 0; i < 2; i++)
     {
       g_autofree gchar *want
-        = g_strdup_printf ("%s/trace.jsonl:%u: site_command without", dir, lines + 1 + i);
+          = g_strdup_printf ("%s/trace.jsonl:%u: site_command without", dir, lines + 1 + i);
       if (!g_str_has_prefix (datc_campaign_log_warning (log, i), want))
-        g_error ("warning %u: \"%s\", want prefix \"%s\"", i, datc_campaign_log_warning (log, i), want);
+        g_error ("warning %u: \"%s\", want prefix \"%s\"", i, datc_campaign_log_warning (log, i),
+                 want);
     }
   g_assert_cmpuint (site_named (log, "A")->calls_poll, ==, 3);
   fixture_remove_tree (dir);
@@ -297,8 +304,8 @@ test_campaignlog_skips_unreadable_lines_with_file_and_line (void)
   g_assert_cmpuint (site_named (log, "A")->started, ==, 2);
   /* ...and one warning per bad line, each naming its place; the unknown
    * event and the torn last line are not errors. */
-  const char *want[] = { "trace.jsonl:5: ", "trace.jsonl:6: ", "trace.jsonl:7: ", "results.jsonl:7: ",
-                         "results.jsonl:8: " };
+  const char *want[] = { "trace.jsonl:5: ", "trace.jsonl:6: ", "trace.jsonl:7: ",
+                         "results.jsonl:7: ", "results.jsonl:8: " };
   g_assert_cmpuint (datc_campaign_log_n_warnings (log), ==, G_N_ELEMENTS (want));
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
     {
@@ -351,10 +358,13 @@ test_campaignlog_resumed_campaign_models_its_last_session (void)
   g_autofree gchar *rp = g_build_filename (dir, "results.jsonl", NULL);
   gint64 s2 = FIXTURE_T0 + 100 * G_USEC_PER_SEC;
   g_autofree gchar *more = g_strdup_printf (
-    "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"campaign_started\",\"tasks\":12,\"resumed\":true}\n"
-    "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\",\"site\":\"A\",\"proxy\":\"a3\",\"job\":\"3\",\"slots\":4,\"walltime\":0}\n"
-    "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\",\"site\":\"A\",\"proxy\":\"a3\",\"agent\":\"g-a3\",\"host\":\"h\",\"slots\":4}\n",
-    s2, s2 + 1000000, s2 + 2000000);
+      "{\"time\":%" G_GINT64_FORMAT
+      ",\"event\":\"campaign_started\",\"tasks\":12,\"resumed\":true}\n"
+      "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"proxy_submitted\",\"site\":\"A\",\"proxy\":"
+      "\"a3\",\"job\":\"3\",\"slots\":4,\"walltime\":0}\n"
+      "{\"time\":%" G_GINT64_FORMAT ",\"event\":\"agent_connected\",\"site\":\"A\",\"proxy\":"
+      "\"a3\",\"agent\":\"g-a3\",\"host\":\"h\",\"slots\":4}\n",
+      s2, s2 + 1000000, s2 + 2000000);
   g_autofree gchar *old = NULL;
   g_assert_true (g_file_get_contents (tp, &old, NULL, NULL));
   g_autofree gchar *all = g_strconcat (old, more, NULL);
@@ -363,9 +373,11 @@ test_campaignlog_resumed_campaign_models_its_last_session (void)
   g_assert_true (g_file_get_contents (rp, &rold, NULL, NULL));
   GString *r = g_string_new (rold);
   for (guint i = 9; i <= 12; i++)
-    g_string_append_printf (r, "{\"id\":%u,\"status\":\"exited\",\"exit_code\":0,\"site\":\"A\",\"proxy\":\"a3\","
-                               "\"started\":%" G_GINT64_FORMAT ",\"finished\":%" G_GINT64_FORMAT "}\n",
-                            i, s2 + 2000000, s2 + 12000000);
+    g_string_append_printf (
+        r,
+        "{\"id\":%u,\"status\":\"exited\",\"exit_code\":0,\"site\":\"A\",\"proxy\":\"a3\","
+        "\"started\":%" G_GINT64_FORMAT ",\"finished\":%" G_GINT64_FORMAT "}\n",
+        i, s2 + 2000000, s2 + 12000000);
   g_assert_true (g_file_set_contents (rp, r->str, -1, NULL));
   g_string_free (r, TRUE);
 
@@ -378,8 +390,8 @@ test_campaignlog_resumed_campaign_models_its_last_session (void)
   g_assert_cmpuint (datc_campaign_model_tasks (m), ==, 4);
   g_assert_cmpuint (datc_campaign_model_proxies (m), ==, 1);
   g_assert_cmpfloat (datc_campaign_model_actual (m), ==, 12);
-  g_assert_cmpfloat_with_epsilon (datc_prediction_stats (datc_campaign_model_prediction (m), DATC_POLICY_PULL)->mean,
-                                  12, 1e-6);
+  g_assert_cmpfloat_with_epsilon (
+      datc_prediction_stats (datc_campaign_model_prediction (m), DATC_POLICY_PULL)->mean, 12, 1e-6);
   fixture_remove_tree (dir);
 }
 
@@ -418,12 +430,16 @@ main (int argc, char **argv)
   g_test_add_func ("/campaignlog/replicating-campaign-names-pull-rep",
                    test_campaignlog_replicating_campaign_names_pull_rep);
   g_test_add_func ("/campaignlog/load/counts-what-happened", test_campaignlog_counts_what_happened);
-  g_test_add_func ("/campaignlog/load/counts-why-tasks-ended", test_campaignlog_counts_why_tasks_ended);
-  g_test_add_func ("/campaignlog/model/matches-the-run-it-explains", test_campaignlog_model_matches_the_run);
+  g_test_add_func ("/campaignlog/load/counts-why-tasks-ended",
+                   test_campaignlog_counts_why_tasks_ended);
+  g_test_add_func ("/campaignlog/model/matches-the-run-it-explains",
+                   test_campaignlog_model_matches_the_run);
   g_test_add_data_func ("/campaignlog/model/of-a-direct-campaign-is-direct",
-                        GINT_TO_POINTER (FALSE), test_campaignlog_direct_campaign_modelled_as_direct);
+                        GINT_TO_POINTER (FALSE),
+                        test_campaignlog_direct_campaign_modelled_as_direct);
   g_test_add_data_func ("/campaignlog/model/of-a-direct-campaign-by-campaign-json",
-                        GINT_TO_POINTER (TRUE), test_campaignlog_direct_campaign_modelled_as_direct);
+                        GINT_TO_POINTER (TRUE),
+                        test_campaignlog_direct_campaign_modelled_as_direct);
   g_test_add_func ("/campaignlog/model/of-a-pull-campaign-names-pull",
                    test_campaignlog_pull_campaign_names_pull);
   g_test_add_func ("/campaignlog/load/skips-unreadable-lines-naming-file-and-line",
@@ -434,7 +450,8 @@ main (int argc, char **argv)
                    test_campaignlog_site_first_named_by_a_command);
   g_test_add_func ("/campaignlog/calls/skips-a-site-command-without-calls",
                    test_campaignlog_skips_a_site_command_without_calls);
-  g_test_add_func ("/campaignlog/load/reads-a-running-campaign", test_campaignlog_reads_a_running_campaign);
+  g_test_add_func ("/campaignlog/load/reads-a-running-campaign",
+                   test_campaignlog_reads_a_running_campaign);
   g_test_add_func ("/campaignlog/load/refuses-what-is-not-a-campaign",
                    test_campaignlog_refuses_what_is_not_a_campaign);
   g_test_add_func ("/campaignlog/model/of-a-resumed-campaign-is-its-last-session",

@@ -20,13 +20,27 @@ chromium_dump_dom (const char *path)
   g_autofree gchar *abs = g_canonicalize_filename (path, NULL);
   g_autofree gchar *url = g_filename_to_uri (abs, NULL, NULL);
   g_autofree gchar *profile_arg = g_strdup_printf ("--user-data-dir=%s", profile);
-  const char *argv[] = { "timeout", "-k", "5", "90", chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                         "--disable-quic", "--no-first-run", "--disable-background-networking",
-                         "--disable-component-update", "--disable-sync", "--disable-extensions",
-                         profile_arg, "--dump-dom", url, NULL };
+  const char *argv[] = { "timeout",
+                         "-k",
+                         "5",
+                         "90",
+                         chromium,
+                         "--headless",
+                         "--no-sandbox",
+                         "--disable-gpu",
+                         "--disable-quic",
+                         "--no-first-run",
+                         "--disable-background-networking",
+                         "--disable-component-update",
+                         "--disable-sync",
+                         "--disable-extensions",
+                         profile_arg,
+                         "--dump-dom",
+                         url,
+                         NULL };
   g_autoptr (GError) error = NULL;
-  g_autoptr (GSubprocess) p = g_subprocess_newv (argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE,
-                                                 &error);
+  g_autoptr (GSubprocess) p = g_subprocess_newv (
+      argv, G_SUBPROCESS_FLAGS_STDOUT_PIPE | G_SUBPROCESS_FLAGS_STDERR_PIPE, &error);
   if (p == NULL)
     g_error ("cannot start chromium: %s", error->message);
   g_autofree gchar *out = NULL, *err = NULL;
@@ -34,8 +48,8 @@ chromium_dump_dom (const char *path)
     g_error ("chromium: %s", error->message);
   fixture_remove_tree (profile);
   if (!g_subprocess_get_if_exited (p) || g_subprocess_get_exit_status (p) != 0)
-    g_error ("chromium failed (exit %d) on %s:\n%s", g_subprocess_get_if_exited (p) ? g_subprocess_get_exit_status (p) : -1,
-             path, err);
+    g_error ("chromium failed (exit %d) on %s:\n%s",
+             g_subprocess_get_if_exited (p) ? g_subprocess_get_exit_status (p) : -1, path, err);
   if (out == NULL || strstr (out, "<body") == NULL)
     g_error ("chromium gave no DOM for %s:\n%s", path, err);
   /* Page-level trouble chromium reports on stderr. */
@@ -56,7 +70,8 @@ chromium_assert_report_drawn (const char *dom, guint plots)
              strstr (dom, "<body") ? strstr (dom, "<body") : dom);
   /* Each plot: a box of at least 1x1 around at least one mark. */
   guint seen = 0;
-  for (const char *p = strstr (dom, "data-rendered=\""); p != NULL; p = strstr (p + 1, "data-rendered=\""))
+  for (const char *p = strstr (dom, "data-rendered=\""); p != NULL;
+       p = strstr (p + 1, "data-rendered=\""))
     {
       guint w = 0, h = 0, n = 0;
       g_assert_cmpint (sscanf (p, "data-rendered=\"%ux%u %u\"", &w, &h, &n), ==, 3);

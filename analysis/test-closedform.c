@@ -39,8 +39,8 @@ test_fluid_matches_the_formula_on_random_instances (void)
       guint n = 1 + (guint) datc_rng_below (&r, 12);
       DatcCapacity c[12];
       for (guint i = 0; i < n; i++)
-        c[i] = (DatcCapacity){ datc_rng_exp (&r, 100), 1 + (double) datc_rng_below (&r, 16),
-                               1 + datc_rng_exp (&r, 20) };
+        c[i] = (DatcCapacity) { datc_rng_exp (&r, 100), 1 + (double) datc_rng_below (&r, 16),
+                                1 + datc_rng_exp (&r, 20) };
       double N = 1 + (double) datc_rng_below (&r, 1000);
       double T = datc_fluid_turnaround (c, n, N);
       double rate = 0, weighted = 0;
@@ -71,8 +71,9 @@ test_ect_is_the_nth_completion_exactly (void)
       guint n = 1 + (guint) datc_rng_below (&r, 6);
       DatcCapacity c[6];
       for (guint i = 0; i < n; i++)
-        c[i] = (DatcCapacity){ (double) datc_rng_below (&r, 100), 1 + (double) datc_rng_below (&r, 4),
-                               1 + (double) datc_rng_below (&r, 30) };
+        c[i] = (DatcCapacity) { (double) datc_rng_below (&r, 100),
+                                1 + (double) datc_rng_below (&r, 4),
+                                1 + (double) datc_rng_below (&r, 30) };
       guint64 N = 1 + datc_rng_below (&r, 200);
       /* Every slot's first N completions, sorted: the N-th is the answer. */
       GArray *all = g_array_new (FALSE, FALSE, sizeof (double));
@@ -98,11 +99,13 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/closedform/fluid/one-proxy-is-wait-plus-work", test_fluid_one_proxy_is_wait_plus_work);
+  g_test_add_func ("/closedform/fluid/one-proxy-is-wait-plus-work",
+                   test_fluid_one_proxy_is_wait_plus_work);
   g_test_add_func ("/closedform/fluid/ignores-proxies-that-start-too-late",
                    test_fluid_ignores_proxies_that_start_too_late);
   g_test_add_func ("/closedform/fluid/solves-its-equation-on-random-instances",
                    test_fluid_matches_the_formula_on_random_instances);
-  g_test_add_func ("/closedform/ect/is-the-nth-slot-completion-exactly", test_ect_is_the_nth_completion_exactly);
+  g_test_add_func ("/closedform/ect/is-the-nth-slot-completion-exactly",
+                   test_ect_is_the_nth_completion_exactly);
   return g_test_run ();
 }

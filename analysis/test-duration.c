@@ -7,12 +7,11 @@
 static void
 test_duration_accepts_suffixes_and_plain_seconds (void)
 {
-  const struct
-  {
+  const struct {
     const char *text;
     double seconds;
-  } ok[] = { { "90", 90 }, { "45s", 45 }, { "30m", 1800 }, { "2h", 7200 }, { "1.5h", 5400 },
-             { " 0 ", 0 }, { "0.25m", 15 }, { "1e2", 100 } };
+  } ok[] = { { "90", 90 },     { "45s", 45 }, { "30m", 1800 }, { "2h", 7200 },
+             { "1.5h", 5400 }, { " 0 ", 0 },  { "0.25m", 15 }, { "1e2", 100 } };
   for (guint i = 0; i < G_N_ELEMENTS (ok); i++)
     {
       double v = -1;
@@ -26,8 +25,8 @@ test_duration_accepts_suffixes_and_plain_seconds (void)
 static void
 test_duration_rejects_what_is_not_a_time (void)
 {
-  const char *bad[] = { "", " ", "h", "-1", "-5m", "1d", "1 h", "1hh", "nan", "inf", "1e400",
-                        "0x10", "12abc", "3650000000", "m30" };
+  const char *bad[] = { "",    " ",   "h",     "-1",   "-5m",   "1d",         "1 h", "1hh",
+                        "nan", "inf", "1e400", "0x10", "12abc", "3650000000", "m30" };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       double v = 42;
@@ -52,11 +51,14 @@ test_duration_ignores_the_locale_decimal_comma (void)
 static void
 test_duration_formats_for_people (void)
 {
-  const struct
-  {
+  const struct {
     double s;
     const char *text;
-  } cases[] = { { 12.34, "12.3s" }, { 0.3841, "0.384s" }, { 245, "4m05s" }, { 7380, "2h03m" }, { INFINITY, "never" } };
+  } cases[] = { { 12.34, "12.3s" },
+                { 0.3841, "0.384s" },
+                { 245, "4m05s" },
+                { 7380, "2h03m" },
+                { INFINITY, "never" } };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree gchar *s = datc_duration_format (cases[i].s);

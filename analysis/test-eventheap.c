@@ -85,6 +85,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/eventheap/pop/goes-in-time-then-entity-order",
                    test_eventheap_pops_in_time_then_entity_order);
-  g_test_add_func ("/eventheap/updates/agree-with-a-plain-array", test_eventheap_agrees_with_a_plain_array);
+  g_test_add_func ("/eventheap/updates/agree-with-a-plain-array",
+                   test_eventheap_agrees_with_a_plain_array);
   return g_test_run ();
 }

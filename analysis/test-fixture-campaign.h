@@ -11,8 +11,7 @@
 
 #define FIXTURE_T0 G_GINT64_CONSTANT (1700000000000000)
 
-typedef enum
-{
+typedef enum {
   FIXTURE_CLEAN = 0,
   FIXTURE_GARBAGE = 1 << 0,   /* unreadable lines in both files */
   FIXTURE_TORN_TAIL = 1 << 1, /* a last results line still being written */

@@ -13,14 +13,16 @@ four_sites (void)
 {
   DatcScenario *sc = datc_scenario_new (1000);
   g_autoptr (GError) error = NULL;
-  DatcScenarioSite *a = datc_scenario_add_site (sc, "A", 32, 2, 1800, 0.3,
-                                                datc_wait_dist_parse ("lognormal 30m 1", NULL, &error));
+  DatcScenarioSite *a = datc_scenario_add_site (
+      sc, "A", 32, 2, 1800, 0.3, datc_wait_dist_parse ("lognormal 30m 1", NULL, &error));
   a->walltime = 4 * 3600;
   a->fail_rate = 0.05;
-  DatcScenarioSite *b = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
+  DatcScenarioSite *b
+      = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
   b->outage_probability = 0.1;
   b->outage_length = 12 * 3600;
-  datc_scenario_add_site (sc, "C", 64, 1, 2700, 0, datc_wait_dist_parse ("lomax 3600 2.5", NULL, &error));
+  datc_scenario_add_site (sc, "C", 64, 1, 2700, 0,
+                          datc_wait_dist_parse ("lomax 3600 2.5", NULL, &error));
   datc_scenario_add_site (sc, "D", 8, 8, 1500, 0.5, datc_wait_dist_new_const (600));
   g_assert_no_error (error);
   return sc;
@@ -64,14 +66,16 @@ test_prediction_json_has_the_promised_shape (void)
       g_assert_nonnull (st);
       const DatcPolicyStats *want = datc_prediction_stats (p, k);
       g_assert_cmpfloat_with_epsilon (json_object_get_double_member (st, "mean"), want->mean, 1e-3);
-      g_assert_cmpfloat_with_epsilon (json_object_get_double_member (st, "median"), want->median, 1e-3);
+      g_assert_cmpfloat_with_epsilon (json_object_get_double_member (st, "median"), want->median,
+                                      1e-3);
       g_assert_cmpfloat_with_epsilon (json_object_get_double_member (st, "p95"), want->p95, 1e-3);
       g_assert_true (json_object_has_member (st, "slot_hours"));
       g_assert_cmpfloat (want->median, <=, want->p95);
       g_assert_cmpfloat (want->min, <=, want->median);
     }
   JsonObject *sites = json_object_get_object_member (o, "sites");
-  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (sites, "D"), "proxies"), ==, 8);
+  g_assert_cmpint (
+      json_object_get_int_member (json_object_get_object_member (sites, "D"), "proxies"), ==, 8);
 }
 
 static int
@@ -131,7 +135,8 @@ test_prediction_empirical_waits_feed_their_bound (void)
   datc_scenario_add_site (sc, "E", 10, 2, 300, 0, datc_wait_dist_new_empirical (waits, 100));
   datc_scenario_add_site (sc, "F", 10, 2, 300, 0, datc_wait_dist_new_empirical (waits, 58));
   g_autoptr (DatcPrediction) p = datc_prediction_run (sc, 300, 1, DATC_POLICY_ALL, NULL);
-  const DatcWaitBound *e = datc_prediction_wait_bound (p, 0), *f = datc_prediction_wait_bound (p, 1);
+  const DatcWaitBound *e = datc_prediction_wait_bound (p, 0),
+                      *f = datc_prediction_wait_bound (p, 1);
   g_assert_nonnull (e);
   g_assert_cmpuint (e->observations, ==, 100);
   g_assert_cmpuint (e->index, ==, datc_qbets_index (100, 0.95, 0.95));
@@ -144,8 +149,9 @@ test_prediction_empirical_waits_feed_their_bound (void)
   g_assert_true (isfinite (at));
   g_assert_cmpfloat (at, >, datc_prediction_stats (p, DATC_POLICY_PULL)->mean);
   g_autofree gchar *json = datc_prediction_to_json (p);
-  g_assert_nonnull (strstr (json, "\"wait_bound\":{\"quantile\":0.9500,\"confidence\":0.9500,\"observations\":58,"
-                                  "\"needed\":59,\"bound\":null}"));
+  g_assert_nonnull (
+      strstr (json, "\"wait_bound\":{\"quantile\":0.9500,\"confidence\":0.9500,\"observations\":58,"
+                    "\"needed\":59,\"bound\":null}"));
   g_autofree gchar *text = datc_prediction_to_text (p);
   g_assert_nonnull (strstr (text, "59 are needed"));
 }
@@ -163,7 +169,8 @@ test_prediction_rejects_zero_trials_and_no_policy (void)
   guint mask = 0;
   g_clear_error (&error);
   g_assert_true (datc_policy_mask_parse ("pull, ect,pull+rep", &mask, NULL));
-  g_assert_cmpuint (mask, ==, (1u << DATC_POLICY_PULL) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL_REP));
+  g_assert_cmpuint (
+      mask, ==, (1u << DATC_POLICY_PULL) | (1u << DATC_POLICY_ECT) | (1u << DATC_POLICY_PULL_REP));
   g_assert_false (datc_policy_mask_parse ("pull,magic", &mask, &error));
   g_assert_nonnull (strstr (error->message, "magic"));
 }
@@ -172,13 +179,16 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/prediction/seed/same-seed-gives-the-same-bytes", test_prediction_same_seed_same_bytes);
-  g_test_add_func ("/prediction/json/has-the-promised-shape", test_prediction_json_has_the_promised_shape);
+  g_test_add_func ("/prediction/seed/same-seed-gives-the-same-bytes",
+                   test_prediction_same_seed_same_bytes);
+  g_test_add_func ("/prediction/json/has-the-promised-shape",
+                   test_prediction_json_has_the_promised_shape);
   g_test_add_func ("/prediction/stats/median-and-p95-are-order-statistics",
                    test_prediction_median_and_p95_are_order_statistics);
   g_test_add_func ("/prediction/deterministic/is-exact-in-one-trial",
                    test_prediction_deterministic_is_exact_in_one_trial);
-  g_test_add_func ("/prediction/empirical/waits-feed-their-bound", test_prediction_empirical_waits_feed_their_bound);
+  g_test_add_func ("/prediction/empirical/waits-feed-their-bound",
+                   test_prediction_empirical_waits_feed_their_bound);
   g_test_add_func ("/prediction/input/rejects-zero-trials-and-no-policy",
                    test_prediction_rejects_zero_trials_and_no_policy);
   return g_test_run ();

@@ -56,7 +56,8 @@ test_qbets_cdf_matches_direct_computation (void)
 static void
 test_qbets_index_matches_direct_computation (void)
 {
-  const double qc[][2] = { { 0.95, 0.95 }, { 0.5, 0.95 }, { 0.9, 0.99 }, { 0.75, 0.9 }, { 0.99, 0.5 } };
+  const double qc[][2]
+      = { { 0.95, 0.95 }, { 0.5, 0.95 }, { 0.9, 0.99 }, { 0.75, 0.9 }, { 0.99, 0.5 } };
   for (guint i = 0; i < G_N_ELEMENTS (qc); i++)
     for (guint n = 1; n <= 300; n++)
       {
@@ -139,11 +140,15 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/qbets/cdf/matches-a-direct-computation", test_qbets_cdf_matches_direct_computation);
-  g_test_add_func ("/qbets/index/matches-a-direct-computation", test_qbets_index_matches_direct_computation);
-  g_test_add_func ("/qbets/needs/59-observations-for-q-and-c-of-0.95", test_qbets_needs_59_for_95_95);
+  g_test_add_func ("/qbets/cdf/matches-a-direct-computation",
+                   test_qbets_cdf_matches_direct_computation);
+  g_test_add_func ("/qbets/index/matches-a-direct-computation",
+                   test_qbets_index_matches_direct_computation);
+  g_test_add_func ("/qbets/needs/59-observations-for-q-and-c-of-0.95",
+                   test_qbets_needs_59_for_95_95);
   g_test_add_func ("/qbets/bound/covers-the-quantile-as-promised",
                    test_qbets_bound_covers_the_quantile_as_promised);
-  g_test_add_func ("/qbets/index/stays-finite-for-a-million-waits", test_qbets_large_n_stays_finite);
+  g_test_add_func ("/qbets/index/stays-finite-for-a-million-waits",
+                   test_qbets_large_n_stays_finite);
   return g_test_run ();
 }

@@ -38,8 +38,8 @@ run (const char *const *args, gchar **out)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *err = NULL;
   int status = 0;
-  g_assert_true (g_spawn_sync (NULL, (gchar **) argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, out, &err,
-                               &status, &error));
+  g_assert_true (g_spawn_sync (NULL, (gchar **) argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                               out, &err, &status, &error));
   g_assert_no_error (error);
   if (!g_spawn_check_wait_status (status, NULL))
     g_test_message ("datc %s: %s", args[0], err);
@@ -59,14 +59,15 @@ test_report_campaign_of_a_real_local_run (void)
   g_string_free (t, TRUE);
 
   g_autofree gchar *run_out = NULL;
-  g_assert_cmpint (run ((const char *[]){ "run", "--dir", campaign, "--local-slots", "4", "--local-agents", "2",
-                                          tasks, NULL },
+  g_assert_cmpint (run ((const char *[]) { "run", "--dir", campaign, "--local-slots", "4",
+                                           "--local-agents", "2", tasks, NULL },
                         &run_out),
                    ==, 0);
 
   /* The trace analysis. */
   g_autofree gchar *json = NULL;
-  g_assert_cmpint (run ((const char *[]){ "analyze", "trace", campaign, "--json", NULL }, &json), ==, 0);
+  g_assert_cmpint (run ((const char *[]) { "analyze", "trace", campaign, "--json", NULL }, &json),
+                   ==, 0);
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_autoptr (GError) error = NULL;
   g_assert_true (json_parser_load_from_data (parser, json, -1, &error));
@@ -78,7 +79,8 @@ test_report_campaign_of_a_real_local_run (void)
   g_assert_cmpint (json_object_get_int_member (o, "sessions"), ==, 1);
   double turnaround = json_object_get_double_member (o, "turnaround");
   g_assert_cmpfloat (turnaround, >, 0);
-  JsonObject *local = json_object_get_object_member (json_object_get_object_member (o, "sites"), "local");
+  JsonObject *local
+      = json_object_get_object_member (json_object_get_object_member (o, "sites"), "local");
   g_assert_nonnull (local);
   gint64 started = json_object_get_int_member (local, "proxies_started");
   g_assert_cmpint (started, >=, 1);
@@ -104,7 +106,8 @@ test_report_campaign_of_a_real_local_run (void)
   double actual = json_object_get_double_member (model, "actual");
   JsonObject *pol = json_object_get_object_member (model, "policies");
   double pull = json_object_get_double_member (json_object_get_object_member (pol, "pull"), "mean");
-  double fluid = json_object_get_double_member (json_object_get_object_member (pol, "fluid"), "mean");
+  double fluid
+      = json_object_get_double_member (json_object_get_object_member (pol, "fluid"), "mean");
   g_test_message ("actual %.3f s, pull %.3f s, fluid %.3f s", actual, pull, fluid);
   g_assert_cmpfloat (actual, >, 0);
   g_assert_cmpfloat (fluid, <=, pull + 1e-9);
@@ -112,13 +115,14 @@ test_report_campaign_of_a_real_local_run (void)
   g_assert_cmpfloat (pull, <, actual * 3);
 
   g_autofree gchar *text = NULL;
-  g_assert_cmpint (run ((const char *[]){ "analyze", "trace", campaign, NULL }, &text), ==, 0);
+  g_assert_cmpint (run ((const char *[]) { "analyze", "trace", campaign, NULL }, &text), ==, 0);
   g_assert_nonnull (strstr (text, "local"));
 
   /* The report, in a browser. */
   g_autofree gchar *html = g_build_filename (dir, "report.html", NULL);
   g_autofree gchar *rep_out = NULL;
-  g_assert_cmpint (run ((const char *[]){ "report", campaign, "-o", html, NULL }, &rep_out), ==, 0);
+  g_assert_cmpint (run ((const char *[]) { "report", campaign, "-o", html, NULL }, &rep_out), ==,
+                   0);
   g_autofree gchar *content = NULL;
   g_assert_true (g_file_get_contents (html, &content, NULL, NULL));
   g_assert_null (strstr (content, "http:"));
@@ -132,6 +136,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/analysis/report-campaign/explains-a-real-local-run", test_report_campaign_of_a_real_local_run);
+  g_test_add_func ("/analysis/report-campaign/explains-a-real-local-run",
+                   test_report_campaign_of_a_real_local_run);
   return g_test_run ();
 }

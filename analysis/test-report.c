@@ -37,7 +37,8 @@ test_report_is_self_contained (void)
   g_assert_cmpuint (count (html, "<svg class=\"plot\""), ==, 4);
   g_assert_cmpuint (count (html, "<g class=\"data\">"), ==, 4);
   /* Nothing to fetch: no URL, no external script, style, font or image. */
-  const char *forbidden[] = { "http:", "https:", "//", "<link", " src=", "url(", "@import", "<img", "<iframe" };
+  const char *forbidden[]
+      = { "http:", "https:", "//", "<link", " src=", "url(", "@import", "<img", "<iframe" };
   for (guint i = 0; i < G_N_ELEMENTS (forbidden); i++)
     if (strstr (html, forbidden[i]) != NULL)
       g_error ("report contains \"%s\": %.80s", forbidden[i], strstr (html, forbidden[i]));
@@ -55,8 +56,9 @@ test_report_shows_scheduler_calls (void)
   /* Calls, not events (a submit counts 2), per kind; per 1000 tasks
    * finished there, none on B. */
   g_assert_nonnull (
-    strstr (html, "<tr><td>A</td><td>7</td><td>4</td><td>3</td><td>0</td><td>875.0</td></tr>"));
-  g_assert_nonnull (strstr (html, "<tr><td>B</td><td>3</td><td>2</td><td>0</td><td>1</td><td>–</td></tr>"));
+      strstr (html, "<tr><td>A</td><td>7</td><td>4</td><td>3</td><td>0</td><td>875.0</td></tr>"));
+  g_assert_nonnull (
+      strstr (html, "<tr><td>B</td><td>3</td><td>2</td><td>0</td><td>1</td><td>–</td></tr>"));
   fixture_remove_tree (dir);
 }
 
@@ -79,10 +81,11 @@ test_report_escapes_names_from_the_trace (void)
   g_autofree gchar *tp = g_build_filename (dir, "trace.jsonl", NULL);
   g_autofree gchar *old = NULL;
   g_assert_true (g_file_get_contents (tp, &old, NULL, NULL));
-  g_autofree gchar *all = g_strconcat (old,
-                                       "{\"time\":1700000001000000,\"event\":\"proxy_submitted\",\"site\":"
-                                       "\"<script>x</script>&\",\"proxy\":\"p\",\"job\":\"1\",\"slots\":1,\"walltime\":0}\n",
-                                       NULL);
+  g_autofree gchar *all = g_strconcat (
+      old,
+      "{\"time\":1700000001000000,\"event\":\"proxy_submitted\",\"site\":"
+      "\"<script>x</script>&\",\"proxy\":\"p\",\"job\":\"1\",\"slots\":1,\"walltime\":0}\n",
+      NULL);
   g_assert_true (g_file_set_contents (tp, all, -1, NULL));
   g_autofree gchar *html = render (dir);
   g_assert_null (strstr (html, "<script>x"));
@@ -95,8 +98,11 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/report/html/is-self-contained", test_report_is_self_contained);
-  g_test_add_func ("/report/html/shows-scheduler-calls-per-site", test_report_shows_scheduler_calls);
-  g_test_add_func ("/report/html/escapes-names-from-the-trace", test_report_escapes_names_from_the_trace);
-  g_test_add_func ("/report/chromium/loads-it-and-draws-every-plot", test_report_renders_in_chromium);
+  g_test_add_func ("/report/html/shows-scheduler-calls-per-site",
+                   test_report_shows_scheduler_calls);
+  g_test_add_func ("/report/html/escapes-names-from-the-trace",
+                   test_report_escapes_names_from_the_trace);
+  g_test_add_func ("/report/chromium/loads-it-and-draws-every-plot",
+                   test_report_renders_in_chromium);
   return g_test_run ();
 }

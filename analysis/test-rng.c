@@ -100,7 +100,8 @@ main (int argc, char **argv)
   g_test_add_func ("/rng/xoshiro/matches-the-reference-output", test_rng_matches_reference_xoshiro);
   g_test_add_func ("/rng/streams/same-key-gives-the-same-stream", test_rng_same_key_same_stream);
   g_test_add_func ("/rng/uniform/is-open-and-flat", test_rng_uniform_is_open_and_flat);
-  g_test_add_func ("/rng/normal-and-exp/have-their-moments", test_rng_normal_and_exp_have_their_moments);
+  g_test_add_func ("/rng/normal-and-exp/have-their-moments",
+                   test_rng_normal_and_exp_have_their_moments);
   g_test_add_func ("/rng/below/stays-in-range", test_rng_below_stays_in_range);
   return g_test_run ();
 }

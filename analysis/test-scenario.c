@@ -7,8 +7,7 @@
 
 #include "analysis-error.h"
 
-typedef struct
-{
+typedef struct {
   gchar *dir;
   gchar *path;
 } Fixture;
@@ -35,26 +34,27 @@ fixture_teardown (Fixture *f, gconstpointer data)
   g_free (f->path);
 }
 
-static const char issue_example[] =
-  "[campaign]\n"
-  "tasks = 1000\n"
-  "[site A]\n"
-  "slots_per_proxy = 64\n"
-  "proxies = 2\n"
-  "task_time = 30m\n"
-  "task_cv = 0.1\n"
-  "wait = lognormal 30m 1      # const X | exp MEAN | lognormal MEDIAN SIGMA | lomax SCALE ALPHA\n"
-  "walltime = 2h               # optional\n"
-  "fail_rate = 0.05            # optional, per proxy-hour\n"
-  "outage = 0.2 24h            # optional, probability and length\n"
-  "poll_interval = 1s          # direct\n"
-  "job_overhead = 2s           # direct\n"
-  "max_calls_per_minute = 12   # direct\n"
-  "\n"
-  "# a second site with the defaults\n"
-  "[site B]\n"
-  "slots_per_proxy=8\n"
-  "task_time=90\n";
+static const char issue_example[]
+    = "[campaign]\n"
+      "tasks = 1000\n"
+      "[site A]\n"
+      "slots_per_proxy = 64\n"
+      "proxies = 2\n"
+      "task_time = 30m\n"
+      "task_cv = 0.1\n"
+      "wait = lognormal 30m 1      # const X | exp MEAN | lognormal MEDIAN SIGMA | lomax SCALE "
+      "ALPHA\n"
+      "walltime = 2h               # optional\n"
+      "fail_rate = 0.05            # optional, per proxy-hour\n"
+      "outage = 0.2 24h            # optional, probability and length\n"
+      "poll_interval = 1s          # direct\n"
+      "job_overhead = 2s           # direct\n"
+      "max_calls_per_minute = 12   # direct\n"
+      "\n"
+      "# a second site with the defaults\n"
+      "[site B]\n"
+      "slots_per_proxy=8\n"
+      "task_time=90\n";
 
 static void
 test_scenario_reads_the_issue_example (Fixture *f, gconstpointer data)
@@ -95,8 +95,7 @@ test_scenario_reads_the_issue_example (Fixture *f, gconstpointer data)
   g_assert_true (datc_scenario_validate (sc, NULL));
 }
 
-typedef struct
-{
+typedef struct {
   const char *name;
   const char *text;
   guint line; /* 0: "FILE: " without a line */
@@ -109,8 +108,8 @@ static const Malformed malformed[] = {
   { "unclosed-group", "[campaign]\ntasks = 3\n[site A\n", 3, "group header" },
   { "unknown-group", "[campaign]\ntasks = 3\n[sites A]\n", 3, "unknown group" },
   { "unnamed-site", "[campaign]\ntasks = 3\n[site  ]\n", 3, "needs a name" },
-  { "duplicate-group", "[campaign]\ntasks=1\n[site A]\nslots_per_proxy=1\ntask_time=1\n[site A]\n", 6,
-    "appears again" },
+  { "duplicate-group", "[campaign]\ntasks=1\n[site A]\nslots_per_proxy=1\ntask_time=1\n[site A]\n",
+    6, "appears again" },
   { "duplicate-key", "[campaign]\ntasks = 3\ntasks = 4\n", 3, "first at line 2" },
   { "no-tasks", "[campaign]\n[site A]\nslots_per_proxy=1\ntask_time=1\n", 1, "has no tasks" },
   { "zero-tasks", "[campaign]\ntasks = 0\n", 2, "whole number" },
@@ -118,37 +117,55 @@ static const Malformed malformed[] = {
   { "tasks-not-a-number", "[campaign]\ntasks = many\n", 2, "whole number" },
   { "unknown-campaign-key", "[campaign]\ntasks = 3\nseed = 4\n", 3, "unknown key 'seed'" },
   { "no-site", "[campaign]\ntasks = 3\n", 1, "no [site NAME]" },
-  { "missing-slots", "[campaign]\ntasks = 3\n\n[site A]\ntask_time = 1\n", 4, "has no slots_per_proxy" },
-  { "missing-task-time", "[campaign]\ntasks = 3\n[site A]\nslots_per_proxy = 2\n", 3, "has no task_time" },
-  { "zero-task-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = 0\n", 5, "above 0" },
-  { "bad-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = 3d\n", 5, "not a time" },
-  { "negative-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = -3m\n", 5, "negative" },
-  { "misspelt-key", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time=1\nwalltim = 1h\n", 6,
-    "unknown key 'walltim'" },
-  { "locale-key", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time=1\nwait[fr] = const 1\n", 6,
+  { "missing-slots", "[campaign]\ntasks = 3\n\n[site A]\ntask_time = 1\n", 4,
+    "has no slots_per_proxy" },
+  { "missing-task-time", "[campaign]\ntasks = 3\n[site A]\nslots_per_proxy = 2\n", 3,
+    "has no task_time" },
+  { "zero-task-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = 0\n", 5,
+    "above 0" },
+  { "bad-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = 3d\n", 5,
+    "not a time" },
+  { "negative-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time = -3m\n", 5,
+    "negative" },
+  { "misspelt-key", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time=1\nwalltim = 1h\n",
+    6, "unknown key 'walltim'" },
+  { "locale-key",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=2\ntask_time=1\nwait[fr] = const 1\n", 6,
     "unknown key" },
-  { "overhead-not-a-time", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\njob_overhead = soon\n", 6,
+  { "overhead-not-a-time",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\njob_overhead = soon\n", 6,
     "job_overhead" },
-  { "calls-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nmax_calls_per_minute = -1\n",
-    6, "whole number" },
-  { "slots-zero", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=0\ntask_time=1\n", 4, "whole number" },
-  { "slots-too-many", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100001\ntask_time=1\n", 4, "whole number" },
-  { "proxies-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=-1\ntask_time=1\n", 5,
+  { "calls-negative",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nmax_calls_per_minute = -1\n", 6,
     "whole number" },
-  { "cv-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\ntask_cv=-0.1\n", 6,
-    "number from 0" },
-  { "wait-unknown", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = weibull 1 2\n", 6,
+  { "slots-zero", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=0\ntask_time=1\n", 4,
+    "whole number" },
+  { "slots-too-many", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100001\ntask_time=1\n", 4,
+    "whole number" },
+  { "proxies-negative",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=-1\ntask_time=1\n", 5,
+    "whole number" },
+  { "cv-negative", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\ntask_cv=-0.1\n",
+    6, "number from 0" },
+  { "wait-unknown",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = weibull 1 2\n", 6,
     "unknown wait kind" },
-  { "wait-arity", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = exp\n", 6, "takes 1 value" },
-  { "wait-file-missing", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = empirical nope.txt\n",
-    6, "nope.txt" },
-  { "walltime-short", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1h\nwalltime=30m\n", 6,
+  { "wait-arity", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = exp\n", 6,
+    "takes 1 value" },
+  { "wait-file-missing",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = empirical nope.txt\n", 6,
+    "nope.txt" },
+  { "walltime-short",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1h\nwalltime=30m\n", 6,
     "shorter than task_time" },
-  { "fail-rate-bad", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nfail_rate = often\n", 6,
+  { "fail-rate-bad",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nfail_rate = often\n", 6,
     "fail_rate" },
-  { "outage-one-word", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\noutage = 0.5\n", 6,
+  { "outage-one-word",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\noutage = 0.5\n", 6,
     "probability" },
-  { "outage-prob", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\noutage = 1.5 1h\n", 6,
+  { "outage-prob",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\noutage = 1.5 1h\n", 6,
     "probability" },
   { "bad-utf8", "[campaign]\ntasks=3\n# caf\xe9\n", 3, "UTF-8" },
   { "empty-file", "", 1, "no [campaign]" },
@@ -156,14 +173,17 @@ static const Malformed malformed[] = {
   { "max-proxies-below-proxies",
     "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=2\nmax_proxies=1\ntask_time=1\n", 6,
     "whole number from 2" },
-  { "proxies-zero-without-room", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=0\ntask_time=1\n",
-    5, "needs max_proxies" },
+  { "proxies-zero-without-room",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=0\ntask_time=1\n", 5,
+    "needs max_proxies" },
   { "migrate-after-not-a-time",
     "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nmigrate_after = later\n", 6,
     "migrate_after" },
-  { "only-room", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=0\nmax_proxies=1\ntask_time=1\n",
-    0, "no site has proxies" },
-  { "too-many-slots", "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100000\nproxies=11\ntask_time=1\n", 3,
+  { "only-room",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\nproxies=0\nmax_proxies=1\ntask_time=1\n", 0,
+    "no site has proxies" },
+  { "too-many-slots",
+    "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=100000\nproxies=11\ntask_time=1\n", 3,
     "slots" },
 };
 
@@ -177,10 +197,11 @@ test_scenario_malformed_names_file_and_line (Fixture *f, gconstpointer data)
   g_assert_null (sc);
   g_assert_nonnull (error);
   g_assert_true (error->domain == DATC_ANALYSIS_ERROR);
-  g_autofree gchar *want = m->line ? g_strdup_printf ("%s:%u: ", f->path, m->line)
-                                   : g_strdup_printf ("%s: ", f->path);
+  g_autofree gchar *want
+      = m->line ? g_strdup_printf ("%s:%u: ", f->path, m->line) : g_strdup_printf ("%s: ", f->path);
   if (!g_str_has_prefix (error->message, want) || strstr (error->message, m->says) == NULL)
-    g_error ("%s: got \"%s\", want prefix \"%s\" and \"%s\"", m->name, error->message, want, m->says);
+    g_error ("%s: got \"%s\", want prefix \"%s\" and \"%s\"", m->name, error->message, want,
+             m->says);
 }
 
 static void
@@ -210,8 +231,9 @@ test_scenario_empirical_path_is_relative_to_the_file (Fixture *f, gconstpointer 
   g_autofree gchar *waits = g_build_filename (f->dir, "w.txt", NULL);
   g_assert_true (g_file_set_contents (waits, "5\n7\n", -1, NULL));
   g_assert_true (g_file_set_contents (
-    f->path, "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = empirical w.txt\n", -1,
-    NULL));
+      f->path,
+      "[campaign]\ntasks=3\n[site A]\nslots_per_proxy=1\ntask_time=1\nwait = empirical w.txt\n", -1,
+      NULL));
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcScenario) sc = datc_scenario_load (f->path, &error);
   g_assert_no_error (error);
@@ -255,9 +277,10 @@ main (int argc, char **argv)
               test_scenario_reads_the_issue_example, fixture_teardown);
   for (guint i = 0; i < G_N_ELEMENTS (malformed); i++)
     {
-      g_autofree gchar *path = g_strdup_printf ("/scenario/load/rejects-%s-at-its-line", malformed[i].name);
-      g_test_add (path, Fixture, &malformed[i], fixture_setup, test_scenario_malformed_names_file_and_line,
-                  fixture_teardown);
+      g_autofree gchar *path
+          = g_strdup_printf ("/scenario/load/rejects-%s-at-its-line", malformed[i].name);
+      g_test_add (path, Fixture, &malformed[i], fixture_setup,
+                  test_scenario_malformed_names_file_and_line, fixture_teardown);
     }
   g_test_add ("/scenario/load/rejects-a-nul-byte-at-its-line", Fixture, NULL, fixture_setup,
               test_scenario_nul_byte_names_its_line, fixture_teardown);

@@ -18,8 +18,7 @@ harmonic (guint n)
   return h;
 }
 
-typedef struct
-{
+typedef struct {
   double mean, se;
 } Estimate;
 
@@ -37,7 +36,7 @@ estimate (const DatcScenario *sc, DatcPolicy p, guint trials, guint64 seed)
       s2 += o.turnaround * o.turnaround;
     }
   double m = s / trials;
-  return (Estimate){ m, sqrt (MAX (0, s2 / trials - m * m) / (trials - 1)) };
+  return (Estimate) { m, sqrt (MAX (0, s2 / trials - m * m) / (trials - 1)) };
 }
 
 /* |mean - expected| within 4 standard errors: with fixed seeds this either
@@ -178,7 +177,8 @@ test_simulate_direct_mode_binds_a_task_at_submission (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (3);
   datc_scenario_add_site (sc, "fast", 1, 1, 10, 0, datc_wait_dist_new_const (0))->poll_interval = 0;
-  datc_scenario_add_site (sc, "slow", 1, 1, 10, 0, datc_wait_dist_new_const (100))->poll_interval = 0;
+  datc_scenario_add_site (sc, "slow", 1, 1, 10, 0, datc_wait_dist_new_const (100))->poll_interval
+      = 0;
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_DIRECT, 1, 0).turnaround, ==, 110);
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_PULL, 1, 0).turnaround, ==, 30);
 }
@@ -203,7 +203,8 @@ static void
 test_simulate_outage_delays_every_start (void)
 {
   g_autoptr (DatcScenario) sc = datc_scenario_new (40);
-  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 4, 1, 30, 0, datc_wait_dist_new_const (60));
+  DatcScenarioSite *s
+      = datc_scenario_add_site (sc, "A", 4, 1, 30, 0, datc_wait_dist_new_const (60));
   s->outage_probability = 1;
   s->outage_length = 3600;
   g_assert_cmpfloat (run1 (sc, DATC_POLICY_PULL, 1, 0).turnaround, ==, 3600 + 10 * 30);
@@ -216,7 +217,8 @@ test_simulate_failures_return_tasks_and_cost_slots (void)
 {
   /* Four failures an hour on 1-hour proxies running 10-minute tasks. */
   g_autoptr (DatcScenario) sc = datc_scenario_new (200);
-  DatcScenarioSite *s = datc_scenario_add_site (sc, "A", 8, 3, 600, 0, datc_wait_dist_new_exp (300));
+  DatcScenarioSite *s
+      = datc_scenario_add_site (sc, "A", 8, 3, 600, 0, datc_wait_dist_new_exp (300));
   s->fail_rate = 4;
   g_autoptr (DatcSimulation) sim = datc_simulation_new (sc, 3);
   guint64 resub = 0;
@@ -261,7 +263,8 @@ test_simulate_direct_matches_t_plus_harmonic (void)
   const double t = 60, mu = 300;
   g_autoptr (DatcScenario) sc = datc_scenario_new (N);
   datc_scenario_add_site (sc, "A", N, 1, t, 0, datc_wait_dist_new_exp (mu));
-  assert_close ("direct-cap", estimate (sc, DATC_POLICY_DIRECT_CAP, 4000, 13), t + mu * harmonic (N));
+  assert_close ("direct-cap", estimate (sc, DATC_POLICY_DIRECT_CAP, 4000, 13),
+                t + mu * harmonic (N));
   /* With one common draw it is t + mu. */
   assert_close ("direct-common", estimate (sc, DATC_POLICY_DIRECT_COMMON, 4000, 14), t + mu);
 }
@@ -313,8 +316,12 @@ random_scenario (DatcRng *r, guint n_sites, gboolean exact_times)
       DatcWaitDist *w;
       switch (datc_rng_below (r, 3))
         {
-        case 0: w = datc_wait_dist_new_exp (datc_rng_exp (r, 1800)); break;
-        case 1: w = datc_wait_dist_new_const ((double) datc_rng_below (r, 3600)); break;
+        case 0:
+          w = datc_wait_dist_new_exp (datc_rng_exp (r, 1800));
+          break;
+        case 1:
+          w = datc_wait_dist_new_const ((double) datc_rng_below (r, 3600));
+          break;
         default:
           {
             g_autoptr (GError) error = NULL;
@@ -322,10 +329,9 @@ random_scenario (DatcRng *r, guint n_sites, gboolean exact_times)
             g_assert_no_error (error);
           }
         }
-      DatcScenarioSite *s = datc_scenario_add_site (sc, name, 1 + (guint) datc_rng_below (r, 32),
-                                                    1 + (guint) datc_rng_below (r, 4),
-                                                    10 + datc_rng_exp (r, 600),
-                                                    exact_times ? 0 : datc_rng_uniform (r), w);
+      DatcScenarioSite *s = datc_scenario_add_site (
+          sc, name, 1 + (guint) datc_rng_below (r, 32), 1 + (guint) datc_rng_below (r, 4),
+          10 + datc_rng_exp (r, 600), exact_times ? 0 : datc_rng_uniform (r), w);
       if (!exact_times && datc_rng_below (r, 3) == 0)
         {
           s->outage_probability = 0.3;
@@ -343,8 +349,10 @@ test_simulate_adding_a_site_never_increases_ect_or_fluid (void)
   guint checked = 0;
   for (guint rep = 0; rep < 40; rep++)
     {
-      g_autoptr (DatcScenario) with = random_scenario (&r, 2 + (guint) datc_rng_below (&r, 3), FALSE);
-      g_autoptr (DatcScenario) without = datc_scenario_copy_without (with, datc_scenario_n_sites (with) - 1);
+      g_autoptr (DatcScenario) with
+          = random_scenario (&r, 2 + (guint) datc_rng_below (&r, 3), FALSE);
+      g_autoptr (DatcScenario) without
+          = datc_scenario_copy_without (with, datc_scenario_n_sites (with) - 1);
       g_autoptr (DatcSimulation) a = datc_simulation_new (with, rep);
       g_autoptr (DatcSimulation) b = datc_simulation_new (without, rep);
       for (guint t = 0; t < 100; t++, checked++)
@@ -413,7 +421,8 @@ test_simulate_slow_site_hurts_pull_but_not_rep_ect_fluid (void)
           g_error ("%s: trial %u: %.3f with the slow site, %.3f without", datc_policy_name (p), t,
                    oa.turnaround, ob.turnaround);
       }
-  double pull_with = sum[DATC_POLICY_PULL][0] / trials, pull_without = sum[DATC_POLICY_PULL][1] / trials;
+  double pull_with = sum[DATC_POLICY_PULL][0] / trials,
+         pull_without = sum[DATC_POLICY_PULL][1] / trials;
   g_test_message ("pull: %.0f s with the slow site, %.0f s without", pull_with, pull_without);
   g_assert_cmpfloat (pull_with, >, 2 * pull_without);
 }
@@ -467,8 +476,8 @@ held_site (guint room, double b_wait, double migrate_after)
   DatcScenario *sc = datc_scenario_new (4);
   DatcScenarioSite *a = datc_scenario_add_site (sc, "A", 2, 2, 5, 0, datc_wait_dist_new_const (30));
   a->migrate_after = migrate_after;
-  DatcScenarioSite *b = datc_scenario_add_site (sc, "B", 2, 0, 6, 0,
-                                                datc_wait_dist_new_const (b_wait));
+  DatcScenarioSite *b
+      = datc_scenario_add_site (sc, "B", 2, 0, 6, 0, datc_wait_dist_new_const (b_wait));
   b->max_proxies = room;
   g_assert_true (datc_scenario_validate (sc, NULL));
   return sc;
@@ -510,14 +519,18 @@ main (int argc, char **argv)
                    test_simulate_direct_mode_waits_add_up_per_place);
   g_test_add_func ("/simulate/exact/direct-mode-binds-a-task-at-submission",
                    test_simulate_direct_mode_binds_a_task_at_submission);
-  g_test_add_func ("/simulate/exact/walltime-resubmits-the-proxy", test_simulate_walltime_resubmits_the_proxy);
-  g_test_add_func ("/simulate/exact/outage-delays-every-start", test_simulate_outage_delays_every_start);
+  g_test_add_func ("/simulate/exact/walltime-resubmits-the-proxy",
+                   test_simulate_walltime_resubmits_the_proxy);
+  g_test_add_func ("/simulate/exact/outage-delays-every-start",
+                   test_simulate_outage_delays_every_start);
   g_test_add_func ("/simulate/failures/return-tasks-and-cost-slots",
                    test_simulate_failures_return_tasks_and_cost_slots);
   g_test_add_func ("/simulate/closed-form/static-is-ceiling-plus-harmonic",
                    test_simulate_static_matches_ceiling_plus_harmonic);
-  g_test_add_func ("/simulate/closed-form/direct-is-t-plus-harmonic", test_simulate_direct_matches_t_plus_harmonic);
-  g_test_add_func ("/simulate/closed-form/fluid-of-two-sites", test_simulate_fluid_matches_two_site_formula);
+  g_test_add_func ("/simulate/closed-form/direct-is-t-plus-harmonic",
+                   test_simulate_direct_matches_t_plus_harmonic);
+  g_test_add_func ("/simulate/closed-form/fluid-of-two-sites",
+                   test_simulate_fluid_matches_two_site_formula);
   g_test_add_func ("/simulate/closed-form/one-proxy-pull-is-wait-plus-rounds",
                    test_simulate_one_proxy_pull_is_wait_plus_rounds);
   g_test_add_func ("/simulate/pathwise/adding-a-site-never-increases-ect-or-fluid",

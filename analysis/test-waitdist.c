@@ -29,8 +29,7 @@ sample_mean (const DatcWaitDist *d, guint n, double *sd)
 static void
 test_waitdist_kinds_sample_with_their_means (void)
 {
-  const struct
-  {
+  const struct {
     const char *spec;
     double mean;
   } cases[] = {
@@ -83,9 +82,18 @@ test_waitdist_empirical_bootstraps_from_the_file (void)
 static void
 test_waitdist_rejects_malformed_specs (void)
 {
-  const char *bad[] = { "", "gamma 1 2", "const", "const 1 2", "exp -3", "lognormal 1m",
-                        "lognormal 1m x", "lognormal 1m -1", "lomax 10 0", "lomax 10",
-                        "empirical /nonexistent/waits.txt", "exp 1d" };
+  const char *bad[] = { "",
+                        "gamma 1 2",
+                        "const",
+                        "const 1 2",
+                        "exp -3",
+                        "lognormal 1m",
+                        "lognormal 1m x",
+                        "lognormal 1m -1",
+                        "lomax 10 0",
+                        "lomax 10",
+                        "empirical /nonexistent/waits.txt",
+                        "exp 1d" };
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
       g_autoptr (GError) error = NULL;
@@ -129,10 +137,13 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add_func ("/waitdist/kinds/sample-with-their-means", test_waitdist_kinds_sample_with_their_means);
+  g_test_add_func ("/waitdist/kinds/sample-with-their-means",
+                   test_waitdist_kinds_sample_with_their_means);
   g_test_add_func ("/waitdist/empirical/bootstraps-from-the-file",
                    test_waitdist_empirical_bootstraps_from_the_file);
-  g_test_add_func ("/waitdist/parse/rejects-malformed-specs", test_waitdist_rejects_malformed_specs);
-  g_test_add_func ("/waitdist/file/names-the-bad-line", test_waitdist_bad_waits_file_names_its_line);
+  g_test_add_func ("/waitdist/parse/rejects-malformed-specs",
+                   test_waitdist_rejects_malformed_specs);
+  g_test_add_func ("/waitdist/file/names-the-bad-line",
+                   test_waitdist_bad_waits_file_names_its_line);
   return g_test_run ();
 }

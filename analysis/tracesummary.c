@@ -24,8 +24,7 @@ datc_trace_summary_median (GArray *v)
   return v->len % 2 ? d[v->len / 2] : (d[v->len / 2 - 1] + d[v->len / 2]) / 2;
 }
 
-typedef struct
-{
+typedef struct {
   double min, median, max, mean;
 } WaitStats;
 
@@ -53,7 +52,8 @@ static double
 turnaround (const DatcCampaignLog *log)
 {
   guint64 n = datc_campaign_log_n_results (log);
-  gint64 end = n > 0 ? datc_campaign_log_results (log)[n - 1].finished : datc_campaign_log_end (log);
+  gint64 end
+      = n > 0 ? datc_campaign_log_results (log)[n - 1].finished : datc_campaign_log_end (log);
   return (double) (end - datc_campaign_log_start (log)) / 1e6;
 }
 
@@ -126,7 +126,8 @@ datc_trace_summary_to_json (const DatcCampaignLog *log, const DatcCampaignModel 
       datc_json_key (o, &f, "busy_slot_hours");
       datc_json_number (o, s->busy_seconds / 3600, 6);
       datc_json_key (o, &f, "utilisation");
-      datc_json_number (o, s->held_seconds > 0 ? MIN (1.0, s->busy_seconds / s->held_seconds) : NAN, 4);
+      datc_json_number (o, s->held_seconds > 0 ? MIN (1.0, s->busy_seconds / s->held_seconds) : NAN,
+                        4);
       datc_json_key (o, &f, "scheduler_calls");
       gboolean cf = TRUE;
       g_string_append_c (o, '{');
@@ -169,17 +170,20 @@ append_calls_text (const DatcCampaignLog *log, GString *o)
     total += datc_campaign_log_site (log, i)->calls;
   if (total == 0)
     return;
-  g_string_append (o, "scheduler calls (a submit counts 2: itself and the lookup that may check it):\n");
-  g_string_append_printf (o, "%-16s %9s %8s %8s %8s %15s\n", "site", "calls", "submit", "poll", "cancel",
-                          "per 1000 tasks");
+  g_string_append (
+      o, "scheduler calls (a submit counts 2: itself and the lookup that may check it):\n");
+  g_string_append_printf (o, "%-16s %9s %8s %8s %8s %15s\n", "site", "calls", "submit", "poll",
+                          "cancel", "per 1000 tasks");
   for (guint i = 0; i < datc_campaign_log_n_sites (log); i++)
     {
       const DatcSiteLog *s = datc_campaign_log_site (log, i);
       double per = datc_trace_summary_calls_per_1000 (s);
       g_autofree gchar *per_s = isnan (per) ? g_strdup ("-") : g_strdup_printf ("%.1f", per);
-      g_string_append_printf (o, "%-16s %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT
-                              " %8" G_GUINT64_FORMAT " %15s\n",
-                              s->name, s->calls, s->calls_submit, s->calls_poll, s->calls_cancel, per_s);
+      g_string_append_printf (o,
+                              "%-16s %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT
+                              " %8" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %15s\n",
+                              s->name, s->calls, s->calls_submit, s->calls_poll, s->calls_cancel,
+                              per_s);
     }
 }
 
@@ -190,28 +194,33 @@ datc_trace_summary_to_text (const DatcCampaignLog *log, const DatcCampaignModel 
   g_autofree gchar *ta = datc_duration_format (turnaround (log));
   guint sessions = datc_campaign_log_sessions (log);
   g_string_append_printf (o,
-                          "campaign %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT " done, %" G_GUINT64_FORMAT
-                          " failed; %s after %s (%u session%s)\n",
-                          datc_campaign_log_dir (log), datc_campaign_log_tasks (log), datc_campaign_log_done (log),
-                          datc_campaign_log_failed (log),
-                          datc_campaign_log_finished (log) ? "finished" : "not finished (running or stopped)", ta,
-                          sessions, sessions == 1 ? "" : "s");
-  g_string_append_printf (o, "%-16s %9s %8s %9s %10s %10s %10s %8s %7s %10s %6s\n", "site", "submitted",
-                          "started", "cancelled", "wait min", "median", "max", "done", "failed", "task mean",
-                          "util");
+                          "campaign %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT
+                          " done, %" G_GUINT64_FORMAT " failed; %s after %s (%u session%s)\n",
+                          datc_campaign_log_dir (log), datc_campaign_log_tasks (log),
+                          datc_campaign_log_done (log), datc_campaign_log_failed (log),
+                          datc_campaign_log_finished (log) ? "finished"
+                                                           : "not finished (running or stopped)",
+                          ta, sessions, sessions == 1 ? "" : "s");
+  g_string_append_printf (o, "%-16s %9s %8s %9s %10s %10s %10s %8s %7s %10s %6s\n", "site",
+                          "submitted", "started", "cancelled", "wait min", "median", "max", "done",
+                          "failed", "task mean", "util");
   for (guint i = 0; i < datc_campaign_log_n_sites (log); i++)
     {
       const DatcSiteLog *s = datc_campaign_log_site (log, i);
       WaitStats w = wait_stats (s);
-      g_autofree gchar *wmin = fmt_duration (w.min), *wmed = fmt_duration (w.median), *wmax = fmt_duration (w.max);
+      g_autofree gchar *wmin = fmt_duration (w.min), *wmed = fmt_duration (w.median),
+                       *wmax = fmt_duration (w.max);
       g_autofree gchar *tm = fmt_duration (s->done + s->failed ? s->task_mean : NAN);
-      g_autofree gchar *util = s->held_seconds > 0
-                                 ? g_strdup_printf ("%d%%", (int) lround (100 * MIN (1.0, s->busy_seconds / s->held_seconds)))
-                                 : g_strdup ("-");
-      g_string_append_printf (o, "%-16s %9u %8u %9u %10s %10s %10s %8" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
-                              " %10s %6s\n",
-                              s->name, s->submitted, s->started, s->cancelled, wmin, wmed, wmax, s->done, s->failed,
-                              tm, util);
+      g_autofree gchar *util
+          = s->held_seconds > 0
+                ? g_strdup_printf (
+                      "%d%%", (int) lround (100 * MIN (1.0, s->busy_seconds / s->held_seconds)))
+                : g_strdup ("-");
+      g_string_append_printf (o,
+                              "%-16s %9u %8u %9u %10s %10s %10s %8" G_GUINT64_FORMAT
+                              " %7" G_GUINT64_FORMAT " %10s %6s\n",
+                              s->name, s->submitted, s->started, s->cancelled, wmin, wmed, wmax,
+                              s->done, s->failed, tm, util);
     }
   append_calls_text (log, o);
   if (model != NULL)

@@ -12,8 +12,7 @@
 #include "analysis-error.h"
 #include "duration.h"
 
-struct DatcWaitDist
-{
+struct DatcWaitDist {
   gint refs;
   DatcWaitKind kind;
   double a, b;     /* const: X; exp: mean; lognormal: median, sigma; lomax: scale, alpha */
@@ -244,8 +243,7 @@ int_member (JsonObject *o, const char *key, gint64 *out)
 }
 
 /* What the trace says of one proxy, in µs since the epoch (0: not seen). */
-typedef struct
-{
+typedef struct {
   gchar *site;
   gint64 submitted, started, wait_us;
 } ProxyTimes;
@@ -368,7 +366,8 @@ datc_waits_load_trace (const char *path, guint *skipped, GError **error)
     {
       g_set_error (error, DATC_ANALYSIS_ERROR, DATC_ANALYSIS_ERROR_INPUT,
                    "%s: no proxy started on a site yet, so no queue waits (the embedded local "
-                   "site has no queue)", path);
+                   "site has no queue)",
+                   path);
       return NULL;
     }
   return g_steal_pointer (&sites);
@@ -390,12 +389,11 @@ datc_wait_dist_parse (const char *text, const char *base_dir, GError **error)
       return NULL;
     }
   const char *kind = w->pdata[0];
-  struct
-  {
+  struct {
     const char *name;
     guint nargs;
-  } const kinds[] = { { "const", 1 }, { "exp", 1 }, { "lognormal", 2 }, { "lomax", 2 },
-                      { "empirical", 1 } };
+  } const kinds[]
+      = { { "const", 1 }, { "exp", 1 }, { "lognormal", 2 }, { "lomax", 2 }, { "empirical", 1 } };
   guint k;
   for (k = 0; k < G_N_ELEMENTS (kinds); k++)
     if (g_str_equal (kind, kinds[k].name))
@@ -444,8 +442,8 @@ datc_wait_dist_parse (const char *text, const char *base_dir, GError **error)
     case DATC_WAIT_EMPIRICAL:
       {
         g_autofree gchar *path = g_path_is_absolute (a1) || base_dir == NULL
-                                   ? g_strdup (a1)
-                                   : g_build_filename (base_dir, a1, NULL);
+                                     ? g_strdup (a1)
+                                     : g_build_filename (base_dir, a1, NULL);
         g_autoptr (GArray) waits = datc_waits_load_file (path, error);
         if (waits == NULL)
           return NULL;
@@ -540,13 +538,17 @@ datc_wait_dist_describe (const DatcWaitDist *d)
   g_ascii_formatd (b, sizeof b, "%g", d->b);
   switch (d->kind)
     {
-    case DATC_WAIT_CONST: return g_strdup_printf ("const %s", a);
-    case DATC_WAIT_EXP: return g_strdup_printf ("exp %s", a);
-    case DATC_WAIT_LOGNORMAL: return g_strdup_printf ("lognormal %s %s", a, b);
-    case DATC_WAIT_LOMAX: return g_strdup_printf ("lomax %s %s", a, b);
+    case DATC_WAIT_CONST:
+      return g_strdup_printf ("const %s", a);
+    case DATC_WAIT_EXP:
+      return g_strdup_printf ("exp %s", a);
+    case DATC_WAIT_LOGNORMAL:
+      return g_strdup_printf ("lognormal %s %s", a, b);
+    case DATC_WAIT_LOMAX:
+      return g_strdup_printf ("lomax %s %s", a, b);
     case DATC_WAIT_EMPIRICAL:
-      return g_strdup_printf ("empirical %s (%" G_GSIZE_FORMAT " waits)",
-                              d->file ? d->file : "-", d->n);
+      return g_strdup_printf ("empirical %s (%" G_GSIZE_FORMAT " waits)", d->file ? d->file : "-",
+                              d->n);
     }
   return g_strdup ("?");
 }

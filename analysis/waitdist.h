@@ -14,8 +14,7 @@ G_BEGIN_DECLS
 /* Observations read from one waits file, at most. */
 #define DATC_WAIT_MAX_SAMPLES 10000000u
 
-typedef enum
-{
+typedef enum {
   DATC_WAIT_CONST,
   DATC_WAIT_EXP,
   DATC_WAIT_LOGNORMAL,
@@ -42,8 +41,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcWaitDist, datc_wait_dist_unref)
 GArray *datc_waits_load_file (const char *path, GError **error);
 
 /* One site's queue waits, in seconds, in the order the trace has them. */
-typedef struct
-{
+typedef struct {
   gchar *site;
   GArray *waits; /* double */
 } DatcSiteWaits;

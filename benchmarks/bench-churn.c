@@ -80,8 +80,13 @@ main (int argc, char **argv)
       g_assert_cmpuint (got, ==, 1);
       gint64 now = g_get_real_time ();
       DatcResult r = {
-        .id = i, .attempt = 1, .status = DATC_STATUS_EXITED, .started_us = now,
-        .finished_us = now, .out = empty, .err = empty,
+        .id = i,
+        .attempt = 1,
+        .status = DATC_STATUS_EXITED,
+        .started_us = now,
+        .finished_us = now,
+        .out = empty,
+        .err = empty,
       };
       datc_ledger_take_result (l, agent, &r, NULL, &error);
       g_assert_no_error (error);

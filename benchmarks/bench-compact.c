@@ -70,8 +70,13 @@ main (int argc, char **argv)
       for (guint i = 0; i < got; i++)
         {
           DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
-          DatcResult res = { .id = k->id, .attempt = k->attempt, .status = DATC_STATUS_EXITED,
-                             .started_us = 1, .finished_us = 2, .out = empty, .err = empty };
+          DatcResult res = { .id = k->id,
+                             .attempt = k->attempt,
+                             .status = DATC_STATUS_EXITED,
+                             .started_us = 1,
+                             .finished_us = 2,
+                             .out = empty,
+                             .err = empty };
           datc_ledger_take_result (l, agent, &res, NULL, &error);
         }
       done += got;
@@ -115,8 +120,9 @@ main (int argc, char **argv)
           rounds, n / 2);
   printf ("journal before: %" G_GUINT64_FORMAT " bytes (%.1f per task)\n", before.bytes,
           (double) before.bytes / n);
-  printf ("journal after:  %" G_GUINT64_FORMAT " bytes (%.1f per task), checkpoint %"
-          G_GUINT64_FORMAT "\n", info.bytes, (double) info.bytes / n, info.checkpoint_bytes);
+  printf ("journal after:  %" G_GUINT64_FORMAT
+          " bytes (%.1f per task), checkpoint %" G_GUINT64_FORMAT "\n",
+          info.bytes, (double) info.bytes / n, info.checkpoint_bytes);
   printf ("compaction: %.3f s in all, %" G_GUINT64_FORMAT " commits meanwhile\n", compact_s,
           commits);
   printf ("dispatch pause: longest hold %.2f ms (snapshot or switch), longest commit %.2f ms\n",

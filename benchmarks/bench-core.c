@@ -57,10 +57,12 @@ machine_busy_s (void)
   if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
     return 0;
   guint64 v[8] = { 0 };
-  if (sscanf (text, "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+  if (sscanf (text,
+              "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
               " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
               " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
-              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7])
+      != 8)
     return 0;
   /* user nice system [idle iowait] irq softirq steal */
   guint64 busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
@@ -181,8 +183,8 @@ bench_spawn (const char *tmp, guint n, guint rounds)
       before = after;
     }
   qsort (ratios, rounds, sizeof *ratios, bench_cmp_double);
-  double median = rounds % 2 ? ratios[rounds / 2]
-                             : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
+  double median
+      = rounds % 2 ? ratios[rounds / 2] : (ratios[rounds / 2 - 1] + ratios[rounds / 2]) / 2;
   printf ("  ratio                  %8.2f median of %u (min %.2f, max %.2f)%s\n", median, rounds,
           ratios[0], ratios[rounds - 1], status ? "  -- a datc run FAILED" : "");
   /* CPU per task counts every process (master, agent, tasks). */
@@ -195,8 +197,8 @@ bench_master (const char *tmp, guint n)
 {
   g_autofree gchar *file = bench_write_tasks (tmp, n, "/bin/echo task ", TRUE);
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
-  const char *argv[] = { bench_datc (), "run", "--dir", dir, "--local-exec", "none",
-                         "--local-agents", "4", "--local-slots", "4096", file, NULL };
+  const char *argv[] = { bench_datc (),    "run", "--dir",         dir,    "--local-exec", "none",
+                         "--local-agents", "4",   "--local-slots", "4096", file,           NULL };
   BenchRun st = bench_run (argv);
   printf ("master: %u tasks, --local-exec none, 4 agents, journal on\n", n);
   printf ("  %.0f tasks/s  (%.2f s wall, exit %d)\n", n / st.wall_s, st.wall_s, st.status);
@@ -213,11 +215,11 @@ bench_memory (const char *tmp, guint n)
   g_autofree gchar *dir = g_build_filename (tmp, "c", NULL);
   GStatBuf sb;
   g_stat (file, &sb);
-  const char *argv[] = { bench_datc (), "run", "--dir", dir, "--local-exec", "none",
-                         "--local-agents", "2", "--local-slots", "4096", file, NULL };
+  const char *argv[] = { bench_datc (),    "run", "--dir",         dir,    "--local-exec", "none",
+                         "--local-agents", "2",   "--local-slots", "4096", file,           NULL };
   BenchRun st = bench_run (argv);
-  printf ("memory: %u tasks, task file %.1f MiB (%.1f bytes/line)\n", n,
-          sb.st_size / 1048576.0, (double) sb.st_size / n);
+  printf ("memory: %u tasks, task file %.1f MiB (%.1f bytes/line)\n", n, sb.st_size / 1048576.0,
+          (double) sb.st_size / n);
   printf ("  master peak RSS %.1f MiB  (%.2f s, exit %d)\n", st.maxrss_kib / 1024.0, st.wall_s,
           st.status);
   bench_rm_rf (dir);

@@ -62,19 +62,19 @@ on_signal (int sig)
 }
 
 typedef struct {
-  gboolean hung;           /* run B: the hung site listed first */
-  int status;              /* datc run's exit status (128+signal) */
-  double wall_s;           /* datc run, start to exit */
-  double rate;             /* the healthy site's tasks/s */
+  gboolean hung; /* run B: the hung site listed first */
+  int status;    /* datc run's exit status (128+signal) */
+  double wall_s; /* datc run, start to exit */
+  double rate;   /* the healthy site's tasks/s */
   guint done_here, results;
   GArray *cli_ms, *raw_ms; /* status latencies (double) */
   double cli_max, raw_max;
   double cli_max_at, raw_max_at; /* when the slowest answer came, after datc run started */
-  gchar *missed_first;     /* the first "no word from the master" line */
+  gchar *missed_first;           /* the first "no word from the master" line */
   guint cli_failed, raw_failed;
-  guint cut;               /* in-process questions the master's exit left unanswered */
-  double cut_ms;           /* the longest of them */
-  guint cli_cut;           /* the same for `datc status` (its own timeout is 30 s) */
+  guint cut;     /* in-process questions the master's exit left unanswered */
+  double cut_ms; /* the longest of them */
+  guint cli_cut; /* the same for `datc status` (its own timeout is 30 s) */
   double cli_cut_ms;
   guint lost;              /* agent_lost in the trace */
   guint lapsed, reconnect; /* agents' "no word from the master" lines: lease lapsed, lost */
@@ -366,8 +366,19 @@ run_once (const char *tmp, guint index, const char *tasks, const char *hung_grou
   r->degraded_live_s = -1;
 
   /* The agents' logs are read afterwards (count_missed): kept. */
-  const char *argv[] = { datc, "run", "--dir", dir, "--sites", sites, "--heartbeat-ms", "200",
-                         "--agent-timeout-ms", "1600", "--keep-site-files", tasks, NULL };
+  const char *argv[] = { datc,
+                         "run",
+                         "--dir",
+                         dir,
+                         "--sites",
+                         sites,
+                         "--heartbeat-ms",
+                         "200",
+                         "--agent-timeout-ms",
+                         "1600",
+                         "--keep-site-files",
+                         tasks,
+                         NULL };
   const char *st_argv[] = { datc, "status", "--json", dir, NULL };
   g_autoptr (JsonNode) req = json_from_string ("{\"cmd\":\"status\"}", NULL);
   gint64 t0 = g_get_monotonic_time ();
@@ -444,8 +455,7 @@ run_once (const char *tmp, guint index, const char *tasks, const char *hung_grou
     {
       g_autofree gchar *text = NULL;
       g_file_get_contents (err, &text, NULL, NULL);
-      g_printerr ("bench-hang: datc run %s exited %d:\n%s\n", dir, r->status,
-                  text ? text : "");
+      g_printerr ("bench-hang: datc run %s exited %d:\n%s\n", dir, r->status, text ? text : "");
     }
 }
 
@@ -515,7 +525,8 @@ main (int argc, char **argv)
   GOptionEntry entries[] = {
     { "tasks", 'n', 0, G_OPTION_ARG_INT, &tasks, "Tasks in the bag (default 6000)", "N" },
     { "task", 0, 0, G_OPTION_ARG_STRING, &task, "Each task (default: sleep 0.01)", "CMD" },
-    { "rounds", 'r', 0, G_OPTION_ARG_INT, &rounds, "B runs, each between two A runs (default 3)", "R" },
+    { "rounds", 'r', 0, G_OPTION_ARG_INT, &rounds, "B runs, each between two A runs (default 3)",
+      "R" },
     { "command-timeout", 0, 0, G_OPTION_ARG_STRING, &timeout,
       "The hung site's command_timeout (default 5s; 'default': the key left out, 30 s)", "T" },
     { "keep", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the working directory", NULL },
@@ -570,8 +581,8 @@ main (int argc, char **argv)
       die ("the test bed's sshd did not come up");
     }
   pid_t sshd_pid = testbed_sshd_pid (&sshd);
-  g_autofree gchar *workdir = g_build_filename (testbed_sshd_get (&sshd, "SSHD_REMOTE_DIR"),
-                                                "datc", NULL);
+  g_autofree gchar *workdir
+      = g_build_filename (testbed_sshd_get (&sshd, "SSHD_REMOTE_DIR"), "datc", NULL);
   g_autofree gchar *timeout_line = g_str_equal (timeout, "default")
                                        ? g_strdup ("")
                                        : g_strdup_printf ("command_timeout = %s\n", timeout);
@@ -581,8 +592,7 @@ main (int argc, char **argv)
       "workdir = %s\nagent = %s\n%s\n",
       testbed_sshd_get (&sshd, "SSHD_ADDR"), testbed_sshd_get (&sshd, "SSHD_PORT"),
       testbed_sshd_get (&sshd, "SSHD_USER"), testbed_sshd_get (&sshd, "SSHD_IDENTITY"),
-      testbed_sshd_get (&sshd, "SSHD_KNOWN_HOSTS"), workdir, g_getenv ("DATC_AGENT"),
-      timeout_line);
+      testbed_sshd_get (&sshd, "SSHD_KNOWN_HOSTS"), workdir, g_getenv ("DATC_AGENT"), timeout_line);
 
   printf ("hang: %d x %s on site here (fork, 2 proxies x 2 slots), --heartbeat-ms 200 "
           "--agent-timeout-ms 1600;\n  B adds site hung first (sshd pid %d SIGSTOPped, "
@@ -661,11 +671,12 @@ main (int argc, char **argv)
           double cp99, cmax, rp99, rmax;
           tail_of (cli, &cp99, &cmax);
           tail_of (raw, &rp99, &rmax);
-          printf ("  all %s: status datc p99 %.1f max %.1f ms, in-process p99 %.1f max %.1f ms "
-                  "(%u answers, %u failed; unanswered at the master's exit: datc %u, in-process %u); "
-                  "agent_lost %u; no word from the master %u\n",
-                  kind ? "B" : "A", cp99, cmax, rp99, rmax, cli->len, failed, cli_cut, cut, lost,
-                  missed);
+          printf (
+              "  all %s: status datc p99 %.1f max %.1f ms, in-process p99 %.1f max %.1f ms "
+              "(%u answers, %u failed; unanswered at the master's exit: datc %u, in-process %u); "
+              "agent_lost %u; no word from the master %u\n",
+              kind ? "B" : "A", cp99, cmax, rp99, rmax, cli->len, failed, cli_cut, cut, lost,
+              missed);
         }
     }
   if (interrupted)

@@ -15,14 +15,16 @@ static DatcScenario *
 four_sites (guint64 tasks)
 {
   DatcScenario *sc = datc_scenario_new (tasks);
-  DatcScenarioSite *a = datc_scenario_add_site (sc, "A", 32, 2, 1800, 0.3,
-                                                datc_wait_dist_parse ("lognormal 30m 1", NULL, NULL));
+  DatcScenarioSite *a = datc_scenario_add_site (
+      sc, "A", 32, 2, 1800, 0.3, datc_wait_dist_parse ("lognormal 30m 1", NULL, NULL));
   a->walltime = 4 * 3600;
   a->fail_rate = 0.05;
-  DatcScenarioSite *b = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
+  DatcScenarioSite *b
+      = datc_scenario_add_site (sc, "B", 16, 4, 1200, 0.3, datc_wait_dist_new_exp (3600));
   b->outage_probability = 0.1;
   b->outage_length = 12 * 3600;
-  datc_scenario_add_site (sc, "C", 64, 1, 2700, 0, datc_wait_dist_parse ("lomax 3600 2.5", NULL, NULL));
+  datc_scenario_add_site (sc, "C", 64, 1, 2700, 0,
+                          datc_wait_dist_parse ("lomax 3600 2.5", NULL, NULL));
   datc_scenario_add_site (sc, "D", 8, 8, 1500, 0.5, datc_wait_dist_new_const (600));
   return sc;
 }
@@ -31,23 +33,24 @@ static void
 bench (guint64 tasks, guint64 trials)
 {
   g_autoptr (DatcScenario) sc = four_sites (tasks);
-  printf ("%" G_GUINT64_FORMAT " tasks, 4 sites, %" G_GUINT64_FORMAT " slots, %" G_GUINT64_FORMAT " trials\n",
+  printf ("%" G_GUINT64_FORMAT " tasks, 4 sites, %" G_GUINT64_FORMAT " slots, %" G_GUINT64_FORMAT
+          " trials\n",
           tasks, datc_scenario_total_slots (sc), trials);
   for (DatcPolicy k = 0; k < DATC_N_POLICIES; k++)
     {
       gint64 t0 = g_get_monotonic_time ();
       g_autoptr (DatcPrediction) p = datc_prediction_run (sc, trials, 1, 1u << k, NULL);
       double s = (double) (g_get_monotonic_time () - t0) / 1e6;
-      printf ("  %-14s %9.3f s  %10.3f ms/trial  %8.1f ns/task  (mean turnaround %.0f s)\n", datc_policy_name (k),
-              s, 1e3 * s / (double) trials, 1e9 * s / (double) trials / (double) tasks,
-              datc_prediction_stats (p, k)->mean);
+      printf ("  %-14s %9.3f s  %10.3f ms/trial  %8.1f ns/task  (mean turnaround %.0f s)\n",
+              datc_policy_name (k), s, 1e3 * s / (double) trials,
+              1e9 * s / (double) trials / (double) tasks, datc_prediction_stats (p, k)->mean);
     }
   gint64 t0 = g_get_monotonic_time ();
   g_autoptr (DatcPrediction) all = datc_prediction_run (sc, trials, 1, DATC_POLICY_ALL, NULL);
   double s = (double) (g_get_monotonic_time () - t0) / 1e6;
   g_assert (all != NULL);
-  printf ("  %-14s %9.3f s  %10.3f ms/trial   (as datc analyze predict runs them)\n\n", "all policies", s,
-          1e3 * s / (double) trials);
+  printf ("  %-14s %9.3f s  %10.3f ms/trial   (as datc analyze predict runs them)\n\n",
+          "all policies", s, 1e3 * s / (double) trials);
 }
 
 int

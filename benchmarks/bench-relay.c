@@ -31,7 +31,7 @@ die (const char *why)
 
 typedef struct {
   double seconds, rate;
-  double relay_cpu_s;      /* -1: direct */
+  double relay_cpu_s; /* -1: direct */
   long relay_rss_kib;
 } Run;
 
@@ -42,13 +42,13 @@ run_once (const char *tmp, guint index, const char *tasks, guint n, const char *
   const char *datc = g_getenv ("DATC");
   g_autofree gchar *dir = g_strdup_printf ("%s/r%u", tmp, index);
   g_autofree gchar *sites = g_strdup_printf ("%s/r%u.ini", tmp, index);
-  g_autofree gchar *ini = g_strdup_printf (
-      "%s%s%s", relay ? "" : "[master]\nlisten = tcp://127.0.0.1:0\n\n", group,
-      relay ? "reach = relay\nrelay_address = 127.0.0.1\n" : "");
+  g_autofree gchar *ini
+      = g_strdup_printf ("%s%s%s", relay ? "" : "[master]\nlisten = tcp://127.0.0.1:0\n\n", group,
+                         relay ? "reach = relay\nrelay_address = 127.0.0.1\n" : "");
   if (!g_file_set_contents (sites, ini, -1, NULL))
     die ("cannot write the sites file");
-  const char *argv[] = { datc, "run", "--dir", dir, "--sites", sites, "--json", "--no-progress",
-                         tasks, NULL };
+  const char *argv[]
+      = { datc, "run", "--dir", dir, "--sites", sites, "--json", "--no-progress", tasks, NULL };
   g_autofree gchar *out = NULL, *err = NULL;
   gint status = 0;
   g_autoptr (GError) error = NULL;
@@ -69,8 +69,8 @@ run_once (const char *tmp, guint index, const char *tasks, guint n, const char *
   if (relay)
     {
       const char *at = strstr (err, "; cpu ");
-      if (at == NULL || sscanf (at, "; cpu %lf s, max RSS %ld KiB", &r->relay_cpu_s,
-                                &r->relay_rss_kib) != 2)
+      if (at == NULL
+          || sscanf (at, "; cpu %lf s, max RSS %ld KiB", &r->relay_cpu_s, &r->relay_rss_kib) != 2)
         die ("the relay's exit line (cpu, max RSS) is not in datc run's stderr");
     }
   return TRUE;
@@ -124,8 +124,8 @@ main (int argc, char **argv)
       testbed_sshd_clear (&sshd);
       die ("the test bed's sshd did not come up");
     }
-  g_autofree gchar *workdir = g_build_filename (testbed_sshd_get (&sshd, "SSHD_REMOTE_DIR"),
-                                                "datc", NULL);
+  g_autofree gchar *workdir
+      = g_build_filename (testbed_sshd_get (&sshd, "SSHD_REMOTE_DIR"), "datc", NULL);
   g_autofree gchar *group = g_strdup_printf (
       "[site s]\ntransport = ssh\nhost = %s\nport = %s\nuser = %s\nidentity = %s\n"
       "known_hosts = %s\nscheduler = fork\nslots_per_proxy = %u\nmax_proxies = %u\n"
@@ -135,7 +135,8 @@ main (int argc, char **argv)
       testbed_sshd_get (&sshd, "SSHD_KNOWN_HOSTS"), slots, proxies, workdir,
       g_getenv ("DATC_AGENT"));
   printf ("relay: %u x %s on a fork site over ssh (loopback sshd), %u proxies x %u slots; "
-          "D R D ... D, %u rounds, in %s\n", n, task, proxies, slots, rounds, tmp);
+          "D R D ... D, %u rounds, in %s\n",
+          n, task, proxies, slots, rounds, tmp);
   fflush (stdout);
 
   g_autofree Run *d = g_new0 (Run, rounds + 1);
@@ -156,14 +157,15 @@ main (int argc, char **argv)
       print_run ("D", &d[k + 1], n);
       double mean = (d[k].rate + d[k + 1].rate) / 2;
       ratios[measured++] = r[k].rate / mean;
-      printf ("  round %u: relay %.0f / mean direct %.0f tasks/s = %.3f\n", k + 1, r[k].rate,
-              mean, r[k].rate / mean);
+      printf ("  round %u: relay %.0f / mean direct %.0f tasks/s = %.3f\n", k + 1, r[k].rate, mean,
+              r[k].rate / mean);
     }
   if (measured > 0)
     {
       qsort (ratios, measured, sizeof *ratios, cmp_double);
       printf ("ratio relay/direct: median %.3f (min %.3f, max %.3f) over %u rounds; target >= "
-              "0.9\n", ratios[measured / 2], ratios[0], ratios[measured - 1], measured);
+              "0.9\n",
+              ratios[measured / 2], ratios[0], ratios[measured - 1], measured);
     }
   /* Idle: one task that sleeps 20 s; the relay only answers pings. */
   g_autofree gchar *idle_tasks = g_build_filename (tmp, "idle.txt", NULL);

@@ -50,15 +50,15 @@
 extern char **environ;
 
 typedef struct {
-  gboolean tcp;        /* tcp-curve on loopback, else ipc */
-  guint slots;         /* per agent */
-  guint status_ms;     /* between two `datc status` */
-  guint timeout_s;     /* a master still running after this is killed */
+  gboolean tcp;    /* tcp-curve on loopback, else ipc */
+  guint slots;     /* per agent */
+  guint status_ms; /* between two `datc status` */
+  guint timeout_s; /* a master still running after this is killed */
   const char *datc, *agent, *tmp;
 } Bench;
 
 typedef struct {
-  gint64 start_real;   /* when it was asked (g_get_real_time) */
+  gint64 start_real; /* when it was asked (g_get_real_time) */
   double ms;
 } StatusSample;
 
@@ -66,19 +66,19 @@ typedef struct {
   guint64 tasks;
   guint agents, run;
   int exit_status;
-  double loadavg;          /* 1-minute, at the start of the point (counts our agents too) */
-  double others;           /* CPU of everything but our children meanwhile, in cores */
+  double loadavg; /* 1-minute, at the start of the point (counts our agents too) */
+  double others;  /* CPU of everything but our children meanwhile, in cores */
   double wall_s, cpu_s;
   long maxrss_kib;
-  guint connected;         /* agent_connected events */
-  double load_s;           /* `datc run` started to campaign_started */
-  double connect_s;        /* campaign_started to the last agent's HELLO */
-  double rate;             /* tasks / (campaign_finished - campaign_started) */
-  double rate_all;         /* tasks/s finished once every agent was connected */
-  double share_all;        /* of the tasks, those */
+  guint connected;  /* agent_connected events */
+  double load_s;    /* `datc run` started to campaign_started */
+  double connect_s; /* campaign_started to the last agent's HELLO */
+  double rate;      /* tasks / (campaign_finished - campaign_started) */
+  double rate_all;  /* tasks/s finished once every agent was connected */
+  double share_all; /* of the tasks, those */
   guint64 journal_bytes;
-  GArray *samples;         /* StatusSample: answered while the master lived */
-  double status_load_max;  /* the slowest asked before campaign_started */
+  GArray *samples;        /* StatusSample: answered while the master lived */
+  double status_load_max; /* the slowest asked before campaign_started */
   double status_med, status_max;
 } Point;
 
@@ -115,8 +115,8 @@ spawn (const char *const *argv, const char *log)
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init (&fa);
   posix_spawn_file_actions_addopen (&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen (&fa, 1, log ? log : "/dev/null",
-                                    O_WRONLY | O_CREAT | O_APPEND, 0600);
+  posix_spawn_file_actions_addopen (&fa, 1, log ? log : "/dev/null", O_WRONLY | O_CREAT | O_APPEND,
+                                    0600);
   posix_spawn_file_actions_adddup2 (&fa, 1, 2);
   pid_t pid;
   int rc = posix_spawn (&pid, argv[0], &fa, NULL, (char *const *) argv, environ);
@@ -241,10 +241,10 @@ count_in_file (const char *path, const char *needle)
 }
 
 typedef struct {
-  gint64 started[2];       /* the first two campaign_started */
+  gint64 started[2]; /* the first two campaign_started */
   guint n_started;
   gint64 finished;
-  gint64 nth_connect;      /* the want-th agent_connected, else the last */
+  gint64 nth_connect; /* the want-th agent_connected, else the last */
   guint connected;
 } Trace;
 
@@ -341,10 +341,12 @@ machine_busy_s (void)
   if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
     return 0;
   guint64 v[8] = { 0 };
-  if (sscanf (text, "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+  if (sscanf (text,
+              "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
               " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
               " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
-              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7])
+      != 8)
     return 0;
   /* user nice system [idle iowait] irq softirq steal */
   return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double) sysconf (_SC_CLK_TCK);
@@ -397,7 +399,8 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
       gint64 now = g_get_monotonic_time ();
       if (!killed && now >= deadline)
         {
-          fprintf (stderr, "bench-scale: datc run still running after %u s: killed\n", b->timeout_s);
+          fprintf (stderr, "bench-scale: datc run still running after %u s: killed\n",
+                   b->timeout_s);
           kill (master, SIGKILL);
           killed = TRUE;
         }
@@ -526,9 +529,10 @@ start_agents (const Bench *b, const Setup *s, guint n)
   g_autofree gchar *slots = g_strdup_printf ("%u", b->slots);
   for (guint i = 0; i < n; i++)
     {
-      const char *argv[] = { b->agent, "--connect", s->endpoint, "--exec", "none", "--slots", slots,
-                             s->server_public ? "--server-key" : NULL, s->server_public,
-                             "--key-file", s->key_file, NULL };
+      const char *argv[]
+          = { b->agent,         "--connect",  s->endpoint, "--exec",
+              "none",           "--slots",    slots,       s->server_public ? "--server-key" : NULL,
+              s->server_public, "--key-file", s->key_file, NULL };
       pid_t pid = spawn (argv, s->agents_log);
       g_array_append_val (pids, pid);
     }
@@ -551,10 +555,12 @@ static pid_t
 start_master (const Bench *b, const Setup *s, const char *task_file)
 {
   g_autofree gchar *slots = g_strdup_printf ("%u", b->slots);
-  const char *tcp[] = { b->datc, "run", "--dir", s->dir, "--no-local", "--no-progress",
-                        "--give-up-after", "0", "--listen", s->endpoint, task_file, NULL };
-  const char *ipc[] = { b->datc, "run", "--dir", s->dir, "--local-agents", "1", "--local-slots",
-                        slots, "--local-exec", "none", "--no-progress", task_file, NULL };
+  const char *tcp[]
+      = { b->datc,           "run", "--dir",    s->dir,      "--no-local", "--no-progress",
+          "--give-up-after", "0",   "--listen", s->endpoint, task_file,    NULL };
+  const char *ipc[]
+      = { b->datc, "run",          "--dir", s->dir,          "--local-agents", "1", "--local-slots",
+          slots,   "--local-exec", "none",  "--no-progress", task_file,        NULL };
   return spawn (b->tcp ? tcp : ipc, s->master_log);
 }
 
@@ -639,9 +645,8 @@ print_point (const Point *p)
           " others %.2f cores\n",
           p->tasks, p->agents, p->connected, p->connect_s, p->run, p->wall_s, p->rate, p->rate_all,
           100 * p->share_all, p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0,
-          (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-          p->status_max, p->samples->len, p->status_load_max, p->exit_status, p->loadavg,
-          p->others);
+          (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med, p->status_max,
+          p->samples->len, p->status_load_max, p->exit_status, p->loadavg, p->others);
   fflush (stdout);
 }
 
@@ -674,7 +679,8 @@ bench_resume (const Bench *b, const char *task_file, guint64 tasks, guint n_agen
   Setup s;
   setup (b, &s);
   printf ("resume: %" G_GUINT64_FORMAT " tasks, %u agents, master killed (SIGKILL) half way,"
-          " loadavg %.2f\n", tasks, n_agents, loadavg ());
+          " loadavg %.2f\n",
+          tasks, n_agents, loadavg ());
   g_autoptr (GArray) agents = start_agents (b, &s, b->tcp ? n_agents : n_agents - 1);
   guint64 half = (guint64) (journal_per_task * tasks / 2);
   g_autoptr (GArray) samples = g_array_new (FALSE, FALSE, sizeof (StatusSample));
@@ -744,7 +750,8 @@ rss_per_agent_kib (const GArray *points, const Point *p)
 static void
 print_table (GArray *points)
 {
-  printf ("\n| tasks | agents | connected (last after) | wall s | tasks/s | tasks/s all connected (share)"
+  printf ("\n| tasks | agents | connected (last after) | wall s | tasks/s | tasks/s all connected "
+          "(share)"
           " | master CPU µs/task | peak RSS MiB | RSS/agent KiB | journal B/task | load lines/s"
           " | status ms median / max (n) | status max while loading | others' CPU, cores |\n");
   printf ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -752,28 +759,50 @@ print_table (GArray *points)
     {
       const Point *p = &g_array_index (points, Point, i);
       double per_agent = rss_per_agent_kib (points, p);
-      g_autofree gchar *pa = isnan (per_agent) ? g_strdup ("–") : g_strdup_printf ("%.0f", per_agent);
-      g_autofree gchar *loading = isnan (p->status_load_max) ? g_strdup ("–")
-                                  : g_strdup_printf ("%.1f", p->status_load_max);
+      g_autofree gchar *pa
+          = isnan (per_agent) ? g_strdup ("–") : g_strdup_printf ("%.0f", per_agent);
+      g_autofree gchar *loading = isnan (p->status_load_max)
+                                      ? g_strdup ("–")
+                                      : g_strdup_printf ("%.1f", p->status_load_max);
       g_autofree gchar *all = isnan (p->rate_all) ? g_strdup ("–")
-                              : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all, 100 * p->share_all);
+                                                  : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all,
+                                                                     100 * p->share_all);
       printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %s | %.2f | %.1f"
               " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %.2f |%s\n",
               p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, all,
               p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
               (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-              p->status_max, p->samples->len, loading, p->others,
-              p->exit_status ? " FAILED" : "");
+              p->status_max, p->samples->len, loading, p->others, p->exit_status ? " FAILED" : "");
     }
 }
 
 typedef double (*Metric) (const Point *p);
 
-static double m_cpu (const Point *p) { return p->cpu_s * 1e6 / p->tasks; }
-static double m_rss (const Point *p) { return p->maxrss_kib / 1024.0; }
-static double m_journal (const Point *p) { return (double) p->journal_bytes / p->tasks; }
-static double m_status (const Point *p) { return p->status_max; }
-static double m_rate (const Point *p) { return p->rate; }
+static double
+m_cpu (const Point *p)
+{
+  return p->cpu_s * 1e6 / p->tasks;
+}
+static double
+m_rss (const Point *p)
+{
+  return p->maxrss_kib / 1024.0;
+}
+static double
+m_journal (const Point *p)
+{
+  return (double) p->journal_bytes / p->tasks;
+}
+static double
+m_status (const Point *p)
+{
+  return p->status_max;
+}
+static double
+m_rate (const Point *p)
+{
+  return p->rate;
+}
 
 /* svgplot draws for the HTML report, whose page carries its styles: a
  * file of its own needs the namespace and those styles inside it. */
@@ -827,7 +856,8 @@ plot (const char *dir, GArray *points, const guint *agents, guint n_agents, cons
           double x = log10 ((double) tasks);
           double y = vals->len % 2 ? g_array_index (vals, double, vals->len / 2)
                                    : (g_array_index (vals, double, vals->len / 2 - 1)
-                                      + g_array_index (vals, double, vals->len / 2)) / 2;
+                                      + g_array_index (vals, double, vals->len / 2))
+                                         / 2;
           g_array_append_val (xs, x);
           g_array_append_val (ys, y);
         }
@@ -875,16 +905,20 @@ main (int argc, char **argv)
   gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900;
   gboolean no_resume = FALSE;
   GOptionEntry entries[] = {
-    { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)", "N,..." },
-    { "agents", 0, 0, G_OPTION_ARG_STRING, &agents_opt, "Agent counts (default 1,10,100,1000)", "N,..." },
+    { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)",
+      "N,..." },
+    { "agents", 0, 0, G_OPTION_ARG_STRING, &agents_opt, "Agent counts (default 1,10,100,1000)",
+      "N,..." },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &transport, "ipc (default) or tcp-curve", "T" },
     { "slots", 0, 0, G_OPTION_ARG_INT, &slots, "Slots per agent (default 64)", "N" },
     { "repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Runs per point (default 1)", "N" },
-    { "status-ms", 0, 0, G_OPTION_ARG_INT, &status_ms, "Between two `datc status` (default 250)", "MS" },
-    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s, "Kill a datc run still running after this (default 900)", "S" },
+    { "status-ms", 0, 0, G_OPTION_ARG_INT, &status_ms, "Between two `datc status` (default 250)",
+      "MS" },
+    { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s,
+      "Kill a datc run still running after this (default 900)", "S" },
     { "no-resume", 0, 0, G_OPTION_ARG_NONE, &no_resume, "No kill -9 and resume at the end", NULL },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &svg_dir, "Write the plots into DIR", "DIR" },
-    { NULL }
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- issue 17's cost curves");
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -907,7 +941,7 @@ main (int argc, char **argv)
   if (slots < 1 || status_ms < 10 || repeat < 1 || timeout_s < 1)
     {
       fprintf (stderr, "bench-scale: --slots, --repeat and --timeout take 1 or more,"
-               " --status-ms 10 or more\n");
+                       " --status-ms 10 or more\n");
       return 2;
     }
   g_array_sort (task_counts, cmp_u64);
@@ -918,7 +952,8 @@ main (int argc, char **argv)
   const char *agent = g_getenv ("DATC_AGENT");
   if (agent == NULL || !g_path_is_absolute (agent) || !g_path_is_absolute (bench_datc ()))
     {
-      fprintf (stderr, "bench-scale: set DATC and DATC_AGENT to absolute paths of datc and datc-agent\n");
+      fprintf (stderr,
+               "bench-scale: set DATC and DATC_AGENT to absolute paths of datc and datc-agent\n");
       return 2;
     }
 
@@ -932,7 +967,8 @@ main (int argc, char **argv)
    * moved to /tmp by datc, where the agents would not find it. */
   if (strlen (tmp) + sizeof "/c/agents.sock" > 100)
     {
-      fprintf (stderr, "bench-scale: %s: too long for an ipc socket path; set a shorter TMPDIR\n", tmp);
+      fprintf (stderr, "bench-scale: %s: too long for an ipc socket path; set a shorter TMPDIR\n",
+               tmp);
       return 2;
     }
   live_pids = g_array_new (FALSE, FALSE, sizeof (pid_t));
@@ -946,12 +982,15 @@ main (int argc, char **argv)
       setrlimit (RLIMIT_NOFILE, &rl);
     }
   Bench b = { .tcp = transport != NULL && g_str_equal (transport, "tcp-curve"),
-              .slots = (guint) slots, .status_ms = (guint) status_ms,
-              .timeout_s = (guint) timeout_s, .datc = bench_datc (),
-              .agent = agent, .tmp = tmp };
+              .slots = (guint) slots,
+              .status_ms = (guint) status_ms,
+              .timeout_s = (guint) timeout_s,
+              .datc = bench_datc (),
+              .agent = agent,
+              .tmp = tmp };
   printf ("bench-scale: --exec none, ~44-byte commands, %s, %u slots per agent, `datc status` every"
-          " %u ms; loadavg %.2f\n", b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms,
-          loadavg ());
+          " %u ms; loadavg %.2f\n",
+          b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms, loadavg ());
 
   g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (Point));
   for (guint t = 0; t < task_counts->len; t++)
@@ -978,7 +1017,8 @@ main (int argc, char **argv)
           if (ok != NULL)
             bench_resume (&b, file, n, ok->agents, (double) ok->journal_bytes / n, ok->load_s);
           else
-            printf ("resume: not measured, no campaign of %" G_GUINT64_FORMAT " tasks ended well\n", n);
+            printf ("resume: not measured, no campaign of %" G_GUINT64_FORMAT " tasks ended well\n",
+                    n);
         }
       g_unlink (file);
     }
@@ -992,10 +1032,10 @@ main (int argc, char **argv)
       plot (svg_dir, points, agent_counts, n_agents, "scale-rss", "Master peak RSS", "MiB", m_rss);
       plot (svg_dir, points, agent_counts, n_agents, "scale-journal", "Journal per task",
             "bytes per task", m_journal);
-      plot (svg_dir, points, agent_counts, n_agents, "scale-status", "Slowest `datc status`",
-            "ms", m_status);
-      plot (svg_dir, points, agent_counts, n_agents, "scale-rate", "Master throughput",
-            "tasks/s", m_rate);
+      plot (svg_dir, points, agent_counts, n_agents, "scale-status", "Slowest `datc status`", "ms",
+            m_status);
+      plot (svg_dir, points, agent_counts, n_agents, "scale-rate", "Master throughput", "tasks/s",
+            m_rate);
     }
   for (guint i = 0; i < points->len; i++)
     g_array_unref (g_array_index (points, Point, i).samples);

@@ -43,13 +43,13 @@
 #include "multisite.h"
 
 typedef struct {
-  double turnaround_s;      /* campaign_started to campaign_finished */
-  guint proxies;            /* proxy_submitted */
-  guint commands;           /* site_commands: submit + poll + cancel */
+  double turnaround_s; /* campaign_started to campaign_finished */
+  guint proxies;       /* proxy_submitted */
+  guint commands;      /* site_commands: submit + poll + cancel */
   guint submits, polls, cancels;
-  double held_slot_s;       /* agents: slots x (exit - connect) */
-  double busy_slot_s;       /* tasks: finished - started */
-  guint slurm, sge, here;   /* tasks done per site */
+  double held_slot_s;     /* agents: slots x (exit - connect) */
+  double busy_slot_s;     /* tasks: finished - started */
+  guint slurm, sge, here; /* tasks done per site */
   guint done;
   int status;
 } Outcome;
@@ -83,8 +83,9 @@ run_datc (MsBed *bed, const char *dir, const char *sites, const char *tasks, con
    * cache, master/waitcache.h) but those the scenario puts there: rounds
    * and modes compare on equal terms. */
   g_autofree gchar *cache = g_strdup_printf ("XDG_CACHE_HOME=%s.xdg-cache", dir);
-  const char *argv[] = { "env", cache, g_getenv ("DATC"), "run", "--dir", dir, "--sites", sites,
-                         "--mode", mode, "--max-replicas", replicas, tasks, NULL };
+  const char *argv[]
+      = { "env",    cache, g_getenv ("DATC"), "run",    "--dir", dir, "--sites", sites,
+          "--mode", mode,  "--max-replicas",  replicas, tasks,   NULL };
   g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
   g_autofree gchar *err = NULL;
   gint status = 0;
@@ -180,8 +181,8 @@ clusters_empty (MsBed *bed)
   const char *squeue[] = { "squeue", "-h", "-o", "%i", NULL };
   const char *qstat[] = { "qstat", "-u", "*", NULL };
   return ms_site_command (bed, MS_SLURM, NULL, squeue, &sq, NULL)
-         && ms_site_command (bed, MS_SGE, NULL, qstat, &qs, NULL)
-         && g_strstrip (sq)[0] == '\0' && g_strstrip (qs)[0] == '\0';
+         && ms_site_command (bed, MS_SGE, NULL, qstat, &qs, NULL) && g_strstrip (sq)[0] == '\0'
+         && g_strstrip (qs)[0] == '\0';
 }
 
 static void
@@ -242,10 +243,10 @@ print_row (const char *mode, guint run, const Outcome *o)
 /* ---- issue 15: measured against the model ------------------------------ */
 
 typedef struct {
-  const char *name;      /* as printed */
-  const char *replicas;  /* --max-replicas */
-  gboolean migrate;      /* migrate_after on the batch sites, else 0 (never) */
-  const char *policy;    /* the model's policy for it */
+  const char *name;     /* as printed */
+  const char *replicas; /* --max-replicas */
+  gboolean migrate;     /* migrate_after on the batch sites, else 0 (never) */
+  const char *policy;   /* the model's policy for it */
 } Variant;
 
 static const Variant variants[] = {
@@ -255,19 +256,19 @@ static const Variant variants[] = {
 };
 
 typedef struct {
-  gboolean held;          /* else straggler */
+  gboolean held; /* else straggler */
   guint tasks;
   const char *task_line;
   guint competitor_s;
 } Scenario;
 
 typedef struct {
-  double turnaround_s;     /* campaign_started to campaign_finished */
-  double last_result_s;    /* campaign_started to the last task's end */
+  double turnaround_s;  /* campaign_started to campaign_finished */
+  double last_result_s; /* campaign_started to the last task's end */
   guint moved, copies, copies_cancelled, done;
-  double wait_sum[3], task_sum[3];  /* slurm, sge, here */
+  double wait_sum[3], task_sum[3]; /* slurm, sge, here */
   guint waits[3], ran[3];
-  double model_actual, model_pull, model_rep;  /* datc analyze trace */
+  double model_actual, model_pull, model_rep; /* datc analyze trace */
   int status;
 } Measured;
 
@@ -283,13 +284,16 @@ scenario_groups (MsBed *bed, const char *workdir, const Scenario *sc, const Vari
   const char *migrate = v->migrate ? "migrate_after = 8s\n" : "migrate_after = 0\n";
   /* Slurm's 5 s command timeout: Grid Engine, predicted to start proxies
    * after 8 s (the cache below), is not taken while Slurm is prepared. */
-  g_autofree gchar *batch = g_strdup_printf ("slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n"
-                                             "command_timeout = 5s\n%s", migrate);
+  g_autofree gchar *batch
+      = g_strdup_printf ("slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n"
+                         "command_timeout = 5s\n%s",
+                         migrate);
   g_autofree gchar *slurm = ms_site_group (bed, MS_SLURM, "slurm", "slurm", workdir, batch);
   g_autofree gchar *sge = ms_site_group (bed, MS_SGE, "sge", "sge", workdir, batch);
   return g_strdup_printf ("[master]\nlisten = tcp://%s:0\n\n%s%s%s", bed->master_addr, slurm, sge,
-                          sc->held ? "" : "[site here]\nscheduler = fork\nslots_per_proxy = 2\n"
-                                          "max_proxies = 1\n");
+                          sc->held ? ""
+                                   : "[site here]\nscheduler = fork\nslots_per_proxy = 2\n"
+                                     "max_proxies = 1\n");
 }
 
 /* Earlier campaigns saw Grid Engine start proxies after 8 s (80 waits,
@@ -333,7 +337,8 @@ static double
 policy_mean (JsonObject *o, const char *name)
 {
   JsonObject *pol = o && json_object_has_member (o, "policies")
-                        ? json_object_get_object_member (o, "policies") : NULL;
+                        ? json_object_get_object_member (o, "policies")
+                        : NULL;
   if (pol == NULL || !json_object_has_member (pol, name))
     return NAN;
   return json_object_get_double_member (json_object_get_object_member (pol, name), "mean");
@@ -358,13 +363,13 @@ trace_model (const char *dir, Measured *m)
 }
 
 static Measured
-scenario_run (MsBed *bed, const char *root, const char *tasks, const Scenario *sc,
-              const Variant *v, guint serial)
+scenario_run (MsBed *bed, const char *root, const char *tasks, const Scenario *sc, const Variant *v,
+              guint serial)
 {
   Measured m = { 0 };
   g_autoptr (GError) error = NULL;
-  g_autofree gchar *name = g_strdup_printf ("%s-%s-%u", sc->held ? "held" : "straggler", v->name,
-                                            serial);
+  g_autofree gchar *name
+      = g_strdup_printf ("%s-%s-%u", sc->held ? "held" : "straggler", v->name, serial);
   g_autofree gchar *work_parent = g_build_filename (root, name, NULL);
   g_mkdir_with_parents (work_parent, 0755);
   g_autofree gchar *workdirs = ms_site_workdir_root (bed, work_parent, &error);
@@ -433,8 +438,8 @@ scenario_run (MsBed *bed, const char *root, const char *tasks, const Scenario *s
 static void
 predict (const char *ini, double predicted[G_N_ELEMENTS (variants)])
 {
-  const char *argv[] = { g_getenv ("DATC"), "analyze", "predict", ini, "--policies",
-                         "pull,pull+rep,pull+mig", "--trials", "400", "--json", NULL };
+  const char *argv[] = { g_getenv ("DATC"),        "analyze",  "predict", ini,      "--policies",
+                         "pull,pull+rep,pull+mig", "--trials", "400",     "--json", NULL };
   g_autoptr (JsonNode) n = json_of (argv);
   JsonObject *o = n && JSON_NODE_HOLDS_OBJECT (n) ? json_node_get_object (n) : NULL;
   for (guint v = 0; v < G_N_ELEMENTS (variants); v++)
@@ -460,8 +465,7 @@ run_scenario (MsBed *bed, const char *root, const char *which, guint runs)
   Scenario sc = { 0 };
   sc.held = g_str_equal (which, "held");
   sc.tasks = sc.held ? 4 : 120;
-  sc.task_line = sc.held ? "sleep 5"
-                         : "if [ -n \"$JOB_ID\" ]; then sleep 4; else sleep 1; fi";
+  sc.task_line = sc.held ? "sleep 5" : "if [ -n \"$JOB_ID\" ]; then sleep 4; else sleep 1; fi";
   sc.competitor_s = sc.held ? 30 : 0;
 
   g_autoptr (GString) t = g_string_new (NULL);
@@ -523,8 +527,8 @@ main (int argc, char **argv)
       g_autoptr (MsBed) bed = ms_bed_up (root, &error);
       if (bed == NULL)
         die ("test bed", error);
-      g_printerr ("bench-sites: test bed up in %.1f s (%s)\n",
-                  (g_get_monotonic_time () - t0) / 1e6, root);
+      g_printerr ("bench-sites: test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,
+                  root);
       int rc = run_scenario (bed, root, argv[1], runs);
       if (!ms_bed_down (bed, &error))
         {
@@ -561,8 +565,8 @@ main (int argc, char **argv)
   if (!g_file_set_contents (tasks, t->str, -1, &error))
     die (tasks, error);
 
-  printf ("%u tasks of sleep %g s; user competitor holds every Slurm CPU for the first %u s\n\n",
-          n, task_s, competitor_s);
+  printf ("%u tasks of sleep %g s; user competitor holds every Slurm CPU for the first %u s\n\n", n,
+          task_s, competitor_s);
   printf ("| mode | run | turnaround s | proxies | scheduler commands | idle slot-s of held "
           "| tasks slurm / sge / here | done |\n|---|---|---|---|---|---|---|---|\n");
   const char *modes[] = { "pull", "static", "direct" };

@@ -9,9 +9,9 @@ G_BEGIN_DECLS
 
 typedef struct {
   double wall_s;
-  double cpu_s;        /* user + system of the process itself and its waited children */
+  double cpu_s; /* user + system of the process itself and its waited children */
   long maxrss_kib;
-  int status;          /* exit code, or 128 + signal */
+  int status; /* exit code, or 128 + signal */
 } BenchRun;
 
 /* Runs argv (argv[0] a path) with stdout on /dev/null and waits for it. */

@@ -12,9 +12,9 @@
 #include "ledger.h"
 
 struct DatcAgentOutput {
-  gchar *path;   /* DIR/outputs/AGENT_ID.out */
-  gchar *name;   /* outputs/AGENT_ID.out */
-  int fd;        /* -1 until first written */
+  gchar *path; /* DIR/outputs/AGENT_ID.out */
+  gchar *name; /* outputs/AGENT_ID.out */
+  int fd;      /* -1 until first written */
   guint64 size;
 };
 
@@ -95,8 +95,8 @@ datc_agent_output_append (DatcAgentOutput *o, GBytes *out, GBytes *err, guint64 
       ssize_t w;
       if (done < out_len)
         {
-          struct iovec v[2] = { { (char *) out_data + done, out_len - done },
-                                { (char *) err_data, err_len } };
+          struct iovec v[2]
+              = { { (char *) out_data + done, out_len - done }, { (char *) err_data, err_len } };
           w = writev (o->fd, v, 2);
         }
       else

@@ -28,7 +28,6 @@
 
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 
-
 #define ARENA_CHUNK_SHIFT 22u
 #define ARENA_CHUNK_SIZE ((gsize) 1 << ARENA_CHUNK_SHIFT)
 #define ARENA_CHUNK_MASK (ARENA_CHUNK_SIZE - 1)
@@ -119,10 +118,11 @@ arena_append (DatcBag *bag, const void *bytes, gsize len)
   guint64 offset;
 
   g_assert (len > 0 && len <= ARENA_CHUNK_SIZE);
-  if (pos + len > ARENA_CHUNK_SIZE) {
-    chunk++;
-    pos = 0;
-  }
+  if (pos + len > ARENA_CHUNK_SIZE)
+    {
+      chunk++;
+      pos = 0;
+    }
   while (chunk >= bag->chunks->len)
     g_ptr_array_add (bag->chunks, g_malloc (ARENA_CHUNK_SIZE));
   memcpy ((guint8 *) bag->chunks->pdata[chunk] + pos, bytes, len);
@@ -143,10 +143,11 @@ quote_name (const char *name)
   const char *cut = name;
   guint n = 0;
 
-  while (*cut != '\0' && n < QUOTED_NAME_MAX) {
-    cut = g_utf8_next_char (cut);
-    n++;
-  }
+  while (*cut != '\0' && n < QUOTED_NAME_MAX)
+    {
+      cut = g_utf8_next_char (cut);
+      n++;
+    }
   g_autofree gchar *kept = g_strndup (name, cut - name);
   datc_json_append_string (out, kept);
   if (*cut != '\0')
@@ -157,25 +158,27 @@ quote_name (const char *name)
 static const char *
 json_node_kind (JsonNode *node)
 {
-  switch (json_node_get_node_type (node)) {
-  case JSON_NODE_OBJECT:
-    return "an object";
-  case JSON_NODE_ARRAY:
-    return "an array";
-  case JSON_NODE_NULL:
-    return "null";
-  case JSON_NODE_VALUE:
-  default:
-    break;
-  }
-  switch (json_node_get_value_type (node)) {
-  case G_TYPE_STRING:
-    return "a string";
-  case G_TYPE_BOOLEAN:
-    return "a boolean";
-  default:
-    return "a number";
-  }
+  switch (json_node_get_node_type (node))
+    {
+    case JSON_NODE_OBJECT:
+      return "an object";
+    case JSON_NODE_ARRAY:
+      return "an array";
+    case JSON_NODE_NULL:
+      return "null";
+    case JSON_NODE_VALUE:
+    default:
+      break;
+    }
+  switch (json_node_get_value_type (node))
+    {
+    case G_TYPE_STRING:
+      return "a string";
+    case G_TYPE_BOOLEAN:
+      return "a boolean";
+    default:
+      return "a number";
+    }
 }
 
 /* ---- strict JSON syntax ---- */
@@ -209,13 +212,14 @@ json_check_hex4 (JsonCheck *c, guint *out)
 
   if (c->end - c->p < 4)
     return json_check_fail (c, "invalid \\u escape");
-  for (int i = 0; i < 4; i++) {
-    int d = g_ascii_xdigit_value (c->p[i]);
+  for (int i = 0; i < 4; i++)
+    {
+      int d = g_ascii_xdigit_value (c->p[i]);
 
-    if (d < 0)
-      return json_check_fail (c, "invalid \\u escape");
-    v = v << 4 | (guint) d;
-  }
+      if (d < 0)
+        return json_check_fail (c, "invalid \\u escape");
+      v = v << 4 | (guint) d;
+    }
   c->p += 4;
   *out = v;
   return TRUE;
@@ -227,66 +231,81 @@ json_check_string (JsonCheck *c)
   const char *open = c->p;
 
   c->p++;
-  for (;;) {
-    guchar ch;
+  for (;;)
+    {
+      guchar ch;
 
-    if (c->p >= c->end) {
-      c->p = open;
-      return json_check_fail (c, "unterminated string");
-    }
-    ch = (guchar) *c->p;
-    if (ch == '"') {
-      c->p++;
-      return TRUE;
-    }
-    if (ch < 0x20)
-      return json_check_fail (c, "control character in string (escape it)");
-    if (ch != '\\') {
-      c->p++;
-      continue;
-    }
-    c->p++;
-    if (c->p >= c->end) {
-      c->p = open;
-      return json_check_fail (c, "unterminated string");
-    }
-    if (strchr ("\"\\/bfnrt", *c->p) != NULL) {
-      c->p++;
-    } else if (*c->p == 'u') {
-      const char *escape = c->p - 1;
-      guint cp;
-
-      c->p++;
-      if (!json_check_hex4 (c, &cp))
-        return FALSE;
-      if (cp == 0) {
-        c->p = escape;
-        return json_check_fail (c, "\\u0000 is not allowed");
-      }
-      if (cp >= 0xdc00 && cp <= 0xdfff) {
-        c->p = escape;
-        return json_check_fail (c, "unpaired surrogate in \\u escape");
-      }
-      if (cp >= 0xd800 && cp <= 0xdbff) {
-        guint low;
-
-        if (c->end - c->p < 2 || c->p[0] != '\\' || c->p[1] != 'u') {
-          c->p = escape;
-          return json_check_fail (c, "unpaired surrogate in \\u escape");
+      if (c->p >= c->end)
+        {
+          c->p = open;
+          return json_check_fail (c, "unterminated string");
         }
-        c->p += 2;
-        if (!json_check_hex4 (c, &low))
-          return FALSE;
-        if (low < 0xdc00 || low > 0xdfff) {
-          c->p = escape;
-          return json_check_fail (c, "unpaired surrogate in \\u escape");
+      ch = (guchar) *c->p;
+      if (ch == '"')
+        {
+          c->p++;
+          return TRUE;
         }
-      }
-    } else {
-      c->p--;
-      return json_check_fail (c, "invalid escape in string");
+      if (ch < 0x20)
+        return json_check_fail (c, "control character in string (escape it)");
+      if (ch != '\\')
+        {
+          c->p++;
+          continue;
+        }
+      c->p++;
+      if (c->p >= c->end)
+        {
+          c->p = open;
+          return json_check_fail (c, "unterminated string");
+        }
+      if (strchr ("\"\\/bfnrt", *c->p) != NULL)
+        {
+          c->p++;
+        }
+      else if (*c->p == 'u')
+        {
+          const char *escape = c->p - 1;
+          guint cp;
+
+          c->p++;
+          if (!json_check_hex4 (c, &cp))
+            return FALSE;
+          if (cp == 0)
+            {
+              c->p = escape;
+              return json_check_fail (c, "\\u0000 is not allowed");
+            }
+          if (cp >= 0xdc00 && cp <= 0xdfff)
+            {
+              c->p = escape;
+              return json_check_fail (c, "unpaired surrogate in \\u escape");
+            }
+          if (cp >= 0xd800 && cp <= 0xdbff)
+            {
+              guint low;
+
+              if (c->end - c->p < 2 || c->p[0] != '\\' || c->p[1] != 'u')
+                {
+                  c->p = escape;
+                  return json_check_fail (c, "unpaired surrogate in \\u escape");
+                }
+              c->p += 2;
+              if (!json_check_hex4 (c, &low))
+                return FALSE;
+              if (low < 0xdc00 || low > 0xdfff)
+                {
+                  c->p = escape;
+                  return json_check_fail (c, "unpaired surrogate in \\u escape");
+                }
+            }
+        }
+      else
+        {
+          c->p--;
+          return json_check_fail (c, "invalid escape in string");
+        }
     }
-  }
 }
 
 static gboolean
@@ -298,48 +317,57 @@ json_check_number (JsonCheck *c)
 
   if (*c->p == '-')
     c->p++;
-  if (c->p < c->end && *c->p == '0') {
-    c->p++;
-    digits = 1;
-  } else {
-    while (c->p < c->end && g_ascii_isdigit (*c->p)) {
+  if (c->p < c->end && *c->p == '0')
+    {
       c->p++;
-      digits++;
+      digits = 1;
     }
-  }
+  else
+    {
+      while (c->p < c->end && g_ascii_isdigit (*c->p))
+        {
+          c->p++;
+          digits++;
+        }
+    }
   if (digits == 0)
     return json_check_fail (c, "invalid number");
-  if (c->p < c->end && *c->p == '.') {
-    gsize frac = 0;
+  if (c->p < c->end && *c->p == '.')
+    {
+      gsize frac = 0;
 
-    c->p++;
-    integral = FALSE;
-    while (c->p < c->end && g_ascii_isdigit (*c->p)) {
       c->p++;
-      frac++;
+      integral = FALSE;
+      while (c->p < c->end && g_ascii_isdigit (*c->p))
+        {
+          c->p++;
+          frac++;
+        }
+      if (frac == 0)
+        return json_check_fail (c, "invalid number");
     }
-    if (frac == 0)
-      return json_check_fail (c, "invalid number");
-  }
-  if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
-    gsize exp = 0;
+  if (c->p < c->end && (*c->p == 'e' || *c->p == 'E'))
+    {
+      gsize exp = 0;
 
-    c->p++;
-    integral = FALSE;
-    if (c->p < c->end && (*c->p == '+' || *c->p == '-'))
       c->p++;
-    while (c->p < c->end && g_ascii_isdigit (*c->p)) {
-      c->p++;
-      exp++;
+      integral = FALSE;
+      if (c->p < c->end && (*c->p == '+' || *c->p == '-'))
+        c->p++;
+      while (c->p < c->end && g_ascii_isdigit (*c->p))
+        {
+          c->p++;
+          exp++;
+        }
+      if (exp == 0)
+        return json_check_fail (c, "invalid number");
     }
-    if (exp == 0)
-      return json_check_fail (c, "invalid number");
-  }
   /* json-glib wraps integers beyond 64 bits to negative numbers. */
-  if (integral && digits > 18) {
-    c->p = start;
-    return json_check_fail (c, "integer out of range");
-  }
+  if (integral && digits > 18)
+    {
+      c->p = start;
+      return json_check_fail (c, "integer out of range");
+    }
   return TRUE;
 }
 
@@ -361,37 +389,42 @@ json_check_container (JsonCheck *c, char close)
     return json_check_fail (c, "nested more than 32 levels deep");
   c->p++;
   json_check_space (c);
-  if (c->p < c->end && *c->p == close) {
-    c->p++;
-    c->depth--;
-    return TRUE;
-  }
-  for (;;) {
-    if (close == '}') {
-      json_check_space (c);
-      if (c->p >= c->end || *c->p != '"')
-        return json_check_fail (c, "expected a string key");
-      if (!json_check_string (c))
-        return FALSE;
-      json_check_space (c);
-      if (c->p >= c->end || *c->p != ':')
-        return json_check_fail (c, "expected ':'");
-      c->p++;
-    }
-    if (!json_check_value (c))
-      return FALSE;
-    json_check_space (c);
-    if (c->p < c->end && *c->p == ',') {
-      c->p++;
-      continue;
-    }
-    if (c->p < c->end && *c->p == close) {
+  if (c->p < c->end && *c->p == close)
+    {
       c->p++;
       c->depth--;
       return TRUE;
     }
-    return json_check_fail (c, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-  }
+  for (;;)
+    {
+      if (close == '}')
+        {
+          json_check_space (c);
+          if (c->p >= c->end || *c->p != '"')
+            return json_check_fail (c, "expected a string key");
+          if (!json_check_string (c))
+            return FALSE;
+          json_check_space (c);
+          if (c->p >= c->end || *c->p != ':')
+            return json_check_fail (c, "expected ':'");
+          c->p++;
+        }
+      if (!json_check_value (c))
+        return FALSE;
+      json_check_space (c);
+      if (c->p < c->end && *c->p == ',')
+        {
+          c->p++;
+          continue;
+        }
+      if (c->p < c->end && *c->p == close)
+        {
+          c->p++;
+          c->depth--;
+          return TRUE;
+        }
+      return json_check_fail (c, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
 }
 
 static gboolean
@@ -400,24 +433,25 @@ json_check_value (JsonCheck *c)
   json_check_space (c);
   if (c->p >= c->end)
     return json_check_fail (c, "expected a value");
-  switch (*c->p) {
-  case '{':
-    return json_check_container (c, '}');
-  case '[':
-    return json_check_container (c, ']');
-  case '"':
-    return json_check_string (c);
-  case 't':
-    return json_check_literal (c, "true");
-  case 'f':
-    return json_check_literal (c, "false");
-  case 'n':
-    return json_check_literal (c, "null");
-  default:
-    if (*c->p == '-' || g_ascii_isdigit (*c->p))
-      return json_check_number (c);
-    return json_check_fail (c, "unexpected character");
-  }
+  switch (*c->p)
+    {
+    case '{':
+      return json_check_container (c, '}');
+    case '[':
+      return json_check_container (c, ']');
+    case '"':
+      return json_check_string (c);
+    case 't':
+      return json_check_literal (c, "true");
+    case 'f':
+      return json_check_literal (c, "false");
+    case 'n':
+      return json_check_literal (c, "null");
+    default:
+      if (*c->p == '-' || g_ascii_isdigit (*c->p))
+        return json_check_number (c);
+      return json_check_fail (c, "unexpected character");
+    }
 }
 
 gboolean
@@ -425,12 +459,13 @@ datc_bag_check_json (const char *text, gsize len, const char **why, gsize *at)
 {
   JsonCheck c = { .p = text, .end = text + len };
 
-  if (json_check_value (&c)) {
-    json_check_space (&c);
-    if (c.p == c.end)
-      return TRUE;
-    c.why = "unexpected text after the value";
-  }
+  if (json_check_value (&c))
+    {
+      json_check_space (&c);
+      if (c.p == c.end)
+        return TRUE;
+      c.why = "unexpected text after the value";
+    }
   *why = c.why;
   *at = (gsize) (c.p - text);
   return FALSE;
@@ -444,11 +479,11 @@ typedef struct {
   const char *name;
   DatcTaskFileFormat format;
   guint32 source;
-  guint32 line;              /* the line being read, 1-based */
-  guint mark_tasks;          /* where the bag ended before this load */
+  guint32 line;     /* the line being read, 1-based */
+  guint mark_tasks; /* where the bag ended before this load */
   guint64 mark_arena;
   gboolean committed;
-  JsonParser *parser;        /* JSON Lines only */
+  JsonParser *parser; /* JSON Lines only */
   gulong member_handler;
   GHashTable *member_counts; /* JsonObject* -> members seen while parsing */
   JsonObject *dup_object;    /* where the first duplicate key was seen */
@@ -457,8 +492,7 @@ typedef struct {
 } Loader;
 
 static void
-on_object_member (JsonParser *parser, JsonObject *object, const char *name,
-                  gpointer user_data)
+on_object_member (JsonParser *parser, JsonObject *object, const char *name, gpointer user_data)
 {
   Loader *l = user_data;
   guint seen = GPOINTER_TO_UINT (g_hash_table_lookup (l->member_counts, object)) + 1;
@@ -466,10 +500,11 @@ on_object_member (JsonParser *parser, JsonObject *object, const char *name,
   /* Emitted after the member is set: a duplicate replaced an earlier one
    * and the object did not grow. */
   g_hash_table_insert (l->member_counts, object, GUINT_TO_POINTER (seen));
-  if (seen > json_object_get_size (object) && l->dup_name == NULL) {
-    l->dup_object = object;
-    l->dup_name = g_strdup (name);
-  }
+  if (seen > json_object_get_size (object) && l->dup_name == NULL)
+    {
+      l->dup_object = object;
+      l->dup_name = g_strdup (name);
+    }
 }
 
 static void
@@ -482,27 +517,29 @@ loader_begin (Loader *l, DatcBag *bag, const char *name, DatcTaskFileFormat form
   l->mark_tasks = bag->tasks->len;
   l->mark_arena = bag->arena_end;
   g_ptr_array_add (bag->sources, g_strdup (name));
-  if (l->format == DATC_TASKFILE_JSONL) {
-    l->parser = json_parser_new ();
-    l->member_handler = g_signal_connect (l->parser, "object-member",
-                                          G_CALLBACK (on_object_member), l);
-    l->member_counts = g_hash_table_new (g_direct_hash, g_direct_equal);
-    l->packed = g_byte_array_new ();
-  }
+  if (l->format == DATC_TASKFILE_JSONL)
+    {
+      l->parser = json_parser_new ();
+      l->member_handler
+          = g_signal_connect (l->parser, "object-member", G_CALLBACK (on_object_member), l);
+      l->member_counts = g_hash_table_new (g_direct_hash, g_direct_equal);
+      l->packed = g_byte_array_new ();
+    }
 }
 
 static void
 loader_clear (Loader *l)
 {
-  if (l->bag != NULL && !l->committed) {
-    DatcBag *bag = l->bag;
+  if (l->bag != NULL && !l->committed)
+    {
+      DatcBag *bag = l->bag;
 
-    g_array_set_size (bag->tasks, l->mark_tasks);
-    bag->arena_end = l->mark_arena;
-    g_ptr_array_set_size (bag->chunks,
-                          (guint) ((l->mark_arena + ARENA_CHUNK_SIZE - 1) >> ARENA_CHUNK_SHIFT));
-    g_ptr_array_set_size (bag->sources, l->source);
-  }
+      g_array_set_size (bag->tasks, l->mark_tasks);
+      bag->arena_end = l->mark_arena;
+      g_ptr_array_set_size (bag->chunks,
+                            (guint) ((l->mark_arena + ARENA_CHUNK_SIZE - 1) >> ARENA_CHUNK_SHIFT));
+      g_ptr_array_set_size (bag->sources, l->source);
+    }
   if (l->parser != NULL)
     g_signal_handler_disconnect (l->parser, l->member_handler);
   g_clear_object (&l->parser);
@@ -514,7 +551,7 @@ loader_clear (Loader *l)
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Loader, loader_clear)
 
 static gboolean G_GNUC_PRINTF (4, 5)
-loader_fail (Loader *l, guint64 line, GError **error, const char *format, ...)
+    loader_fail (Loader *l, guint64 line, GError **error, const char *format, ...)
 {
   g_autofree gchar *what = NULL;
   va_list args;
@@ -522,20 +559,21 @@ loader_fail (Loader *l, guint64 line, GError **error, const char *format, ...)
   va_start (args, format);
   what = g_strdup_vprintf (format, args);
   va_end (args);
-  g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_PARSE, "%s:%" G_GUINT64_FORMAT ": %s",
-               l->name, line, what);
+  g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_PARSE, "%s:%" G_GUINT64_FORMAT ": %s", l->name,
+               line, what);
   return FALSE;
 }
 
 static gboolean
-loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
-            guint8 retries, guint32 est_runtime_ms, gboolean no_replicate, GError **error)
+loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint8 retries,
+            guint32 est_runtime_ms, gboolean no_replicate, GError **error)
 {
   DatcBag *bag = l->bag;
   DatcBagTask task = { 0 };
 
   if (len > ARENA_CHUNK_SIZE)
-    return loader_fail (l, l->line, error, "task too large once encoded (%" G_GSIZE_FORMAT " bytes)", len);
+    return loader_fail (l, l->line, error,
+                        "task too large once encoded (%" G_GSIZE_FORMAT " bytes)", len);
   if (bag->tasks->len == G_MAXUINT)
     return loader_fail (l, l->line, error, "too many tasks");
   task.offset = arena_append (bag, bytes, len);
@@ -553,10 +591,11 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len,
 static gboolean
 loader_commit (Loader *l, GError **error)
 {
-  if (l->bag->tasks->len == l->mark_tasks) {
-    g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_EMPTY, "%s: no tasks", l->name);
-    return FALSE;
-  }
+  if (l->bag->tasks->len == l->mark_tasks)
+    {
+      g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_EMPTY, "%s: no tasks", l->name);
+      return FALSE;
+    }
   l->committed = TRUE;
   return TRUE;
 }
@@ -564,15 +603,15 @@ loader_commit (Loader *l, GError **error)
 /* A JSON number member as milliseconds.  `positive`: must be > 0 (and is
  * then at least 1 ms), else >= 0. */
 static gboolean
-loader_seconds (Loader *l, const char *field, JsonNode *node, gboolean positive,
-                guint32 *ms, GError **error)
+loader_seconds (Loader *l, const char *field, JsonNode *node, gboolean positive, guint32 *ms,
+                GError **error)
 {
   GType type = JSON_NODE_HOLDS_VALUE (node) ? json_node_get_value_type (node) : G_TYPE_INVALID;
   double seconds, rounded;
 
   if (type != G_TYPE_INT64 && type != G_TYPE_DOUBLE)
-    return loader_fail (l, l->line, error, "field \"%s\": expected a number, got %s",
-                        field, json_node_kind (node));
+    return loader_fail (l, l->line, error, "field \"%s\": expected a number, got %s", field,
+                        json_node_kind (node));
   seconds = json_node_get_double (node);
   if (positive && !(seconds > 0))
     return loader_fail (l, l->line, error, "field \"%s\": must be greater than 0", field);
@@ -581,8 +620,8 @@ loader_seconds (Loader *l, const char *field, JsonNode *node, gboolean positive,
   /* Rounded to the nearest ms by hand: master-core does not link libm. */
   rounded = seconds * 1000.0 + 0.5;
   if (!(rounded < 4294967296.0))
-    return loader_fail (l, l->line, error, "field \"%s\": must be at most %u seconds",
-                        field, G_MAXUINT32 / 1000);
+    return loader_fail (l, l->line, error, "field \"%s\": must be at most %u seconds", field,
+                        G_MAXUINT32 / 1000);
   *ms = (guint32) rounded;
   if (positive && *ms == 0)
     *ms = 1;
@@ -590,12 +629,11 @@ loader_seconds (Loader *l, const char *field, JsonNode *node, gboolean positive,
 }
 
 static gboolean
-loader_string (Loader *l, const char *field, JsonNode *node, const char **out,
-               GError **error)
+loader_string (Loader *l, const char *field, JsonNode *node, const char **out, GError **error)
 {
   if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING)
-    return loader_fail (l, l->line, error, "field \"%s\": expected a string, got %s",
-                        field, json_node_kind (node));
+    return loader_fail (l, l->line, error, "field \"%s\": expected a string, got %s", field,
+                        json_node_kind (node));
   *out = json_node_get_string (node);
   if (**out == '\0')
     return loader_fail (l, l->line, error, "field \"%s\": must not be empty", field);
@@ -617,16 +655,17 @@ loader_argv (Loader *l, JsonNode *node, GPtrArray *argv, GError **error)
     return loader_fail (l, l->line, error, "field \"cmd\": must not be empty");
   if (n > DATC_ARGV_MAX)
     return loader_fail (l, l->line, error, "field \"cmd\": more than %u arguments", DATC_ARGV_MAX);
-  for (guint i = 0; i < n; i++) {
-    JsonNode *item = json_array_get_element (array, i);
+  for (guint i = 0; i < n; i++)
+    {
+      JsonNode *item = json_array_get_element (array, i);
 
-    if (!JSON_NODE_HOLDS_VALUE (item) || json_node_get_value_type (item) != G_TYPE_STRING)
-      return loader_fail (l, l->line, error,
-                          "field \"cmd\": expected an array of strings, element %u is %s",
-                          i, json_node_kind (item));
-    /* The strings stay owned by the parser until the spec is encoded. */
-    g_ptr_array_add (argv, (gchar *) json_node_get_string (item));
-  }
+      if (!JSON_NODE_HOLDS_VALUE (item) || json_node_get_value_type (item) != G_TYPE_STRING)
+        return loader_fail (l, l->line, error,
+                            "field \"cmd\": expected an array of strings, element %u is %s", i,
+                            json_node_kind (item));
+      /* The strings stay owned by the parser until the spec is encoded. */
+      g_ptr_array_add (argv, (gchar *) json_node_get_string (item));
+    }
   if (*(const char *) argv->pdata[0] == '\0')
     return loader_fail (l, l->line, error, "field \"cmd\": the program (element 0) is empty");
   g_ptr_array_add (argv, NULL);
@@ -637,7 +676,7 @@ static gboolean
 loader_env (Loader *l, JsonNode *node, GPtrArray *env, GError **error)
 {
   JsonObject *object;
-  g_autoptr(GList) names = NULL;
+  g_autoptr (GList) names = NULL;
 
   if (!JSON_NODE_HOLDS_OBJECT (node))
     return loader_fail (l, l->line, error, "field \"env\": expected an object of strings, got %s",
@@ -646,20 +685,23 @@ loader_env (Loader *l, JsonNode *node, GPtrArray *env, GError **error)
   if (json_object_get_size (object) > DATC_ENV_MAX)
     return loader_fail (l, l->line, error, "field \"env\": more than %u variables", DATC_ENV_MAX);
   names = json_object_get_members (object);
-  for (GList *it = names; it != NULL; it = it->next) {
-    const char *name = it->data;
-    JsonNode *value = json_object_get_member (object, name);
-    g_autofree gchar *quoted = quote_name (name);
+  for (GList *it = names; it != NULL; it = it->next)
+    {
+      const char *name = it->data;
+      JsonNode *value = json_object_get_member (object, name);
+      g_autofree gchar *quoted = quote_name (name);
 
-    if (*name == '\0')
-      return loader_fail (l, l->line, error, "field \"env\": empty variable name");
-    if (strchr (name, '=') != NULL)
-      return loader_fail (l, l->line, error, "field \"env\": variable name %s contains '='", quoted);
-    if (!JSON_NODE_HOLDS_VALUE (value) || json_node_get_value_type (value) != G_TYPE_STRING)
-      return loader_fail (l, l->line, error, "field \"env\": expected an object of strings, %s is %s",
-                          quoted, json_node_kind (value));
-    g_ptr_array_add (env, g_strconcat (name, "=", json_node_get_string (value), NULL));
-  }
+      if (*name == '\0')
+        return loader_fail (l, l->line, error, "field \"env\": empty variable name");
+      if (strchr (name, '=') != NULL)
+        return loader_fail (l, l->line, error, "field \"env\": variable name %s contains '='",
+                            quoted);
+      if (!JSON_NODE_HOLDS_VALUE (value) || json_node_get_value_type (value) != G_TYPE_STRING)
+        return loader_fail (l, l->line, error,
+                            "field \"env\": expected an object of strings, %s is %s", quoted,
+                            json_node_kind (value));
+      g_ptr_array_add (env, g_strconcat (name, "=", json_node_get_string (value), NULL));
+    }
   g_ptr_array_add (env, NULL);
   return TRUE;
 }
@@ -669,10 +711,10 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
 {
   const char *why = NULL;
   gsize at = 0;
-  g_autoptr(GError) local = NULL;
-  g_autoptr(GList) names = NULL;
-  g_autoptr(GPtrArray) argv = NULL;
-  g_autoptr(GPtrArray) env = NULL;
+  g_autoptr (GError) local = NULL;
+  g_autoptr (GList) names = NULL;
+  g_autoptr (GPtrArray) argv = NULL;
+  g_autoptr (GPtrArray) env = NULL;
   DatcTaskSpec spec = { 0 };
   const char *cwd = NULL, *sh = NULL;
   guint8 retries = 0;
@@ -680,12 +722,13 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
   JsonNode *root;
   JsonObject *object;
 
-  if (!datc_bag_check_json (text, len, &why, &at)) {
-    if (at >= len)
-      return loader_fail (l, l->line, error, "invalid JSON: %s, found end of line", why);
-    return loader_fail (l, l->line, error, "invalid JSON: %s at byte %" G_GSIZE_FORMAT,
-                        why, column + at + 1);
-  }
+  if (!datc_bag_check_json (text, len, &why, &at))
+    {
+      if (at >= len)
+        return loader_fail (l, l->line, error, "invalid JSON: %s, found end of line", why);
+      return loader_fail (l, l->line, error, "invalid JSON: %s at byte %" G_GSIZE_FORMAT, why,
+                          column + at + 1);
+    }
   g_hash_table_remove_all (l->member_counts);
   g_clear_pointer (&l->dup_name, g_free);
   l->dup_object = NULL;
@@ -697,65 +740,85 @@ loader_json (Loader *l, const char *text, gsize len, gsize column, GError **erro
                         root != NULL ? json_node_kind (root) : "nothing");
   object = json_node_get_object (root);
 
-  if (l->dup_name != NULL) {
-    g_autofree gchar *quoted = quote_name (l->dup_name);
-    JsonNode *env_node = json_object_get_member (object, "env");
+  if (l->dup_name != NULL)
+    {
+      g_autofree gchar *quoted = quote_name (l->dup_name);
+      JsonNode *env_node = json_object_get_member (object, "env");
 
-    if (l->dup_object == object)
-      return loader_fail (l, l->line, error, "duplicate field %s", quoted);
-    if (env_node != NULL && JSON_NODE_HOLDS_OBJECT (env_node) &&
-        json_node_get_object (env_node) == l->dup_object)
-      return loader_fail (l, l->line, error, "field \"env\": duplicate variable %s", quoted);
-    return loader_fail (l, l->line, error, "duplicate key %s", quoted);
-  }
+      if (l->dup_object == object)
+        return loader_fail (l, l->line, error, "duplicate field %s", quoted);
+      if (env_node != NULL && JSON_NODE_HOLDS_OBJECT (env_node)
+          && json_node_get_object (env_node) == l->dup_object)
+        return loader_fail (l, l->line, error, "field \"env\": duplicate variable %s", quoted);
+      return loader_fail (l, l->line, error, "duplicate key %s", quoted);
+    }
 
   names = json_object_get_members (object);
-  for (GList *it = names; it != NULL; it = it->next) {
-    const char *name = it->data;
-    JsonNode *node = json_object_get_member (object, name);
+  for (GList *it = names; it != NULL; it = it->next)
+    {
+      const char *name = it->data;
+      JsonNode *node = json_object_get_member (object, name);
 
-    if (g_str_equal (name, "cmd")) {
-      argv = g_ptr_array_new ();
-      if (!loader_argv (l, node, argv, error))
-        return FALSE;
-    } else if (g_str_equal (name, "sh")) {
-      if (!loader_string (l, "sh", node, &sh, error))
-        return FALSE;
-    } else if (g_str_equal (name, "env")) {
-      env = g_ptr_array_new_with_free_func (g_free);
-      if (!loader_env (l, node, env, error))
-        return FALSE;
-    } else if (g_str_equal (name, "cwd")) {
-      if (!loader_string (l, "cwd", node, &cwd, error))
-        return FALSE;
-    } else if (g_str_equal (name, "timeout")) {
-      if (!loader_seconds (l, "timeout", node, TRUE, &spec.timeout_ms, error))
-        return FALSE;
-    } else if (g_str_equal (name, "est_runtime")) {
-      if (!loader_seconds (l, "est_runtime", node, FALSE, &spec.est_runtime_ms, error))
-        return FALSE;
-    } else if (g_str_equal (name, "retries")) {
-      gint64 v;
+      if (g_str_equal (name, "cmd"))
+        {
+          argv = g_ptr_array_new ();
+          if (!loader_argv (l, node, argv, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "sh"))
+        {
+          if (!loader_string (l, "sh", node, &sh, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "env"))
+        {
+          env = g_ptr_array_new_with_free_func (g_free);
+          if (!loader_env (l, node, env, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "cwd"))
+        {
+          if (!loader_string (l, "cwd", node, &cwd, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "timeout"))
+        {
+          if (!loader_seconds (l, "timeout", node, TRUE, &spec.timeout_ms, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "est_runtime"))
+        {
+          if (!loader_seconds (l, "est_runtime", node, FALSE, &spec.est_runtime_ms, error))
+            return FALSE;
+        }
+      else if (g_str_equal (name, "retries"))
+        {
+          gint64 v;
 
-      if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
-        return loader_fail (l, l->line, error, "field \"retries\": expected an integer, got %s",
-                            json_node_kind (node));
-      v = json_node_get_int (node);
-      if (v < 0 || v > RETRIES_MAX)
-        return loader_fail (l, l->line, error, "field \"retries\": must be between 0 and %d",
-                            RETRIES_MAX);
-      retries = (guint8) v;
-    } else if (g_str_equal (name, "replicate")) {
-      if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
-        return loader_fail (l, l->line, error, "field \"replicate\": expected true or false, got %s",
-                            json_node_kind (node));
-      no_replicate = !json_node_get_boolean (node);
-    } else {
-      g_autofree gchar *quoted = quote_name (name);
+          if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64)
+            return loader_fail (l, l->line, error, "field \"retries\": expected an integer, got %s",
+                                json_node_kind (node));
+          v = json_node_get_int (node);
+          if (v < 0 || v > RETRIES_MAX)
+            return loader_fail (l, l->line, error, "field \"retries\": must be between 0 and %d",
+                                RETRIES_MAX);
+          retries = (guint8) v;
+        }
+      else if (g_str_equal (name, "replicate"))
+        {
+          if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+            return loader_fail (l, l->line, error,
+                                "field \"replicate\": expected true or false, got %s",
+                                json_node_kind (node));
+          no_replicate = !json_node_get_boolean (node);
+        }
+      else
+        {
+          g_autofree gchar *quoted = quote_name (name);
 
-      return loader_fail (l, l->line, error, "unknown field %s", quoted);
+          return loader_fail (l, l->line, error, "unknown field %s", quoted);
+        }
     }
-  }
   if (argv != NULL && sh != NULL)
     return loader_fail (l, l->line, error, "both \"cmd\" and \"sh\" given; use one");
   if (argv == NULL && sh == NULL)
@@ -792,21 +855,24 @@ loader_line (Loader *l, const char *text, gsize len, GError **error)
   if (len > DATC_TASK_LINE_MAX)
     return loader_fail (l, l->line, error, "line longer than %u bytes", DATC_TASK_LINE_MAX);
   line_start = text;
-  if (l->line == 1 && len >= 3 && memcmp (text, "\xef\xbb\xbf", 3) == 0) {
-    text += 3;
-    len -= 3;
-  }
-  if (!g_utf8_validate_len (text, len, &bad)) {
-    gsize column = (gsize) (bad - line_start) + 1;
+  if (l->line == 1 && len >= 3 && memcmp (text, "\xef\xbb\xbf", 3) == 0)
+    {
+      text += 3;
+      len -= 3;
+    }
+  if (!g_utf8_validate_len (text, len, &bad))
+    {
+      gsize column = (gsize) (bad - line_start) + 1;
 
-    if (*bad == '\0')
-      return loader_fail (l, l->line, error, "NUL character at byte %" G_GSIZE_FORMAT, column);
-    return loader_fail (l, l->line, error, "invalid UTF-8 at byte %" G_GSIZE_FORMAT, column);
-  }
-  while (len > 0 && is_blank (*text)) {
-    text++;
-    len--;
-  }
+      if (*bad == '\0')
+        return loader_fail (l, l->line, error, "NUL character at byte %" G_GSIZE_FORMAT, column);
+      return loader_fail (l, l->line, error, "invalid UTF-8 at byte %" G_GSIZE_FORMAT, column);
+    }
+  while (len > 0 && is_blank (*text))
+    {
+      text++;
+      len--;
+    }
   while (len > 0 && is_blank (text[len - 1]))
     len--;
   if (len == 0)
@@ -822,24 +888,26 @@ loader_line (Loader *l, const char *text, gsize len, GError **error)
  * too) and says how many bytes it used.  The first `clean` bytes are known
  * to hold no '\n'. */
 static gboolean
-loader_feed (Loader *l, const char *data, gsize len, gsize clean, gboolean at_eof,
-             gsize *consumed, GError **error)
+loader_feed (Loader *l, const char *data, gsize len, gsize clean, gboolean at_eof, gsize *consumed,
+             GError **error)
 {
   gsize start = 0, from = clean;
   const char *nl;
 
-  while (from < len && (nl = memchr (data + from, '\n', len - from)) != NULL) {
-    gsize end = (gsize) (nl - data);
+  while (from < len && (nl = memchr (data + from, '\n', len - from)) != NULL)
+    {
+      gsize end = (gsize) (nl - data);
 
-    if (!loader_line (l, data + start, end - start, error))
-      return FALSE;
-    start = from = end + 1;
-  }
-  if (at_eof && start < len) {
-    if (!loader_line (l, data + start, len - start, error))
-      return FALSE;
-    start = len;
-  }
+      if (!loader_line (l, data + start, end - start, error))
+        return FALSE;
+      start = from = end + 1;
+    }
+  if (at_eof && start < len)
+    {
+      if (!loader_line (l, data + start, len - start, error))
+        return FALSE;
+      start = len;
+    }
   *consumed = start;
   return TRUE;
 }
@@ -851,47 +919,51 @@ loader_read (Loader *l, int fd, GChecksum *checksum, GError **error)
   g_autofree char *buf = g_malloc (READ_BUFFER_SIZE);
   gsize start = 0, end = 0;
 
-  for (;;) {
-    gssize n;
-    gsize clean, consumed;
+  for (;;)
+    {
+      gssize n;
+      gsize clean, consumed;
 
-    if (start > 0 && READ_BUFFER_SIZE - end < READ_MIN_SPACE) {
-      memmove (buf, buf + start, end - start);
-      end -= start;
-      start = 0;
-    }
-    do
-      n = read (fd, buf + end, READ_BUFFER_SIZE - end);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      int saved = errno;
+      if (start > 0 && READ_BUFFER_SIZE - end < READ_MIN_SPACE)
+        {
+          memmove (buf, buf + start, end - start);
+          end -= start;
+          start = 0;
+        }
+      do
+        n = read (fd, buf + end, READ_BUFFER_SIZE - end);
+      while (n < 0 && errno == EINTR);
+      if (n < 0)
+        {
+          int saved = errno;
 
-      g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", l->name, g_strerror (saved));
-      return FALSE;
+          g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", l->name,
+                       g_strerror (saved));
+          return FALSE;
+        }
+      if (checksum != NULL)
+        g_checksum_update (checksum, (const guchar *) buf + end, n);
+      clean = end - start;
+      end += (gsize) n;
+      if (!loader_feed (l, buf + start, end - start, clean, n == 0, &consumed, error))
+        return FALSE;
+      start += consumed;
+      if (n == 0)
+        return TRUE;
+      /* No '\n' in a line plus "\r\n" worth of bytes: too long, whatever
+       * follows.  Stop before buffering any more of it. */
+      if (end - start >= (gsize) DATC_TASK_LINE_MAX + 2)
+        return loader_fail (l, (guint64) l->line + 1, error, "line longer than %u bytes",
+                            DATC_TASK_LINE_MAX);
     }
-    if (checksum != NULL)
-      g_checksum_update (checksum, (const guchar *) buf + end, n);
-    clean = end - start;
-    end += (gsize) n;
-    if (!loader_feed (l, buf + start, end - start, clean, n == 0, &consumed, error))
-      return FALSE;
-    start += consumed;
-    if (n == 0)
-      return TRUE;
-    /* No '\n' in a line plus "\r\n" worth of bytes: too long, whatever
-     * follows.  Stop before buffering any more of it. */
-    if (end - start >= (gsize) DATC_TASK_LINE_MAX + 2)
-      return loader_fail (l, (guint64) l->line + 1, error, "line longer than %u bytes",
-                          DATC_TASK_LINE_MAX);
-  }
 }
 
 gboolean
-datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format,
-                    gchar **sha256_hex, GError **error)
+datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format, gchar **sha256_hex,
+                    GError **error)
 {
-  g_auto(Loader) l = { 0 };
-  g_autoptr(GChecksum) checksum = NULL;
+  g_auto (Loader) l = { 0 };
+  g_autoptr (GChecksum) checksum = NULL;
   gboolean ok;
   int fd;
 
@@ -902,12 +974,13 @@ datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format,
   do
     fd = open (path, O_RDONLY | O_CLOEXEC);
   while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    int saved = errno;
+  if (fd < 0)
+    {
+      int saved = errno;
 
-    g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", path, g_strerror (saved));
-    return FALSE;
-  }
+      g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", path, g_strerror (saved));
+      return FALSE;
+    }
   if (sha256_hex != NULL)
     checksum = g_checksum_new (G_CHECKSUM_SHA256);
   loader_begin (&l, bag, path, format);
@@ -924,7 +997,7 @@ gboolean
 datc_bag_load_data (DatcBag *bag, const char *name, const char *data, gsize len,
                     DatcTaskFileFormat format, GError **error)
 {
-  g_auto(Loader) l = { 0 };
+  g_auto (Loader) l = { 0 };
   gsize consumed;
 
   g_return_val_if_fail (bag != NULL, FALSE);
@@ -959,8 +1032,8 @@ datc_bag_spec (const DatcBag *bag, const DatcBagTask *task)
   g_return_val_if_fail (bag != NULL, NULL);
   g_return_val_if_fail (task != NULL, NULL);
   g_return_val_if_fail ((task->offset >> ARENA_CHUNK_SHIFT) < bag->chunks->len, NULL);
-  return (const guint8 *) bag->chunks->pdata[task->offset >> ARENA_CHUNK_SHIFT] +
-         (task->offset & ARENA_CHUNK_MASK);
+  return (const guint8 *) bag->chunks->pdata[task->offset >> ARENA_CHUNK_SHIFT]
+         + (task->offset & ARENA_CHUNK_MASK);
 }
 
 const char *
@@ -976,8 +1049,8 @@ datc_bag_describe (const DatcBag *bag, guint64 id)
 {
   const DatcBagTask *task = datc_bag_get (bag, id);
   const guint8 *spec;
-  g_autoptr(GByteArray) frame = NULL;
-  g_autoptr(DatcMsg) msg = NULL;
+  g_autoptr (GByteArray) frame = NULL;
+  g_autoptr (DatcMsg) msg = NULL;
   DatcTask *decoded;
 
   g_return_val_if_fail (task != NULL, NULL);
@@ -1004,7 +1077,7 @@ gsize
 datc_bag_memory_size (const DatcBag *bag)
 {
   g_return_val_if_fail (bag != NULL, 0);
-  return (gsize) bag->tasks->len * sizeof (DatcBagTask) +
-         (gsize) bag->chunks->len * ARENA_CHUNK_SIZE +
-         (gsize) bag->chunks->len * sizeof (gpointer);
+  return (gsize) bag->tasks->len * sizeof (DatcBagTask)
+         + (gsize) bag->chunks->len * ARENA_CHUNK_SIZE
+         + (gsize) bag->chunks->len * sizeof (gpointer);
 }

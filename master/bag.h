@@ -37,8 +37,8 @@ GQuark datc_bag_error_quark (void);
 
 typedef enum {
   DATC_BAG_ERROR_IO,
-  DATC_BAG_ERROR_PARSE,   /* a bad line: message is "FILE:LINE: ..." */
-  DATC_BAG_ERROR_EMPTY,   /* no task in the file */
+  DATC_BAG_ERROR_PARSE, /* a bad line: message is "FILE:LINE: ..." */
+  DATC_BAG_ERROR_EMPTY, /* no task in the file */
 } DatcBagError;
 
 typedef enum {
@@ -57,19 +57,19 @@ gboolean datc_task_file_format_parse (const char *name, DatcTaskFileFormat *out)
 gboolean datc_bag_check_json (const char *text, gsize len, const char **why, gsize *at);
 
 typedef enum {
-  DATC_BAG_SPEC_LINE = 0,    /* arena bytes are the command line */
-  DATC_BAG_SPEC_PACKED = 1,  /* arena bytes are an encoded DatcTaskSpec */
+  DATC_BAG_SPEC_LINE = 0,   /* arena bytes are the command line */
+  DATC_BAG_SPEC_PACKED = 1, /* arena bytes are an encoded DatcTaskSpec */
 } DatcBagSpecKind;
 
 /* One task, 32 bytes. */
 typedef struct {
-  guint64 offset;     /* into the arena */
+  guint64 offset; /* into the arena */
   guint32 length;
-  guint32 line;       /* 1-based line in its file */
-  guint32 source;     /* index of the file it came from (datc_bag_source) */
-  guint8 kind;        /* DatcBagSpecKind */
-  guint8 retries;     /* extra attempts allowed after a non-zero exit */
-  guint8 no_replicate;/* JSON Lines "replicate": false: never two copies at once */
+  guint32 line;        /* 1-based line in its file */
+  guint32 source;      /* index of the file it came from (datc_bag_source) */
+  guint8 kind;         /* DatcBagSpecKind */
+  guint8 retries;      /* extra attempts allowed after a non-zero exit */
+  guint8 no_replicate; /* JSON Lines "replicate": false: never two copies at once */
   guint8 reserved;
   guint32 est_runtime_ms; /* JSON Lines "est_runtime" in ms; 0: unknown */
   guint32 reserved2;
@@ -85,14 +85,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcBag, datc_bag_free)
  * file's SHA-256 as 64 hex characters (transfer full).  Ids continue after
  * the last task already in the bag.  Streams the file: peak memory is the
  * stored tasks plus one line. */
-gboolean datc_bag_load_file (DatcBag *bag, const char *path,
-                             DatcTaskFileFormat format, gchar **sha256_hex,
-                             GError **error);
+gboolean datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format,
+                             gchar **sha256_hex, GError **error);
 /* The same for bytes in memory; `name` is used in error messages and
  * `format` must not be AUTO unless `name` has an extension to go by. */
-gboolean datc_bag_load_data (DatcBag *bag, const char *name, const char *data,
-                             gsize len, DatcTaskFileFormat format,
-                             GError **error);
+gboolean datc_bag_load_data (DatcBag *bag, const char *name, const char *data, gsize len,
+                             DatcTaskFileFormat format, GError **error);
 
 guint64 datc_bag_count (const DatcBag *bag);
 /* Bytes the bag holds: task records plus arena chunks. */

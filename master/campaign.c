@@ -96,8 +96,7 @@ write_json (const char *path, const char *task_file, const char *sha256, const c
   json_generator_set_pretty (gen, TRUE);
   g_autofree gchar *text = json_generator_to_data (gen, NULL);
   g_autofree gchar *with_nl = g_strconcat (text, "\n", NULL);
-  return g_file_set_contents_full (path, with_nl, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                   error);
+  return g_file_set_contents_full (path, with_nl, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error);
 }
 
 static JsonObject *
@@ -215,8 +214,8 @@ datc_campaign_socket_path (const char *dir, const char *name, GError **error)
 }
 
 DatcCampaign *
-datc_campaign_open (const char *dir, const char *task_file, const char *sha256,
-                    const char *format, const char *mode, GError **error)
+datc_campaign_open (const char *dir, const char *task_file, const char *sha256, const char *format,
+                    const char *mode, GError **error)
 {
   g_autoptr (DatcCampaign) c = g_new0 (DatcCampaign, 1);
   g_autofree gchar *json = g_build_filename (dir, "campaign.json", NULL);
@@ -356,8 +355,8 @@ datc_campaign_site_key (DatcCampaign *c, const char *site, GError **error)
     }
   if (!g_file_test (path, G_FILE_TEST_EXISTS))
     {
-      gboolean ok = datc_curve_keypair_generate (&kp, error)
-                    && datc_curve_keypair_save (&kp, path, error);
+      gboolean ok
+          = datc_curve_keypair_generate (&kp, error) && datc_curve_keypair_save (&kp, path, error);
       datc_curve_keypair_clear (&kp);
       if (!ok)
         return NULL;

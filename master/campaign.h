@@ -18,19 +18,18 @@ GQuark datc_campaign_error_quark (void);
 
 typedef enum {
   DATC_CAMPAIGN_ERROR_IO,
-  DATC_CAMPAIGN_ERROR_BUSY,      /* another master holds the lock */
-  DATC_CAMPAIGN_ERROR_MISMATCH,  /* a different task file */
-  DATC_CAMPAIGN_ERROR_INVALID,   /* campaign.json unreadable */
-  DATC_CAMPAIGN_ERROR_UNSAFE,    /* another user could replace its sockets */
+  DATC_CAMPAIGN_ERROR_BUSY,     /* another master holds the lock */
+  DATC_CAMPAIGN_ERROR_MISMATCH, /* a different task file */
+  DATC_CAMPAIGN_ERROR_INVALID,  /* campaign.json unreadable */
+  DATC_CAMPAIGN_ERROR_UNSAFE,   /* another user could replace its sockets */
 } DatcCampaignError;
 
 typedef struct DatcCampaign DatcCampaign;
 
 /* Creates DIR (or reopens it when it holds a campaign.json).
  * `task_file` and its `sha256` are what this run was asked to do. */
-DatcCampaign *datc_campaign_open (const char *dir, const char *task_file,
-                                  const char *sha256, const char *format,
-                                  const char *mode, GError **error);
+DatcCampaign *datc_campaign_open (const char *dir, const char *task_file, const char *sha256,
+                                  const char *format, const char *mode, GError **error);
 void datc_campaign_free (DatcCampaign *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcCampaign, datc_campaign_free)
 

@@ -9,8 +9,8 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  gint64 (*monotonic_us) (gpointer data);  /* as g_get_monotonic_time */
-  gint64 (*real_us) (gpointer data);       /* as g_get_real_time */
+  gint64 (*monotonic_us) (gpointer data); /* as g_get_monotonic_time */
+  gint64 (*real_us) (gpointer data);      /* as g_get_real_time */
   gpointer data;
 } DatcClock;
 

@@ -175,9 +175,11 @@ datc_cmd_status (int argc, char **argv)
   gdouble interval = 1.0;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object", NULL },
-    { "watch", 'w', 0, G_OPTION_ARG_NONE, &watch, "Refresh in place until the campaign ends", NULL },
-    { "interval", 0, 0, G_OPTION_ARG_DOUBLE, &interval, "Seconds between refreshes (default 1)", "S" },
-    { NULL }
+    { "watch", 'w', 0, G_OPTION_ARG_NONE, &watch, "Refresh in place until the campaign ends",
+      NULL },
+    { "interval", 0, 0, G_OPTION_ARG_DOUBLE, &interval, "Seconds between refreshes (default 1)",
+      "S" },
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("[DIR] - show a campaign");
   g_autoptr (GError) error = NULL;
@@ -197,7 +199,8 @@ datc_cmd_status (int argc, char **argv)
   gboolean in_place = watch && isatty (STDOUT_FILENO);
   for (guint frame = 0;; frame++)
     {
-      g_autoptr (JsonNode) st = watch ? watch_fetch (dir, &error) : datc_cmd_fetch_status (dir, &error);
+      g_autoptr (JsonNode) st
+          = watch ? watch_fetch (dir, &error) : datc_cmd_fetch_status (dir, &error);
       if (st == NULL)
         {
           g_printerr ("datc status: %s\n", error->message);
@@ -205,7 +208,7 @@ datc_cmd_status (int argc, char **argv)
         }
       JsonObject *o = json_node_get_object (st);
       if (in_place)
-        fputs ("\033[H\033[J", stdout);  /* home and clear */
+        fputs ("\033[H\033[J", stdout); /* home and clear */
       else if (watch && frame > 0 && !json)
         fputc ('\n', stdout);
       if (json)
@@ -248,7 +251,7 @@ datc_cmd_submit (int argc, char **argv)
   GOptionEntry entries[] = {
     { "file", 'f', 0, G_OPTION_ARG_FILENAME, &file, "Task file to add (- for stdin)", "FILE" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format, "auto, lines or jsonl", "F" },
-    { NULL }
+    { NULL },
   };
   /* Everything after "--" is one command, never options: split argv there. */
   g_autoptr (GPtrArray) opts = g_ptr_array_new ();
@@ -267,7 +270,8 @@ datc_cmd_submit (int argc, char **argv)
   g_ptr_array_add (opts, NULL);
   int opt_argc = (int) opts->len - 1;
   char **opt_argv = (char **) opts->pdata;
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("[DIR] (--file FILE | -- COMMAND ...) - add tasks");
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("[DIR] (--file FILE | -- COMMAND ...) - add tasks");
   g_autoptr (GError) error = NULL;
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (help_asked (opt_argc, opt_argv, ctx))
@@ -439,7 +443,7 @@ datc_cmd_cancel (int argc, char **argv)
           return EXIT_CANNOT;
         }
       n = (guint64) json_object_get_int_member_with_default (json_node_get_object (rep),
-                                                            "cancelled", 0);
+                                                             "cancelled", 0);
     }
   else
     {
@@ -517,7 +521,8 @@ datc_cmd_shell (int argc, char **argv)
     sh = "/bin/sh";
   g_setenv ("DATC_DIR", abs, TRUE);
   if (isatty (STDERR_FILENO))
-    fprintf (stderr, "datc: a shell on campaign %s: `datc submit -- CMD`, `datc status`; exit to leave\n",
+    fprintf (stderr,
+             "datc: a shell on campaign %s: `datc submit -- CMD`, `datc status`; exit to leave\n",
              abs);
   char *const args[] = { (char *) sh, NULL };
   execv (sh, args);

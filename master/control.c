@@ -21,14 +21,14 @@ G_DEFINE_QUARK (datc-control-error-quark, datc_control_error)
 #define CONTROL_FRAME_MAX (512 * 1024 * 1024)
 
 typedef struct {
-  GPtrArray *envelope;   /* GBytes* frames before the body */
+  GPtrArray *envelope; /* GBytes* frames before the body */
   gchar *reply;
 } Pending;
 
 struct DatcControl {
   void *sock;
   gchar *path;
-  GPtrArray *pending;    /* Pending* */
+  GPtrArray *pending; /* Pending* */
 };
 
 static gchar *
@@ -59,7 +59,7 @@ datc_control_new (void *ctx, const char *dir, GError **error)
   c->sock = zmq_socket (ctx, ZMQ_ROUTER);
   zmq_setsockopt (c->sock, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt (c->sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
-  unlink (c->path);  /* a crashed master's; the lock says we own the dir */
+  unlink (c->path); /* a crashed master's; the lock says we own the dir */
   /* Created owner-only from the start, then made sure of. */
   mode_t old = umask (0077);
   g_autofree gchar *ep = g_strconcat ("ipc://", c->path, NULL);
@@ -109,13 +109,11 @@ datc_control_error_reply (const char *message)
 /* What each member a handler reads must be; others are left alone. */
 static const struct {
   const char *name;
-  GType type;        /* of a value; G_TYPE_NONE: an array of integers */
+  GType type; /* of a value; G_TYPE_NONE: an array of integers */
   gboolean required;
 } request_members[] = {
-  { "cmd", G_TYPE_STRING, TRUE },
-  { "name", G_TYPE_STRING, FALSE },
-  { "format", G_TYPE_STRING, FALSE },
-  { "data", G_TYPE_STRING, FALSE },
+  { "cmd", G_TYPE_STRING, TRUE },     { "name", G_TYPE_STRING, FALSE },
+  { "format", G_TYPE_STRING, FALSE }, { "data", G_TYPE_STRING, FALSE },
   { "ids", G_TYPE_NONE, FALSE },
 };
 
@@ -183,10 +181,9 @@ decode_request (JsonParser *parser, const char *text, gsize len, gchar **why)
         continue;
       if (m == NULL || !member_is (m, request_members[i].type))
         {
-          *why = g_strdup_printf ("\"%s\" must be %s", request_members[i].name,
-                                  request_members[i].type == G_TYPE_STRING
-                                      ? "a string"
-                                      : "an array of task ids");
+          *why = g_strdup_printf (
+              "\"%s\" must be %s", request_members[i].name,
+              request_members[i].type == G_TYPE_STRING ? "a string" : "an array of task ids");
           return NULL;
         }
     }
@@ -198,7 +195,8 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
 {
   for (guint n = 0; n < 64; n++)
     {
-      g_autoptr (GPtrArray) frames = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+      g_autoptr (GPtrArray) frames
+          = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
       int more = 1;
       while (more)
         {
@@ -343,8 +341,9 @@ datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError 
                   JsonNode *root = json_parser_get_root (parser);
                   if (JSON_NODE_HOLDS_OBJECT (root)
                       && json_object_has_member (json_node_get_object (root), "error"))
-                    g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_REFUSED, "%s",
-                                 json_object_get_string_member (json_node_get_object (root), "error"));
+                    g_set_error (
+                        error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_REFUSED, "%s",
+                        json_object_get_string_member (json_node_get_object (root), "error"));
                   else
                     out = json_node_copy (root);
                 }

@@ -19,10 +19,10 @@ G_BEGIN_DECLS
 GQuark datc_control_error_quark (void);
 
 typedef enum {
-  DATC_CONTROL_ERROR_NO_MASTER,  /* nothing is running this campaign */
-  DATC_CONTROL_ERROR_FAILED,     /* could not talk to it */
+  DATC_CONTROL_ERROR_NO_MASTER, /* nothing is running this campaign */
+  DATC_CONTROL_ERROR_FAILED,    /* could not talk to it */
   DATC_CONTROL_ERROR_TIMEOUT,
-  DATC_CONTROL_ERROR_REFUSED,    /* the master answered with an error */
+  DATC_CONTROL_ERROR_REFUSED, /* the master answered with an error */
 } DatcControlError;
 
 /* ---- server (in the master) ---- */
@@ -49,8 +49,7 @@ void datc_control_send_replies (DatcControl *c);
 gboolean datc_control_master_running (const char *dir);
 /* Sends `request` (transfer none) and waits for the reply (transfer full).
  * A reply {"error": ...} becomes DATC_CONTROL_ERROR_REFUSED. */
-JsonNode *datc_control_call (const char *dir, JsonNode *request, guint timeout_ms,
-                             GError **error);
+JsonNode *datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError **error);
 
 /* Helpers to build a reply. */
 JsonNode *datc_control_error_reply (const char *message);

@@ -83,14 +83,10 @@ datc_crc32c (guint32 crc, const void *data, gsize len)
       guint32 lo = load_le32 (p) ^ crc;
       guint32 hi = load_le32 (p + 4);
 
-      crc = crc32c_table[7][lo & 0xffu] ^
-            crc32c_table[6][(lo >> 8) & 0xffu] ^
-            crc32c_table[5][(lo >> 16) & 0xffu] ^
-            crc32c_table[4][lo >> 24] ^
-            crc32c_table[3][hi & 0xffu] ^
-            crc32c_table[2][(hi >> 8) & 0xffu] ^
-            crc32c_table[1][(hi >> 16) & 0xffu] ^
-            crc32c_table[0][hi >> 24];
+      crc = crc32c_table[7][lo & 0xffu] ^ crc32c_table[6][(lo >> 8) & 0xffu]
+            ^ crc32c_table[5][(lo >> 16) & 0xffu] ^ crc32c_table[4][lo >> 24]
+            ^ crc32c_table[3][hi & 0xffu] ^ crc32c_table[2][(hi >> 8) & 0xffu]
+            ^ crc32c_table[1][(hi >> 16) & 0xffu] ^ crc32c_table[0][hi >> 24];
       p += 8;
       len -= 8;
     }

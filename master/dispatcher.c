@@ -24,31 +24,31 @@
 G_DEFINE_QUARK (datc-dispatcher-error-quark, datc_dispatcher_error)
 
 typedef struct {
-  GBytes *rid;            /* routing id (== agent id bytes) */
+  GBytes *rid; /* routing id (== agent id bytes) */
   gchar *agent_id, *site, *proxy, *host;
-  guint32 idx;            /* ledger index */
+  guint32 idx; /* ledger index */
   guint32 session;
   guint32 slots;
-  guint64 limit, sent;    /* credit window of this session */
-  guint32 executing;      /* of its tasks (held(), the ledger's count), started: its last
-                           * HEARTBEAT's `running` */
-  gboolean heard_executing;  /* a HEARTBEAT of this session said so */
-  guint64 done;           /* results recorded from it */
+  guint64 limit, sent;      /* credit window of this session */
+  guint32 executing;        /* of its tasks (held(), the ledger's count), started: its last
+                             * HEARTBEAT's `running` */
+  gboolean heard_executing; /* a HEARTBEAT of this session said so */
+  guint64 done;             /* results recorded from it */
   gint64 walltime_end_us;
-  gint64 connected_us;    /* first HELLO (real time) */
-  guint partition;        /* its site's share of a split bag (G_MAXUINT: none) */
-  guint64 handed;         /* tasks handed to it, over its life (direct mode caps it) */
-  gboolean starved;       /* at its last request nothing queued fitted its time left */
+  gint64 connected_us; /* first HELLO (real time) */
+  guint partition;     /* its site's share of a split bag (G_MAXUINT: none) */
+  guint64 handed;      /* tasks handed to it, over its life (direct mode caps it) */
+  gboolean starved;    /* at its last request nothing queued fitted its time left */
   gint64 last_seen_us, last_heartbeat_us, last_tasks_us;
-  GArray *acks;           /* DatcTaskKey to acknowledge after commit */
-  GArray *cancels;        /* DatcTaskKey to cancel after commit */
+  GArray *acks;    /* DatcTaskKey to acknowledge after commit */
+  GArray *cancels; /* DatcTaskKey to cancel after commit */
   gboolean welcome, rehello, bye;
-  gboolean retired;       /* sent RETIRE: its node failed tasks fast; no more work */
+  gboolean retired; /* sent RETIRE: its node failed tasks fast; no more work */
   /* Where it is in the dispatcher's per-event lists (see `by_seen`), so
    * that no turn, tick or heartbeat walks every agent. */
-  GList seen_link;        /* in by_seen: every agent, least recently heard first */
-  GList beat_link;        /* in by_beat while `beating` */
-  GList want_link;        /* in wanting while `wanting` */
+  GList seen_link; /* in by_seen: every agent, least recently heard first */
+  GList beat_link; /* in by_beat while `beating` */
+  GList want_link; /* in wanting while `wanting` */
   gboolean beating, wanting, touched, leaving, to_check;
 } Agent;
 
@@ -79,7 +79,7 @@ typedef struct {
 
 /* An issued agent key, as ZAP and the frame checks see it. */
 typedef struct {
-  gchar *site;            /* NULL: agents started by hand */
+  gchar *site; /* NULL: agents started by hand */
   gboolean revoked;
 } KeyEntry;
 
@@ -88,40 +88,39 @@ typedef struct {
  * be taken for hand-started ones or the other way round. */
 #define HAND_USER_ID "*"
 
-
 struct DatcDispatcher {
   void *router, *zap;
   DatcLedger *ledger;
   gchar *endpoint;
   gboolean curve;
   gchar server_public[DATC_CURVE_Z85_LEN + 1];
-  GHashTable *allowed;    /* 32-byte public keys (as GBytes) -> KeyEntry* */
-  GHashTable *site_keys;  /* site -> its KeyEntry* (in allowed) */
+  GHashTable *allowed;   /* 32-byte public keys (as GBytes) -> KeyEntry* */
+  GHashTable *site_keys; /* site -> its KeyEntry* (in allowed) */
   guint heartbeat_ms, timeout_ms;
   guint64 epoch;
-  GHashTable *agents;     /* rid -> Agent* */
-  GHashTable *banned;     /* rid -> itself, at most BANNED_MAX */
-  gint64 settle_until_us; /* after a restart: fresh work waits for the last master's agents */
-  GArray *out;            /* Outgoing, sent at the next flush */
-  GArray *after_sync;     /* Outgoing, sent once the ledger is committed */
-  gint64 pending_since_us;/* when uncommitted records first appeared (0: none) */
+  GHashTable *agents;      /* rid -> Agent* */
+  GHashTable *banned;      /* rid -> itself, at most BANNED_MAX */
+  gint64 settle_until_us;  /* after a restart: fresh work waits for the last master's agents */
+  GArray *out;             /* Outgoing, sent at the next flush */
+  GArray *after_sync;      /* Outgoing, sent once the ledger is committed */
+  gint64 pending_since_us; /* when uncommitted records first appeared (0: none) */
   GByteArray *scratch;
-  GArray *picked;         /* DatcTaskKey: what the ledger handed out, to encode */
-  GPtrArray *finished;    /* reused */
+  GArray *picked;      /* DatcTaskKey: what the ledger handed out, to encode */
+  GPtrArray *finished; /* reused */
   gchar *bye_reason;
   DatcTrace *trace;
-  const DatcClock *clock; /* NULL: the system's */
-  GHashTable *site_done;  /* site -> tasks finished there (guint64 in a pointer) */
-  GStrv split_sites;      /* static mode: partition k is split_sites[k]'s share */
-  gboolean one_task;      /* direct mode: an agent runs one task, then leaves */
-  GHashTable *keep_idle;  /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
-  gboolean holding_idle;  /* the end game keeps idle agents for copies (release_idle) */
+  const DatcClock *clock;    /* NULL: the system's */
+  GHashTable *site_done;     /* site -> tasks finished there (guint64 in a pointer) */
+  GStrv split_sites;         /* static mode: partition k is split_sites[k]'s share */
+  gboolean one_task;         /* direct mode: an agent runs one task, then leaves */
+  GHashTable *keep_idle;     /* sites whose idle agents stay (datc_dispatcher_keep_idle) */
+  gboolean holding_idle;     /* the end game keeps idle agents for copies (release_idle) */
   GHashTable *fast_failures; /* "site\thost" -> failures in a row under FAST_FAILURE_US */
   GHashTable *site_hosts;    /* site -> set of the hosts its agents said HELLO from */
   GHashTable *excluded;      /* site -> GPtrArray of hosts excluded (NULL-ended) */
-  guint max_replicas;     /* live copies a task may have at the end game; 1: none */
-  GArray *candidates;     /* DatcReplicaCandidate, as of candidates_us */
-  gint64 candidates_us;   /* when they were computed (0: to do) */
+  guint max_replicas;        /* live copies a task may have at the end game; 1: none */
+  GArray *candidates;        /* DatcReplicaCandidate, as of candidates_us */
+  gint64 candidates_us;      /* when they were computed (0: to do) */
   /* A thousand agents cost nothing per turn that they do not cause: the
    * lists below hold only the agents an event concerns, each kept in
    * order by the event itself, so receive, tick and flush touch those and
@@ -130,14 +129,14 @@ struct DatcDispatcher {
    * last_heartbeat_us, after a prefix of agents already due (one heard
    * from again after a silence past its lease goes to the head). */
   GQueue by_seen, by_beat;
-  GQueue wanting;         /* agents with credit left (limit > sent) */
-  GPtrArray *touched;     /* agents with ACKs or CANCELs to send */
-  GPtrArray *to_check;    /* agents touched, or that said HELLO, since the last release_idle:
-                           * the only ones whose load can have dropped to nothing */
-  guint64 queued_seen;    /* tasks queued at the last release_idle */
-  gboolean rescan_idle;   /* release_idle looks at every agent, not only those touched */
-  GPtrArray *leaving;     /* agents sent BYE: forgotten at the end of the flush */
-  GPtrArray *by_idx;      /* ledger index -> its Agent (or NULL) */
+  GQueue wanting;       /* agents with credit left (limit > sent) */
+  GPtrArray *touched;   /* agents with ACKs or CANCELs to send */
+  GPtrArray *to_check;  /* agents touched, or that said HELLO, since the last release_idle:
+                         * the only ones whose load can have dropped to nothing */
+  guint64 queued_seen;  /* tasks queued at the last release_idle */
+  gboolean rescan_idle; /* release_idle looks at every agent, not only those touched */
+  GPtrArray *leaving;   /* agents sent BYE: forgotten at the end of the flush */
+  GPtrArray *by_idx;    /* ledger index -> its Agent (or NULL) */
 };
 
 /* An agent may start a task it holds only while it has heard from this
@@ -152,7 +151,6 @@ lease_us (const DatcDispatcher *d)
 {
   return (gint64) d->timeout_ms * 1000 / 4;
 }
-
 
 static void
 agent_free (gpointer p)
@@ -264,7 +262,6 @@ static void retire_agent (DatcDispatcher *d, Agent *a, const char *reason);
 
 /* ---- sending (queued until flush) ---------------------------------- */
 
-
 /* Encodes `msg` for `rid` onto `queue` (d->out, or d->after_sync). */
 static void
 queue_msg_on (DatcDispatcher *d, GArray *queue, GBytes *rid, const DatcMsg *msg)
@@ -349,14 +346,14 @@ zap_handle (DatcDispatcher *d)
 
   const char *status = "400", *text = "not a key of this campaign", *user = "";
   g_autofree gchar *revoked = NULL;
-  if (n >= 7 && zmq_msg_size (&parts[5]) == 5
-      && memcmp (zmq_msg_data (&parts[5]), "CURVE", 5) == 0 && zmq_msg_size (&parts[6]) == 32)
+  if (n >= 7 && zmq_msg_size (&parts[5]) == 5 && memcmp (zmq_msg_data (&parts[5]), "CURVE", 5) == 0
+      && zmq_msg_size (&parts[6]) == 32)
     {
       g_autoptr (GBytes) key = g_bytes_new (zmq_msg_data (&parts[6]), 32);
       KeyEntry *k = g_hash_table_lookup (d->allowed, key);
       if (k != NULL && k->revoked)
-        text = revoked = g_strdup_printf ("the key of site %s, which this campaign is done with",
-                                          k->site);
+        text = revoked
+            = g_strdup_printf ("the key of site %s, which this campaign is done with", k->site);
       else if (k != NULL)
         /* The user id travels with every message of the connection
          * (zmq_msg_gets "User-Id"): the site the agent's frames are
@@ -370,8 +367,7 @@ zap_handle (DatcDispatcher *d)
         g_snprintf (addr, sizeof addr, "%.*s", (int) MIN (zmq_msg_size (&parts[3]), 100),
                     (const char *) zmq_msg_data (&parts[3]));
       g_message ("refused a connection from %s: %s", addr, text);
-      datc_trace_event (d->trace, "agent_refused", "address", 's', addr, "reason", 's', text,
-                        NULL);
+      datc_trace_event (d->trace, "agent_refused", "address", 's', addr, "reason", 's', text, NULL);
     }
 
   zmq_send (d->zap, "1.0", 3, ZMQ_SNDMORE);
@@ -399,8 +395,7 @@ zmq_fail (GError **error, const char *what)
 }
 
 DatcDispatcher *
-datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions *o,
-                     GError **error)
+datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions *o, GError **error)
 {
   g_autoptr (DatcDispatcher) d = g_new0 (DatcDispatcher, 1);
   int one = 1, zero = 0;
@@ -426,16 +421,16 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
    * wait, because some may be running on them already (TASKS leave before
    * their dispatch record is synced). */
   if (datc_ledger_awaited (ledger) > 0)
-    d->settle_until_us = datc_clock_monotonic (d->clock) + 2 * (gint64) d->heartbeat_ms * 1000
-                         + 500 * 1000;
+    d->settle_until_us
+        = datc_clock_monotonic (d->clock) + 2 * (gint64) d->heartbeat_ms * 1000 + 500 * 1000;
   d->epoch = ((guint64) g_random_int () << 32) | g_random_int ();
   if (d->epoch == 0)
     d->epoch = 1;
   d->agents = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, NULL, agent_free);
-  d->banned = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                     (GDestroyNotify) g_bytes_unref, NULL);
-  d->allowed = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                      (GDestroyNotify) g_bytes_unref, key_entry_free);
+  d->banned
+      = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, NULL);
+  d->allowed = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref,
+                                      key_entry_free);
   d->site_keys = g_hash_table_new (g_str_hash, g_str_equal);
   d->out = g_array_new (FALSE, FALSE, sizeof (Outgoing));
   d->after_sync = g_array_new (FALSE, FALSE, sizeof (Outgoing));
@@ -447,8 +442,8 @@ datc_dispatcher_new (void *ctx, DatcLedger *ledger, const DatcDispatcherOptions 
   d->fast_failures = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   d->site_hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                          (GDestroyNotify) g_hash_table_unref);
-  d->excluded = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                       (GDestroyNotify) g_ptr_array_unref);
+  d->excluded
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_ptr_array_unref);
   d->curve = g_str_has_prefix (o->endpoint, "tcp://");
 
   d->router = zmq_socket (ctx, ZMQ_ROUTER);
@@ -616,8 +611,8 @@ agent_forget (DatcDispatcher *d, Agent *a, gboolean lost)
     {
       datc_trace_event (d->trace, "agent_lost", "site", 's', a->site, "proxy", 's', a->proxy,
                         "agent", 's', a->agent_id, "requeued", 'i', (gint64) n, NULL);
-      g_message ("agent %s (site %s, proxy %s) lost; %u task%s back in the queue",
-                 a->agent_id, a->site, a->proxy, n, n == 1 ? "" : "s");
+      g_message ("agent %s (site %s, proxy %s) lost; %u task%s back in the queue", a->agent_id,
+                 a->site, a->proxy, n, n == 1 ? "" : "s");
     }
   else
     /* It left on its own: what it still had went back without penalty. */
@@ -686,7 +681,8 @@ key_allows (DatcDispatcher *d, const char *user, const char *site, gchar **why)
       if (!g_hash_table_contains (d->site_keys, site))
         return TRUE;
       *why = g_strdup_printf ("the key for agents started by hand cannot act for site %s, "
-                              "which has a key of its own", site);
+                              "which has a key of its own",
+                              site);
       return FALSE;
     }
   KeyEntry *k = g_hash_table_lookup (d->site_keys, user);
@@ -709,9 +705,8 @@ refuse_peer (DatcDispatcher *d, GBytes *rid, const char *agent_id, const char *s
   g_autofree gchar *who = rid_describe (rid);
   g_autofree gchar *reason = g_strdup_printf ("refused: %s", why);
   g_message ("peer %s (site %s, proxy %s): %s", who, site, proxy, reason);
-  datc_trace_event (d->trace, "agent_refused", "site", 's', site, "proxy", 's', proxy, "agent",
-                    's', agent_id, "key", 's', user != NULL ? user : "", "reason", 's', why,
-                    NULL);
+  datc_trace_event (d->trace, "agent_refused", "site", 's', site, "proxy", 's', proxy, "agent", 's',
+                    agent_id, "key", 's', user != NULL ? user : "", "reason", 's', why, NULL);
   DatcMsg m = { .type = DATC_MSG_BYE };
   m.u.reason = reason;
   queue_msg (d, rid, &m);
@@ -748,11 +743,10 @@ trace_tasks_refused (DatcDispatcher *d, const Agent *a, const char *what, guint 
 {
   if (n == 0)
     return;
-  g_message ("agent %s (site %s, proxy %s): %u %s refused: not dispatched to site %s",
-             a->agent_id, a->site, a->proxy, n, what, a->site);
+  g_message ("agent %s (site %s, proxy %s): %u %s refused: not dispatched to site %s", a->agent_id,
+             a->site, a->proxy, n, what, a->site);
   datc_trace_event (d->trace, "tasks_refused", "site", 's', a->site, "proxy", 's', a->proxy,
-                    "agent", 's', a->agent_id, "what", 's', what, "count", 'i', (gint64) n,
-                    NULL);
+                    "agent", 's', a->agent_id, "what", 's', what, "count", 'i', (gint64) n, NULL);
 }
 
 static void
@@ -765,8 +759,7 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
   if (!agent_id_ok (h->agent_id) || rid_len != strlen (h->agent_id)
       || memcmp (rid_data, h->agent_id, rid_len) != 0)
     {
-      g_message ("peer %s: HELLO refused: agent id must be its routing id, of [A-Za-z0-9._-]",
-                 who);
+      g_message ("peer %s: HELLO refused: agent id must be its routing id, of [A-Za-z0-9._-]", who);
       ban (d, rid);
       return;
     }
@@ -788,8 +781,8 @@ on_hello (DatcDispatcher *d, GBytes *rid, DatcHello *h, const char *user)
     }
   if (a == NULL)
     {
-      datc_trace_event (d->trace, "agent_connected", "site", 's', h->site, "proxy", 's',
-                        h->proxy, "agent", 's', h->agent_id, "host", 's', h->host, "slots", 'i',
+      datc_trace_event (d->trace, "agent_connected", "site", 's', h->site, "proxy", 's', h->proxy,
+                        "agent", 's', h->agent_id, "host", 's', h->host, "slots", 'i',
                         (gint64) h->slots, NULL);
       a = g_new0 (Agent, 1);
       a->rid = g_bytes_ref (rid);
@@ -928,8 +921,7 @@ static void
 exclude_host (DatcDispatcher *d, const char *site, const char *host)
 {
   g_autofree gchar *why = g_strdup_printf ("%u tasks in a row failed within %u ms of their start",
-                                           FAST_FAILURES_MAX,
-                                           (guint) (FAST_FAILURE_US / 1000));
+                                           FAST_FAILURES_MAX, (guint) (FAST_FAILURE_US / 1000));
   guint retired = 0;
   GHashTableIter it;
   gpointer v;
@@ -1057,9 +1049,9 @@ on_results (DatcDispatcher *d, Agent *a, DatcResults *r, GError **error)
           g_array_append_val (other->cancels, k);
           touch (d, other);
           datc_trace_event (d->trace, "task_replica_cancelled", "task", 'i', (gint64) res->id,
-                            "attempt", 'i', (gint64) lr->attempt, "site", 's', other->site,
-                            "proxy", 's', other->proxy, "agent", 's', other->agent_id,
-                            "winner_attempt", 'i', (gint64) res->attempt, NULL);
+                            "attempt", 'i', (gint64) lr->attempt, "site", 's', other->site, "proxy",
+                            's', other->proxy, "agent", 's', other->agent_id, "winner_attempt", 'i',
+                            (gint64) res->attempt, NULL);
         }
       /* A task given back drained says the agent is leaving (or cannot
        * start more at the moment): the rest of its credit is stale, or
@@ -1086,8 +1078,8 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, con
 
   Agent *a = g_hash_table_lookup (d->agents, rid);
   g_autoptr (GError) derr = NULL;
-  g_autoptr (DatcMsg) m = datc_msg_decode (data, len, a ? DATC_FRAME_MAX : DATC_HELLO_FRAME_MAX,
-                                           &derr);
+  g_autoptr (DatcMsg) m
+      = datc_msg_decode (data, len, a ? DATC_FRAME_MAX : DATC_HELLO_FRAME_MAX, &derr);
   if (m == NULL)
     {
       g_autofree gchar *who = rid_describe (rid);
@@ -1229,8 +1221,8 @@ datc_dispatcher_tick (DatcDispatcher *d)
   for (guint i = 0; i < lost->len; i++)
     {
       Agent *a = lost->pdata[i];
-      g_message ("agent %s (site %s, proxy %s) silent for more than %u ms", a->agent_id,
-                 a->site, a->proxy, d->timeout_ms);
+      g_message ("agent %s (site %s, proxy %s) silent for more than %u ms", a->agent_id, a->site,
+                 a->proxy, d->timeout_ms);
       agent_forget (d, a, TRUE);
     }
   GList *next;
@@ -1248,12 +1240,13 @@ datc_dispatcher_tick (DatcDispatcher *d)
           g_queue_push_tail_link (&d->by_beat, l);
         }
       else
-        a->beating = FALSE;  /* until it is heard from again (seen) */
+        a->beating = FALSE; /* until it is heard from again (seen) */
     }
   guint64 n = datc_ledger_expire_orphans (d->ledger, datc_clock_real (d->clock));
   if (n > 0)
     g_message ("%" G_GUINT64_FORMAT " task%s back in the queue: their agents did not return "
-               "after the master restarted", n, n == 1 ? "" : "s");
+               "after the master restarted",
+               n, n == 1 ? "" : "s");
 }
 
 int
@@ -1330,8 +1323,7 @@ encode_picked (DatcDispatcher *d, Agent *a)
       const DatcBagTask *bt = datc_bag_get (bag, k->id);
       const guint8 *spec = datc_bag_spec (bag, bt);
       if (bt->kind == DATC_BAG_SPEC_LINE)
-        datc_tasks_encode_add_line (d->scratch, k->id, k->attempt, (const char *) spec,
-                                    bt->length);
+        datc_tasks_encode_add_line (d->scratch, k->id, k->attempt, (const char *) spec, bt->length);
       else
         datc_tasks_encode_add_spec (d->scratch, k->id, k->attempt, spec, bt->length);
     }
@@ -1368,8 +1360,11 @@ hand_out (DatcDispatcher *d, Agent *a, gint64 now_real, gint64 now)
       else
         {
           DatcDispatchRequest req = {
-            .agent = a->idx, .partition = a->partition, .max = want,
-            .budget_ms = budget_ms (a, now_real), .fresh = a->handed == 0,
+            .agent = a->idx,
+            .partition = a->partition,
+            .max = want,
+            .budget_ms = budget_ms (a, now_real),
+            .fresh = a->handed == 0,
           };
           n = datc_ledger_dispatch (d->ledger, &req, d->picked);
           /* Its free slots are no room for the work waiting: the site
@@ -1546,8 +1541,8 @@ replicate_end_game (DatcDispatcher *d)
 {
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
-  if (!replication_on (d) || d->settle_until_us != 0 || datc_ledger_orphans (d->ledger) > 0 || datc_ledger_awaited (d->ledger) > 0
-      || c.queued > 0 || c.running == 0)
+  if (!replication_on (d) || d->settle_until_us != 0 || datc_ledger_orphans (d->ledger) > 0
+      || datc_ledger_awaited (d->ledger) > 0 || c.queued > 0 || c.running == 0)
     {
       /* A task requeued here may run again as a new attempt: the list
        * kept would name it. */
@@ -1606,15 +1601,14 @@ replicate_end_game (DatcDispatcher *d)
           guint32 attempt = datc_ledger_task_attempt (d->ledger, rc.id);
           g_message ("task %" G_GUINT64_FORMAT ": copy %u (attempt %u) on agent %s: it has run "
                      "%" G_GUINT64_FORMAT " ms, a copy is expected to take %" G_GUINT64_FORMAT
-                     " ms", rc.id, rc.copies + 1, attempt, a->agent_id, rc.elapsed_ms,
-                     rc.copy_ms);
+                     " ms",
+                     rc.id, rc.copies + 1, attempt, a->agent_id, rc.elapsed_ms, rc.copy_ms);
           datc_trace_event (d->trace, "task_replicated", "task", 'i', (gint64) rc.id, "attempt",
                             'i', (gint64) attempt, "site", 's', a->site, "proxy", 's', a->proxy,
-                            "agent", 's', a->agent_id, "original_attempt", 'i',
-                            (gint64) rc.attempt, "copies", 'i', (gint64) rc.copies + 1,
-                            "elapsed_ms", 'i', (gint64) rc.elapsed_ms, "expected_remaining_ms",
-                            'i', rc.remaining_ms == G_MAXUINT64 ? (gint64) -1
-                                                                : (gint64) rc.remaining_ms,
+                            "agent", 's', a->agent_id, "original_attempt", 'i', (gint64) rc.attempt,
+                            "copies", 'i', (gint64) rc.copies + 1, "elapsed_ms", 'i',
+                            (gint64) rc.elapsed_ms, "expected_remaining_ms", 'i',
+                            rc.remaining_ms == G_MAXUINT64 ? (gint64) -1 : (gint64) rc.remaining_ms,
                             "copy_ms", 'i', (gint64) rc.copy_ms, NULL);
         }
     }
@@ -1704,7 +1698,7 @@ datc_dispatcher_keep_idle (DatcDispatcher *d, const char *site, gboolean keep)
   if (keep && !g_hash_table_contains (d->keep_idle, site))
     g_hash_table_add (d->keep_idle, g_strdup (site));
   else if (!keep && g_hash_table_remove (d->keep_idle, site))
-    d->rescan_idle = TRUE;  /* its idle agents may go now */
+    d->rescan_idle = TRUE; /* its idle agents may go now */
 }
 
 void
@@ -1755,8 +1749,11 @@ datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out)
       if (a->bye || g_strcmp0 (a->site, site) != 0)
         continue;
       DatcAgentLoad l = {
-        .proxy = a->proxy, .slots = a->slots, .running = held (d, a),
-        .connected_us = a->connected_us, .walltime_end_us = a->walltime_end_us,
+        .proxy = a->proxy,
+        .slots = a->slots,
+        .running = held (d, a),
+        .connected_us = a->connected_us,
+        .walltime_end_us = a->walltime_end_us,
         /* Nothing queued: nothing it could be starved of (flush no longer
          * asks the ledger for it then). */
         .starved = a->starved && queued > 0,

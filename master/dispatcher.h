@@ -26,9 +26,9 @@ G_BEGIN_DECLS
 GQuark datc_dispatcher_error_quark (void);
 
 typedef enum {
-  DATC_DISPATCHER_ERROR_ZMQ,     /* a libzmq call failed (message: which, and errno's words) */
-  DATC_DISPATCHER_ERROR_KEYS,    /* a tcp endpoint without the campaign's keys */
-  DATC_DISPATCHER_ERROR_LISTEN,  /* the endpoint cannot be bound (in use, no such address) */
+  DATC_DISPATCHER_ERROR_ZMQ,    /* a libzmq call failed (message: which, and errno's words) */
+  DATC_DISPATCHER_ERROR_KEYS,   /* a tcp endpoint without the campaign's keys */
+  DATC_DISPATCHER_ERROR_LISTEN, /* the endpoint cannot be bound (in use, no such address) */
 } DatcDispatcherError;
 
 typedef struct DatcDispatcher DatcDispatcher;
@@ -39,29 +39,28 @@ typedef struct DatcDispatcher DatcDispatcher;
  * dispatched to that site's agents.  A key for agents started by hand
  * (site NULL) may name any site but one that has a key of its own. */
 typedef struct {
-  const char *site;              /* NULL: agents started by hand */
+  const char *site; /* NULL: agents started by hand */
   const char *public_z85;
-  gboolean revoked;              /* refused (a site this run does not use) */
+  gboolean revoked; /* refused (a site this run does not use) */
 } DatcAgentKey;
 
 typedef struct {
-  const char *endpoint;          /* ipc://... or tcp://HOST:PORT (port * or 0: any) */
-  const char *server_secret_file;/* master key file; required for tcp */
-  const DatcAgentKey *agent_keys;/* n_agent_keys of them; required for tcp */
+  const char *endpoint;           /* ipc://... or tcp://HOST:PORT (port * or 0: any) */
+  const char *server_secret_file; /* master key file; required for tcp */
+  const DatcAgentKey *agent_keys; /* n_agent_keys of them; required for tcp */
   guint n_agent_keys;
-  guint heartbeat_ms;            /* both directions; at most timeout_ms / 8 */
-  guint timeout_ms;              /* silence after which an agent is lost */
-  DatcTrace *trace;              /* agent events (transfer none), or NULL */
-  guint max_replicas;            /* live copies per task at the end game (0: the default,
-                                  * DATC_DISPATCHER_MAX_REPLICAS; 1: no replication) */
-  const DatcClock *clock;        /* (transfer none) NULL: the system's; a unit test's fake */
+  guint heartbeat_ms;     /* both directions; at most timeout_ms / 8 */
+  guint timeout_ms;       /* silence after which an agent is lost */
+  DatcTrace *trace;       /* agent events (transfer none), or NULL */
+  guint max_replicas;     /* live copies per task at the end game (0: the default,
+                           * DATC_DISPATCHER_MAX_REPLICAS; 1: no replication) */
+  const DatcClock *clock; /* (transfer none) NULL: the system's; a unit test's fake */
 } DatcDispatcherOptions;
 
 #define DATC_DISPATCHER_MAX_REPLICAS 2
 
 DatcDispatcher *datc_dispatcher_new (void *zmq_ctx, DatcLedger *ledger,
-                                     const DatcDispatcherOptions *options,
-                                     GError **error);
+                                     const DatcDispatcherOptions *options, GError **error);
 void datc_dispatcher_free (DatcDispatcher *d);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcDispatcher, datc_dispatcher_free)
 
@@ -156,12 +155,12 @@ const char *const *datc_dispatcher_excluded_hosts (DatcDispatcher *d, const char
 
 /* One connected agent, as the site manager sees it. */
 typedef struct {
-  const char *proxy;       /* transfer none: valid until the next receive/flush */
+  const char *proxy; /* transfer none: valid until the next receive/flush */
   guint32 slots;
   guint64 running;
-  gint64 connected_us;     /* real time of its first HELLO */
-  gint64 walltime_end_us;  /* 0: none */
-  gboolean starved;        /* nothing queued fitted in its time left when it asked */
+  gint64 connected_us;    /* real time of its first HELLO */
+  gint64 walltime_end_us; /* 0: none */
+  gboolean starved;       /* nothing queued fitted in its time left when it asked */
 } DatcAgentLoad;
 /* Appends a DatcAgentLoad for each agent of `site` not told to leave. */
 void datc_dispatcher_proxy_agents (DatcDispatcher *d, const char *site, GArray *out);

@@ -65,22 +65,22 @@ G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 #define JOURNAL_MAGIC_LEN ((gsize) DATC_JOURNAL_MAGIC_BYTES)
 #define JOURNAL_HEADER_LEN ((gsize) DATC_JOURNAL_FRAME_BYTES)
 #define JOURNAL_READ_CHUNK ((gsize) 1024 * 1024)
-#define JOURNAL_NO_RECORD ((gsize) -1)
+#define JOURNAL_NO_RECORD ((gsize) - 1)
 
 struct DatcJournal {
   char *path;
   int fd;
-  guint64 durable_end;  /* file offset just after the last committed record */
-  GByteArray *buf;      /* sealed records, then possibly one open record */
-  gsize open_record;    /* offset in buf of the open record's header, or
-                           JOURNAL_NO_RECORD */
+  guint64 durable_end; /* file offset just after the last committed record */
+  GByteArray *buf;     /* sealed records, then possibly one open record */
+  gsize open_record;   /* offset in buf of the open record's header, or
+                          JOURNAL_NO_RECORD */
 };
 
 static gboolean
 set_io_error (GError **error, int errsv, const char *what, const char *path)
 {
-  g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_IO,
-               "%s journal %s: %s", what, path, g_strerror (errsv));
+  g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_IO, "%s journal %s: %s", what, path,
+               g_strerror (errsv));
   return FALSE;
 }
 
@@ -113,8 +113,7 @@ pwrite_all (int fd, const guint8 *data, gsize len, guint64 offset, int *errsv)
 /* Reads until `len` bytes are in or the file ends; returns how many arrived
  * in *got, or FALSE with errno in *errsv. */
 static gboolean
-pread_full (int fd, guint8 *data, gsize len, guint64 offset, gsize *got,
-            int *errsv)
+pread_full (int fd, guint8 *data, gsize len, guint64 offset, gsize *got, int *errsv)
 {
   gsize done = 0;
 
@@ -161,8 +160,7 @@ sync_parent_directory (const char *path, GError **error)
     {
       errsv = errno;
       g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_IO,
-                   "Opening directory %s of journal %s: %s", dir, path,
-                   g_strerror (errsv));
+                   "Opening directory %s of journal %s: %s", dir, path, g_strerror (errsv));
       return FALSE;
     }
   /* Some file systems cannot sync a directory (EINVAL); they have nothing
@@ -172,8 +170,7 @@ sync_parent_directory (const char *path, GError **error)
       errsv = errno;
       close (dfd);
       g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_IO,
-                   "Syncing directory %s of journal %s: %s", dir, path,
-                   g_strerror (errsv));
+                   "Syncing directory %s of journal %s: %s", dir, path, g_strerror (errsv));
       return FALSE;
     }
   close (dfd);
@@ -187,8 +184,7 @@ write_magic (DatcJournal *journal, GError **error)
 
   if (ftruncate (journal->fd, 0) < 0)
     return set_io_error (error, errno, "Truncating", journal->path);
-  if (!pwrite_all (journal->fd, (const guint8 *) JOURNAL_MAGIC,
-                   JOURNAL_MAGIC_LEN, 0, &errsv))
+  if (!pwrite_all (journal->fd, (const guint8 *) JOURNAL_MAGIC, JOURNAL_MAGIC_LEN, 0, &errsv))
     return set_io_error (error, errsv, "Writing", journal->path);
   if (!fsync_retrying (journal->fd, FALSE))
     return set_io_error (error, errno, "Syncing", journal->path);
@@ -267,8 +263,8 @@ reader_fill (JournalReader *r, gsize want, int *errsv)
     {
       gsize got = 0;
 
-      if (!pread_full (r->fd, r->data + r->end, r->cap - r->end,
-                       r->start_offset + r->end, &got, errsv))
+      if (!pread_full (r->fd, r->data + r->end, r->cap - r->end, r->start_offset + r->end, &got,
+                       errsv))
         return FALSE;
       if (got < r->cap - r->end)
         r->eof = TRUE;
@@ -295,11 +291,11 @@ put_le32 (guint8 *p, guint32 v)
 
 /* Replays every valid record, then cuts off whatever follows them. */
 static gboolean
-replay_records (DatcJournal *journal, guint64 file_size,
-                DatcJournalReplayFunc replay, gpointer user_data,
-                gboolean cut_torn_tail, DatcJournalRecovery *out, GError **error)
+replay_records (DatcJournal *journal, guint64 file_size, DatcJournalReplayFunc replay,
+                gpointer user_data, gboolean cut_torn_tail, DatcJournalRecovery *out,
+                GError **error)
 {
-  g_auto(JournalReader) r = {
+  g_auto (JournalReader) r = {
     .fd = journal->fd,
     .data = g_malloc (JOURNAL_READ_CHUNK),
     .cap = JOURNAL_READ_CHUNK,
@@ -322,8 +318,8 @@ replay_records (DatcJournal *journal, guint64 file_size,
       len = get_le32 (r.data + r.start);
       crc = get_le32 (r.data + r.start + 4);
       /* Check the declared length before reading or allocating for it. */
-      if (len == 0 || len > DATC_JOURNAL_RECORD_MAX ||
-          offset + JOURNAL_HEADER_LEN + len > file_size)
+      if (len == 0 || len > DATC_JOURNAL_RECORD_MAX
+          || offset + JOURNAL_HEADER_LEN + len > file_size)
         break;
 
       if (!reader_fill (&r, JOURNAL_HEADER_LEN + len, &errsv))
@@ -337,21 +333,20 @@ replay_records (DatcJournal *journal, guint64 file_size,
 
       if (replay != NULL)
         {
-          g_autoptr(GError) local_error = NULL;
+          g_autoptr (GError) local_error = NULL;
 
           if (!replay (payload, len, user_data, &local_error))
             {
               if (local_error == NULL)
                 {
-                  g_set_error (error, DATC_JOURNAL_ERROR,
-                               DATC_JOURNAL_ERROR_REPLAY,
+                  g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_REPLAY,
                                "Journal %s: record at offset %" G_GUINT64_FORMAT
-                               " was rejected by replay", journal->path, offset);
+                               " was rejected by replay",
+                               journal->path, offset);
                   return FALSE;
                 }
               g_propagate_prefixed_error (error, g_steal_pointer (&local_error),
-                                          "Journal %s: record at offset %"
-                                          G_GUINT64_FORMAT ": ",
+                                          "Journal %s: record at offset %" G_GUINT64_FORMAT ": ",
                                           journal->path, offset);
               return FALSE;
             }
@@ -369,8 +364,7 @@ replay_records (DatcJournal *journal, guint64 file_size,
   if (torn > 0 && cut_torn_tail)
     {
       if (ftruncate (journal->fd, (off_t) valid) < 0)
-        return set_io_error (error, errno, "Truncating torn tail of",
-                             journal->path);
+        return set_io_error (error, errno, "Truncating torn tail of", journal->path);
       if (!fsync_retrying (journal->fd, FALSE))
         return set_io_error (error, errno, "Syncing", journal->path);
     }
@@ -382,11 +376,10 @@ replay_records (DatcJournal *journal, guint64 file_size,
 }
 
 DatcJournal *
-datc_journal_open (const char *path, DatcJournalReplayFunc replay,
-                   gpointer user_data, DatcJournalRecovery *recovery,
-                   GError **error)
+datc_journal_open (const char *path, DatcJournalReplayFunc replay, gpointer user_data,
+                   DatcJournalRecovery *recovery, GError **error)
 {
-  g_autoptr(DatcJournal) journal = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
   DatcJournalRecovery result = { 0 };
   guint64 torn_magic = 0;
   struct stat st;
@@ -432,8 +425,7 @@ datc_journal_open (const char *path, DatcJournalReplayFunc replay,
       result.valid_bytes = JOURNAL_MAGIC_LEN;
       result.torn_bytes = torn_magic;
     }
-  else if (!replay_records (journal, (guint64) st.st_size, replay, user_data,
-                            TRUE, &result, error))
+  else if (!replay_records (journal, (guint64) st.st_size, replay, user_data, TRUE, &result, error))
     return NULL;
 
   journal->durable_end = result.valid_bytes;
@@ -443,11 +435,10 @@ datc_journal_open (const char *path, DatcJournalReplayFunc replay,
 }
 
 gboolean
-datc_journal_scan (const char *path, DatcJournalReplayFunc replay,
-                   gpointer user_data, DatcJournalRecovery *recovery,
-                   GError **error)
+datc_journal_scan (const char *path, DatcJournalReplayFunc replay, gpointer user_data,
+                   DatcJournalRecovery *recovery, GError **error)
 {
-  g_autoptr(DatcJournal) journal = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
   DatcJournalRecovery result = { 0 };
   guint8 magic[JOURNAL_MAGIC_LEN];
   gsize got = 0;
@@ -484,8 +475,7 @@ datc_journal_scan (const char *path, DatcJournalReplayFunc replay,
                    "%s is not a datc journal", path);
       return FALSE;
     }
-  if (!replay_records (journal, (guint64) st.st_size, replay, user_data, FALSE,
-                       &result, error))
+  if (!replay_records (journal, (guint64) st.st_size, replay, user_data, FALSE, &result, error))
     return FALSE;
   if (recovery != NULL)
     *recovery = result;
@@ -595,8 +585,8 @@ datc_journal_commit (DatcJournal *journal, GError **error)
     return TRUE;
 
   /* On failure the records stay pending; see the comment at the top. */
-  if (!pwrite_all (journal->fd, journal->buf->data, journal->buf->len,
-                   journal->durable_end, &errsv))
+  if (!pwrite_all (journal->fd, journal->buf->data, journal->buf->len, journal->durable_end,
+                   &errsv))
     return set_io_error (error, errsv, "Writing", journal->path);
   if (!fsync_retrying (journal->fd, TRUE))
     return set_io_error (error, errno, "Syncing", journal->path);
@@ -616,10 +606,10 @@ datc_journal_size (DatcJournal *journal)
 /* ---- compaction ---------------------------------------------------- */
 
 struct DatcJournalRewrite {
-  char *path;           /* `path`.new */
+  char *path; /* `path`.new */
   int fd;
-  guint64 end;          /* bytes written to it */
-  guint64 snapshot;     /* the journal's durable end when it began */
+  guint64 end;      /* bytes written to it */
+  guint64 snapshot; /* the journal's durable end when it began */
   GByteArray *buf;
   gsize open_record;
 };
@@ -637,7 +627,7 @@ test_kill_point (const char *step)
 DatcJournalRewrite *
 datc_journal_rewrite_new (DatcJournal *journal, GError **error)
 {
-  g_autoptr(DatcJournalRewrite) w = NULL;
+  g_autoptr (DatcJournalRewrite) w = NULL;
   int errsv = 0;
 
   g_return_val_if_fail (journal != NULL, NULL);
@@ -705,8 +695,7 @@ datc_journal_rewrite_sync (DatcJournalRewrite *w, GError **error)
 
 /* Copies the journal's bytes [from, to) to the end of the rewrite. */
 static gboolean
-copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 from, guint64 to,
-           GError **error)
+copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 from, guint64 to, GError **error)
 {
   g_autofree guint8 *chunk = g_malloc (JOURNAL_READ_CHUNK);
   int errsv = 0;
@@ -753,11 +742,10 @@ datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError
   /* Until the directory is synced, a crash may bring back the old name's
    * file: the old journal, still whole, and the records appended to the
    * new one since would be lost: the caller must stop committing. */
-  g_autoptr(GError) local = NULL;
+  g_autoptr (GError) local = NULL;
   if (!sync_parent_directory (journal->path, &local))
     {
-      g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED, "%s",
-                   local->message);
+      g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED, "%s", local->message);
       return FALSE;
     }
   return TRUE;

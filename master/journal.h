@@ -23,34 +23,32 @@ GQuark datc_journal_error_quark (void);
 
 typedef enum {
   DATC_JOURNAL_ERROR_IO,
-  DATC_JOURNAL_ERROR_NOT_A_JOURNAL,  /* bad magic */
-  DATC_JOURNAL_ERROR_REPLAY,         /* the replay callback failed */
-  DATC_JOURNAL_ERROR_SWITCHED,       /* a compacted journal is in place, but its
-                                      * directory could not be synced */
+  DATC_JOURNAL_ERROR_NOT_A_JOURNAL, /* bad magic */
+  DATC_JOURNAL_ERROR_REPLAY,        /* the replay callback failed */
+  DATC_JOURNAL_ERROR_SWITCHED,      /* a compacted journal is in place, but its
+                                     * directory could not be synced */
 } DatcJournalError;
 
 typedef struct DatcJournal DatcJournal;
 
 /* Called once per valid record during open.  Returning FALSE stops the open
  * with that error (prefixed with the record's offset). */
-typedef gboolean (*DatcJournalReplayFunc) (const guint8 *payload, gsize len,
-                                           gpointer user_data, GError **error);
+typedef gboolean (*DatcJournalReplayFunc) (const guint8 *payload, gsize len, gpointer user_data,
+                                           GError **error);
 
 typedef struct {
-  guint64 records;        /* replayed */
-  guint64 valid_bytes;    /* where the log now ends */
-  guint64 torn_bytes;     /* cut off after the last valid record */
+  guint64 records;     /* replayed */
+  guint64 valid_bytes; /* where the log now ends */
+  guint64 torn_bytes;  /* cut off after the last valid record */
 } DatcJournalRecovery;
 
 /* Opens or creates `path`. `replay` may be NULL. `recovery` may be NULL. */
-DatcJournal *datc_journal_open (const char *path, DatcJournalReplayFunc replay,
-                                gpointer user_data, DatcJournalRecovery *recovery,
-                                GError **error);
+DatcJournal *datc_journal_open (const char *path, DatcJournalReplayFunc replay, gpointer user_data,
+                                DatcJournalRecovery *recovery, GError **error);
 /* Replays `path` read-only: nothing is created, cut or written, so it is
  * safe while a master appends.  A torn tail is reported, not removed. */
-gboolean datc_journal_scan (const char *path, DatcJournalReplayFunc replay,
-                            gpointer user_data, DatcJournalRecovery *recovery,
-                            GError **error);
+gboolean datc_journal_scan (const char *path, DatcJournalReplayFunc replay, gpointer user_data,
+                            DatcJournalRecovery *recovery, GError **error);
 void datc_journal_free (DatcJournal *journal);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcJournal, datc_journal_free)
 

@@ -36,8 +36,8 @@ typedef struct {
   const char *name;
   FieldKind kind;
   gsize offset;
-  guint64 max;      /* FIELD_U32, FIELD_U64: the largest value accepted; 0: the type's */
-  guint64 absent;   /* an optional FIELD_U32 missing from an older record reads as this */
+  guint64 max;    /* FIELD_U32, FIELD_U64: the largest value accepted; 0: the type's */
+  guint64 absent; /* an optional FIELD_U32 missing from an older record reads as this */
 } Field;
 
 typedef struct {
@@ -101,21 +101,15 @@ static const Field requeue_fields[] = {
 };
 
 static const Field source_fields[] = {
-  F (DatcRecSource, index, FIELD_U32),
-  F (DatcRecSource, path, FIELD_STR),
-  F (DatcRecSource, sha256, FIELD_STR),
-  F (DatcRecSource, first_id, FIELD_U64),
-  F (DatcRecSource, count, FIELD_U64),
-  F (DatcRecSource, submitted_us, FIELD_I64),
-  F (DatcRecSource, format, FIELD_U32),
-  F (DatcRecSource, data, FIELD_BYTES),
+  F (DatcRecSource, index, FIELD_U32),  F (DatcRecSource, path, FIELD_STR),
+  F (DatcRecSource, sha256, FIELD_STR), F (DatcRecSource, first_id, FIELD_U64),
+  F (DatcRecSource, count, FIELD_U64),  F (DatcRecSource, submitted_us, FIELD_I64),
+  F (DatcRecSource, format, FIELD_U32), F (DatcRecSource, data, FIELD_BYTES),
 };
 
 static const Field proxy_fields[] = {
-  F (DatcRecProxy, site, FIELD_STR),
-  F (DatcRecProxy, proxy, FIELD_STR),
-  F (DatcRecProxy, job_id, FIELD_STR),
-  F (DatcRecProxy, event, FIELD_STR),
+  F (DatcRecProxy, site, FIELD_STR),    F (DatcRecProxy, proxy, FIELD_STR),
+  F (DatcRecProxy, job_id, FIELD_STR),  F (DatcRecProxy, event, FIELD_STR),
   F (DatcRecProxy, time_us, FIELD_I64),
 };
 
@@ -328,7 +322,7 @@ clear_fields (const Shape *shape, gpointer base)
         {
         case FIELD_STR:
         case FIELD_STR_OR_NIL:
-          g_free ((gpointer) *(const char **) p);
+          g_free ((gpointer) * (const char **) p);
           break;
         case FIELD_BYTES:
           g_free ((gpointer) ((DatcRecBytes *) p)->data);
@@ -365,7 +359,7 @@ datc_record_clear (DatcRecord *rec)
 typedef struct {
   const guint8 *p, *end;
   const Shape *shape;
-  guint index;        /* the field being read, from 1 (0: the type) */
+  guint index; /* the field being read, from 1 (0: the type) */
   const char *name;
   GError **error;
 } Reader;
@@ -433,14 +427,30 @@ read_int (Reader *r, guint64 *v, gboolean *negative)
   gboolean is_signed = FALSE;
   switch (*b)
     {
-    case 0xcc: width = 1; break;
-    case 0xcd: width = 2; break;
-    case 0xce: width = 4; break;
-    case 0xcf: width = 8; break;
-    case 0xd0: width = 1, is_signed = TRUE; break;
-    case 0xd1: width = 2, is_signed = TRUE; break;
-    case 0xd2: width = 4, is_signed = TRUE; break;
-    case 0xd3: width = 8, is_signed = TRUE; break;
+    case 0xcc:
+      width = 1;
+      break;
+    case 0xcd:
+      width = 2;
+      break;
+    case 0xce:
+      width = 4;
+      break;
+    case 0xcf:
+      width = 8;
+      break;
+    case 0xd0:
+      width = 1, is_signed = TRUE;
+      break;
+    case 0xd1:
+      width = 2, is_signed = TRUE;
+      break;
+    case 0xd2:
+      width = 4, is_signed = TRUE;
+      break;
+    case 0xd3:
+      width = 8, is_signed = TRUE;
+      break;
     default:
       return read_fail (r, "expected an integer, found type byte 0x%02x", *b);
     }
@@ -449,7 +459,7 @@ read_int (Reader *r, guint64 *v, gboolean *negative)
     return FALSE;
   guint64 raw = read_be (d, width);
   if (is_signed && width < 8 && (raw >> (width * 8 - 1)) != 0)
-    raw |= ~(guint64) 0 << (width * 8);  /* sign-extend */
+    raw |= ~(guint64) 0 << (width * 8); /* sign-extend */
   *v = raw;
   *negative = is_signed && (gint64) raw < 0;
   return TRUE;
@@ -462,8 +472,7 @@ read_uint (Reader *r, guint64 max, guint64 *out)
   if (!read_int (r, out, &negative))
     return FALSE;
   if (negative)
-    return read_fail (r, "expected an unsigned integer, found %" G_GINT64_FORMAT,
-                      (gint64) *out);
+    return read_fail (r, "expected an unsigned integer, found %" G_GINT64_FORMAT, (gint64) *out);
   if (*out > max)
     return read_fail (r, "%" G_GUINT64_FORMAT " is over the limit of %" G_GUINT64_FORMAT, *out,
                       max);
@@ -583,7 +592,7 @@ read_keys (Reader *r, DatcRecKeys *keys)
   if (n % 2 != 0)
     return read_fail (r, "%u integers, not (id, attempt) pairs", n);
   DatcTaskKey *v = g_new (DatcTaskKey, MAX (n / 2, 1u));
-  keys->v = v;   /* owned from here: freed with the record */
+  keys->v = v; /* owned from here: freed with the record */
   keys->n = 0;
   for (guint32 i = 0; i < n / 2; i++)
     {
@@ -700,8 +709,8 @@ datc_record_decode (const guint8 *payload, gsize len, DatcRecord *rec, GError **
                      "%s record has %u fields, not %u", shape->name, n - 1, shape->n_fields);
       else
         g_set_error (error, DATC_RECORD_ERROR, DATC_RECORD_ERROR_MALFORMED,
-                     "%s record has %u fields, not %u or %u", shape->name, n - 1,
-                     shape->n_fields, shape->n_required);
+                     "%s record has %u fields, not %u or %u", shape->name, n - 1, shape->n_fields,
+                     shape->n_required);
       return FALSE;
     }
   rec->type = (DatcRecType) type;

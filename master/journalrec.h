@@ -25,44 +25,44 @@ typedef enum {
 } DatcRecordError;
 
 typedef enum {
-  DATC_REC_START = 1,      /* a master incarnation began */
-  DATC_REC_AGENT = 2,      /* an agent said HELLO and got an index */
-  DATC_REC_DISPATCH = 3,   /* tasks handed to an agent (or re-attached to it) */
-  DATC_REC_RESULT = 4,     /* a result: final, or a failure to retry */
-  DATC_REC_REQUEUE = 5,    /* a task back in the queue (lost: a crash counted) */
+  DATC_REC_START = 1,    /* a master incarnation began */
+  DATC_REC_AGENT = 2,    /* an agent said HELLO and got an index */
+  DATC_REC_DISPATCH = 3, /* tasks handed to an agent (or re-attached to it) */
+  DATC_REC_RESULT = 4,   /* a result: final, or a failure to retry */
+  DATC_REC_REQUEUE = 5,  /* a task back in the queue (lost: a crash counted) */
   /* 6 was never written */
-  DATC_REC_SOURCE = 7,     /* a task file, or tasks submitted with their bytes */
-  DATC_REC_PROXY = 8,      /* a proxy's event (submitting, submitted, settled, ...) */
-  DATC_REC_CANCEL = 9,     /* tasks cancelled by the user */
-  DATC_REC_RETRY = 10,     /* cancelled tasks go back to the queue */
-  DATC_REC_ORPHANS = 11,   /* tasks left running by the last master, and their deadline */
-  DATC_REC_AGENT_GONE = 12,/* an agent left or was lost: its index is free */
-  DATC_REC_REPLICATE = 13, /* one more copy of a running task */
-  DATC_REC_COPY_END = 14,  /* one copy of a replicated task ended unrecorded */
+  DATC_REC_SOURCE = 7,      /* a task file, or tasks submitted with their bytes */
+  DATC_REC_PROXY = 8,       /* a proxy's event (submitting, submitted, settled, ...) */
+  DATC_REC_CANCEL = 9,      /* tasks cancelled by the user */
+  DATC_REC_RETRY = 10,      /* cancelled tasks go back to the queue */
+  DATC_REC_ORPHANS = 11,    /* tasks left running by the last master, and their deadline */
+  DATC_REC_AGENT_GONE = 12, /* an agent left or was lost: its index is free */
+  DATC_REC_REPLICATE = 13,  /* one more copy of a running task */
+  DATC_REC_COPY_END = 14,   /* one copy of a replicated task ended unrecorded */
   /* A compacted journal starts with a checkpoint (see master/README.md,
    * Compaction): the SOURCE records, CHECKPOINT, the live agents (AGENT),
    * TASKS chunks, then REPLICATE, ORPHANS and PROXY records for what is
    * live, and LINES: results.jsonl as it was, packed (resultpack.h). */
   DATC_REC_CHECKPOINT = 15, /* the tables of a checkpoint (runtimes, sites, proxies seen) */
-  DATC_REC_TASKS = 16,     /* the state of a run of tasks, fixed-width entries */
-  DATC_REC_LINES = 17,     /* results.jsonl lines written before the checkpoint, packed */
+  DATC_REC_TASKS = 16,      /* the state of a run of tasks, fixed-width entries */
+  DATC_REC_LINES = 17,      /* results.jsonl lines written before the checkpoint, packed */
 } DatcRecType;
 
 /* Lists and bytes: borrowed when encoding; owned by the record when it was
  * decoded (datc_record_clear frees them).  Strings likewise. */
 typedef struct {
-  const DatcTaskKey *v;  /* on disk: [id, attempt, id, attempt, ...] */
+  const DatcTaskKey *v; /* on disk: [id, attempt, id, attempt, ...] */
   guint n;
 } DatcRecKeys;
 
 typedef struct {
   const guint64 *v;
   guint n;
-  gboolean all;          /* nil on disk: every unfinished task */
+  gboolean all; /* nil on disk: every unfinished task */
 } DatcRecIds;
 
 typedef struct {
-  const guint8 *data;    /* NULL: nil on disk */
+  const guint8 *data; /* NULL: nil on disk */
   gsize len;
 } DatcRecBytes;
 
@@ -90,12 +90,12 @@ typedef struct {
   guint64 id;
   guint32 attempt, agent;
   gboolean final;
-  guint32 status;        /* DatcTaskStatus, or DATC_STATUS_LOST */
+  guint32 status; /* DatcTaskStatus, or DATC_STATUS_LOST */
   gint64 exit_code, signal, started, finished;
   guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
-  const char *message;   /* may be NULL */
+  const char *message; /* may be NULL */
   /* Optional trailing fields: absent in an older journal, always written. */
-  guint32 end_class;     /* DatcEndClass, or DATC_REC_NO_CLASS */
+  guint32 end_class;        /* DatcEndClass, or DATC_REC_NO_CLASS */
   const char *oom_evidence; /* may be NULL */
 } DatcRecResult;
 
@@ -105,12 +105,12 @@ typedef struct {
 } DatcRecRequeue;
 
 typedef struct {
-  guint32 index;         /* the n-th source, from 0 */
+  guint32 index; /* the n-th source, from 0 */
   const char *path, *sha256;
   guint64 first_id, count;
   gint64 submitted_us;
-  guint32 format;        /* DatcTaskFileFormat */
-  DatcRecBytes data;     /* submitted tasks; nil for the campaign's task file */
+  guint32 format;    /* DatcTaskFileFormat */
+  DatcRecBytes data; /* submitted tasks; nil for the campaign's task file */
 } DatcRecSource;
 
 typedef struct {
@@ -149,8 +149,8 @@ typedef struct {
 } DatcRecCopyEnd;
 
 typedef struct {
-  gint64 time_us;        /* when it was taken */
-  guint64 from_bytes;    /* the size of the journal it replaced */
+  gint64 time_us;     /* when it was taken */
+  guint64 from_bytes; /* the size of the journal it replaced */
   guint64 n_tasks;
   guint32 agents;        /* the length of the agent table (free entries included) */
   gboolean filter;       /* results lines are filtered (cancelled tasks were retried) */
@@ -163,11 +163,11 @@ typedef struct {
 #define DATC_REC_TASK_ENTRY 20u
 typedef struct {
   guint64 first_id;
-  DatcRecBytes entries;  /* DATC_REC_TASK_ENTRY bytes per task from first_id */
+  DatcRecBytes entries; /* DATC_REC_TASK_ENTRY bytes per task from first_id */
 } DatcRecTasks;
 
 typedef struct {
-  DatcRecBytes packed;   /* whole lines, packed by resultpack.h */
+  DatcRecBytes packed; /* whole lines, packed by resultpack.h */
 } DatcRecLines;
 
 typedef struct {
@@ -202,8 +202,7 @@ void datc_record_encode (const DatcRecord *record, GByteArray *out);
 /* Decodes one payload into `record` (which it overwrites; clear it after).
  * On failure the error names the record type, the field (position and
  * name) and what was wrong, and `record` holds nothing to free. */
-gboolean datc_record_decode (const guint8 *payload, gsize len, DatcRecord *record,
-                             GError **error);
+gboolean datc_record_decode (const guint8 *payload, gsize len, DatcRecord *record, GError **error);
 /* Frees what a decoded record owns and zeroes it. */
 void datc_record_clear (DatcRecord *record);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DatcRecord, datc_record_clear)

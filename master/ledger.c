@@ -32,25 +32,25 @@
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
 
 typedef struct {
-  guint32 agent;      /* when running */
-  guint32 attempt;    /* the open (or last) attempt, as wide as the wire's; 0: never
-                       * dispatched */
-  guint8 state;       /* DatcTaskState */
+  guint32 agent;   /* when running */
+  guint32 attempt; /* the open (or last) attempt, as wide as the wire's; 0: never
+                    * dispatched */
+  guint8 state;    /* DatcTaskState */
   guint8 crashes;
   guint8 failures;
-  guint8 bound : 1;    /* queued, but bound to a proxy (direct mode, `binders`): not in
-                        * the queue */
-  guint8 orphan : 1;  /* running when the last master died, its agent not back yet */
+  guint8 bound : 1;      /* queued, but bound to a proxy (direct mode, `binders`): not in
+                          * the queue */
+  guint8 orphan : 1;     /* running when the last master died, its agent not back yet */
   guint8 replicated : 1; /* running as copies: their agents and attempts are in `replicas` */
-  guint16 site;       /* the site of the agent its last attempt went to (site_names); 0: none */
+  guint16 site;          /* the site of the agent its last attempt went to (site_names); 0: none */
 } TaskSlot;
 
 typedef struct {
   gchar *agent_id, *site, *proxy, *host;
   DatcAgentOutput *output; /* outputs/<agent_id>.out */
-  gboolean out_dirty;  /* written since the last commit: in dirty_outputs */
-  gboolean gone;       /* left: freed (and its index reused) once its output is committed */
-  gboolean awaited;    /* known to the last master, not back since this one started */
+  gboolean out_dirty;      /* written since the last commit: in dirty_outputs */
+  gboolean gone;           /* left: freed (and its index reused) once its output is committed */
+  gboolean awaited;        /* known to the last master, not back since this one started */
   guint32 idx;
   gint64 walltime_end_us; /* as its HELLO said, 0: none (not journaled) */
 } AgentInfo;
@@ -59,15 +59,15 @@ typedef struct {
  * `deadline_us` (real time, journaled: a second crash does not extend it). */
 typedef struct {
   gint64 deadline_us;
-  GArray *keys;        /* DatcTaskKey */
+  GArray *keys; /* DatcTaskKey */
 } OrphanWindow;
 
 typedef struct {
   gchar *path, *sha256;
   guint64 first_id, count;
   gint64 submitted_us;
-  GBytes *record;      /* submitted tasks: their SOURCE record, which a
-                        * checkpoint copies (the bag keeps no raw bytes) */
+  GBytes *record; /* submitted tasks: their SOURCE record, which a
+                   * checkpoint copies (the bag keeps no raw bytes) */
 } SourceInfo;
 
 /* A compaction under way: the checkpoint was framed by the loop's thread
@@ -79,8 +79,8 @@ struct Compaction {
   GThread *writer;
   gchar *results_path;
   guint64 results_len;
-  gint done;            /* atomic: the writer has finished */
-  GError *error;        /* the writer's */
+  gint done;     /* atomic: the writer has finished */
+  GError *error; /* the writer's */
   gint64 time_us;
   guint64 from_bytes;
 };
@@ -91,14 +91,14 @@ struct Compaction {
  * ends, so what it was for can still be told. */
 typedef struct {
   guint64 id;
-  gboolean taken;      /* its agent asked for its task (and got it, or it had moved on) */
+  gboolean taken; /* its agent asked for its task (and got it, or it had moved on) */
 } Binding;
 
 /* One live attempt of a replicated task.  Times are milliseconds of the
  * real clock modulo 2^32: differences stay right for runs under 49 days. */
 typedef struct {
   guint32 agent, attempt;
-  guint32 since_ms;    /* its dispatch */
+  guint32 since_ms; /* its dispatch */
 } Copy;
 
 struct DatcLedger {
@@ -106,7 +106,7 @@ struct DatcLedger {
   DatcBag *bag;
   DatcJournal *journal;
   DatcLedgerOptions options;
-  TaskSlot *tasks;          /* index id - 1 */
+  TaskSlot *tasks; /* index id - 1 */
   guint64 n_tasks;
   DatcLedgerCounts counts;
   DatcTaskQueue *queue;     /* which queued task goes next */
@@ -140,10 +140,10 @@ struct DatcLedger {
   GArray *dirty_outputs;    /* guint32 agents whose output file needs a sync */
   gchar *sync_failed;       /* an output file's fdatasync failed: no commit after it */
   gboolean replaying;
-  gboolean filter_results;  /* a retry record was seen: drop superseded lines */
-  Compaction *compaction;   /* under way, or NULL */
+  gboolean filter_results; /* a retry record was seen: drop superseded lines */
+  Compaction *compaction;  /* under way, or NULL */
   DatcLedgerJournalInfo jinfo;
-  guint64 replayed_bytes;   /* of the journal, while it replays */
+  guint64 replayed_bytes; /* of the journal, while it replays */
 };
 
 /* ---- small helpers ------------------------------------------------- */
@@ -253,11 +253,16 @@ count_for (DatcLedger *l, guint8 state)
 {
   switch ((DatcTaskState) state)
     {
-    case DATC_TASK_QUEUED: return &l->counts.queued;
-    case DATC_TASK_RUNNING: return &l->counts.running;
-    case DATC_TASK_DONE: return &l->counts.done;
-    case DATC_TASK_FAILED: return &l->counts.failed;
-    case DATC_TASK_CANCELLED: return &l->counts.cancelled;
+    case DATC_TASK_QUEUED:
+      return &l->counts.queued;
+    case DATC_TASK_RUNNING:
+      return &l->counts.running;
+    case DATC_TASK_DONE:
+      return &l->counts.done;
+    case DATC_TASK_FAILED:
+      return &l->counts.failed;
+    case DATC_TASK_CANCELLED:
+      return &l->counts.cancelled;
     }
   g_assert_not_reached ();
 }
@@ -312,7 +317,7 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
     datc_task_queue_count (l->queue, id, -1);
   if (t->orphan)
     {
-      t->orphan = FALSE;  /* it moved on: no longer waiting for its agent */
+      t->orphan = FALSE; /* it moved on: no longer waiting for its agent */
       l->orphans--;
     }
   (*count_for (l, t->state))--;
@@ -334,7 +339,7 @@ set_state (DatcLedger *l, TaskSlot *t, DatcTaskState state)
     }
   if (t->bound && state != DATC_TASK_QUEUED)
     {
-      t->bound = FALSE;   /* its proxy's binding is void: the task moved on */
+      t->bound = FALSE; /* its proxy's binding is void: the task moved on */
       g_hash_table_remove (l->binders, TASK_KEY (id));
     }
   t->state = state;
@@ -363,10 +368,14 @@ status_name (guint status)
 }
 
 static const char *const end_class_names[DATC_END_N] = {
-  [DATC_END_EXIT] = "exit",          [DATC_END_SIGNAL] = "signal",
-  [DATC_END_TIMEOUT] = "timeout",    [DATC_END_WALLTIME] = "walltime",
-  [DATC_END_OOM] = "oom",            [DATC_END_LOST] = "lost",
-  [DATC_END_SPAWN_FAILED] = "spawn_failed", [DATC_END_CANCELLED] = "cancelled",
+  [DATC_END_EXIT] = "exit",
+  [DATC_END_SIGNAL] = "signal",
+  [DATC_END_TIMEOUT] = "timeout",
+  [DATC_END_WALLTIME] = "walltime",
+  [DATC_END_OOM] = "oom",
+  [DATC_END_LOST] = "lost",
+  [DATC_END_SPAWN_FAILED] = "spawn_failed",
+  [DATC_END_CANCELLED] = "cancelled",
   [DATC_END_REFUSED] = "refused",
 };
 
@@ -384,16 +393,24 @@ end_class_of (guint status, gint64 signal, const char *oom_evidence, gboolean wa
 {
   switch (status)
     {
-    case DATC_STATUS_EXITED: return DATC_END_EXIT;
+    case DATC_STATUS_EXITED:
+      return DATC_END_EXIT;
     case DATC_STATUS_SIGNALED:
       return signal == SIGKILL && oom_evidence != NULL ? DATC_END_OOM : DATC_END_SIGNAL;
-    case DATC_STATUS_TIMEOUT: return DATC_END_TIMEOUT;
-    case DATC_STATUS_SPAWN_FAILED: return DATC_END_SPAWN_FAILED;
-    case DATC_STATUS_CANCELLED: return DATC_END_CANCELLED;
-    case DATC_STATUS_DRAINED: return DATC_END_WALLTIME;
-    case DATC_STATUS_REFUSED: return DATC_END_REFUSED;
-    case DATC_STATUS_LOST: return walltime ? DATC_END_WALLTIME : DATC_END_LOST;
-    default: return DATC_END_N;
+    case DATC_STATUS_TIMEOUT:
+      return DATC_END_TIMEOUT;
+    case DATC_STATUS_SPAWN_FAILED:
+      return DATC_END_SPAWN_FAILED;
+    case DATC_STATUS_CANCELLED:
+      return DATC_END_CANCELLED;
+    case DATC_STATUS_DRAINED:
+      return DATC_END_WALLTIME;
+    case DATC_STATUS_REFUSED:
+      return DATC_END_REFUSED;
+    case DATC_STATUS_LOST:
+      return walltime ? DATC_END_WALLTIME : DATC_END_LOST;
+    default:
+      return DATC_END_N;
     }
 }
 
@@ -408,8 +425,7 @@ datc_end_class_of_status_name (const char *status, gint64 signal)
   return DATC_END_N;
 }
 
-static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site,
-                                   const char *proxy);
+static void drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char *proxy);
 static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void journal_agent_gone (DatcLedger *l, guint32 agent);
 static void open_orphan_window (DatcLedger *l);
@@ -434,16 +450,29 @@ write_result_line (DatcLedger *l, const DatcRecResult *r)
   const SourceInfo *src = bt->source < l->sources->len ? l->sources->pdata[bt->source] : NULL;
   const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
   DatcResultLine line = {
-    .id = r->id, .line = bt->line, .attempt = r->attempt,
-    .status = status_name (r->status), .end_class = datc_end_class_name ((DatcEndClass) r->end_class),
-    .exit_code = r->exit_code, .signal = r->signal,
-    .site = a ? a->site : "", .proxy = a ? a->proxy : "", .host = a ? a->host : "",
+    .id = r->id,
+    .line = bt->line,
+    .attempt = r->attempt,
+    .status = status_name (r->status),
+    .end_class = datc_end_class_name ((DatcEndClass) r->end_class),
+    .exit_code = r->exit_code,
+    .signal = r->signal,
+    .site = a ? a->site : "",
+    .proxy = a ? a->proxy : "",
+    .host = a ? a->host : "",
     .agent = a ? a->agent_id : "",
-    .submitted = src ? src->submitted_us : 0, .started = r->started, .finished = r->finished,
+    .submitted = src ? src->submitted_us : 0,
+    .started = r->started,
+    .finished = r->finished,
     .output = a ? datc_agent_output_name (a->output) : "",
-    .out_off = r->out_off, .out_len = r->out_len, .err_off = r->err_off,
-    .err_len = r->err_len, .out_dropped = r->out_dropped, .err_dropped = r->err_dropped,
-    .message = r->message, .oom_evidence = r->oom_evidence,
+    .out_off = r->out_off,
+    .out_len = r->out_len,
+    .err_off = r->err_off,
+    .err_len = r->err_len,
+    .out_dropped = r->out_dropped,
+    .err_dropped = r->err_dropped,
+    .message = r->message,
+    .oom_evidence = r->oom_evidence,
   };
   datc_results_file_add (l->results, &line);
   /* During replay the records are durable already: stream them out. */
@@ -471,8 +500,8 @@ agent_release (DatcLedger *l, AgentInfo *a)
 }
 
 static void
-apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
-             const char *proxy, const char *host)
+apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site, const char *proxy,
+             const char *host)
 {
   if (idx >= l->agents->len)
     g_ptr_array_set_size (l->agents, idx + 1);
@@ -542,8 +571,7 @@ apply_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint
   for (guint i = 0; i < n; i++)
     {
       TaskSlot *t = slot (l, keys[i].id);
-      if (t == NULL || t->state != DATC_TASK_RUNNING || t->attempt != keys[i].attempt
-          || t->orphan)
+      if (t == NULL || t->state != DATC_TASK_RUNNING || t->attempt != keys[i].attempt || t->orphan)
         continue;
       t->orphan = TRUE;
       l->orphans++;
@@ -823,10 +851,15 @@ cancel_one (DatcLedger *l, guint64 id, gint64 when)
   if (t == NULL || is_final (t))
     return;
   DatcRecResult rr = {
-    .id = id, .attempt = t->attempt,
+    .id = id,
+    .attempt = t->attempt,
     .agent = t->state == DATC_TASK_RUNNING ? t->agent : G_MAXUINT32,
-    .final = TRUE, .status = DATC_STATUS_CANCELLED, .exit_code = -1,
-    .finished = when, .message = "cancelled by the user", .end_class = DATC_END_CANCELLED,
+    .final = TRUE,
+    .status = DATC_STATUS_CANCELLED,
+    .exit_code = -1,
+    .finished = when,
+    .message = "cancelled by the user",
+    .end_class = DATC_END_CANCELLED,
   };
   set_state (l, t, DATC_TASK_CANCELLED);
   write_result_line (l, &rr);
@@ -947,9 +980,9 @@ replay_source (DatcLedger *l, const DatcRecord *rec, GError **error)
       if (datc_bag_count (l->bag) != r->first_id + r->count - 1)
         {
           g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                       "submitted tasks from %s: %" G_GUINT64_FORMAT " recorded, %"
-                       G_GUINT64_FORMAT " read back", r->path, r->count,
-                       datc_bag_count (l->bag) - r->first_id + 1);
+                       "submitted tasks from %s: %" G_GUINT64_FORMAT " recorded, %" G_GUINT64_FORMAT
+                       " read back",
+                       r->path, r->count, datc_bag_count (l->bag) - r->first_id + 1);
           return FALSE;
         }
       grow_tasks (l, datc_bag_count (l->bag));
@@ -1037,8 +1070,9 @@ replay_checkpoint (DatcLedger *l, const DatcRecord *rec, GError **error)
   if (r->n_tasks != l->n_tasks)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT,
-                   "checkpoint of %" G_GUINT64_FORMAT " tasks, but its sources hold %"
-                   G_GUINT64_FORMAT, r->n_tasks, l->n_tasks);
+                   "checkpoint of %" G_GUINT64_FORMAT
+                   " tasks, but its sources hold %" G_GUINT64_FORMAT,
+                   r->n_tasks, l->n_tasks);
       return FALSE;
     }
   if (l->agents->len > 0 || l->site_names->len > 1)
@@ -1143,15 +1177,14 @@ replay_lines (DatcLedger *l, const DatcRecord *rec, GError **error)
 }
 
 static const Replayer replayers[] = {
-  [DATC_REC_START] = replay_start,         [DATC_REC_AGENT] = replay_agent,
-  [DATC_REC_DISPATCH] = replay_dispatch,   [DATC_REC_RESULT] = replay_result,
-  [DATC_REC_REQUEUE] = replay_requeue,     [DATC_REC_SOURCE] = replay_source,
-  [DATC_REC_PROXY] = replay_proxy,         [DATC_REC_CANCEL] = replay_cancel,
-  [DATC_REC_RETRY] = replay_retry,         [DATC_REC_ORPHANS] = replay_orphans,
+  [DATC_REC_START] = replay_start,           [DATC_REC_AGENT] = replay_agent,
+  [DATC_REC_DISPATCH] = replay_dispatch,     [DATC_REC_RESULT] = replay_result,
+  [DATC_REC_REQUEUE] = replay_requeue,       [DATC_REC_SOURCE] = replay_source,
+  [DATC_REC_PROXY] = replay_proxy,           [DATC_REC_CANCEL] = replay_cancel,
+  [DATC_REC_RETRY] = replay_retry,           [DATC_REC_ORPHANS] = replay_orphans,
   [DATC_REC_AGENT_GONE] = replay_agent_gone, [DATC_REC_REPLICATE] = replay_replicate,
-  [DATC_REC_COPY_END] = replay_copy_end,
-  [DATC_REC_CHECKPOINT] = replay_checkpoint, [DATC_REC_TASKS] = replay_tasks,
-  [DATC_REC_LINES] = replay_lines,
+  [DATC_REC_COPY_END] = replay_copy_end,     [DATC_REC_CHECKPOINT] = replay_checkpoint,
+  [DATC_REC_TASKS] = replay_tasks,           [DATC_REC_LINES] = replay_lines,
 };
 
 static gboolean
@@ -1181,15 +1214,20 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
 /* ---- open / free --------------------------------------------------- */
 
 static void
-journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha,
-                guint64 first, guint64 count, gint64 when, DatcTaskFileFormat format,
-                const char *data, gsize len)
+journal_source (DatcLedger *l, guint32 idx, const char *path, const char *sha, guint64 first,
+                guint64 count, gint64 when, DatcTaskFileFormat format, const char *data, gsize len)
 {
-  DatcRecord rec = { .type = DATC_REC_SOURCE, .u.source = {
-    .index = idx, .path = path, .sha256 = sha, .first_id = first, .count = count,
-    .submitted_us = when, .format = (guint32) format,
-    .data = { (const guint8 *) data, len },
-  } };
+  DatcRecord rec = { .type = DATC_REC_SOURCE,
+                     .u.source = {
+                         .index = idx,
+                         .path = path,
+                         .sha256 = sha,
+                         .first_id = first,
+                         .count = count,
+                         .submitted_us = when,
+                         .format = (guint32) format,
+                         .data = { (const guint8 *) data, len },
+                     } };
   journal_record (l, &rec);
   add_source (l, path, sha, first, count, when);
   if (data != NULL)
@@ -1214,8 +1252,7 @@ keep_result_line (guint64 id, gboolean cancelled, gpointer user_data)
 
 DatcLedger *
 datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
-                  const char *task_file_sha256, const DatcLedgerOptions *options,
-                  GError **error)
+                  const char *task_file_sha256, const DatcLedgerOptions *options, GError **error)
 {
   g_autoptr (DatcLedger) l = g_new0 (DatcLedger, 1);
   g_autofree gchar *journal_path = g_build_filename (dir, "journal", NULL);
@@ -1240,8 +1277,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     datc_task_queue_count (l->queue, id, +1);
   l->runtimes = datc_runtimes_new ();
   l->running = g_hash_table_new (g_direct_hash, g_direct_equal);
-  l->replicas = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL,
-                                       (GDestroyNotify) g_array_unref);
+  l->replicas
+      = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, (GDestroyNotify) g_array_unref);
   l->agents = g_ptr_array_new ();
   l->attempts_on = g_array_new (FALSE, TRUE, sizeof (guint32));
   l->tasks_on = g_ptr_array_new_with_free_func (tasks_on_free);
@@ -1315,8 +1352,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
       if (g_strcmp0 (s->sha256, task_file_sha256) != 0)
         {
           g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH,
-                       "%s belongs to task file %s (sha256 %.12s…), not to %s (sha256 %.12s…)",
-                       dir, s->path, s->sha256, task_file, task_file_sha256);
+                       "%s belongs to task file %s (sha256 %.12s…), not to %s (sha256 %.12s…)", dir,
+                       s->path, s->sha256, task_file, task_file_sha256);
           unlink (results_tmp);
           return NULL;
         }
@@ -1326,8 +1363,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   datc_task_queue_rewind (l->queue);
 
   /* Start record: marks each master incarnation in the journal. */
-  DatcRecord start = { .type = DATC_REC_START,
-                       .u.start = { g_random_int (), g_get_real_time () } };
+  DatcRecord start = { .type = DATC_REC_START, .u.start = { g_random_int (), g_get_real_time () } };
   journal_record (l, &start);
 
   if (l->options.retry_cancelled && l->counts.cancelled > 0)
@@ -1352,7 +1388,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   return g_steal_pointer (&l);
 }
 
-#define ORPHANS_PER_RECORD 65536u  /* ~1 MiB: far below DATC_JOURNAL_RECORD_MAX */
+#define ORPHANS_PER_RECORD 65536u /* ~1 MiB: far below DATC_JOURNAL_RECORD_MAX */
 
 static void
 journal_orphans (DatcLedger *l, gint64 deadline_us, const DatcTaskKey *keys, guint n)
@@ -1491,7 +1527,8 @@ datc_ledger_submit (DatcLedger *l, const char *name, const char *data, gsize len
   if (!datc_bag_load_data (l->bag, name, data, len, format, error))
     return FALSE;
   guint64 after = datc_bag_count (l->bag);
-  g_autofree gchar *sha = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
+  g_autofree gchar *sha
+      = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
   journal_source (l, l->sources->len, name, sha, before + 1, after - before, g_get_real_time (),
                   format, data, len);
   grow_tasks (l, after);
@@ -1531,10 +1568,11 @@ datc_ledger_cancel (DatcLedger *l, const guint64 *ids, guint n, GArray *running)
   if (cancelled == 0)
     return 0;
 
-  DatcRecord rec = { .type = DATC_REC_CANCEL, .u.cancel = {
-    .time_us = when,
-    .ids = { (const guint64 *) open_ids->data, open_ids->len, ids == NULL },
-  } };
+  DatcRecord rec = { .type = DATC_REC_CANCEL,
+                     .u.cancel = {
+                         .time_us = when,
+                         .ids = { (const guint64 *) open_ids->data, open_ids->len, ids == NULL },
+                     } };
   journal_record (l, &rec);
   if (ids == NULL)
     apply_cancel (l, when, NULL, 0);
@@ -1909,8 +1947,8 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
       guint64 best_remaining = G_MAXUINT64, best_elapsed = 0;
       for (guint c = 0; c < n; c++)
         {
-          guint32 since = copies != NULL ? g_array_index (copies, Copy, c).since_ms
-                                         : GPOINTER_TO_UINT (v);
+          guint32 since
+              = copies != NULL ? g_array_index (copies, Copy, c).since_ms : GPOINTER_TO_UINT (v);
           guint64 elapsed = (guint32) (now - since);
           guint64 rem = datc_runtimes_remaining_ms (&rt, elapsed);
           if (c == 0 || rem < best_remaining)
@@ -1919,8 +1957,12 @@ datc_ledger_replica_candidates (DatcLedger *l, guint max_copies, gint64 now_real
       if (best_remaining <= copy_ms || best_elapsed < REPLICA_MIN_ELAPSED_MS)
         continue;
       DatcReplicaCandidate cand = {
-        .id = id, .attempt = t->attempt, .copies = n, .elapsed_ms = best_elapsed,
-        .remaining_ms = best_remaining, .copy_ms = copy_ms,
+        .id = id,
+        .attempt = t->attempt,
+        .copies = n,
+        .elapsed_ms = best_elapsed,
+        .remaining_ms = best_remaining,
+        .copy_ms = copy_ms,
         .fit_ms = expected_ms (l, bt, FALSE),
       };
       g_array_append_val (out, cand);
@@ -1977,8 +2019,8 @@ datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real
       for (guint c = 0; c < n_copies; c++)
         {
           guint32 agent = copies != NULL ? g_array_index (copies, Copy, c).agent : t->agent;
-          guint32 since = copies != NULL ? g_array_index (copies, Copy, c).since_ms
-                                         : GPOINTER_TO_UINT (v);
+          guint32 since
+              = copies != NULL ? g_array_index (copies, Copy, c).since_ms : GPOINTER_TO_UINT (v);
           AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
           if (a == NULL || a->gone || a->walltime_end_us <= 0 || g_strcmp0 (a->site, site) != 0)
             continue;
@@ -1988,7 +2030,8 @@ datc_ledger_walltime_outliving (DatcLedger *l, const char *site, gint64 now_real
            * longer than any walltime. */
           guint64 elapsed = (guint32) (now - since);
           guint64 left = elapsed < est ? est - elapsed
-                                       : observed ? datc_runtimes_remaining_ms (&rt, elapsed) : G_MAXUINT64;
+                         : observed    ? datc_runtimes_remaining_ms (&rt, elapsed)
+                                       : G_MAXUINT64;
           if (left >= (guint64) (a->walltime_end_us - MIN (now_real, a->walltime_end_us)) / 1000u)
             n++;
         }
@@ -2004,9 +2047,13 @@ datc_ledger_replicate (DatcLedger *l, guint32 agent, guint64 id, GArray *picked)
     return 0;
   DatcTaskKey key = { id, t->attempt + 1u };
   gint64 now = g_get_real_time ();
-  DatcRecord rec = { .type = DATC_REC_REPLICATE, .u.replicate = {
-    .agent = agent, .time_us = now, .id = id, .attempt = key.attempt,
-  } };
+  DatcRecord rec = { .type = DATC_REC_REPLICATE,
+                     .u.replicate = {
+                         .agent = agent,
+                         .time_us = now,
+                         .id = id,
+                         .attempt = key.attempt,
+                     } };
   journal_record (l, &rec);
   apply_replicate (l, agent, id, key.attempt, now);
   g_array_append_val (picked, key);
@@ -2095,8 +2142,7 @@ write_output (DatcLedger *l, guint32 agent, const DatcResult *res, DatcRecResult
 {
   AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
   g_return_val_if_fail (a != NULL, FALSE);
-  if (!datc_agent_output_append (a->output, res->out, res->err, &rr->out_off, &rr->err_off,
-                                 error))
+  if (!datc_agent_output_append (a->output, res->out, res->err, &rr->out_off, &rr->err_off, error))
     return FALSE;
   rr->out_len = res->out ? g_bytes_get_size (res->out) : 0;
   rr->err_len = res->err ? g_bytes_get_size (res->err) : 0;
@@ -2147,8 +2193,7 @@ end_attempt (DatcLedger *l, guint64 id, TaskSlot *t, guint32 attempt, gboolean l
 
 /* Every live attempt of `id` but (agent, attempt), for the caller to cancel. */
 static void
-other_copies (DatcLedger *l, guint64 id, TaskSlot *t, guint32 agent, guint32 attempt,
-              GArray *out)
+other_copies (DatcLedger *l, guint64 id, TaskSlot *t, guint32 agent, guint32 attempt, GArray *out)
 {
   if (out == NULL || t->state != DATC_TASK_RUNNING)
     return;
@@ -2317,15 +2362,21 @@ agent_lost (DatcLedger *l, guint32 agent)
       if ((guint) t->crashes + 1 >= l->options.crash_limit)
         {
           gint64 now = g_get_real_time ();
-          g_autofree gchar *msg = g_strdup_printf (
-              "lost with its agent %u times (crash limit %u)", t->crashes + 1u,
-              l->options.crash_limit);
+          g_autofree gchar *msg = g_strdup_printf ("lost with its agent %u times (crash limit %u)",
+                                                   t->crashes + 1u, l->options.crash_limit);
           AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
           gboolean walltime = a != NULL && a->walltime_end_us > 0 && now >= a->walltime_end_us;
           DatcRecResult rr = {
-            .id = k->id, .attempt = k->attempt, .agent = agent, .final = TRUE,
-            .status = DATC_STATUS_LOST, .exit_code = -1, .signal = 0,
-            .started = 0, .finished = now, .message = msg,
+            .id = k->id,
+            .attempt = k->attempt,
+            .agent = agent,
+            .final = TRUE,
+            .status = DATC_STATUS_LOST,
+            .exit_code = -1,
+            .signal = 0,
+            .started = 0,
+            .finished = now,
+            .message = msg,
             .end_class = end_class_of (DATC_STATUS_LOST, 0, NULL, walltime),
           };
           rr.out_off = rr.err_off = a ? datc_agent_output_size (a->output) : 0;
@@ -2392,8 +2443,8 @@ void
 datc_ledger_proxy_event (DatcLedger *l, const char *site, const char *proxy, const char *job_id,
                          const char *event)
 {
-  DatcRecord rec = { .type = DATC_REC_PROXY,
-                     .u.proxy = { site, proxy, job_id, event, g_get_real_time () } };
+  DatcRecord rec
+      = { .type = DATC_REC_PROXY, .u.proxy = { site, proxy, job_id, event, g_get_real_time () } };
   journal_record (l, &rec);
   apply_proxy (l, site, proxy, job_id, event);
 }
@@ -2508,11 +2559,16 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
           datc_journal_rewrite_end (w);
           continue;
         }
-      DatcRecord rec = { .type = DATC_REC_SOURCE, .u.source = {
-        .index = i, .path = src->path, .sha256 = src->sha256, .first_id = src->first_id,
-        .count = src->count, .submitted_us = src->submitted_us,
-        .format = DATC_TASKFILE_AUTO,
-      } };
+      DatcRecord rec = { .type = DATC_REC_SOURCE,
+                         .u.source = {
+                             .index = i,
+                             .path = src->path,
+                             .sha256 = src->sha256,
+                             .first_id = src->first_id,
+                             .count = src->count,
+                             .submitted_us = src->submitted_us,
+                             .format = DATC_TASKFILE_AUTO,
+                         } };
       rewrite_record (w, &rec);
     }
 
@@ -2528,13 +2584,17 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
   g_hash_table_iter_init (&it, l->proxies_seen);
   while (g_hash_table_iter_next (&it, &k, NULL))
     g_byte_array_append (seen, k, (guint) strlen (k) + 1);
-  DatcRecord cp = { .type = DATC_REC_CHECKPOINT, .u.checkpoint = {
-    .time_us = now, .from_bytes = from_bytes, .n_tasks = l->n_tasks,
-    .agents = l->agents->len, .filter = l->filter_results,
-    .runtimes = { runtimes->data, runtimes->len },
-    .sites = { sites->len ? sites->data : NULL, sites->len },
-    .seen = { seen->len ? seen->data : NULL, seen->len },
-  } };
+  DatcRecord cp = { .type = DATC_REC_CHECKPOINT,
+                    .u.checkpoint = {
+                        .time_us = now,
+                        .from_bytes = from_bytes,
+                        .n_tasks = l->n_tasks,
+                        .agents = l->agents->len,
+                        .filter = l->filter_results,
+                        .runtimes = { runtimes->data, runtimes->len },
+                        .sites = { sites->len ? sites->data : NULL, sites->len },
+                        .seen = { seen->len ? seen->data : NULL, seen->len },
+                    } };
   rewrite_record (w, &cp);
 
   for (guint i = 0; i < l->agents->len; i++)
@@ -2542,9 +2602,14 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
       AgentInfo *a = l->agents->pdata[i];
       if (a == NULL)
         continue;
-      DatcRecord rec = { .type = DATC_REC_AGENT, .u.agent = {
-        .idx = i, .agent_id = a->agent_id, .site = a->site, .proxy = a->proxy, .host = a->host,
-      } };
+      DatcRecord rec = { .type = DATC_REC_AGENT,
+                         .u.agent = {
+                             .idx = i,
+                             .agent_id = a->agent_id,
+                             .site = a->site,
+                             .proxy = a->proxy,
+                             .host = a->host,
+                         } };
       rewrite_record (w, &rec);
       if (a->gone)
         {
@@ -2582,8 +2647,8 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
                                             l->running, TASK_KEY (first + i))));
             }
         }
-      DatcRecord rec = { .type = DATC_REC_TASKS,
-                         .u.tasks = { first, { e, n * DATC_REC_TASK_ENTRY } } };
+      DatcRecord rec
+          = { .type = DATC_REC_TASKS, .u.tasks = { first, { e, n * DATC_REC_TASK_ENTRY } } };
       rewrite_record (w, &rec);
     }
 
@@ -2594,10 +2659,13 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
       for (guint i = 1; i < copies->len; i++)
         {
           const Copy *c = &g_array_index (copies, Copy, i);
-          DatcRecord rec = { .type = DATC_REC_REPLICATE, .u.replicate = {
-            .agent = c->agent, .time_us = (gint64) c->since_ms * 1000,
-            .id = GPOINTER_TO_SIZE (k), .attempt = c->attempt,
-          } };
+          DatcRecord rec = { .type = DATC_REC_REPLICATE,
+                             .u.replicate = {
+                                 .agent = c->agent,
+                                 .time_us = (gint64) c->since_ms * 1000,
+                                 .id = GPOINTER_TO_SIZE (k),
+                                 .attempt = c->attempt,
+                             } };
           rewrite_record (w, &rec);
         }
     }
@@ -2617,9 +2685,11 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
       do
         {
           guint n = MIN (keys->len - done, ORPHANS_PER_RECORD);
-          DatcRecord rec = { .type = DATC_REC_ORPHANS, .u.orphans = {
-            .deadline_us = ow->deadline_us,
-            .keys = { n ? &g_array_index (keys, DatcTaskKey, done) : NULL, n } } };
+          DatcRecord rec
+              = { .type = DATC_REC_ORPHANS,
+                  .u.orphans
+                  = { .deadline_us = ow->deadline_us,
+                      .keys = { n ? &g_array_index (keys, DatcTaskKey, done) : NULL, n } } };
           rewrite_record (w, &rec);
           done += n;
         }
@@ -2635,9 +2705,12 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
       while (g_hash_table_iter_next (&it, &k, &v))
         {
           g_auto (GStrv) parts = g_strsplit (k, "\t", 2);
-          DatcRecord rec = { .type = DATC_REC_PROXY, .u.proxy = {
-            .site = parts[0], .proxy = parts[1] ? parts[1] : "", .job_id = v,
-            .event = events[t], .time_us = now } };
+          DatcRecord rec = { .type = DATC_REC_PROXY,
+                             .u.proxy = { .site = parts[0],
+                                          .proxy = parts[1] ? parts[1] : "",
+                                          .job_id = v,
+                                          .event = events[t],
+                                          .time_us = now } };
           rewrite_record (w, &rec);
         }
     }
@@ -2674,8 +2747,8 @@ compact_writer (gpointer data)
         continue;
       if (got < 0 || (got == 0 && want > 0))
         {
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s",
-                       c->results_path, got < 0 ? g_strerror (errno) : "shorter than written");
+          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", c->results_path,
+                       got < 0 ? g_strerror (errno) : "shorter than written");
           goto out;
         }
       at += (guint64) got;
@@ -2687,7 +2760,7 @@ compact_writer (gpointer data)
       if (cut == 0)
         {
           if (at >= c->results_len)
-            break;  /* a last line without its end: never written whole */
+            break; /* a last line without its end: never written whole */
           cap *= 2;
           buf = g_realloc (buf, cap);
           continue;
@@ -2806,10 +2879,9 @@ compact_finish (DatcLedger *l, GError **error)
 static gboolean
 compact_due (DatcLedger *l)
 {
-  guint64 min = l->options.compact_min_bytes ? l->options.compact_min_bytes
-                                              : DATC_LEDGER_COMPACT_MIN_BYTES;
-  guint factor = l->options.compact_factor ? l->options.compact_factor
-                                           : DATC_LEDGER_COMPACT_FACTOR;
+  guint64 min
+      = l->options.compact_min_bytes ? l->options.compact_min_bytes : DATC_LEDGER_COMPACT_MIN_BYTES;
+  guint factor = l->options.compact_factor ? l->options.compact_factor : DATC_LEDGER_COMPACT_FACTOR;
   guint64 size = datc_journal_size (l->journal);
   return size >= min && size / factor >= l->jinfo.checkpoint_bytes;
 }

@@ -30,16 +30,16 @@ GQuark datc_ledger_error_quark (void);
 
 typedef enum {
   DATC_LEDGER_ERROR_IO,
-  DATC_LEDGER_ERROR_CORRUPT,   /* a checksummed record that makes no sense */
-  DATC_LEDGER_ERROR_MISMATCH,  /* the journal is of another task file */
+  DATC_LEDGER_ERROR_CORRUPT,  /* a checksummed record that makes no sense */
+  DATC_LEDGER_ERROR_MISMATCH, /* the journal is of another task file */
 } DatcLedgerError;
 
 typedef enum {
   DATC_TASK_QUEUED = 0,
   DATC_TASK_RUNNING,
-  DATC_TASK_DONE,        /* final: exit 0 */
-  DATC_TASK_FAILED,      /* final: non-zero exit, signal, timeout, lost, ... */
-  DATC_TASK_CANCELLED,   /* final: cancelled by the user */
+  DATC_TASK_DONE,      /* final: exit 0 */
+  DATC_TASK_FAILED,    /* final: non-zero exit, signal, timeout, lost, ... */
+  DATC_TASK_CANCELLED, /* final: cancelled by the user */
 } DatcTaskState;
 
 /* Final status "lost" (crash limit reached), beside DatcTaskStatus. */
@@ -50,12 +50,12 @@ typedef enum {
  * had ended.  An OOM kill is only ever "oom" with evidence; without it,
  * a SIGKILL stays "signal". */
 typedef enum {
-  DATC_END_EXIT = 0,       /* exited, the code kept (0 or not) */
-  DATC_END_SIGNAL,         /* killed by a signal we did not send */
-  DATC_END_TIMEOUT,        /* its own timeout */
-  DATC_END_WALLTIME,       /* its proxy's walltime ended (the agent's drain, the scheduler's kill) */
-  DATC_END_OOM,            /* SIGKILL, and the node recorded the OOM killer at work */
-  DATC_END_LOST,           /* its node or agent was lost */
+  DATC_END_EXIT = 0, /* exited, the code kept (0 or not) */
+  DATC_END_SIGNAL,   /* killed by a signal we did not send */
+  DATC_END_TIMEOUT,  /* its own timeout */
+  DATC_END_WALLTIME, /* its proxy's walltime ended (the agent's drain, the scheduler's kill) */
+  DATC_END_OOM,      /* SIGKILL, and the node recorded the OOM killer at work */
+  DATC_END_LOST,     /* its node or agent was lost */
   DATC_END_SPAWN_FAILED,
   DATC_END_CANCELLED,
   DATC_END_REFUSED,
@@ -96,9 +96,9 @@ typedef struct {
  * none, must outlive the ledger), rebuilds DIR/results.jsonl.
  * `task_file_sha256` identifies the bag's first file: a journal made for
  * another file is refused. */
-DatcLedger *datc_ledger_open (const char *dir, DatcBag *bag,
-                              const char *task_file, const char *task_file_sha256,
-                              const DatcLedgerOptions *options, GError **error);
+DatcLedger *datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
+                              const char *task_file_sha256, const DatcLedgerOptions *options,
+                              GError **error);
 void datc_ledger_free (DatcLedger *ledger);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcLedger, datc_ledger_free)
 
@@ -116,8 +116,8 @@ const char *datc_ledger_task_site (DatcLedger *ledger, guint64 id);
 
 /* An agent said HELLO: it gets a small index, journaled with what it said.  An
  * agent id seen before (a reconnect, or a master restart) keeps its index. */
-guint32 datc_ledger_agent_hello (DatcLedger *ledger, const char *agent_id,
-                                 const char *site, const char *proxy, const char *host);
+guint32 datc_ledger_agent_hello (DatcLedger *ledger, const char *agent_id, const char *site,
+                                 const char *proxy, const char *host);
 /* The end of the agent's walltime, as its HELLO said (0: none).  Not
  * journaled: an agent says it again to a restarted master.  A task lost
  * with its agent after that moment ended because of the walltime. */
@@ -132,10 +132,10 @@ typedef struct {
   guint32 agent;
   guint partition;
   guint max;
-  guint64 budget_ms;       /* time the agent has left; G_MAXUINT64: no limit */
-  gboolean fresh;          /* the agent has not been handed a task yet: only
-                            * a task's own est_runtime keeps a task from it */
-  guint deferred;          /* out: tasks looked at that were expected not to fit */
+  guint64 budget_ms; /* time the agent has left; G_MAXUINT64: no limit */
+  gboolean fresh;    /* the agent has not been handed a task yet: only
+                      * a task's own est_runtime keeps a task from it */
+  guint deferred;    /* out: tasks looked at that were expected not to fit */
 } DatcDispatchRequest;
 
 /* Picks up to `max` queued tasks of the partition that are expected to fit
@@ -144,8 +144,7 @@ typedef struct {
  * datc_ledger_runtime_estimate_ms), marks them running on
  * `agent` with the next attempt, journals one record for all, and appends
  * their (id, attempt) to `picked` (DatcTaskKey).  Returns how many. */
-guint datc_ledger_dispatch (DatcLedger *ledger, DatcDispatchRequest *request,
-                            GArray *picked);
+guint datc_ledger_dispatch (DatcLedger *ledger, DatcDispatchRequest *request, GArray *picked);
 
 /* The bag the ledger was opened on (transfer none): what the dispatcher
  * encodes picked tasks from. */
@@ -174,8 +173,7 @@ guint64 datc_ledger_queued_in (DatcLedger *ledger, guint partition);
  * submit failed), putting its task back in the queue if it never ran.
  * A bound task that becomes final is no longer reserved, and a binding
  * never reserves a task that was bound to another proxy since. */
-gboolean datc_ledger_bind (DatcLedger *ledger, const char *site, const char *proxy,
-                           guint64 *id);
+gboolean datc_ledger_bind (DatcLedger *ledger, const char *site, const char *proxy, guint64 *id);
 guint datc_ledger_dispatch_bound (DatcLedger *ledger, guint32 agent, const char *site,
                                   const char *proxy, GArray *picked);
 void datc_ledger_release (DatcLedger *ledger, const char *site, const char *proxy);
@@ -189,8 +187,7 @@ guint64 datc_ledger_unbound_queued (DatcLedger *ledger);
  * task's open attempt (or the next one, whose dispatch record a crash took
  * before it was synced), it runs on `agent` again and TRUE is returned;
  * FALSE means the agent should drop it (finished, or superseded). */
-gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id,
-                               guint32 attempt);
+gboolean datc_ledger_reattach (DatcLedger *ledger, guint32 agent, guint64 id, guint32 attempt);
 
 /* One live attempt of a task, on one agent. */
 typedef struct {
@@ -200,19 +197,19 @@ typedef struct {
 } DatcLedgerRunning;
 
 typedef enum {
-  DATC_RESULT_ACCEPTED,   /* journaled (final, or retried) */
-  DATC_RESULT_REQUEUED,   /* drained or refused: back in the queue */
-  DATC_RESULT_DUPLICATE,  /* the task already has a final result: ignored */
-  DATC_RESULT_DROPPED,    /* one copy of a replicated task ended (failed, drained,
-                           * refused) while another still runs: nothing recorded */
-  DATC_RESULT_FAILED,     /* its output could not be written (`error` says why):
-                           * nothing recorded, the task runs on as before */
+  DATC_RESULT_ACCEPTED,  /* journaled (final, or retried) */
+  DATC_RESULT_REQUEUED,  /* drained or refused: back in the queue */
+  DATC_RESULT_DUPLICATE, /* the task already has a final result: ignored */
+  DATC_RESULT_DROPPED,   /* one copy of a replicated task ended (failed, drained,
+                          * refused) while another still runs: nothing recorded */
+  DATC_RESULT_FAILED,    /* its output could not be written (`error` says why):
+                          * nothing recorded, the task runs on as before */
 } DatcResultOutcome;
 
 /* Takes one result from `agent`.  Writes its output to the agent's file
- * first; when that fails, returns DATC_RESULT_FAILED with `error` set.  When the result makes the task final while other attempts of it
- * still run (a re-attached copy, a replica), those are appended to `cancel`
- * (DatcLedgerRunning, may be NULL) so the caller can cancel them. */
+ * first; when that fails, returns DATC_RESULT_FAILED with `error` set.  When the result makes the
+ * task final while other attempts of it still run (a re-attached copy, a replica), those are
+ * appended to `cancel` (DatcLedgerRunning, may be NULL) so the caller can cancel them. */
 DatcResultOutcome datc_ledger_take_result (DatcLedger *ledger, guint32 agent,
                                            const DatcResult *result, GArray *cancel,
                                            GError **error);
@@ -224,14 +221,14 @@ DatcResultOutcome datc_ledger_take_result (DatcLedger *ledger, guint32 agent,
  * journaled (REPLICATE, COPY_END records) and replayed like the rest. */
 typedef struct {
   guint64 id;
-  guint32 attempt;         /* its newest live attempt */
-  guint32 copies;          /* live attempts */
-  guint64 elapsed_ms;      /* since the dispatch of the copy expected to end first */
-  guint64 remaining_ms;    /* E[T - elapsed | T > elapsed]; G_MAXUINT64: a straggler, it has
-                            * run longer than any observed run (remaining unknown) */
-  guint64 copy_ms;         /* what a new copy is expected to take (the observed mean) */
-  guint64 fit_ms;          /* the time a copy needs left in its agent's walltime (the
-                            * dispatch estimate: est_runtime, else the observed p90) */
+  guint32 attempt;      /* its newest live attempt */
+  guint32 copies;       /* live attempts */
+  guint64 elapsed_ms;   /* since the dispatch of the copy expected to end first */
+  guint64 remaining_ms; /* E[T - elapsed | T > elapsed]; G_MAXUINT64: a straggler, it has
+                         * run longer than any observed run (remaining unknown) */
+  guint64 copy_ms;      /* what a new copy is expected to take (the observed mean) */
+  guint64 fit_ms;       /* the time a copy needs left in its agent's walltime (the
+                         * dispatch estimate: est_runtime, else the observed p90) */
 } DatcReplicaCandidate;
 
 /* Running tasks a new copy started at `now_real` is expected to finish
@@ -262,8 +259,7 @@ guint64 datc_ledger_walltime_outliving (DatcLedger *ledger, const char *site, gi
  * appended to `picked`.  Returns 1, or 0 when it is not running. */
 guint datc_ledger_replicate (DatcLedger *ledger, guint32 agent, guint64 id, GArray *picked);
 /* TRUE when (`agent`, `attempt`) is a live attempt of `id`. */
-gboolean datc_ledger_attempt_live (DatcLedger *ledger, guint64 id, guint32 agent,
-                                   guint32 attempt);
+gboolean datc_ledger_attempt_live (DatcLedger *ledger, guint64 id, guint32 agent, guint32 attempt);
 /* TRUE when `agent` runs a live attempt of `id`. */
 gboolean datc_ledger_runs_on (DatcLedger *ledger, guint64 id, guint32 agent);
 
@@ -323,9 +319,9 @@ GPtrArray *datc_ledger_open_submits (DatcLedger *ledger);
 /* Adds the tasks in `data` (a task file's content, `name` for messages)
  * to the bag and the queue, all or nothing; ids continue after the last
  * task.  The data itself is journaled, so a resumed campaign has them. */
-gboolean datc_ledger_submit (DatcLedger *ledger, const char *name, const char *data,
-                             gsize len, DatcTaskFileFormat format, guint64 *first,
-                             guint64 *count, GError **error);
+gboolean datc_ledger_submit (DatcLedger *ledger, const char *name, const char *data, gsize len,
+                             DatcTaskFileFormat format, guint64 *first, guint64 *count,
+                             GError **error);
 
 /* Cancels `ids` (n of them), or every unfinished task when ids is NULL:
  * each becomes final with status "cancelled".  Attempts that were running
@@ -346,14 +342,14 @@ gboolean datc_ledger_commit (DatcLedger *ledger, GError **error);
 
 /* The journal's size and its compactions (for status and benchmarks). */
 typedef struct {
-  guint64 bytes;            /* the journal's committed size */
-  guint64 checkpoint_bytes; /* the last checkpoint's size (0: none yet; after a
-                             * resume, up to its last TASKS or LINES record) */
-  guint64 compacted_from;   /* the size of the journal it replaced */
-  gint64 last_compaction_us;/* when it was taken (real time; 0: never) */
-  gboolean compacting;      /* one is being written now */
-  guint compactions;        /* finished by this master */
-  gint64 pause_max_us;      /* the longest the caller's thread was held by one */
+  guint64 bytes;             /* the journal's committed size */
+  guint64 checkpoint_bytes;  /* the last checkpoint's size (0: none yet; after a
+                              * resume, up to its last TASKS or LINES record) */
+  guint64 compacted_from;    /* the size of the journal it replaced */
+  gint64 last_compaction_us; /* when it was taken (real time; 0: never) */
+  gboolean compacting;       /* one is being written now */
+  guint compactions;         /* finished by this master */
+  gint64 pause_max_us;       /* the longest the caller's thread was held by one */
 } DatcLedgerJournalInfo;
 
 void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);

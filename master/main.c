@@ -22,7 +22,8 @@ static void
 usage (FILE *out)
 {
   fputs ("usage:\n"
-         "  datc run [--dir DIR] [--sites SITES.ini] [--local-slots N] [--local-agents K] [--open] [--json]\n"
+         "  datc run [--dir DIR] [--sites SITES.ini] [--local-slots N] [--local-agents K] [--open] "
+         "[--json]\n"
          "           [--give-up-after DURATION] [--keep-site-files] TASKFILE\n"
          "  datc status [DIR] [--json] [--watch]\n"
          "  datc submit [DIR] (--file FILE | -- COMMAND ARGS...)\n"
@@ -50,27 +51,52 @@ cmd_run (int argc, char **argv)
            no_progress = FALSE, keep_site_files = FALSE;
   g_autofree gchar *mode = NULL, *give_up = NULL, *compact_min = NULL;
   GOptionEntry entries[] = {
-    { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)", "DIR" },
+    { "dir", 'd', 0, G_OPTION_ARG_FILENAME, &dir, "Campaign directory (default: TASKFILE.datc)",
+      "DIR" },
     { "format", 0, 0, G_OPTION_ARG_STRING, &format, "Task file format: auto, lines, jsonl", "F" },
-    { "sites", 's', 0, G_OPTION_ARG_FILENAME, &sites, "The clusters to use (default: the embedded local site)", "SITES.ini" },
-    { "local-slots", 0, 0, G_OPTION_ARG_INT, &local_slots, "Slots on the local site (default: CPUs)", "N" },
-    { "local-agents", 0, 0, G_OPTION_ARG_INT, &local_agents, "Local agents sharing those slots (default 1)", "K" },
-    { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
-    { "no-local", 0, 0, G_OPTION_ARG_NONE, &no_local, "No local agents: only agents that connect to --listen", NULL },
-    { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
+    { "sites", 's', 0, G_OPTION_ARG_FILENAME, &sites,
+      "The clusters to use (default: the embedded local site)", "SITES.ini" },
+    { "local-slots", 0, 0, G_OPTION_ARG_INT, &local_slots,
+      "Slots on the local site (default: CPUs)", "N" },
+    { "local-agents", 0, 0, G_OPTION_ARG_INT, &local_agents,
+      "Local agents sharing those slots (default 1)", "K" },
+    { "local-exec", 0, 0, G_OPTION_ARG_STRING, &local_exec,
+      "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
+    { "no-local", 0, 0, G_OPTION_ARG_NONE, &no_local,
+      "No local agents: only agents that connect to --listen", NULL },
+    { "listen", 0, 0, G_OPTION_ARG_STRING, &listen,
+      "Also accept agents on this TCP endpoint (CURVE)", "tcp://HOST:PORT" },
     { "mode", 0, 0, G_OPTION_ARG_STRING, &mode, "pull (default), static or direct", "MODE" },
-    { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms, "Heartbeat interval (default 1000; at most an eighth of the agent timeout)", "MS" },
-    { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms, "Silence before an agent is lost (default 30000)", "MS" },
-    { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit, "Agent losses before a task fails as lost (default 5)", "N" },
+    { "heartbeat-ms", 0, 0, G_OPTION_ARG_INT, &heartbeat_ms,
+      "Heartbeat interval (default 1000; at most an eighth of the agent timeout)", "MS" },
+    { "agent-timeout-ms", 0, 0, G_OPTION_ARG_INT, &timeout_ms,
+      "Silence before an agent is lost (default 30000)", "MS" },
+    { "crash-limit", 0, 0, G_OPTION_ARG_INT, &crash_limit,
+      "Agent losses before a task fails as lost (default 5)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON summary at the end", NULL },
-    { "open", 0, 0, G_OPTION_ARG_NONE, &open_campaign, "Keep serving when the bag is empty, until `datc close`", NULL },
-    { "retry-cancelled", 0, 0, G_OPTION_ARG_NONE, &retry_cancelled, "Run the tasks an earlier `datc cancel` cancelled", NULL },
-    { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal", NULL },
-    { "give-up-after", 0, 0, G_OPTION_ARG_STRING, &give_up, "Stop (exit 3) when every site has been degraded this long with no agent connected; 0: never (default: the sites file's give_up_after, else 5m)", "DURATION" },
-    { "max-replicas", 0, 0, G_OPTION_ARG_INT, &max_replicas, "Live copies of a task at the end of the campaign, when a copy is expected to end sooner (1: no replication; default: the sites file's max_replicas, else 2)", "N" },
-    { "compact-min-bytes", 0, 0, G_OPTION_ARG_STRING, &compact_min, "Compact the journal once it holds this many bytes (and 4 times its last checkpoint); never: not compacted (default: the sites file's compact_min_bytes, else 67108864)", "BYTES" },
-    { "keep-site-files", 0, 0, G_OPTION_ARG_NONE, &keep_site_files, "Leave every proxy script and log in the sites' workdirs (default: only those of proxies that failed stay)", NULL },
-    { NULL }
+    { "open", 0, 0, G_OPTION_ARG_NONE, &open_campaign,
+      "Keep serving when the bag is empty, until `datc close`", NULL },
+    { "retry-cancelled", 0, 0, G_OPTION_ARG_NONE, &retry_cancelled,
+      "Run the tasks an earlier `datc cancel` cancelled", NULL },
+    { "no-progress", 0, 0, G_OPTION_ARG_NONE, &no_progress, "No progress line, even on a terminal",
+      NULL },
+    { "give-up-after", 0, 0, G_OPTION_ARG_STRING, &give_up,
+      "Stop (exit 3) when every site has been degraded this long with no agent connected; 0: never "
+      "(default: the sites file's give_up_after, else 5m)",
+      "DURATION" },
+    { "max-replicas", 0, 0, G_OPTION_ARG_INT, &max_replicas,
+      "Live copies of a task at the end of the campaign, when a copy is expected to end sooner (1: "
+      "no replication; default: the sites file's max_replicas, else 2)",
+      "N" },
+    { "compact-min-bytes", 0, 0, G_OPTION_ARG_STRING, &compact_min,
+      "Compact the journal once it holds this many bytes (and 4 times its last checkpoint); never: "
+      "not compacted (default: the sites file's compact_min_bytes, else 67108864)",
+      "BYTES" },
+    { "keep-site-files", 0, 0, G_OPTION_ARG_NONE, &keep_site_files,
+      "Leave every proxy script and log in the sites' workdirs (default: only those of proxies "
+      "that failed stay)",
+      NULL },
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("TASKFILE - run a campaign");
   g_autoptr (GError) error = NULL;
@@ -99,14 +125,15 @@ cmd_run (int argc, char **argv)
   if (give_up != NULL && !datc_parse_duration (give_up, &o.give_up_s))
     {
       g_printerr ("datc run: --give-up-after %s: expected a duration (5m, 90s, 1h, ...) or 0 "
-                  "for never\n", give_up);
+                  "for never\n",
+                  give_up);
       return EXIT_INPUT;
     }
   o.give_up_set = give_up != NULL;
   if (max_replicas != -1 && (max_replicas < 1 || max_replicas > (gint) DATC_MAX_REPLICAS_MAX))
     {
-      g_printerr ("datc run: --max-replicas %d: expected 1 (no replication) to %u\n",
-                  max_replicas, DATC_MAX_REPLICAS_MAX);
+      g_printerr ("datc run: --max-replicas %d: expected 1 (no replication) to %u\n", max_replicas,
+                  DATC_MAX_REPLICAS_MAX);
       return EXIT_INPUT;
     }
   o.max_replicas = max_replicas > 0 ? (guint) max_replicas : 0;
@@ -114,7 +141,8 @@ cmd_run (int argc, char **argv)
   if (compact_min != NULL && !datc_parse_compact_min_bytes (compact_min, &o.compact_min_bytes))
     {
       g_printerr ("datc run: --compact-min-bytes %s: expected a whole number of bytes from 1, "
-                  "or never\n", compact_min);
+                  "or never\n",
+                  compact_min);
       return EXIT_INPUT;
     }
   if (local_exec != NULL && !g_str_equal (local_exec, "none"))
@@ -180,7 +208,7 @@ cmd_output (int argc, char **argv)
   gboolean want_stderr = FALSE;
   GOptionEntry entries[] = {
     { "stderr", 0, 0, G_OPTION_ARG_NONE, &want_stderr, "Print stderr instead of stdout", NULL },
-    { NULL }
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("DIR ID - print a task's captured output");
   g_autoptr (GError) error = NULL;
@@ -213,7 +241,7 @@ cmd_results (int argc, char **argv)
   GOptionEntry entries[] = {
     { "failed", 0, 0, G_OPTION_ARG_NONE, &failed, "Only tasks that did not succeed", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object per line", NULL },
-    { NULL }
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("DIR - list results");
   g_autoptr (GError) error = NULL;

@@ -50,8 +50,8 @@ fake_campaign_new (const char *tasks, guint max_replicas)
   c->dir = g_dir_make_tmp ("datc-planner-XXXXXX", &error);
   g_assert_no_error (error);
   c->bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (c->bag, "t.jsonl", tasks, strlen (tasks),
-                                     DATC_TASKFILE_JSONL, &error));
+  g_assert_true (
+      datc_bag_load_data (c->bag, "t.jsonl", tasks, strlen (tasks), DATC_TASKFILE_JSONL, &error));
   g_assert_no_error (error);
   DatcLedgerOptions lo = { .crash_limit = 3 };
   c->ledger = datc_ledger_open (c->dir, c->bag, "t.jsonl", "00", &lo, &error);
@@ -61,8 +61,11 @@ fake_campaign_new (const char *tasks, guint max_replicas)
   /* Agents never go silent here unless a test says so: the clock jumps
    * minutes at a time. */
   DatcDispatcherOptions o = {
-    .endpoint = c->endpoint, .heartbeat_ms = 1000, .timeout_ms = 3600 * 1000,
-    .max_replicas = max_replicas, .clock = &c->time.clock,
+    .endpoint = c->endpoint,
+    .heartbeat_ms = 1000,
+    .timeout_ms = 3600 * 1000,
+    .max_replicas = max_replicas,
+    .clock = &c->time.clock,
   };
   c->disp = datc_dispatcher_new (c->ctx, c->ledger, &o, &error);
   g_assert_no_error (error);
@@ -116,13 +119,15 @@ agent_take (FakeAgent *a)
           return;
         }
       g_autoptr (GError) error = NULL;
-      g_autoptr (DatcMsg) m = datc_msg_decode (zmq_msg_data (&msg), zmq_msg_size (&msg),
-                                               DATC_FRAME_MAX, &error);
+      g_autoptr (DatcMsg) m
+          = datc_msg_decode (zmq_msg_data (&msg), zmq_msg_size (&msg), DATC_FRAME_MAX, &error);
       zmq_msg_close (&msg);
       g_assert_no_error (error);
       switch (m->type)
         {
-        case DATC_MSG_WELCOME: a->welcomed = TRUE; break;
+        case DATC_MSG_WELCOME:
+          a->welcomed = TRUE;
+          break;
         case DATC_MSG_TASKS:
           for (guint i = 0; i < m->u.tasks.tasks->len; i++)
             {
@@ -134,10 +139,17 @@ agent_take (FakeAgent *a)
         case DATC_MSG_CANCEL:
           g_array_append_vals (a->cancelled, m->u.keys->data, m->u.keys->len);
           break;
-        case DATC_MSG_RETIRE: a->retired = TRUE; break;
-        case DATC_MSG_BYE: a->told_bye = TRUE; break;
-        case DATC_MSG_HEARTBEAT: a->heartbeats++; break;
-        default: break;
+        case DATC_MSG_RETIRE:
+          a->retired = TRUE;
+          break;
+        case DATC_MSG_BYE:
+          a->told_bye = TRUE;
+          break;
+        case DATC_MSG_HEARTBEAT:
+          a->heartbeats++;
+          break;
+        default:
+          break;
         }
     }
 }
@@ -206,8 +218,7 @@ fake_agent_credit (FakeAgent *a, guint64 more)
 }
 
 void
-fake_agent_result (FakeAgent *a, guint64 id, guint32 attempt, gint32 exit_code,
-                   gint64 runtime_ms)
+fake_agent_result (FakeAgent *a, guint64 id, guint32 attempt, gint32 exit_code, gint64 runtime_ms)
 {
   g_autoptr (DatcMsg) m = datc_msg_new (DATC_MSG_RESULT);
   DatcResult *r = datc_result_new (id, attempt);

@@ -16,8 +16,8 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  gint64 mono;             /* the monotonic reading */
-  gint64 real;             /* added to the system's real time: every advance */
+  gint64 mono; /* the monotonic reading */
+  gint64 real; /* added to the system's real time: every advance */
   DatcClock clock;
 } FakeClock;
 
@@ -31,7 +31,7 @@ typedef struct {
   gchar *endpoint;
   DatcDispatcher *disp;
   FakeClock time;
-  GPtrArray *agents;       /* FakeAgent*, owned */
+  GPtrArray *agents; /* FakeAgent*, owned */
 } FakeCampaign;
 
 /* `tasks`: a task file in JSON Lines; `max_replicas` as the dispatcher's
@@ -53,18 +53,17 @@ struct FakeAgent {
   void *sock;
   gchar *id, *site, *proxy, *host;
   guint32 session;
-  guint64 limit;           /* credit given (cumulative) */
-  GArray *tasks;           /* DatcTaskKey: every task received, in order */
-  GArray *cancelled;       /* DatcTaskKey: CANCELs received */
-  guint heartbeats;        /* HEARTBEATs received */
+  guint64 limit;     /* credit given (cumulative) */
+  GArray *tasks;     /* DatcTaskKey: every task received, in order */
+  GArray *cancelled; /* DatcTaskKey: CANCELs received */
+  guint heartbeats;  /* HEARTBEATs received */
   gboolean welcomed, retired, told_bye;
 };
 
 /* A new agent (owned by the campaign) says HELLO: `walltime_end_us` 0 for
  * none. */
-FakeAgent *fake_agent_hello (FakeCampaign *c, const char *id, const char *site,
-                             const char *proxy, const char *host, guint32 slots,
-                             gint64 walltime_end_us);
+FakeAgent *fake_agent_hello (FakeCampaign *c, const char *id, const char *site, const char *proxy,
+                             const char *host, guint32 slots, gint64 walltime_end_us);
 /* Gives `more` credit (CREDIT carries the cumulative limit). */
 void fake_agent_credit (FakeAgent *a, guint64 more);
 /* Reports task (id, attempt) ended: exit code `exit_code` after

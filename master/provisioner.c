@@ -44,18 +44,18 @@
 #define REACH_TEXT_MAX 300
 
 typedef struct Proxy {
-  gchar *id;               /* our proxy id, unique in the campaign */
-  gchar *job_id;           /* the scheduler's; NULL while its submit is out */
+  gchar *id;     /* our proxy id, unique in the campaign */
+  gchar *job_id; /* the scheduler's; NULL while its submit is out */
   DatcProxyState state;
-  gboolean queued;         /* the last poll said pending (not merely submitted: fork's never are) */
-  gchar *reason;           /* then why, in the scheduler's words; or NULL */
+  gboolean queued; /* the last poll said pending (not merely submitted: fork's never are) */
+  gchar *reason;   /* then why, in the scheduler's words; or NULL */
   guint slots;
-  gint64 submitted_us;     /* real time; 0 when an earlier master submitted it */
-  gint64 started_us;       /* its agent's first HELLO (real time); 0: not yet */
-  gint64 walltime_end_us;  /* when the batch system will end it; 0: unknown or never */
-  gboolean connected;      /* ever_connected()'s memo, once TRUE: read only through it */
-  gboolean online;         /* its agent is connected now */
-  gboolean expiring;       /* near its walltime: its replacement may be submitted */
+  gint64 submitted_us;    /* real time; 0 when an earlier master submitted it */
+  gint64 started_us;      /* its agent's first HELLO (real time); 0: not yet */
+  gint64 walltime_end_us; /* when the batch system will end it; 0: unknown or never */
+  gboolean connected;     /* ever_connected()'s memo, once TRUE: read only through it */
+  gboolean online;        /* its agent is connected now */
+  gboolean expiring;      /* near its walltime: its replacement may be submitted */
   /* Replacement links, both cleared when either ends: while the proxy a
    * replacement replaces is alive, the replacement is not replaced in
    * turn (at most two generations overlap). */
@@ -76,76 +76,76 @@ typedef struct Proxy {
 /* A submit whose proxies have not all ended: its script (an array's
  * elements share one) goes once they all ended well. */
 typedef struct {
-  guint left;              /* its proxies not seen ended */
-  gboolean keep;           /* one of them failed: its script stays for the user */
+  guint left;    /* its proxies not seen ended */
+  gboolean keep; /* one of them failed: its script stays for the user */
 } Submission;
 
 typedef enum {
   HEALTH_OK = 0,
-  HEALTH_SUBMIT,           /* submits (or preparing the site) keep failing */
-  HEALTH_EARLY_DEATH,      /* proxies keep ending before their agent connects */
-  HEALTH_POLL,             /* the scheduler cannot be asked */
-  HEALTH_HUNG,             /* a command outlived its timeout: the login node does not answer */
-  HEALTH_UNREACHABLE,      /* proxies run, and their agents say they cannot reach the master */
+  HEALTH_SUBMIT,      /* submits (or preparing the site) keep failing */
+  HEALTH_EARLY_DEATH, /* proxies keep ending before their agent connects */
+  HEALTH_POLL,        /* the scheduler cannot be asked */
+  HEALTH_HUNG,        /* a command outlived its timeout: the login node does not answer */
+  HEALTH_UNREACHABLE, /* proxies run, and their agents say they cannot reach the master */
 } Health;
 
 typedef struct {
   DatcSiteSpec *spec;
   const DatcSiteCalls *site_calls; /* the provisioner's, read by its worker too */
-  guint index;             /* its place in the sites file: the partition in static mode */
-  GPtrArray *proxies;      /* Proxy*, not seen ended (and those being submitted) */
-  DatcSiteWorker *worker;  /* runs every command of the site */
-  guint timeout_ms;        /* its command timeout (command_timeout) */
-  guint command_ms;        /* the timeout each command gets now (shorter at shutdown) */
-  gboolean prepared;       /* agent and key are on the site */
-  gboolean preparing, polling, cancelling, looking_up;  /* such a job is with the worker */
-  GPtrArray *lookups;      /* gchar* "ID\tK": submissions an earlier master did not see
-                            * come back, to find by name */
-  gint64 next_lookup_us;   /* backoff after a failed lookup */
-  guint submitting;        /* submits with the worker */
+  guint index;                     /* its place in the sites file: the partition in static mode */
+  GPtrArray *proxies;              /* Proxy*, not seen ended (and those being submitted) */
+  DatcSiteWorker *worker;          /* runs every command of the site */
+  guint timeout_ms;                /* its command timeout (command_timeout) */
+  guint command_ms;                /* the timeout each command gets now (shorter at shutdown) */
+  gboolean prepared;               /* agent and key are on the site */
+  gboolean preparing, polling, cancelling, looking_up; /* such a job is with the worker */
+  GPtrArray *lookups;    /* gchar* "ID\tK": submissions an earlier master did not see
+                          * come back, to find by name */
+  gint64 next_lookup_us; /* backoff after a failed lookup */
+  guint submitting;      /* submits with the worker */
   gint64 poll_us;
   gint64 next_poll_us, next_submit_us;
-  gint64 last_poll_us;     /* when it was last asked about its proxies */
-  guint calls_per_minute;  /* scheduler commands allowed in any minute; 0: no limit */
-  GArray *calls;           /* gint64: when each call of the last minute was taken, oldest first */
-  gboolean calls_short;    /* the plan wanted a submit (or a migration's cancel) the
-                            * budget did not allow */
-  guint failures;          /* submits that failed in a row */
-  guint poll_failures;     /* polls that failed in a row */
-  guint cancel_failures;   /* cancels that failed in a row */
-  gint64 next_cancel_us;   /* backoff after a failed cancel */
-  guint early_deaths;      /* proxies that ended before their agent connected, in a row */
+  gint64 last_poll_us;    /* when it was last asked about its proxies */
+  guint calls_per_minute; /* scheduler commands allowed in any minute; 0: no limit */
+  GArray *calls;          /* gint64: when each call of the last minute was taken, oldest first */
+  gboolean calls_short;   /* the plan wanted a submit (or a migration's cancel) the
+                           * budget did not allow */
+  guint failures;         /* submits that failed in a row */
+  guint poll_failures;    /* polls that failed in a row */
+  guint cancel_failures;  /* cancels that failed in a row */
+  gint64 next_cancel_us;  /* backoff after a failed cancel */
+  guint early_deaths;     /* proxies that ended before their agent connected, in a row */
   guint early_deaths_total, submitted_total, cancelled_total;
-  guint64 n_submit, n_poll, n_cancel, n_put, n_lookup;  /* commands issued to the site */
+  guint64 n_submit, n_poll, n_cancel, n_put, n_lookup; /* commands issued to the site */
   Health health;
   gchar *last_error;
-  gchar *endpoint;         /* where its agents connect when not the master's (its relay's) */
-  gint64 connect_wait_us;  /* running this long without its agent: its log is read */
-  gboolean reading_log;    /* a log read is with the worker */
-  gint64 next_log_us;      /* no look for a log to read before (LOG_SCAN_US apart) */
+  gchar *endpoint;        /* where its agents connect when not the master's (its relay's) */
+  gint64 connect_wait_us; /* running this long without its agent: its log is read */
+  gboolean reading_log;   /* a log read is with the worker */
+  gint64 next_log_us;     /* no look for a log to read before (LOG_SCAN_US apart) */
   /* What needs_poll learns from the proxies, asked every loop turn: kept
    * until a proxy is added, removed, submitted, cancelled or its agent
    * comes or goes (proxies_changed), so a turn does not walk them all. */
   gboolean poll_stale, poll_unsettled, poll_any;
-  guint64 n_log;           /* logs read */
-  gchar *unreachable;      /* what an agent's log said of the master, until one connects */
-  gint64 waits[4];         /* the last queue waits (submit to agent HELLO), us */
+  guint64 n_log;      /* logs read */
+  gchar *unreachable; /* what an agent's log said of the master, until one connects */
+  gint64 waits[4];    /* the last queue waits (submit to agent HELLO), us */
   guint n_waits;
-  gchar *wait_key;         /* its key in the queue-wait cache */
-  GArray *all_waits;       /* double, s: earlier campaigns' (the cache) and this one's */
-  DatcWaitBound wait_bound;/* QBETS on all_waits (index 0: too few to bound) */
+  gchar *wait_key;          /* its key in the queue-wait cache */
+  GArray *all_waits;        /* double, s: earlier campaigns' (the cache) and this one's */
+  DatcWaitBound wait_bound; /* QBETS on all_waits (index 0: too few to bound) */
   guint serial;
   /* Filled by observe() for the plan. */
-  guint64 free_running;    /* free slots of agents not near their walltime, where a queued task fits */
-  guint64 running_expiring;/* tasks running on agents near their walltime */
-  guint64 outliving;       /* tasks on its agents expected to run past their agent's walltime
-                            * end (datc_ledger_walltime_outliving) */
-  gint64 outliving_us;     /* when outliving was counted (0: never) */
-  guint64 coming;          /* slots of proxies whose agent has not connected yet */
-  guint alive;             /* proxies counted against max_jobs */
-  guint max_jobs;          /* proxies queued or running at once: max_proxies; in direct
-                            * mode max_proxies x slots_per_proxy one-slot proxies, the
-                            * slots pull would have */
+  guint64 free_running; /* free slots of agents not near their walltime, where a queued task fits */
+  guint64 running_expiring; /* tasks running on agents near their walltime */
+  guint64 outliving;        /* tasks on its agents expected to run past their agent's walltime
+                             * end (datc_ledger_walltime_outliving) */
+  gint64 outliving_us;      /* when outliving was counted (0: never) */
+  guint64 coming;           /* slots of proxies whose agent has not connected yet */
+  guint alive;              /* proxies counted against max_jobs */
+  guint max_jobs;           /* proxies queued or running at once: max_proxies; in direct
+                             * mode max_proxies x slots_per_proxy one-slot proxies, the
+                             * slots pull would have */
   /* The workdir's files of proxies that ended well, to remove. */
   GHashTable *submissions; /* submission id -> Submission*, while any of its proxies is alive */
   GPtrArray *spent;        /* gchar*: file names in the workdir */
@@ -154,29 +154,29 @@ typedef struct {
 struct DatcProvisioner {
   DatcLedger *ledger;
   DatcDispatcher *disp;
-  GPtrArray *sites;        /* SiteState* */
+  GPtrArray *sites; /* SiteState* */
   gchar *endpoint, *server_public, *agent_args;
   guint poll_ms;
   DatcMode mode;
-  guint32 tag;             /* distinguishes proxy ids across master restarts */
+  guint32 tag; /* distinguishes proxy ids across master restarts */
   DatcTrace *trace;
-  DatcWaitCache *waits;    /* or NULL (transfer none) */
+  DatcWaitCache *waits; /* or NULL (transfer none) */
   gint64 next_plan_us;
-  gboolean plan_due;       /* a tick came before next_plan_us: the loop wakes for it */
-  GArray *loads;           /* scratch: DatcAgentLoad */
-  GHashTable *load_index;  /* scratch: proxy name -> index + 1 in loads (index_loads) */
-  guint keys_out;          /* key removals with the workers */
-  GArray *serve_items;     /* zmq_pollitem_t polled beside the workers while waiting */
+  gboolean plan_due;      /* a tick came before next_plan_us: the loop wakes for it */
+  GArray *loads;          /* scratch: DatcAgentLoad */
+  GHashTable *load_index; /* scratch: proxy name -> index + 1 in loads (index_loads) */
+  guint keys_out;         /* key removals with the workers */
+  GArray *serve_items;    /* zmq_pollitem_t polled beside the workers while waiting */
   void (*serve) (gpointer data);
   gpointer serve_data;
-  guint removals_out;      /* removals of spent proxy files with the workers */
+  guint removals_out; /* removals of spent proxy files with the workers */
   gboolean keep_site_files;
-  guint give_up_s;         /* 0: never */
-  gint64 stuck_since_us;   /* since when no site can run the campaign; 0: one can */
-  const DatcClock *clock;  /* NULL: the system's */
+  guint give_up_s;        /* 0: never */
+  gint64 stuck_since_us;  /* since when no site can run the campaign; 0: one can */
+  const DatcClock *clock; /* NULL: the system's */
   const DatcSiteCalls *site_calls;
-  GQueue *done_here;       /* a fake's site calls (a unit test): DoneHere* of jobs run at
-                            * once, taken at the next collect; NULL: the workers run them */
+  GQueue *done_here; /* a fake's site calls (a unit test): DoneHere* of jobs run at
+                      * once, taken at the next collect; NULL: the workers run them */
 };
 
 /* driver.h's: what every site runs but a unit test's. */
@@ -466,7 +466,6 @@ update_wait_bound (SiteState *s)
     s->wait_bound = (DatcWaitBound) { 0 };
 }
 
-
 DatcProvisioner *
 datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs,
                       const DatcProvisionerOptions *o)
@@ -506,16 +505,20 @@ datc_provisioner_new (DatcLedger *ledger, DatcDispatcher *disp, GPtrArray *specs
                                    (guint64) G_MAXUINT);
       s->proxies = g_ptr_array_new_with_free_func (proxy_free);
       s->lookups = g_ptr_array_new_with_free_func (g_free);
-      s->poll_us = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec)) * 1000;
+      s->poll_us
+          = (gint64) (s->spec->poll_s ? s->spec->poll_s * 1000u : default_poll_ms (p, s->spec))
+            * 1000;
       s->timeout_ms = s->spec->command_timeout_s ? s->spec->command_timeout_s * 1000u
                                                  : DATC_SITE_COMMAND_TIMEOUT_MS;
       s->command_ms = s->timeout_ms;
-      s->connect_wait_us = (gint64) (s->spec->connect_wait_s ? s->spec->connect_wait_s
-                                                             : DATC_CONNECT_WAIT_S) * G_USEC_PER_SEC;
+      s->connect_wait_us
+          = (gint64) (s->spec->connect_wait_s ? s->spec->connect_wait_s : DATC_CONNECT_WAIT_S)
+            * G_USEC_PER_SEC;
       s->calls_per_minute = s->spec->calls_per_minute;
       if (s->calls_per_minute == DATC_SITE_CALLS_DEFAULT)
         s->calls_per_minute = g_str_equal (datc_site_scheduler_name (s->spec->site), "fork")
-                                  ? 0 : DATC_SITE_CALLS_PER_MINUTE;
+                                  ? 0
+                                  : DATC_SITE_CALLS_PER_MINUTE;
       s->calls = g_array_new (FALSE, FALSE, sizeof (gint64));
       s->wait_key = datc_wait_cache_key (s->spec->name, datc_site_scheduler_name (s->spec->site),
                                          s->spec->queue);
@@ -630,11 +633,13 @@ site_failed (DatcProvisioner *p, SiteState *s, Health why, guint in_a_row, const
   else if (p->give_up_s > 0)
     g_warning ("site %s: %s: %s\n"
                "no site can run the campaign now: datc stops in %s unless one works again "
-               "or an agent connects", s->spec->name, how, error, wait);
+               "or an agent connects",
+               s->spec->name, how, error, wait);
   else
     g_warning ("site %s: %s: %s\n"
                "no site can run the campaign now; it waits for one to work again "
-               "(give_up_after = 0)", s->spec->name, how, error);
+               "(give_up_after = 0)",
+               s->spec->name, how, error);
   datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error", 's', error,
                     NULL);
 }
@@ -674,8 +679,7 @@ site_recovered (DatcProvisioner *p, SiteState *s, Health what)
  * one script: each names its proxy `ID-INDEX` from the index its script
  * exports (DATC_ARRAY_INDEX_VAR), the proxy ids the provisioner gave them. */
 static gchar *
-agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean array,
-               guint slots)
+agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean array, guint slots)
 {
   g_autofree gchar *agent = g_shell_quote (s->spec->agent_path);
   g_autofree gchar *ep = g_shell_quote (s->endpoint != NULL ? s->endpoint : p->endpoint);
@@ -684,8 +688,8 @@ agent_command (DatcProvisioner *p, SiteState *s, const char *proxy_id, gboolean 
   g_autofree gchar *proxy = array ? g_strdup_printf ("%s-\"$%s\"", quoted, DATC_ARRAY_INDEX_VAR)
                                   : g_steal_pointer (&quoted);
   GString *cmd = g_string_new (NULL);
-  g_string_printf (cmd, "%s --connect %s --site %s --proxy %s --slots \"${DATC_SLOTS:-%u}\"",
-                   agent, ep, site, proxy, slots);
+  g_string_printf (cmd, "%s --connect %s --site %s --proxy %s --slots \"${DATC_SLOTS:-%u}\"", agent,
+                   ep, site, proxy, slots);
   if (p->server_public != NULL && s->spec->key_file != NULL)
     {
       /* Z85 uses shell characters (& ! { ...): quote it like the rest. */
@@ -763,12 +767,12 @@ typedef struct {
   gchar *upload_from, *workdir, *key_file;
   gboolean make_workdir;
   GBytes *key_data;
-  gchar *check_agent;       /* an agent path to look for on the site, or NULL */
-  gchar *resolved;          /* out: the workdir's absolute path (make_workdir) */
-  gchar *agent_path;        /* out: where the upload put it */
-  DatcRelay *relay;         /* the site's, or NULL */
-  gchar *relay_agent;       /* the agent already there (no upload this time) */
-  gchar *endpoint;          /* out: where the relay listens */
+  gchar *check_agent; /* an agent path to look for on the site, or NULL */
+  gchar *resolved;    /* out: the workdir's absolute path (make_workdir) */
+  gchar *agent_path;  /* out: where the upload put it */
+  DatcRelay *relay;   /* the site's, or NULL */
+  gchar *relay_agent; /* the agent already there (no upload this time) */
+  gchar *endpoint;    /* out: where the relay listens */
   GError *error;
 } PrepareJob;
 
@@ -820,8 +824,7 @@ prepare_run (DatcSite *site, gpointer data)
       g_free (j->workdir);
       j->workdir = g_strdup (j->resolved);
     }
-  if (j->check_agent != NULL
-      && !agent_is_there (j->s->site_calls, site, j->check_agent, &j->error))
+  if (j->check_agent != NULL && !agent_is_there (j->s->site_calls, site, j->check_agent, &j->error))
     return;
   if (j->upload_from != NULL
       && !datc_site_upload_agent (site, j->upload_from, j->workdir, &j->agent_path, &j->error))
@@ -934,15 +937,15 @@ prepare_site (DatcProvisioner *p, SiteState *s)
 
 typedef struct {
   SiteState *s;
-  GPtrArray *xs;            /* its placeholders in s->proxies (Proxy*, element i+1 at [i]);
-                             * the loop's: the worker only reads k */
-  guint k;                  /* proxies: 1 is a plain job, more an array */
+  GPtrArray *xs; /* its placeholders in s->proxies (Proxy*, element i+1 at [i]);
+                  * the loop's: the worker only reads k */
+  guint k;       /* proxies: 1 is a plain job, more an array */
   guint command_ms;
-  gchar *id;                /* the submission's (its proxies' ids are ID, or ID-1..ID-k) */
+  gchar *id; /* the submission's (its proxies' ids are ID, or ID-1..ID-k) */
   gchar *name, *queue, *submit_args, *workdir, *command, *script;
   guint slots, walltime_s;
-  GStrv job_ids;            /* out: k of them */
-  GStrv exclude_hosts;      /* the site's excluded hosts when it was made, or NULL */
+  GStrv job_ids;       /* out: k of them */
+  GStrv exclude_hosts; /* the site's excluded hosts when it was made, or NULL */
   GError *error;
 } SubmitJob;
 
@@ -1069,8 +1072,8 @@ submit_job (DatcProvisioner *p, SiteState *s, guint slots, guint k, gboolean bin
   s->calls_short = FALSE;
   SubmitJob *j = g_new0 (SubmitJob, 1);
   /* An array's elements are ID-1..ID-k, as their agents name themselves. */
-  gchar *id = g_strdup_printf ("%s-%04x-%s%u", s->spec->name, p->tag, k > 1 ? "a" : "",
-                               ++s->serial);
+  gchar *id
+      = g_strdup_printf ("%s-%04x-%s%u", s->spec->name, p->tag, k > 1 ? "a" : "", ++s->serial);
   j->s = s;
   j->k = k;
   j->xs = g_ptr_array_new ();
@@ -1150,9 +1153,8 @@ trace_started (DatcProvisioner *p, SiteState *s, Proxy *x, const char *seen_by, 
     return;
   x->start_traced = TRUE;
   datc_trace_event (p->trace, "proxy_started", "site", 's', s->spec->name, "proxy", 's', x->id,
-                    "job", 's', x->job_id, "seen_by", 's', seen_by, "started", 'i', when,
-                    "wait_us", 'i', x->submitted_us > 0 ? when - x->submitted_us : (gint64) -1,
-                    NULL);
+                    "job", 's', x->job_id, "seen_by", 's', seen_by, "started", 'i', when, "wait_us",
+                    'i', x->submitted_us > 0 ? when - x->submitted_us : (gint64) -1, NULL);
 }
 
 static void remove_spent (DatcProvisioner *p, SiteState *s);
@@ -1174,8 +1176,8 @@ proxy_spent (DatcProvisioner *p, SiteState *s, Proxy *x)
 {
   if (p->keep_site_files || x->submission == NULL)
     return;
-  gboolean failed = x->state == DATC_PROXY_FAILED
-                    || (!ever_connected (p, s, x) && (!x->cancelling || x->ran));
+  gboolean failed
+      = x->state == DATC_PROXY_FAILED || (!ever_connected (p, s, x) && (!x->cancelling || x->ran));
   g_autofree gchar *name = g_strdup_printf ("datc-%s", x->submission);
   g_autofree gchar *script = g_strdup_printf ("%s.sh", x->submission);
   if (!failed && x->job_id != NULL)
@@ -1221,24 +1223,25 @@ proxy_ended (DatcProvisioner *p, SiteState *s, Proxy *x)
       s->next_submit_us = clock_mono (p) + backoff_us (s->early_deaths);
       g_autofree gchar *why = g_strdup_printf (
           "proxy %s (job %s) ended before its agent connected (%u in a row; its log is in %s "
-          "on the site)", x->id, x->job_id, s->early_deaths, s->spec->workdir);
+          "on the site)",
+          x->id, x->job_id, s->early_deaths, s->spec->workdir);
       g_warning ("site %s: %s", s->spec->name, why);
       site_failed (p, s, HEALTH_EARLY_DEATH, s->early_deaths, why);
     }
   else if (connected)
     s->early_deaths = 0;
   datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "ended");
-  datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id,
-                    "job", 's', x->job_id, NULL);
+  datc_trace_event (p->trace, "proxy_ended", "site", 's', s->spec->name, "proxy", 's', x->id, "job",
+                    's', x->job_id, NULL);
   proxy_spent (p, s, x);
 }
 
 typedef struct {
   SiteState *s;
   guint command_ms;
-  GStrv ids;                /* job ids, as posted */
-  DatcProxyState *states;   /* out, one per id */
-  gchar **reasons;          /* out, one per id: why a pending one waits, or NULL */
+  GStrv ids;              /* job ids, as posted */
+  DatcProxyState *states; /* out, one per id */
+  gchar **reasons;        /* out, one per id: why a pending one waits, or NULL */
   GError *error;
 } PollJob;
 
@@ -1248,7 +1251,7 @@ poll_run (DatcSite *site, gpointer data)
   PollJob *j = data;
   datc_site_set_command_timeout (site, j->command_ms);
   j->s->site_calls->poll_reasons (site, (const char *const *) j->ids, j->states, j->reasons,
-                                   &j->error);
+                                  &j->error);
 }
 
 static Proxy *
@@ -1355,9 +1358,9 @@ poll_site (DatcProvisioner *p, SiteState *s, guint reserve)
 typedef struct {
   SiteState *s;
   guint command_ms;
-  gchar *id;                /* the submission's */
+  gchar *id; /* the submission's */
   guint k;
-  GStrv job_ids;            /* out: its k jobs, or NULL: the scheduler has none of that name */
+  GStrv job_ids; /* out: its k jobs, or NULL: the scheduler has none of that name */
   GError *error;
 } LookupJob;
 
@@ -1390,8 +1393,8 @@ lookup_done (gpointer owner, gpointer data)
   if (j->error != NULL)
     {
       s->next_lookup_us = clock_mono (p) + MAX (s->poll_us, backoff_us (++s->poll_failures));
-      g_warning ("site %s: could not look up submit %s of an earlier run: %s", s->spec->name,
-                 j->id, j->error->message);
+      g_warning ("site %s: could not look up submit %s of an earlier run: %s", s->spec->name, j->id,
+                 j->error->message);
       site_failed (p, s, HEALTH_POLL, s->poll_failures, j->error->message);
     }
   else
@@ -1410,9 +1413,9 @@ lookup_done (gpointer owner, gpointer data)
           datc_trace_event (p->trace, "proxy_found", "site", 's', s->spec->name, "proxy", 's',
                             x->id, "job", 's', x->job_id, NULL);
         }
-      g_message ("site %s: submit %s of an earlier run, never seen to come back, %s",
-                 s->spec->name, j->id, j->job_ids != NULL ? "went through: its proxies are adopted"
-                                                         : "did not go through");
+      g_message (
+          "site %s: submit %s of an earlier run, never seen to come back, %s", s->spec->name, j->id,
+          j->job_ids != NULL ? "went through: its proxies are adopted" : "did not go through");
       datc_ledger_proxy_event (p->ledger, s->spec->name, j->id, "", "settled");
       for (guint i = 0; i < s->lookups->len; i++)
         if (g_str_has_prefix (s->lookups->pdata[i], j->id)
@@ -1462,7 +1465,7 @@ lookup_submits (DatcProvisioner *p, SiteState *s, guint reserve)
 typedef struct {
   SiteState *s;
   guint command_ms;
-  GStrv ids;                /* job ids */
+  GStrv ids; /* job ids */
   gchar *why;
   GError *error;
 } CancelJob;
@@ -1504,8 +1507,8 @@ cancel_done (gpointer owner, gpointer data)
           proxies_changed (s);
           s->cancelled_total++;
           datc_ledger_proxy_event (p->ledger, s->spec->name, x->id, x->job_id, "cancelled");
-          datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy",
-                            's', x->id, "job", 's', x->job_id, "reason", 's', j->why, NULL);
+          datc_trace_event (p->trace, "proxy_cancelled", "site", 's', s->spec->name, "proxy", 's',
+                            x->id, "job", 's', x->job_id, "reason", 's', j->why, NULL);
         }
       /* See them end soon. */
       s->next_poll_us = MIN (s->next_poll_us, clock_mono (p) + G_USEC_PER_SEC);
@@ -1521,8 +1524,7 @@ cancel_done (gpointer owner, gpointer data)
  * to 60 s) so an unreachable login node is not asked on every tick.
  * Proxies whose submit is still out have nothing to cancel yet. */
 static gboolean
-cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why,
-                guint reserve)
+cancel_proxies (DatcProvisioner *p, SiteState *s, GPtrArray *which, const char *why, guint reserve)
 {
   if (s->cancelling)
     return FALSE;
@@ -1588,7 +1590,7 @@ typedef struct {
   SiteState *s;
   guint command_ms;
   gchar *proxy, *job, *log;
-  gchar *tail;              /* out: the log's last bytes, or NULL */
+  gchar *tail; /* out: the log's last bytes, or NULL */
   GError *error;
 } LogJob;
 
@@ -1665,12 +1667,13 @@ log_done (gpointer owner, gpointer data)
           = s->spec->relay != NULL
                 ? g_strdup_printf ("job %s runs on %s but its agent cannot reach its relay: %s; "
                                    "set relay_address = the login node's address its compute "
-                                   "nodes reach (the proxy's log: %s)", j->job, f[0], f[1],
-                                   j->log)
+                                   "nodes reach (the proxy's log: %s)",
+                                   j->job, f[0], f[1], j->log)
                 : g_strdup_printf ("job %s runs on %s but its agent cannot reach %s; set "
                                    "[master] advertise = an address the nodes can reach, or "
                                    "reach = relay when they reach only the login node (the "
-                                   "proxy's log: %s)", j->job, f[0], f[1], j->log);
+                                   "proxy's log: %s)",
+                                   j->job, f[0], f[1], j->log);
       datc_trace_event (p->trace, "agent_unreachable", "site", 's', s->spec->name, "proxy", 's',
                         j->proxy, "job", 's', j->job, "host", 's', f[0], "error", 's', f[1], NULL);
       /* Once per site and reason, not per proxy. */
@@ -1686,8 +1689,8 @@ log_done (gpointer owner, gpointer data)
           if (s->health == HEALTH_OK)
             {
               s->health = HEALTH_UNREACHABLE;
-              datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error",
-                                's', why, NULL);
+              datc_trace_event (p->trace, "site_degraded", "site", 's', s->spec->name, "error", 's',
+                                why, NULL);
             }
         }
     }
@@ -1878,8 +1881,7 @@ observe (DatcProvisioner *p, SiteState *s, gint64 now_real)
    * (the replacements submitted for them) stay until those tasks end or
    * come back, rather than leave because the bag is empty for now and
    * leave the returning tasks to wait for a new proxy. */
-  datc_dispatcher_keep_idle (p->disp, s->spec->name,
-                             s->running_expiring > 0 || s->outliving > 0);
+  datc_dispatcher_keep_idle (p->disp, s->spec->name, s->running_expiring > 0 || s->outliving > 0);
 }
 
 /* ---- plans ---------------------------------------------------------- */
@@ -1995,8 +1997,7 @@ migrate_bound_s (const SiteState *s)
  * guess of what it still has to), and not itself holding a proxy queued
  * past its own bound; NULL: none. */
 static SiteState *
-migration_target (DatcProvisioner *p, SiteState *from, double waited, gint64 now,
-                  gint64 now_real)
+migration_target (DatcProvisioner *p, SiteState *from, double waited, gint64 now, gint64 now_real)
 {
   g_autoptr (GPtrArray) order = sites_by_predicted_start (p);
   for (guint i = 0; i < order->len; i++)
@@ -2054,7 +2055,8 @@ migrate (DatcProvisioner *p, gint64 now)
       g_ptr_array_set_size (which, MIN (which->len, t->max_jobs - t->alive));
       g_autofree gchar *why = g_strdup_printf (
           "queued %.0f s, over the site's bound of %.0f s; site %s has room and is predicted "
-          "to start a proxy within %.0f s", longest, bound, t->spec->name, predicted_wait_s (t));
+          "to start a proxy within %.0f s",
+          longest, bound, t->spec->name, predicted_wait_s (t));
       if (!cancel_proxies (p, s, which, why, BUDGET_RESERVE))
         {
           /* Polls leave the cancel room next time (as for a submit). */
@@ -2076,8 +2078,8 @@ migrate (DatcProvisioner *p, gint64 now)
           g_message ("site %s: proxy %s (job %s) moves to site %s: %s", s->spec->name, x->id,
                      x->job_id, t->spec->name, why);
           datc_trace_event (p->trace, "proxy_migrated", "site", 's', s->spec->name, "proxy", 's',
-                            x->id, "job", 's', x->job_id, "to", 's', t->spec->name, "waited_s",
-                            'd', waited, "bound_s", 'd', bound, "submitted_slots", 'i',
+                            x->id, "job", 's', x->job_id, "to", 's', t->spec->name, "waited_s", 'd',
+                            waited, "bound_s", 'd', bound, "submitted_slots", 'i',
                             (gint64) submitted, "reason", 's', why, NULL);
         }
     }
@@ -2125,7 +2127,8 @@ cancel_pending_but_one (DatcProvisioner *p, SiteState *s, gint64 now)
         return;
     }
   g_debug ("site %s: %" G_GUINT64_FORMAT " running tasks are expected to outlive their "
-           "proxy's walltime: a proxy is submitted ahead", s->spec->name, s->outliving);
+           "proxy's walltime: a proxy is submitted ahead",
+           s->spec->name, s->outliving);
   submit_for (p, s, s->spec->slots_per_proxy, now);
 }
 
@@ -2291,8 +2294,8 @@ datc_provisioner_poll_items (DatcProvisioner *p, GArray *items)
 {
   for (guint i = 0; i < p->sites->len; i++)
     {
-      zmq_pollitem_t it = { datc_site_worker_socket (((SiteState *) p->sites->pdata[i])->worker),
-                            0, ZMQ_POLLIN, 0 };
+      zmq_pollitem_t it = { datc_site_worker_socket (((SiteState *) p->sites->pdata[i])->worker), 0,
+                            ZMQ_POLLIN, 0 };
       g_array_append_val (items, it);
     }
 }
@@ -2343,9 +2346,15 @@ datc_provisioner_tick (DatcProvisioner *p)
     }
   switch (p->mode)
     {
-    case DATC_MODE_PULL: plan_pull (p, now); break;
-    case DATC_MODE_STATIC: plan_static (p, now); break;
-    case DATC_MODE_DIRECT: plan_direct (p, now); break;
+    case DATC_MODE_PULL:
+      plan_pull (p, now);
+      break;
+    case DATC_MODE_STATIC:
+      plan_static (p, now);
+      break;
+    case DATC_MODE_DIRECT:
+      plan_direct (p, now);
+      break;
     }
 }
 
@@ -2393,7 +2402,7 @@ typedef struct {
   SiteState *s;
   guint command_ms;
   gchar *key_file;
-  gchar *said;              /* out: why not */
+  gchar *said; /* out: why not */
   GError *error;
 } KeyJob;
 
@@ -2406,8 +2415,8 @@ key_run (DatcSite *site, gpointer data)
   datc_site_set_command_timeout (site, j->command_ms);
   if (j->s->site_calls->run (site, argv, &res, &j->error) && res.exit_status != 0)
     j->said = res.err != NULL && g_bytes_get_size (res.err) > 0
-                  ? g_strstrip (g_strndup (g_bytes_get_data (res.err, NULL),
-                                           g_bytes_get_size (res.err)))
+                  ? g_strstrip (
+                        g_strndup (g_bytes_get_data (res.err, NULL), g_bytes_get_size (res.err)))
                   : g_strdup ("rm failed");
   datc_command_result_clear (&res);
 }
@@ -2582,7 +2591,8 @@ remove_keys (DatcProvisioner *p, gint64 deadline)
         {
           if (datc_site_worker_busy_since (s->worker) != 0)
             g_warning ("site %s: the agent key %s may still be there: the site did not answer "
-                       "in time", s->spec->name, s->spec->key_file);
+                       "in time",
+                       s->spec->name, s->spec->key_file);
           all = FALSE;
         }
     }
@@ -2618,8 +2628,8 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
           /* A site with a budget is asked at most twice a second: its
            * proxies take that long to leave the queue anyway. */
           if (now >= s->next_poll_us && poll_site (p, s, 0))
-            s->next_poll_us = now + (s->calls_per_minute > 0 ? MAX (wait_us, G_USEC_PER_SEC / 2)
-                                                             : wait_us);
+            s->next_poll_us
+                = now + (s->calls_per_minute > 0 ? MAX (wait_us, G_USEC_PER_SEC / 2) : wait_us);
         }
       if (datc_provisioner_alive (p) == 0 && submits_out (p) == 0)
         break;
@@ -2646,8 +2656,8 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
       for (guint j = 0; j < s->proxies->len; j++)
         {
           Proxy *x = s->proxies->pdata[j];
-          g_warning ("site %s: proxy %s (job %s) is still there after %u s", s->spec->name,
-                     x->id, x->job_id ? x->job_id : "not known: its submit did not come back",
+          g_warning ("site %s: proxy %s (job %s) is still there after %u s", s->spec->name, x->id,
+                     x->job_id ? x->job_id : "not known: its submit did not come back",
                      timeout_ms / 1000);
         }
     }
@@ -2659,7 +2669,8 @@ datc_provisioner_shutdown (DatcProvisioner *p, const char *why, guint timeout_ms
         {
           g_auto (GStrv) f = g_strsplit (s->lookups->pdata[j], "\t", 2);
           g_warning ("site %s: a submit of an earlier run could not be looked up: jobs named "
-                     "datc-%s may still be there", s->spec->name, f[0]);
+                     "datc-%s may still be there",
+                     s->spec->name, f[0]);
           looked_up = FALSE;
         }
     }
@@ -2695,7 +2706,8 @@ datc_provisioner_cannot_run (DatcProvisioner *p, gchar **why)
     return FALSE;
   g_autofree gchar *wait = human_duration (p->give_up_s);
   GString *text = g_string_new (NULL);
-  g_string_printf (text, "no site can run the campaign: every site has been degraded for %s "
+  g_string_printf (text,
+                   "no site can run the campaign: every site has been degraded for %s "
                    "with no agent connected (give_up_after in [master] of the sites file, or "
                    "--give-up-after); fix the sites and run the same command again to resume:",
                    wait);
@@ -2759,8 +2771,8 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
       if (x->queued && !x->online)
         {
           queued++;
-          guint seen = GPOINTER_TO_UINT (x->reason != NULL ? g_hash_table_lookup (reasons, x->reason)
-                                                           : NULL);
+          guint seen = GPOINTER_TO_UINT (
+              x->reason != NULL ? g_hash_table_lookup (reasons, x->reason) : NULL);
           if (x->reason != NULL)
             g_hash_table_insert (reasons, x->reason, GUINT_TO_POINTER (seen + 1));
         }
@@ -2802,7 +2814,8 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
     json_builder_add_string_value (b, excluded[i]);
   json_builder_end_array (b);
   const char *no_exclude = NULL;
-  if (excluded != NULL && !datc_scheduler_can_exclude_hosts (datc_site_scheduler_name (s->spec->site), &no_exclude))
+  if (excluded != NULL
+      && !datc_scheduler_can_exclude_hosts (datc_site_scheduler_name (s->spec->site), &no_exclude))
     {
       json_builder_set_member_name (b, "exclusion_ignored");
       json_builder_add_string_value (b, no_exclude);
@@ -2842,8 +2855,9 @@ describe_site (DatcProvisioner *p, SiteState *s, JsonBuilder *b)
       datc_relay_state (s->spec->relay, &rs);
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "state");
-      json_builder_add_string_value (b, rs.up ? "up" : rs.started ? "re-establishing"
-                                                                  : "not started");
+      json_builder_add_string_value (b, rs.up        ? "up"
+                                        : rs.started ? "re-establishing"
+                                                     : "not started");
       json_builder_set_member_name (b, "endpoint");
       if (rs.endpoint != NULL)
         json_builder_add_string_value (b, rs.endpoint);

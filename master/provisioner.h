@@ -28,9 +28,9 @@
 G_BEGIN_DECLS
 
 typedef enum {
-  DATC_MODE_PULL = 0,  /* DA-TC: any agent pulls any task */
-  DATC_MODE_STATIC,    /* the bag is split across sites by capacity before anything runs */
-  DATC_MODE_DIRECT,    /* one batch job per task, bound to it when submitted */
+  DATC_MODE_PULL = 0, /* DA-TC: any agent pulls any task */
+  DATC_MODE_STATIC,   /* the bag is split across sites by capacity before anything runs */
+  DATC_MODE_DIRECT,   /* one batch job per task, bound to it when submitted */
 } DatcMode;
 
 /* "pull", "static", "direct" -> mode; FALSE for anything else. */
@@ -44,7 +44,7 @@ const char *datc_mode_name (DatcMode mode);
 
 typedef struct {
   gchar *name;
-  DatcSite *site;          /* owned */
+  DatcSite *site; /* owned */
   guint slots_per_proxy;
   guint max_proxies;
   guint walltime_s;        /* 0: none */
@@ -56,15 +56,15 @@ typedef struct {
   guint calls_per_minute;  /* scheduler commands in any minute; 0: no limit;
                             * DATC_SITE_CALLS_DEFAULT: the scheduler's default */
   gchar *queue, *submit_args;
-  gchar *workdir;          /* on the site; may start with ~/ until the site is prepared */
-  gboolean make_workdir;   /* made and checked on the site (workdir.h) before anything goes
-                            * there; workdir is then the absolute path it resolved to */
-  gchar *agent_path;       /* datc-agent on the site (set after the upload when upload_from) */
-  gchar *upload_from;      /* agent = upload: the local binary copied to the site, or NULL */
-  gchar *key_file;         /* agent key on the site (tcp only) */
-  GBytes *key_data;        /* put at key_file (mode 0600) before the first submit, or NULL */
-  DatcRelay *relay;        /* reach = relay: started after the upload, before the first
-                            * submit; its endpoint is the one this site's agents get */
+  gchar *workdir;        /* on the site; may start with ~/ until the site is prepared */
+  gboolean make_workdir; /* made and checked on the site (workdir.h) before anything goes
+                          * there; workdir is then the absolute path it resolved to */
+  gchar *agent_path;     /* datc-agent on the site (set after the upload when upload_from) */
+  gchar *upload_from;    /* agent = upload: the local binary copied to the site, or NULL */
+  gchar *key_file;       /* agent key on the site (tcp only) */
+  GBytes *key_data;      /* put at key_file (mode 0600) before the first submit, or NULL */
+  DatcRelay *relay;      /* reach = relay: started after the upload, before the first
+                          * submit; its endpoint is the one this site's agents get */
 } DatcSiteSpec;
 
 void datc_site_spec_free (DatcSiteSpec *spec);
@@ -97,22 +97,21 @@ typedef struct {
   gboolean (*poll_reasons) (DatcSite *site, const char *const *ids, DatcProxyState *states,
                             gchar **reasons, GError **error);
   gboolean (*cancel) (DatcSite *site, const char *const *ids, GError **error);
-  gboolean (*run) (DatcSite *site, const char *const *argv, DatcCommandResult *res,
-                   GError **error);
+  gboolean (*run) (DatcSite *site, const char *const *argv, DatcCommandResult *res, GError **error);
 } DatcSiteCalls;
 
 typedef struct {
-  const char *endpoint;        /* where agents connect */
-  const char *server_public;   /* or NULL for ipc */
-  const char *agent_args;      /* extra agent arguments (--exec none, ...) or NULL */
-  guint poll_ms;               /* default poll interval of a site */
+  const char *endpoint;      /* where agents connect */
+  const char *server_public; /* or NULL for ipc */
+  const char *agent_args;    /* extra agent arguments (--exec none, ...) or NULL */
+  guint poll_ms;             /* default poll interval of a site */
   DatcMode mode;
-  DatcTrace *trace;            /* proxy and site events (transfer none), or NULL */
-  guint give_up_s;             /* see datc_provisioner_cannot_run; 0: never */
-  gboolean keep_site_files;    /* leave every proxy script and log on the sites */
-  DatcWaitCache *waits;        /* queue waits of earlier campaigns, kept up to date
-                                * (transfer none), or NULL */
-  const DatcClock *clock;      /* (transfer none) NULL: the system's; a unit test's fake */
+  DatcTrace *trace;         /* proxy and site events (transfer none), or NULL */
+  guint give_up_s;          /* see datc_provisioner_cannot_run; 0: never */
+  gboolean keep_site_files; /* leave every proxy script and log on the sites */
+  DatcWaitCache *waits;     /* queue waits of earlier campaigns, kept up to date
+                             * (transfer none), or NULL */
+  const DatcClock *clock;   /* (transfer none) NULL: the system's; a unit test's fake */
   /* (transfer none) NULL: driver.h's.  A unit test's fake, which answers at
    * once: each command then runs on the caller's thread when it is posted,
    * and its outcome is taken at the next tick, as a worker's would be. */

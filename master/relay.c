@@ -18,7 +18,7 @@
 #define DEFAULT_PING_MS 5000u
 #define DEFAULT_LOST_MS 15000u
 #define DEFAULT_IDLE_S 30u
-#define WRITE_MS 10000u          /* a frame the relay does not take within this: lost */
+#define WRITE_MS 10000u /* a frame the relay does not take within this: lost */
 #define BYE_MS 2000u
 #define BACKOFF_FIRST_MS 500u
 #define BACKOFF_MAX_MS 10000u
@@ -29,15 +29,15 @@ struct DatcRelay {
   struct sockaddr_storage target;
   socklen_t target_len;
   guint ping_ms, lost_ms, idle_timeout_s;
-  int wake_fd;             /* eventfd: the thread looks at `stopping` */
+  int wake_fd; /* eventfd: the thread looks at `stopping` */
   GThread *thread;
 
   /* Set before the thread starts, read by it only. */
   gchar *agent_path, *pidfile;
   guint hello_ms;
-  guint port;              /* the relay's port once known: kept across sessions */
+  guint port; /* the relay's port once known: kept across sessions */
 
-  GMutex lock;             /* everything below */
+  GMutex lock; /* everything below */
   GCond changed;
   gboolean stopping, start_done;
   GError *start_error;
@@ -49,12 +49,12 @@ struct DatcRelay {
 typedef struct {
   DatcRelay *r;
   DatcSiteStream *stream;
-  GHashTable *conns;       /* id -> DatcRelayConn* */
-  GByteArray *in;          /* from the relay, not yet parsed */
+  GHashTable *conns; /* id -> DatcRelayConn* */
+  GByteArray *in;    /* from the relay, not yet parsed */
   gboolean preamble_done;
   gint64 last_heard_us, next_ping_us;
   guint64 pings;
-  GError *error;           /* why the session ended */
+  GError *error; /* why the session ended */
 } Session;
 
 static void
@@ -196,16 +196,16 @@ parse (Session *s, gchar **hello)
         return;
       if (skip > (gssize) strlen (DATC_RELAY_MAGIC))
         g_message ("site %s: relay: skipped %" G_GSSIZE_FORMAT " bytes the login shell "
-                   "printed before the relay's first line", s->r->site_name,
-                   skip - (gssize) strlen (DATC_RELAY_MAGIC));
+                   "printed before the relay's first line",
+                   s->r->site_name, skip - (gssize) strlen (DATC_RELAY_MAGIC));
       s->preamble_done = TRUE;
       off = (gsize) skip;
     }
   while (s->error == NULL)
     {
       DatcRelayFrame f;
-      gssize took = datc_relay_frame_take (s->in->data + off, s->in->len - off, TRUE, &f,
-                                           &s->error);
+      gssize took
+          = datc_relay_frame_take (s->in->data + off, s->in->len - off, TRUE, &f, &s->error);
       if (took <= 0)
         break;
       off += (gsize) took;
@@ -286,8 +286,8 @@ await_hello (Session *s)
                        "the relay did not say where it listens within %u ms", s->r->hello_ms);
           return NULL;
         }
-      struct pollfd p[2] = { { datc_site_stream_fd (s->stream), POLLIN, 0 },
-                             { s->r->wake_fd, POLLIN, 0 } };
+      struct pollfd p[2]
+          = { { datc_site_stream_fd (s->stream), POLLIN, 0 }, { s->r->wake_fd, POLLIN, 0 } };
       poll (p, 2, (int) MIN (left_ms, 1000));
     }
   guint64 port;
@@ -342,8 +342,8 @@ pump (Session *s)
 
       g_array_set_size (fds, 0);
       g_array_set_size (ids, 0);
-      struct pollfd head[2] = { { datc_site_stream_fd (s->stream), POLLIN, 0 },
-                                { r->wake_fd, POLLIN, 0 } };
+      struct pollfd head[2]
+          = { { datc_site_stream_fd (s->stream), POLLIN, 0 }, { r->wake_fd, POLLIN, 0 } };
       g_array_append_vals (fds, head, 2);
       GHashTableIter it;
       gpointer v;
@@ -426,9 +426,19 @@ session (DatcRelay *r)
 {
   g_autofree gchar *port = g_strdup_printf ("%u", r->port);
   g_autofree gchar *idle = g_strdup_printf ("%u", r->idle_timeout_s);
-  const char *argv[] = { r->agent_path, "relay", "--pidfile", r->pidfile, "--idle-timeout", idle,
-                         "--port", port, r->listen ? "--listen" : NULL, r->listen, NULL };
-  Session s = { .r = r, .in = g_byte_array_new (),
+  const char *argv[] = { r->agent_path,
+                         "relay",
+                         "--pidfile",
+                         r->pidfile,
+                         "--idle-timeout",
+                         idle,
+                         "--port",
+                         port,
+                         r->listen ? "--listen" : NULL,
+                         r->listen,
+                         NULL };
+  Session s = { .r = r,
+                .in = g_byte_array_new (),
                 .conns = g_hash_table_new_full (NULL, NULL, NULL, datc_relay_conn_free) };
   gboolean carried = FALSE;
   s.stream = datc_site_open_stream (r->site, argv, &s.error);
@@ -440,7 +450,8 @@ session (DatcRelay *r)
       r->state.up = TRUE;
       if (r->state.endpoint != NULL && !g_str_equal (r->state.endpoint, hello))
         g_warning ("site %s: the relay now listens at %s, not %s: agents started before "
-                   "cannot find it", r->site_name, hello, r->state.endpoint);
+                   "cannot find it",
+                   r->site_name, hello, r->state.endpoint);
       g_free (r->state.endpoint);
       r->state.endpoint = g_strdup (hello);
       if (!r->start_done)
@@ -483,8 +494,8 @@ session (DatcRelay *r)
   g_mutex_unlock (&r->lock);
   if (s.error != NULL && carried)
     g_warning ("site %s: relay session lost (%s): closing its %u agent connections; "
-               "re-establishing it", r->site_name, s.error->message,
-               g_hash_table_size (s.conns));
+               "re-establishing it",
+               r->site_name, s.error->message, g_hash_table_size (s.conns));
   g_hash_table_destroy (s.conns);
   g_byte_array_unref (s.in);
   g_clear_error (&s.error);
@@ -544,8 +555,8 @@ resolve_target (DatcRelay *r, const char *target, GError **error)
   int rc = getaddrinfo (host, colon + 1, &hints, &ai);
   if (rc != 0)
     {
-      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "relay: cannot resolve %s: %s",
-                   target, gai_strerror (rc));
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND, "relay: cannot resolve %s: %s", target,
+                   gai_strerror (rc));
       return FALSE;
     }
   memcpy (&r->target, ai->ai_addr, ai->ai_addrlen);

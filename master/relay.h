@@ -27,16 +27,16 @@ typedef struct DatcRelay DatcRelay;
 
 typedef struct {
   const char *site_name;
-  DatcSite *site;          /* the relay's own connection to the site (transfer full) */
-  const char *target;      /* the dispatcher's endpoint "tcp://HOST:PORT" (a wildcard
-                            * host means loopback) */
-  const char *listen;      /* relay_address on the login node, or NULL: every address */
-  guint ping_ms;           /* 0: 5000 */
-  guint lost_ms;           /* 0: 15000 */
-  guint idle_timeout_s;    /* the relay's own limit without a word from us; 0: 30 */
-  const char *port_file;   /* the relay's port, kept across masters: read here (a
-                            * resumed campaign's relay listens where its agents
-                            * knew it), written once the relay says; or NULL */
+  DatcSite *site;        /* the relay's own connection to the site (transfer full) */
+  const char *target;    /* the dispatcher's endpoint "tcp://HOST:PORT" (a wildcard
+                          * host means loopback) */
+  const char *listen;    /* relay_address on the login node, or NULL: every address */
+  guint ping_ms;         /* 0: 5000 */
+  guint lost_ms;         /* 0: 15000 */
+  guint idle_timeout_s;  /* the relay's own limit without a word from us; 0: 30 */
+  const char *port_file; /* the relay's port, kept across masters: read here (a
+                          * resumed campaign's relay listens where its agents
+                          * knew it), written once the relay says; or NULL */
 } DatcRelayOptions;
 
 /* NULL with an error when target is not a tcp endpoint it can resolve. */
@@ -52,14 +52,14 @@ gboolean datc_relay_start (DatcRelay *r, const char *agent_path, const char *wor
                            guint hello_ms, gchar **endpoint, GError **error);
 
 typedef struct {
-  gboolean started;        /* datc_relay_start succeeded once */
-  gboolean up;             /* a session is carrying connections now */
-  guint sessions;          /* sessions started (1 + re-established) */
-  guint conns;             /* carried connections open now */
+  gboolean started; /* datc_relay_start succeeded once */
+  gboolean up;      /* a session is carrying connections now */
+  guint sessions;   /* sessions started (1 + re-established) */
+  guint conns;      /* carried connections open now */
   guint64 conns_total;
   guint64 bytes_to_master, bytes_to_agents;
-  gchar *endpoint;         /* or NULL */
-  gchar *last_error;       /* why the last session ended or failed, or NULL */
+  gchar *endpoint;   /* or NULL */
+  gchar *last_error; /* why the last session ended or failed, or NULL */
 } DatcRelayState;
 
 /* A copy, taken under the relay's lock (any thread). */

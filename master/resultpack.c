@@ -23,7 +23,7 @@ enum { HAS_MESSAGE = 1, HAS_OOM = 2 };
 /* State both sides keep in step over one run. */
 typedef struct {
   guint64 id, submitted, started;
-  GArray *ends;   /* per who-index: where its last stderr ended */
+  GArray *ends; /* per who-index: where its last stderr ended */
 } Prev;
 
 static guint64
@@ -118,10 +118,10 @@ pack_line (GByteArray *out, const DatcResultLine *r, guint who, guint how, Prev 
 guint
 datc_result_pack (const guint8 *lines, gsize len, GByteArray *out)
 {
-  g_autoptr (GHashTable) whos = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                                       (GDestroyNotify) g_bytes_unref, NULL);
-  g_autoptr (GHashTable) hows = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
-                                                       (GDestroyNotify) g_bytes_unref, NULL);
+  g_autoptr (GHashTable) whos
+      = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, NULL);
+  g_autoptr (GHashTable) hows
+      = g_hash_table_new_full (g_bytes_hash, g_bytes_equal, (GDestroyNotify) g_bytes_unref, NULL);
   g_autoptr (GString) scratch = g_string_new (NULL);
   g_autoptr (GString) again = g_string_new (NULL);
   g_autoptr (GArray) ends = g_array_new (FALSE, TRUE, sizeof (guint64));
@@ -163,7 +163,7 @@ datc_result_pack (const guint8 *lines, gsize len, GByteArray *out)
 
 typedef struct {
   const guint8 *start, *p, *end;
-  const char *bad;   /* what was wrong, first failure only */
+  const char *bad; /* what was wrong, first failure only */
   gsize bad_at;
 } Reader;
 
@@ -266,10 +266,11 @@ datc_result_unpack (const guint8 *packed, gsize len, GString *out, GError **erro
           r.attempt = (guint32) attempt;
           r.exit_code = (gint64) unzigzag (get_varint (&rd, "a result cut short"));
           r.signal = (gint64) unzigzag (get_varint (&rd, "a result cut short"));
-          r.submitted = (gint64) (prev.submitted + unzigzag (get_varint (&rd, "a result cut short")));
+          r.submitted
+              = (gint64) (prev.submitted + unzigzag (get_varint (&rd, "a result cut short")));
           r.started = (gint64) (prev.started + unzigzag (get_varint (&rd, "a result cut short")));
-          r.finished = (gint64) ((guint64) r.started
-                                 + unzigzag (get_varint (&rd, "a result cut short")));
+          r.finished
+              = (gint64) ((guint64) r.started + unzigzag (get_varint (&rd, "a result cut short")));
           r.out_off = *end + unzigzag (get_varint (&rd, "a result cut short"));
           r.out_len = get_varint (&rd, "a result cut short");
           r.err_off = r.out_off + r.out_len + unzigzag (get_varint (&rd, "a result cut short"));
@@ -279,8 +280,10 @@ datc_result_unpack (const guint8 *packed, gsize len, GString *out, GError **erro
           guint64 flags = get_varint (&rd, "a result cut short");
           if (flags & ~(guint64) (HAS_MESSAGE | HAS_OOM))
             fail (&rd, "unknown flags");
-          g_autofree gchar *message = flags & HAS_MESSAGE ? get_string (&rd, "a message cut short") : NULL;
-          g_autofree gchar *oom = flags & HAS_OOM ? get_string (&rd, "an oom_evidence cut short") : NULL;
+          g_autofree gchar *message
+              = flags & HAS_MESSAGE ? get_string (&rd, "a message cut short") : NULL;
+          g_autofree gchar *oom
+              = flags & HAS_OOM ? get_string (&rd, "an oom_evidence cut short") : NULL;
           if (rd.bad != NULL)
             break;
           r.message = message;

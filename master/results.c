@@ -61,13 +61,14 @@ say_no_result (const char *dir, guint64 id)
   JsonNode *tasks = st && JSON_NODE_HOLDS_OBJECT (st)
                         ? json_object_get_member (json_node_get_object (st), "tasks")
                         : NULL;
-  gint64 total = tasks && JSON_NODE_HOLDS_OBJECT (tasks)
-                     ? json_object_get_int_member_with_default (json_node_get_object (tasks),
-                                                                "total", -1)
-                     : -1;
+  gint64 total
+      = tasks && JSON_NODE_HOLDS_OBJECT (tasks)
+            ? json_object_get_int_member_with_default (json_node_get_object (tasks), "total", -1)
+            : -1;
   if (total >= 0 && id > (guint64) total)
     g_printerr ("datc: no task %" G_GUINT64_FORMAT ": the campaign has %" G_GINT64_FORMAT
-                " task%s\n", id, total, total == 1 ? "" : "s");
+                " task%s\n",
+                id, total, total == 1 ? "" : "s");
   else
     g_printerr ("datc: task %" G_GUINT64_FORMAT " has no result in %s\n", id, dir);
 }
@@ -136,7 +137,7 @@ datc_results_list (const char *dir, gboolean failed_only, gboolean json)
   ssize_t n;
   g_autoptr (JsonParser) p = json_parser_new ();
 
-  guint64 per_class[DATC_END_N + 1] = { 0 };  /* [DATC_END_N]: a class this datc does not know */
+  guint64 per_class[DATC_END_N + 1] = { 0 }; /* [DATC_END_N]: a class this datc does not know */
   if (!json)
     printf ("%8s %7s %-12s %-12s %5s %6s %-16s %10s\n", "ID", "ATTEMPT", "STATUS", "CLASS", "EXIT",
             "SIGNAL", "SITE", "SECONDS");

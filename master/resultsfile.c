@@ -14,10 +14,10 @@
 #include "ledger.h"
 
 struct DatcResultsFile {
-  gchar *path;    /* where it is now, for messages */
+  gchar *path; /* where it is now, for messages */
   int fd;
-  GString *line;  /* scratch for one line */
-  GString *out;   /* lines waiting to be written */
+  GString *line; /* scratch for one line */
+  GString *out;  /* lines waiting to be written */
 };
 
 DatcResultsFile *
@@ -209,11 +209,21 @@ read_string (LineCursor *c, GString *scratch)
         break;
       switch (*c->p++)
         {
-        case '"': g_string_append_c (scratch, '"'); break;
-        case '\\': g_string_append_c (scratch, '\\'); break;
-        case 'n': g_string_append_c (scratch, '\n'); break;
-        case 'r': g_string_append_c (scratch, '\r'); break;
-        case 't': g_string_append_c (scratch, '\t'); break;
+        case '"':
+          g_string_append_c (scratch, '"');
+          break;
+        case '\\':
+          g_string_append_c (scratch, '\\');
+          break;
+        case 'n':
+          g_string_append_c (scratch, '\n');
+          break;
+        case 'r':
+          g_string_append_c (scratch, '\r');
+          break;
+        case 't':
+          g_string_append_c (scratch, '\t');
+          break;
         case 'u':
           {
             int hi, lo;
@@ -226,7 +236,8 @@ read_string (LineCursor *c, GString *scratch)
             c->p += 4;
             break;
           }
-        default: c->ok = FALSE;
+        default:
+          c->ok = FALSE;
         }
     }
   expect (c, "\"");

@@ -18,12 +18,12 @@ G_BEGIN_DECLS
 typedef struct {
   guint64 id, line;
   guint32 attempt;
-  const char *status;      /* "exited", "signaled", "lost", ... */
-  const char *end_class;   /* "exit", "signal", "oom", ... */
+  const char *status;    /* "exited", "signaled", "lost", ... */
+  const char *end_class; /* "exit", "signal", "oom", ... */
   gint64 exit_code, signal;
   const char *site, *proxy, *host, *agent;
   gint64 submitted, started, finished;
-  const char *output;      /* the agent's output file, relative to DIR */
+  const char *output; /* the agent's output file, relative to DIR */
   guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
   const char *message;
   const char *oom_evidence;
@@ -38,8 +38,7 @@ void datc_result_line_format (GString *out, const DatcResultLine *line);
  * accepts formats back to the same bytes (a NUL written as \u0000 is
  * refused, but a non-UTF-8 name is not checked): a caller that needs the
  * bytes compares (resultpack.c does). */
-gboolean datc_result_line_parse (const char *line, gsize len, DatcResultLine *r,
-                                 GString *scratch);
+gboolean datc_result_line_parse (const char *line, gsize len, DatcResultLine *r, GString *scratch);
 
 typedef struct DatcResultsFile DatcResultsFile;
 
@@ -71,9 +70,8 @@ typedef gboolean (*DatcResultsKeepFunc) (guint64 id, gboolean cancelled, gpointe
 /* Rewrites the file with the first line `keep` accepts per task id of 1..
  * `n_tasks`, dropping every other; lines are appended after it as before.
  * Call after a write, with nothing kept. */
-gboolean datc_results_file_filter (DatcResultsFile *file, guint64 n_tasks,
-                                   DatcResultsKeepFunc keep, gpointer user_data,
-                                   GError **error);
+gboolean datc_results_file_filter (DatcResultsFile *file, guint64 n_tasks, DatcResultsKeepFunc keep,
+                                   gpointer user_data, GError **error);
 /* fsync()s the file and renames it to `path`, where it goes on. */
 gboolean datc_results_file_finish (DatcResultsFile *file, const char *path, GError **error);
 

@@ -67,8 +67,10 @@ handle_control (JsonObject *req, gpointer user_data)
       guint64 first, count;
       g_autoptr (GError) error = NULL;
       if (data == NULL || !datc_task_file_format_parse (fmt, &format))
-        return datc_control_error_reply ("submit needs \"data\" and a format of auto, lines or jsonl");
-      if (!datc_ledger_submit (m->ledger, name, data, strlen (data), format, &first, &count, &error))
+        return datc_control_error_reply (
+            "submit needs \"data\" and a format of auto, lines or jsonl");
+      if (!datc_ledger_submit (m->ledger, name, data, strlen (data), format, &first, &count,
+                               &error))
         return datc_control_error_reply (error->message);
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "first");
@@ -162,8 +164,8 @@ progress (Master *m, gboolean final)
   fputs ("\r\033[K", stderr);
   if (!final)
     {
-      g_autoptr (JsonNode) st = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate,
-                                                   TRUE, m->open);
+      g_autoptr (JsonNode) st
+          = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
       g_autofree gchar *line = datc_status_line (json_node_get_object (st));
       fputs (line, stderr);
     }
@@ -221,9 +223,10 @@ static GPtrArray *
 sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_agent,
                  GHashTable *site_keys, const char *dispatcher, GError **error)
 {
-  g_autoptr (GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
-  g_autofree gchar *where = g_strdup_printf ("%s\n%s", g_get_host_name (),
-                                             datc_campaign_dir (campaign));
+  g_autoptr (GPtrArray) specs
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
+  g_autofree gchar *where
+      = g_strdup_printf ("%s\n%s", g_get_host_name (), datc_campaign_dir (campaign));
   g_autofree gchar *tag = g_compute_checksum_for_string (G_CHECKSUM_SHA256, where, -1);
   for (guint i = 0; i < file->sites->len; i++)
     {
@@ -231,8 +234,8 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       g_autoptr (DatcSiteSpec) spec = g_new0 (DatcSiteSpec, 1);
       gboolean local = g_str_equal (c->transport, "local");
       spec->name = g_strdup (c->name);
-      spec->site = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile, c->group,
-                                  error);
+      spec->site
+          = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile, c->group, error);
       if (spec->site == NULL)
         return NULL;
       spec->slots_per_proxy = c->slots_per_proxy;
@@ -250,7 +253,7 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
       spec->poll_s = c->poll_s;
       spec->command_timeout_s = c->command_timeout_s;
       spec->connect_wait_s = c->connect_wait_s;
-      spec->migrate_after_s = !c->migrate_set ? 0
+      spec->migrate_after_s = !c->migrate_set           ? 0
                               : c->migrate_after_s == 0 ? DATC_MIGRATE_NEVER
                                                         : c->migrate_after_s;
       spec->calls_per_minute = c->calls_set ? c->calls_per_minute : DATC_SITE_CALLS_DEFAULT;
@@ -262,12 +265,12 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
            * sites whose libraries differ; copied once per content. */
           g_autofree gchar *dir = g_path_get_dirname (local_agent);
           g_autofree gchar *static_agent = g_build_filename (dir, "datc-agent-static", NULL);
-          spec->upload_from = g_strdup (g_file_test (static_agent, G_FILE_TEST_IS_EXECUTABLE)
-                                            ? static_agent : local_agent);
+          spec->upload_from = g_strdup (
+              g_file_test (static_agent, G_FILE_TEST_IS_EXECUTABLE) ? static_agent : local_agent);
         }
       else
-        spec->agent_path = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent
-                                                                                   : c->agent);
+        spec->agent_path
+            = g_strdup (local && g_str_equal (c->agent, "datc-agent") ? local_agent : c->agent);
       const char *site_key = g_hash_table_lookup (site_keys, c->name);
       if (local)
         spec->key_file = g_strdup (site_key);
@@ -283,18 +286,21 @@ sites_from_file (DatcSitesFile *file, DatcCampaign *campaign, const char *local_
         {
           /* Its own connection: the relay's session never waits behind
            * the site's commands, nor they behind it. */
-          DatcSite *own = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile,
-                                         c->group, error);
+          DatcSite *own
+              = datc_site_new (c->name, c->transport, c->scheduler, file->keyfile, c->group, error);
           if (own == NULL)
             return NULL;
-          datc_site_set_command_timeout (own, (c->command_timeout_s ? c->command_timeout_s
-                                                                    : DATC_SITE_COMMAND_TIMEOUT_MS
-                                                                          / 1000)
-                                                  * 1000);
+          datc_site_set_command_timeout (
+              own,
+              (c->command_timeout_s ? c->command_timeout_s : DATC_SITE_COMMAND_TIMEOUT_MS / 1000)
+                  * 1000);
           g_autofree gchar *port_file
               = g_strdup_printf ("%s/relay-%s.port", datc_campaign_dir (campaign), c->name);
-          DatcRelayOptions ro = { .site_name = c->name, .site = own, .target = dispatcher,
-                                  .listen = c->relay_address, .port_file = port_file };
+          DatcRelayOptions ro = { .site_name = c->name,
+                                  .site = own,
+                                  .target = dispatcher,
+                                  .listen = c->relay_address,
+                                  .port_file = port_file };
           spec->relay = datc_relay_new (&ro, error);
           if (spec->relay == NULL)
             return NULL;
@@ -338,7 +344,8 @@ agent_keys_for (DatcCampaign *campaign, DatcSitesFile *file, gboolean no_local,
     }
   for (guint i = 0; (*publics)[i] != NULL; i++)
     {
-      DatcAgentKey k = { .site = (*sites)[i], .public_z85 = (*publics)[i],
+      DatcAgentKey k = { .site = (*sites)[i],
+                         .public_z85 = (*publics)[i],
                          .revoked = !g_hash_table_contains (site_keys, (*sites)[i]) };
       g_array_append_val (keys, k);
     }
@@ -392,11 +399,12 @@ summary (DatcLedger *ledger, const char *dir, gint64 started_us, gboolean json)
             dir, c.total, c.done, c.failed, c.queued, c.running, c.cancelled, secs);
   else
     {
-      g_autofree gchar *cancelled = c.cancelled ? g_strdup_printf (", %" G_GUINT64_FORMAT
-                                                                   " cancelled", c.cancelled)
-                                                : g_strdup ("");
-      fprintf (stderr, "datc: %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT " done, %"
-               G_GUINT64_FORMAT " failed%s%s in %.2f s\n",
+      g_autofree gchar *cancelled
+          = c.cancelled ? g_strdup_printf (", %" G_GUINT64_FORMAT " cancelled", c.cancelled)
+                        : g_strdup ("");
+      fprintf (stderr,
+               "datc: %s: %" G_GUINT64_FORMAT " tasks, %" G_GUINT64_FORMAT
+               " done, %" G_GUINT64_FORMAT " failed%s%s in %.2f s\n",
                dir, c.total, c.done, c.failed, cancelled,
                c.queued + c.running ? " (unfinished)" : "", secs);
     }
@@ -505,12 +513,13 @@ open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **ba
      * it and then says HELLO at least every half timeout. */
     .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
     .retry_cancelled = o->retry_cancelled,
-    .compact_min_bytes = o->compact_min_bytes ? o->compact_min_bytes
-                         : *sites_file != NULL ? (*sites_file)->compact_min_bytes : 0,
+    .compact_min_bytes = o->compact_min_bytes  ? o->compact_min_bytes
+                         : *sites_file != NULL ? (*sites_file)->compact_min_bytes
+                                               : 0,
     .compact_factor = *sites_file != NULL ? (*sites_file)->compact_factor : 0,
   };
-  *ledger = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt,
-                              &error);
+  *ledger
+      = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt, &error);
   if (*ledger == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
@@ -541,8 +550,9 @@ signals_fd (void)
 static guint
 max_replicas_of (const DatcRunOptions *o, const DatcSitesFile *sites_file)
 {
-  return o->max_replicas ? o->max_replicas
-         : sites_file != NULL ? sites_file->max_replicas : DATC_MAX_REPLICAS_DEFAULT;
+  return o->max_replicas      ? o->max_replicas
+         : sites_file != NULL ? sites_file->max_replicas
+                              : DATC_MAX_REPLICAS_DEFAULT;
 }
 
 /* The ROUTER agents connect to: the campaign's socket, or `listen` (a
@@ -588,8 +598,10 @@ start_dispatcher (const DatcRunOptions *o, void *ctx, DatcCampaign *campaign,
   if (disp == NULL)
     {
       if (same_port)
-        g_prefix_error (&error, "%s is where this campaign's agents reached it before and "
-                        "keep trying (free that port, or give --listen another one): ", endpoint);
+        g_prefix_error (&error,
+                        "%s is where this campaign's agents reached it before and "
+                        "keep trying (free that port, or give --listen another one): ",
+                        endpoint);
       g_printerr ("datc: %s\n", error->message);
       return NULL;
     }
@@ -703,8 +715,7 @@ run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int 
       datc_dispatcher_release_idle (m->disp);
       /* Control replies leave once what they changed is committed. */
       gboolean synced;
-      if (!datc_dispatcher_flush (m->disp, datc_control_replies_pending (control), &synced,
-                                  error))
+      if (!datc_dispatcher_flush (m->disp, datc_control_replies_pending (control), &synced, error))
         return FALSE;
       if (synced)
         datc_control_send_replies (control);
@@ -727,8 +738,8 @@ run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int 
  * still answered meanwhile), then the summary.  Returns the exit
  * status. */
 static int
-finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us,
-            gboolean json, gboolean stop, const char *stop_why, GError **error)
+finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us, gboolean json,
+            gboolean stop, const char *stop_why, GError **error)
 {
   int status = EXIT_ALL_OK;
   g_autoptr (GArray) control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
@@ -839,11 +850,11 @@ datc_run (const DatcRunOptions *o)
     .open = o->open,
   };
   g_autoptr (GPtrArray) specs = site_specs (o, sites_file, campaign, agent, site_keys,
-                                               datc_dispatcher_endpoint (disp), &error);
+                                            datc_dispatcher_endpoint (disp), &error);
   if (specs == NULL)
     goto fatal;
-  agents_endpoint = advertised_endpoint (
-      datc_dispatcher_endpoint (disp), sites_file ? sites_file->advertise : NULL);
+  agents_endpoint = advertised_endpoint (datc_dispatcher_endpoint (disp),
+                                         sites_file ? sites_file->advertise : NULL);
 
   DatcProvisionerOptions popt = {
     .endpoint = agents_endpoint,
@@ -852,8 +863,9 @@ datc_run (const DatcRunOptions *o)
     .poll_ms = 5000,
     .mode = o->mode,
     .trace = trace,
-    .give_up_s = o->give_up_set ? o->give_up_s
-                 : sites_file != NULL ? sites_file->give_up_s : DATC_GIVE_UP_DEFAULT_S,
+    .give_up_s = o->give_up_set       ? o->give_up_s
+                 : sites_file != NULL ? sites_file->give_up_s
+                                      : DATC_GIVE_UP_DEFAULT_S,
     .keep_site_files = o->keep_site_files,
     .waits = waits = datc_wait_cache_open (NULL),
   };

@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-
 struct DatcRuntimes {
   guint32 counts[DATC_RUNTIMES_BUCKETS];
   guint64 n;
@@ -19,7 +18,7 @@ bucket_of (guint64 ms)
 {
   if (ms < 1)
     return 0;
-  guint e = (guint) g_bit_storage (ms) - 1;          /* 2^e <= ms < 2^(e+1) */
+  guint e = (guint) g_bit_storage (ms) - 1; /* 2^e <= ms < 2^(e+1) */
   guint sub = e >= 2 ? (guint) ((ms >> (e - 2)) & 3) : (guint) ((ms << (2 - e)) & 3);
   return MIN (DATC_RUNTIMES_BUCKETS - 1, 4 * e + sub);
 }

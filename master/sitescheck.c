@@ -72,8 +72,8 @@ check_queue (Report *r, DatcSite *site, DatcSiteConfig *c)
       line (r, c->name, "queue exists", FALSE, e->message);
       return;
     }
-  g_autofree gchar *missing = g_strdup_printf ("no queue %s: %s says: %s", c->queue,
-                                               c->scheduler, answer);
+  g_autofree gchar *missing
+      = g_strdup_printf ("no queue %s: %s says: %s", c->queue, c->scheduler, answer);
   line (r, c->name, "queue exists", exists, exists ? answer : missing);
 }
 
@@ -106,7 +106,8 @@ check_workdir (Report *r, DatcSite *site, DatcSiteConfig *c)
       return FALSE;
     }
   g_autofree gchar *detail = by_default ? g_strdup_printf ("none set: ~/.datc/…/%s per "
-                                                           "campaign; %s", c->name, said)
+                                                           "campaign; %s",
+                                                           c->name, said)
                                         : g_steal_pointer (&said);
   line (r, c->name, "workdir writable", ok, detail);
   return ok;
@@ -119,10 +120,10 @@ check_workdir (Report *r, DatcSite *site, DatcSiteConfig *c)
 #define PROBE_STOP_S 40
 
 typedef struct {
-  gchar *job;           /* the probe's proxy, once submitted */
+  gchar *job; /* the probe's proxy, once submitted */
   gboolean submitted, started, connected, finished, degraded;
   gchar *degraded_error;
-  gchar *unreachable;   /* what the agent said it could not reach, and why */
+  gchar *unreachable; /* what the agent said it could not reach, and why */
 } ProbeSteps;
 
 static void
@@ -149,7 +150,7 @@ probe_read_trace (const char *dir, ProbeSteps *s)
       g_autoptr (JsonParser) parser = json_parser_new ();
       if (lines[i][0] == '\0' || !json_parser_load_from_data (parser, lines[i], -1, NULL)
           || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-        continue;  /* a line being written */
+        continue; /* a line being written */
       JsonObject *o = json_node_get_object (json_parser_get_root (parser));
       const char *event = json_object_get_string_member_with_default (o, "event", "");
       if (g_str_equal (event, "proxy_submitted"))
@@ -166,7 +167,8 @@ probe_read_trace (const char *dir, ProbeSteps *s)
         {
           s->degraded = TRUE;
           g_free (s->degraded_error);
-          s->degraded_error = g_strdup (json_object_get_string_member_with_default (o, "error", "?"));
+          s->degraded_error
+              = g_strdup (json_object_get_string_member_with_default (o, "error", "?"));
         }
       else if (g_str_equal (event, "site_ok"))
         s->degraded = FALSE;
@@ -242,8 +244,8 @@ probe_reap (GPid pid, guint ms, int *status)
  * silence.  Its directory is removed whatever the outcome; what it said
  * is in the detail. */
 static gboolean
-probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach,
-       guint timeout_s, gchar **detail, gchar **unreachable)
+probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach, guint timeout_s,
+       gchar **detail, gchar **unreachable)
 {
   g_autoptr (GError) error = NULL;
   g_autofree gchar *tmp = g_dir_make_tmp ("datc-probe-XXXXXX", &error);
@@ -275,7 +277,8 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach,
     g_key_file_set_string (kf, "master", "listen", f->listen);
   if (f->advertise)
     g_key_file_set_string (kf, "master", "advertise", f->advertise);
-  const char *argv[] = { self, "run", "--dir", dir, "--sites", sites, "--no-progress", tasks, NULL };
+  const char *argv[]
+      = { self, "run", "--dir", dir, "--sites", sites, "--no-progress", tasks, NULL };
   int null_fd = -1, err_fd = -1;
   GPid pid = 0;
   gboolean spawned
@@ -336,11 +339,9 @@ probe (const char *self, DatcSitesFile *f, DatcSiteConfig *c, const char *reach,
             *detail = g_strdup_printf ("the site is degraded, while waiting for %s: %s", step,
                                        s.degraded_error);
           else
-            *detail = g_strdup_printf ("no answer within %u s: waiting for %s%s%s", timeout_s,
-                                       step, said ? "; the master last said: " : "",
-                                       said ? said : "");
-          g_printerr ("probe %s: stopping the probe campaign (its proxy is cancelled)\n",
-                      c->name);
+            *detail = g_strdup_printf ("no answer within %u s: waiting for %s%s%s", timeout_s, step,
+                                       said ? "; the master last said: " : "", said ? said : "");
+          g_printerr ("probe %s: stopping the probe campaign (its proxy is cancelled)\n", c->name);
           kill (pid, SIGTERM);
           if (!probe_reap (pid, PROBE_STOP_S * 1000, &status))
             {
@@ -377,7 +378,8 @@ probe_site (Report *r, const char *self, DatcSitesFile *f, DatcSiteConfig *c, gu
       else if (unreachable != NULL)
         {
           g_autofree gchar *why = g_strdup_printf ("compute nodes cannot reach the master "
-                                                   "directly: %s", unreachable);
+                                                   "directly: %s",
+                                                   unreachable);
           line (r, c->name, "reach", FALSE, why);
           if (!remote)
             return;
@@ -386,8 +388,8 @@ probe_site (Report *r, const char *self, DatcSitesFile *f, DatcSiteConfig *c, gu
           line (r, c->name, "probe (reach = relay)", works, relayed);
           if (works)
             printf ("%-14s recommended: set reach = relay in [site %s] (its compute nodes "
-                    "reach the login node; the relay carried the probe's agent)\n", c->name,
-                    c->name);
+                    "reach the login node; the relay carried the probe's agent)\n",
+                    c->name, c->name);
         }
       return;
     }
@@ -400,11 +402,12 @@ probe_site (Report *r, const char *self, DatcSitesFile *f, DatcSiteConfig *c, gu
     }
   g_autofree gchar *direct = NULL, *direct_unreachable = NULL;
   gboolean direct_ok = probe (self, f, c, "direct", timeout_s, &direct, &direct_unreachable);
-  g_autofree gchar *said = direct_ok ? g_strdup ("compute nodes reach the master directly too "
-                                                 "(reach = direct would do)")
-                           : g_strdup_printf ("compute nodes cannot reach the master directly "
-                                              "(%s): reach = relay is needed",
-                                              direct_unreachable ? direct_unreachable : direct);
+  g_autofree gchar *said = direct_ok
+                               ? g_strdup ("compute nodes reach the master directly too "
+                                           "(reach = direct would do)")
+                               : g_strdup_printf ("compute nodes cannot reach the master directly "
+                                                  "(%s): reach = relay is needed",
+                                                  direct_unreachable ? direct_unreachable : direct);
   printf ("%-14s %-22s %-4s %s\n", c->name, "reach", "-", said);
 }
 
@@ -417,7 +420,7 @@ datc_cmd_sites (int argc, char **argv)
     { "probe", 0, 0, G_OPTION_ARG_NONE, &do_probe, "Also run one tiny proxy per site", NULL },
     { "probe-timeout", 0, 0, G_OPTION_ARG_INT, &probe_timeout,
       "Seconds a probe may take, queue wait included (default 600)", "S" },
-    { NULL }
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("check SITES.ini - check sites");
   g_autoptr (GError) error = NULL;
@@ -425,7 +428,8 @@ datc_cmd_sites (int argc, char **argv)
   if (!g_option_context_parse (ctx, &argc, &argv, &error) || argc != 3
       || !g_str_equal (argv[1], "check"))
     {
-      g_printerr ("datc sites: %s\n", error ? error->message : "usage: datc sites check SITES.ini [--probe]");
+      g_printerr ("datc sites: %s\n",
+                  error ? error->message : "usage: datc sites check SITES.ini [--probe]");
       return 2;
     }
   if (probe_timeout < 1)
@@ -446,8 +450,8 @@ datc_cmd_sites (int argc, char **argv)
     {
       DatcSiteConfig *c = f->sites->pdata[i];
       g_autoptr (GError) e = NULL;
-      g_autoptr (DatcSite) site = datc_site_new (c->name, c->transport, c->scheduler, f->keyfile,
-                                                 c->group, &e);
+      g_autoptr (DatcSite) site
+          = datc_site_new (c->name, c->transport, c->scheduler, f->keyfile, c->group, &e);
       if (site == NULL)
         {
           line (&r, c->name, "reachable", FALSE, e->message);
@@ -457,9 +461,9 @@ datc_cmd_sites (int argc, char **argv)
       DatcCommandResult res = { 0 };
       gboolean up = datc_site_run (site, t, &res, &e) && res.exit_status == 0;
       datc_command_result_clear (&res);
-      g_autofree gchar *how = g_strdup_printf ("%s transport%s", c->transport,
-                                               g_str_equal (c->transport, "ssh")
-                                                   ? ", host key known" : "");
+      g_autofree gchar *how
+          = g_strdup_printf ("%s transport%s", c->transport,
+                             g_str_equal (c->transport, "ssh") ? ", host key known" : "");
       line (&r, c->name, "reachable", up, up ? how : e ? e->message : "`true` failed");
       if (!up)
         continue;
@@ -488,8 +492,8 @@ datc_cmd_sites (int argc, char **argv)
       else
         {
           gboolean has = site_has (site, agent, &e);
-          g_autofree gchar *missing = g_strdup_printf ("agent %s not found on site %s", agent,
-                                                       c->name);
+          g_autofree gchar *missing
+              = g_strdup_printf ("agent %s not found on site %s", agent, c->name);
           line (&r, c->name, "agent deployable", has, has ? agent : missing);
         }
       /* A probe of a site that already failed a check would only wait

@@ -14,23 +14,41 @@
 
 G_DEFINE_QUARK (datc-sites-error-quark, datc_sites_error)
 
-static const char *const master_keys[] = { "listen", "advertise", "give_up_after",
-                                            "max_replicas", "compact_min_bytes",
-                                            "compact_factor", NULL };
+static const char *const master_keys[]
+    = { "listen",         "advertise", "give_up_after", "max_replicas", "compact_min_bytes",
+        "compact_factor", NULL };
 static const char *const site_keys[] = {
-  "transport", "host", "port", "user", "identity", "known_hosts", "scheduler", "queue",
-  "slots_per_proxy", "max_proxies", "walltime", "submit_args", "agent", "workdir",
-  "poll_interval", "command_timeout", "max_calls_per_minute", "connect_wait", "reach", "relay_address", "migrate_after", NULL,
+  "transport",
+  "host",
+  "port",
+  "user",
+  "identity",
+  "known_hosts",
+  "scheduler",
+  "queue",
+  "slots_per_proxy",
+  "max_proxies",
+  "walltime",
+  "submit_args",
+  "agent",
+  "workdir",
+  "poll_interval",
+  "command_timeout",
+  "max_calls_per_minute",
+  "connect_wait",
+  "reach",
+  "relay_address",
+  "migrate_after",
+  NULL,
 };
 
 typedef struct {
-  GHashTable *lines;   /* "group\nkey" or "group" -> line number */
+  GHashTable *lines; /* "group\nkey" or "group" -> line number */
   GString *problems;
   const char *path;
 } Index;
 
-static void
-problem (Index *ix, guint line, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+static void problem (Index *ix, guint line, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
 
 static void
 problem (Index *ix, guint line, const char *fmt, ...)
@@ -105,8 +123,8 @@ static gboolean
 line_parses (const char *group, const char *line, GError **error)
 {
   g_autoptr (GKeyFile) kf = g_key_file_new ();
-  g_autofree gchar *text = group ? g_strdup_printf ("[%s]\n%s\n", group, line)
-                                 : g_strdup_printf ("%s\n", line);
+  g_autofree gchar *text
+      = group ? g_strdup_printf ("[%s]\n%s\n", group, line) : g_strdup_printf ("%s\n", line);
   return g_key_file_load_from_data (kf, text, (gsize) -1, G_KEY_FILE_NONE, error);
 }
 
@@ -241,12 +259,20 @@ datc_parse_duration (const char *text, guint *seconds)
           p = end;
           switch (*p)
             {
-            case 'h': v *= 3600; p++; break;
-            case 'm': v *= 60; p++; break;
-            case 's': p++; break;
+            case 'h':
+              v *= 3600;
+              p++;
+              break;
+            case 'm':
+              v *= 60;
+              p++;
+              break;
+            case 's':
+              p++;
+              break;
             case '\0':
               if (unit_seen)
-                return FALSE;  /* "1h30" is ambiguous */
+                return FALSE; /* "1h30" is ambiguous */
               break;
             default:
               return FALSE;
@@ -323,8 +349,8 @@ listen_is_wildcard (const char *listen)
   const char *host = listen + strlen ("tcp://");
   const char *colon = strrchr (host, ':');
   g_autofree gchar *h = g_strndup (host, colon ? (gsize) (colon - host) : strlen (host));
-  return h[0] == '\0' || g_str_equal (h, "*") || g_str_equal (h, "0.0.0.0")
-         || g_str_equal (h, "::") || g_str_equal (h, "[::]");
+  return h[0] == '\0' || g_str_equal (h, "*") || g_str_equal (h, "0.0.0.0") || g_str_equal (h, "::")
+         || g_str_equal (h, "[::]");
 }
 
 /* Agents on another machine (an ssh site) connect to what the master
@@ -391,12 +417,11 @@ datc_sites_file_load (const char *path, GError **error)
   if (!g_file_get_contents (path, &text, &len, &local))
     {
       /* Say what the file is: the command line may name several. */
-      const char *why = g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? "no such file"
-                        : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ISDIR)
-                            ? "a directory, not a file"
-                        : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ACCES)
-                            ? "permission denied"
-                            : local->message;
+      const char *why
+          = g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT)   ? "no such file"
+            : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ISDIR) ? "a directory, not a file"
+            : g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ACCES) ? "permission denied"
+                                                                        : local->message;
       g_set_error (error, DATC_SITES_ERROR, DATC_SITES_ERROR_IO, "sites file %s: %s", path, why);
       return NULL;
     }
@@ -443,7 +468,8 @@ datc_sites_file_load (const char *path, GError **error)
           if (gu != NULL && !datc_parse_duration (g_strstrip (gu), &f->give_up_s))
             problem (&ix, line_of (&ix, g, "give_up_after"),
                      "give_up_after \"%s\": expected a duration (5m, 90s, 1h, ...) or 0 for "
-                     "never", gu);
+                     "never",
+                     gu);
           g_autofree gchar *mr = g_key_file_get_string (f->keyfile, g, "max_replicas", NULL);
           guint64 replicas = 0;
           if (mr != NULL
@@ -502,7 +528,7 @@ datc_sites_file_load (const char *path, GError **error)
         problem (&ix, line_of (&ix, g, "submit_args"), "submit_args: unbalanced quotes");
       uint_key (&ix, f->keyfile, g, "slots_per_proxy", 1, 100000, 1, &c->slots_per_proxy);
       uint_key (&ix, f->keyfile, g, "max_proxies", 1, 10000, 1, &c->max_proxies);
-      uint_key (&ix, f->keyfile, g, "port", 1, 65535, 22, &(guint){ 0 });
+      uint_key (&ix, f->keyfile, g, "port", 1, 65535, 22, &(guint) { 0 });
       g_autofree gchar *wt = g_key_file_get_string (f->keyfile, g, "walltime", NULL);
       if (wt != NULL && !datc_parse_duration (g_strstrip (wt), &c->walltime_s))
         problem (&ix, line_of (&ix, g, "walltime"),
@@ -520,25 +546,29 @@ datc_sites_file_load (const char *path, GError **error)
               || (v > 0 && v < 4))
             problem (&ix, line_of (&ix, g, "max_calls_per_minute"),
                      "max_calls_per_minute \"%s\": expected 0 (no limit) or at least 4 (two "
-                     "are kept for the campaign's end)", mc);
+                     "are kept for the campaign's end)",
+                     mc);
           c->calls_per_minute = (guint) v;
         }
       g_autofree gchar *ct = g_key_file_get_string (f->keyfile, g, "command_timeout", NULL);
-      if (ct != NULL && (!datc_parse_duration (g_strstrip (ct), &c->command_timeout_s)
-                         || c->command_timeout_s == 0 || c->command_timeout_s > 3600))
+      if (ct != NULL
+          && (!datc_parse_duration (g_strstrip (ct), &c->command_timeout_s)
+              || c->command_timeout_s == 0 || c->command_timeout_s > 3600))
         problem (&ix, line_of (&ix, g, "command_timeout"),
                  "command_timeout \"%s\": expected a duration from 1s to 1h (30s, 2m, ...)", ct);
       g_autofree gchar *cw = g_key_file_get_string (f->keyfile, g, "connect_wait", NULL);
-      if (cw != NULL && (!datc_parse_duration (g_strstrip (cw), &c->connect_wait_s)
-                         || c->connect_wait_s == 0 || c->connect_wait_s > 86400))
+      if (cw != NULL
+          && (!datc_parse_duration (g_strstrip (cw), &c->connect_wait_s) || c->connect_wait_s == 0
+              || c->connect_wait_s > 86400))
         problem (&ix, line_of (&ix, g, "connect_wait"),
                  "connect_wait \"%s\": expected a duration from 1s to 24h (60s, 5m, ...)", cw);
       c->agent = g_key_file_get_string (f->keyfile, g, "agent", NULL);
       if (c->agent == NULL)
         c->agent = g_strdup ("datc-agent");
       g_autofree gchar *ma = g_key_file_get_string (f->keyfile, g, "migrate_after", NULL);
-      if (ma != NULL && (!datc_parse_duration (g_strstrip (ma), &c->migrate_after_s)
-                         || c->migrate_after_s > 7 * 86400))
+      if (ma != NULL
+          && (!datc_parse_duration (g_strstrip (ma), &c->migrate_after_s)
+              || c->migrate_after_s > 7 * 86400))
         problem (&ix, line_of (&ix, g, "migrate_after"),
                  "migrate_after \"%s\": expected 0 (never) or a duration up to 7 days", ma);
       c->migrate_set = ma != NULL;
@@ -549,7 +579,8 @@ datc_sites_file_load (const char *path, GError **error)
       else if (reach != NULL && !g_str_equal (reach, "direct"))
         problem (&ix, line_of (&ix, g, "reach"),
                  "reach \"%s\": expected direct (agents connect to the master) or relay "
-                 "(through the login node)", reach);
+                 "(through the login node)",
+                 reach);
       c->relay_address = g_key_file_get_string (f->keyfile, g, "relay_address", NULL);
       /* Kept with reach = direct too: `sites check --probe` tries the
        * relay there when the compute nodes cannot reach the master. */

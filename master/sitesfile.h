@@ -87,34 +87,34 @@ typedef enum {
 
 typedef struct {
   gchar *name;
-  gchar *group;            /* "site NAME" in the key file */
+  gchar *group; /* "site NAME" in the key file */
   gchar *transport, *scheduler;
-  gchar *host;             /* ssh only */
+  gchar *host; /* ssh only */
   gchar *queue, *submit_args;
   guint slots_per_proxy, max_proxies, walltime_s;
-  guint poll_s;                /* 0: the default (5 s) */
-  guint command_timeout_s;     /* 0: the default (30 s) */
-  guint calls_per_minute;      /* max_calls_per_minute; 0: no limit */
-  gboolean calls_set;          /* max_calls_per_minute was given */
-  guint connect_wait_s;        /* 0: the default (60 s) */
-  guint migrate_after_s;       /* migrate_after when migrate_set; 0: never */
+  guint poll_s;            /* 0: the default (5 s) */
+  guint command_timeout_s; /* 0: the default (30 s) */
+  guint calls_per_minute;  /* max_calls_per_minute; 0: no limit */
+  gboolean calls_set;      /* max_calls_per_minute was given */
+  guint connect_wait_s;    /* 0: the default (60 s) */
+  guint migrate_after_s;   /* migrate_after when migrate_set; 0: never */
   gboolean migrate_set;
-  gchar *agent;            /* "upload" or a path on the site */
+  gchar *agent; /* "upload" or a path on the site */
   gchar *workdir;
-  gboolean relay;          /* reach = relay */
-  gchar *relay_address;    /* or NULL: every address of the login node */
+  gboolean relay;       /* reach = relay */
+  gchar *relay_address; /* or NULL: every address of the login node */
 } DatcSiteConfig;
 
 typedef struct {
   gchar *path;
-  GKeyFile *keyfile;       /* the whole file, for the transports' own keys */
-  gchar *listen;           /* or NULL */
-  gchar *advertise;        /* or NULL */
-  guint give_up_s;         /* give_up_after; 0: never */
-  guint max_replicas;      /* live copies of a task at the end game; 1: no replication */
+  GKeyFile *keyfile;         /* the whole file, for the transports' own keys */
+  gchar *listen;             /* or NULL */
+  gchar *advertise;          /* or NULL */
+  guint give_up_s;           /* give_up_after; 0: never */
+  guint max_replicas;        /* live copies of a task at the end game; 1: no replication */
   guint64 compact_min_bytes; /* 0: not given; G_MAXUINT64: never */
-  guint compact_factor;    /* 0: not given */
-  GPtrArray *sites;        /* DatcSiteConfig* in file order */
+  guint compact_factor;      /* 0: not given */
+  GPtrArray *sites;          /* DatcSiteConfig* in file order */
 } DatcSitesFile;
 
 /* give_up_after when neither the file nor the command line says. */

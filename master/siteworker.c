@@ -17,11 +17,11 @@ typedef struct {
 struct DatcSiteWorker {
   DatcSite *site;
   void *ctx;
-  void *sock;           /* the loop's end */
+  void *sock; /* the loop's end */
   gchar *endpoint;
   GThread *thread;
   guint pending;
-  gint64 head_since;    /* when the job the worker runs now started (about) */
+  gint64 head_since; /* when the job the worker runs now started (about) */
 };
 
 static gpointer
@@ -84,8 +84,7 @@ datc_site_worker_new (DatcSite *site, GError **error)
 }
 
 void
-datc_site_worker_post (DatcSiteWorker *w, DatcSiteJobRun run, DatcSiteJobDone done,
-                       gpointer data)
+datc_site_worker_post (DatcSiteWorker *w, DatcSiteJobRun run, DatcSiteJobDone done, gpointer data)
 {
   Job *j = g_new (Job, 1);
   *j = (Job) { run, done, data };

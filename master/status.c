@@ -12,7 +12,7 @@
 #define RATE_WINDOW 61
 
 struct DatcRate {
-  gint64 t[RATE_WINDOW];     /* monotonic seconds */
+  gint64 t[RATE_WINDOW]; /* monotonic seconds */
   guint64 n[RATE_WINDOW];
   guint head, len;
 };
@@ -103,7 +103,7 @@ describe_sites_from_trace (const char *dir, JsonBuilder *b)
       g_autoptr (JsonParser) parser = json_parser_new ();
       if (!json_parser_load_from_data (parser, buf, -1, NULL)
           || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-        continue;  /* a torn last line */
+        continue; /* a torn last line */
       JsonObject *o = json_node_get_object (json_parser_get_root (parser));
       const char *name = json_object_get_string_member_with_default (o, "site", NULL);
       if (name == NULL)
@@ -342,17 +342,16 @@ datc_status_line (JsonObject *st)
                                 ? human_seconds (json_node_get_double (eta))
                                 : g_strdup ("?");
   gint64 prefetched = tasks_member (st, "prefetched");
-  g_autofree gchar *ahead = prefetched > 0
-                                ? g_strdup_printf (" (+%" G_GINT64_FORMAT " prefetched)", prefetched)
-                                : g_strdup ("");
+  g_autofree gchar *ahead
+      = prefetched > 0 ? g_strdup_printf (" (+%" G_GINT64_FORMAT " prefetched)", prefetched)
+                       : g_strdup ("");
   g_autofree gchar *waiting = waiting_part (st);
-  return g_strdup_printf ("done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT
-                          " / running %" G_GINT64_FORMAT "%s / queued %" G_GINT64_FORMAT
-                          " | %.1f/s | ETA %s | %u agent%s%s",
-                          tasks_member (st, "done"), tasks_member (st, "failed"),
-                          tasks_member (st, "running"), ahead, tasks_member (st, "queued"), rate, eta_s,
-                          agents ? json_array_get_length (agents) : 0,
-                          agents && json_array_get_length (agents) == 1 ? "" : "s", waiting);
+  return g_strdup_printf (
+      "done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT " / running %" G_GINT64_FORMAT
+      "%s / queued %" G_GINT64_FORMAT " | %.1f/s | ETA %s | %u agent%s%s",
+      tasks_member (st, "done"), tasks_member (st, "failed"), tasks_member (st, "running"), ahead,
+      tasks_member (st, "queued"), rate, eta_s, agents ? json_array_get_length (agents) : 0,
+      agents && json_array_get_length (agents) == 1 ? "" : "s", waiting);
 }
 
 static gint64
@@ -380,21 +379,24 @@ print_site_commands (JsonArray *sites, FILE *out)
       /* null or absent: the site has no budget. */
       gint64 max = json_object_get_int_member_with_default (s, "max_calls_per_minute", 0);
       g_autofree gchar *budget
-          = max > 0 ? g_strdup_printf ("%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
-                                       json_object_get_int_member_with_default (s, "calls_last_minute", 0),
-                                       max)
+          = max > 0 ? g_strdup_printf (
+                          "%" G_GINT64_FORMAT "/%" G_GINT64_FORMAT,
+                          json_object_get_int_member_with_default (s, "calls_last_minute", 0), max)
                     : g_strdup ("unlimited");
-      fprintf (out, "%-16s %8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %7" G_GINT64_FORMAT
+      fprintf (out,
+               "%-16s %8" G_GINT64_FORMAT " %7" G_GINT64_FORMAT " %7" G_GINT64_FORMAT
                " %7" G_GINT64_FORMAT " %5" G_GINT64_FORMAT " %9s  %s\n",
                json_object_get_string_member_with_default (s, "name", "?"),
-               json_object_get_int_member_with_default (s, "scheduler_calls", 0), kind_member (s, "submit"),
-               kind_member (s, "poll"), kind_member (s, "cancel"), kind_member (s, "put"), per_s, budget);
+               json_object_get_int_member_with_default (s, "scheduler_calls", 0),
+               kind_member (s, "submit"), kind_member (s, "poll"), kind_member (s, "cancel"),
+               kind_member (s, "put"), per_s, budget);
     }
   for (guint i = 0; i < json_array_get_length (sites); i++)
     {
       JsonObject *s = json_array_get_object_element (sites, i);
       if (json_object_get_boolean_member_with_default (s, "waiting_for_calls", FALSE))
-        fprintf (out, "site %s: a submit waits for its budget (%" G_GINT64_FORMAT
+        fprintf (out,
+                 "site %s: a submit waits for its budget (%" G_GINT64_FORMAT
                  " calls taken in the last minute, max_calls_per_minute = %" G_GINT64_FORMAT ")\n",
                  json_object_get_string_member_with_default (s, "name", "?"),
                  json_object_get_int_member_with_default (s, "calls_last_minute", 0),
@@ -406,15 +408,14 @@ print_site_commands (JsonArray *sites, FILE *out)
       if (relay != NULL)
         {
           /* A null member reads as NULL, not as the default. */
-          const char *last = json_object_get_string_member_with_default (relay, "last_error",
-                                                                          NULL);
+          const char *last = json_object_get_string_member_with_default (relay, "last_error", NULL);
           const char *at = json_object_get_string_member_with_default (relay, "endpoint", NULL);
           gint64 conns = json_object_get_int_member_with_default (relay, "connections", 0);
-          fprintf (out, "site %s: relay %s at %s, %" G_GINT64_FORMAT " agent connection%s, "
+          fprintf (out,
+                   "site %s: relay %s at %s, %" G_GINT64_FORMAT " agent connection%s, "
                    "session %" G_GINT64_FORMAT "%s%s\n",
                    json_object_get_string_member_with_default (s, "name", "?"),
-                   json_object_get_string_member_with_default (relay, "state", "?"),
-                   at ? at : "-",
+                   json_object_get_string_member_with_default (relay, "state", "?"), at ? at : "-",
                    conns, conns == 1 ? "" : "s",
                    json_object_get_int_member_with_default (relay, "sessions", 0),
                    last ? "; last lost: " : "", last ? last : "");
@@ -425,7 +426,8 @@ print_site_commands (JsonArray *sites, FILE *out)
                           : NULL;
       JsonNode *bound = b != NULL ? json_object_get_member (b, "bound_s") : NULL;
       if (bound != NULL && JSON_NODE_HOLDS_VALUE (bound))
-        fprintf (out, "site %s: %.0f %% of queue waits end within %.0f s (QBETS, %.0f %% "
+        fprintf (out,
+                 "site %s: %.0f %% of queue waits end within %.0f s (QBETS, %.0f %% "
                  "confidence, %" G_GINT64_FORMAT " waits of this and earlier campaigns)\n",
                  json_object_get_string_member_with_default (s, "name", "?"),
                  100 * json_object_get_double_member_with_default (b, "quantile", 0),
@@ -477,7 +479,8 @@ datc_status_print (JsonObject *st, FILE *out)
   g_autofree gchar *ahead = prefetched > 0
                                 ? g_strdup_printf (", %" G_GINT64_FORMAT " prefetched", prefetched)
                                 : g_strdup ("");
-  fprintf (out, "tasks    %" G_GINT64_FORMAT " total: %" G_GINT64_FORMAT " queued, %" G_GINT64_FORMAT
+  fprintf (out,
+           "tasks    %" G_GINT64_FORMAT " total: %" G_GINT64_FORMAT " queued, %" G_GINT64_FORMAT
            " running%s, %" G_GINT64_FORMAT " done, %" G_GINT64_FORMAT " failed, %" G_GINT64_FORMAT
            " cancelled\n",
            tasks_member (st, "total"), tasks_member (st, "queued"), tasks_member (st, "running"),
@@ -498,8 +501,9 @@ datc_status_print (JsonObject *st, FILE *out)
         {
           JsonObject *s = json_array_get_object_element (sites, i);
           const char *error = json_object_get_string_member_with_default (s, "last_error", NULL);
-          gboolean degraded = g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""),
-                                         "degraded") == 0;
+          gboolean degraded
+              = g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""), "degraded")
+                == 0;
           if (error != NULL)
             fprintf (out, "site %s %s: %s\n",
                      json_object_get_string_member_with_default (s, "name", "?"),
@@ -512,15 +516,16 @@ datc_status_print (JsonObject *st, FILE *out)
     {
       if (json_object_has_member (st, "mode"))
         fprintf (out, "mode     %s\n", json_object_get_string_member (st, "mode"));
-      fprintf (out, "\n%-16s %-8s %8s %8s %8s %8s %8s %8s\n", "SITE", "STATE", "PENDING",
-               "RUNNING", "AGENTS", "DONE", "SUBMITS", "NOAGENT");
+      fprintf (out, "\n%-16s %-8s %8s %8s %8s %8s %8s %8s\n", "SITE", "STATE", "PENDING", "RUNNING",
+               "AGENTS", "DONE", "SUBMITS", "NOAGENT");
       gint64 no_agent = 0;
       for (guint i = 0; i < json_array_get_length (sites); i++)
         {
           JsonObject *s = json_array_get_object_element (sites, i);
           gint64 died = json_object_get_int_member_with_default (s, "proxies_died_early", 0);
           no_agent += died;
-          fprintf (out, "%-16s %-8s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
+          fprintf (out,
+                   "%-16s %-8s %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
                    " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %8" G_GINT64_FORMAT "\n",
                    json_object_get_string_member_with_default (s, "name", "?"),
                    json_object_get_string_member_with_default (s, "state", "?"),
@@ -538,7 +543,8 @@ datc_status_print (JsonObject *st, FILE *out)
         {
           JsonObject *s = json_array_get_object_element (sites, i);
           const char *error = json_object_get_string_member_with_default (s, "last_error", NULL);
-          if (g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""), "degraded") == 0)
+          if (g_strcmp0 (json_object_get_string_member_with_default (s, "state", ""), "degraded")
+              == 0)
             fprintf (out, "site %s is degraded: %s\n",
                      json_object_get_string_member_with_default (s, "name", "?"),
                      error ? error : "(no message)");
@@ -556,8 +562,8 @@ datc_status_print (JsonObject *st, FILE *out)
                    json_object_get_string_member_with_default (s, "name", "?"));
           for (guint h = 0; h < json_array_get_length (hosts); h++)
             fprintf (out, " %s", json_array_get_string_element (hosts, h));
-          const char *ignored = json_object_get_string_member_with_default (s, "exclusion_ignored",
-                                                                            NULL);
+          const char *ignored
+              = json_object_get_string_member_with_default (s, "exclusion_ignored", NULL);
           if (ignored != NULL)
             fprintf (out, " (but %s)", ignored);
           fputc ('\n', out);
@@ -592,7 +598,8 @@ datc_status_print (JsonObject *st, FILE *out)
       for (guint i = 0; i < json_array_get_length (agents); i++)
         {
           JsonObject *a = json_array_get_object_element (agents, i);
-          fprintf (out, "%-28s %-12s %-20s %6" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
+          fprintf (out,
+                   "%-28s %-12s %-20s %6" G_GINT64_FORMAT " %8" G_GINT64_FORMAT
                    " %10" G_GINT64_FORMAT " %8" G_GINT64_FORMAT " %9.1fs\n",
                    json_object_get_string_member_with_default (a, "id", "?"),
                    json_object_get_string_member_with_default (a, "site", "?"),

@@ -9,7 +9,7 @@
  * are pending, their agent not here) and "pending_reasons" ({reason:
  * count} of those, in the scheduler's words, where its poll says).
  * Offline, "sites" holds the sites the trace saw degraded: {name, state,
- * last_error}, state "ok" when a site_ok came after. 
+ * last_error}, state "ok" when a site_ok came after.
  * and a one-line form for the progress line. */
 #pragma once
 
@@ -36,8 +36,7 @@ double datc_rate_per_s (DatcRate *r);
 
 /* Live status (transfer full).  d, p and rate may be NULL. */
 JsonNode *datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d,
-                             DatcProvisioner *p, DatcRate *rate, gboolean running,
-                             gboolean open);
+                             DatcProvisioner *p, DatcRate *rate, gboolean running, gboolean open);
 /* Status of a campaign no master runs, from its journal (read-only). */
 JsonNode *datc_status_offline (const char *dir, GError **error);
 

@@ -13,10 +13,10 @@ typedef struct {
 } Ring;
 
 typedef struct {
-  guint32 *pos;            /* positions in a round that belong here, ascending */
+  guint32 *pos; /* positions in a round that belong here, ascending */
   guint npos;
-  guint64 round;           /* cursor: round number ... */
-  guint j;                 /* ... and index into pos */
+  guint64 round; /* cursor: round number ... */
+  guint j;       /* ... and index into pos */
   Ring ring;
   guint64 queued;
 } Part;
@@ -26,8 +26,8 @@ struct DatcTaskQueue {
   gpointer data;
   guint n;
   Part *parts;
-  guint round;             /* W: positions per round */
-  guint16 *deal;           /* position -> partition */
+  guint round;   /* W: positions per round */
+  guint16 *deal; /* position -> partition */
 };
 
 static void
@@ -139,7 +139,7 @@ datc_task_queue_new (DatcTaskQueueIsQueued is_queued, gpointer data)
   DatcTaskQueue *q = g_new0 (DatcTaskQueue, 1);
   q->is_queued = is_queued;
   q->data = data;
-  deal (q, 1, (guint[]){ 1 });
+  deal (q, 1, (guint[]) { 1 });
   return q;
 }
 

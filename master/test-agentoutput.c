@@ -12,7 +12,7 @@
 
 typedef struct {
   gchar *dir;
-  gchar *path;  /* DIR/outputs/a-1.out */
+  gchar *path; /* DIR/outputs/a-1.out */
 } Fixture;
 
 static void
@@ -82,7 +82,7 @@ test_a_returning_agent_appends (Fixture *f, gconstpointer data)
   g_autoptr (DatcAgentOutput) o = datc_agent_output_new (f->dir, "a-1");
   g_autoptr (GBytes) out = g_bytes_new_static ("new", 3);
   guint64 out_off, err_off;
-  g_assert_cmpuint (datc_agent_output_size (o), ==, 0);  /* not opened yet */
+  g_assert_cmpuint (datc_agent_output_size (o), ==, 0); /* not opened yet */
   g_assert_true (datc_agent_output_append (o, out, NULL, &out_off, &err_off, NULL));
   g_assert_cmpuint (out_off, ==, 3);
   g_assert_cmpuint (err_off, ==, 6);
@@ -116,8 +116,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add ("/agentoutput/appends-stdout-then-stderr-at-the-offsets-it-says", Fixture, NULL,
               setup, test_appends_at_the_offsets_it_says, teardown);
-  g_test_add ("/agentoutput/a-returning-agent-appends-after-its-old-output", Fixture, NULL,
-              setup, test_a_returning_agent_appends, teardown);
+  g_test_add ("/agentoutput/a-returning-agent-appends-after-its-old-output", Fixture, NULL, setup,
+              test_a_returning_agent_appends, teardown);
   g_test_add ("/agentoutput/a-file-that-cannot-be-opened-is-named", Fixture, NULL, setup,
               test_an_unopenable_file_is_named, teardown);
   return g_test_run ();

@@ -11,7 +11,6 @@
 #include "datc-limits.h"
 #include "message.h"
 
-
 #define MIB ((gsize) 1024 * 1024)
 
 typedef struct {
@@ -21,7 +20,7 @@ typedef struct {
 static void
 fixture_set_up (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
   fx->dir = g_dir_make_tmp ("test-bag-XXXXXX", &error);
   g_assert_no_error (error);
@@ -30,14 +29,15 @@ fixture_set_up (Fixture *fx, gconstpointer data)
 static void
 fixture_tear_down (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(GDir) dir = g_dir_open (fx->dir, 0, NULL);
+  g_autoptr (GDir) dir = g_dir_open (fx->dir, 0, NULL);
   const char *name;
 
-  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL) {
-    g_autofree gchar *path = g_build_filename (fx->dir, name, NULL);
+  while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree gchar *path = g_build_filename (fx->dir, name, NULL);
 
-    g_assert_cmpint (g_unlink (path), ==, 0);
-  }
+      g_assert_cmpint (g_unlink (path), ==, 0);
+    }
   g_assert_cmpint (g_rmdir (fx->dir), ==, 0);
   g_free (fx->dir);
 }
@@ -45,7 +45,7 @@ fixture_tear_down (Fixture *fx, gconstpointer data)
 static gchar *
 write_file (Fixture *fx, const char *name, const char *data, gsize len)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   gchar *path = g_build_filename (fx->dir, name, NULL);
 
   g_file_set_contents (path, data, (gssize) len, &error);
@@ -80,8 +80,8 @@ static DatcMsg *
 decode_task (DatcBag *bag, guint64 id)
 {
   const DatcBagTask *task = datc_bag_get (bag, id);
-  g_autoptr(GByteArray) frame = g_byte_array_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GByteArray) frame = g_byte_array_new ();
+  g_autoptr (GError) error = NULL;
   DatcMsg *msg;
 
   g_assert_cmpint (task->kind, ==, DATC_BAG_SPEC_PACKED);
@@ -106,7 +106,7 @@ msg_spec (const DatcMsg *msg)
 static DatcMsg *
 load_json_line (DatcBag *bag, const char *line)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
   datc_bag_load_data (bag, "one.jsonl", line, strlen (line), DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
@@ -120,8 +120,8 @@ assert_parse_error (const GError *error, const char *name, guint line, const cha
 
   g_assert_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_PARSE);
   if (!g_str_has_prefix (error->message, prefix) || strstr (error->message, what) == NULL)
-    g_test_fail_printf ("message \"%s\" does not start with \"%s\" or lacks \"%s\"",
-                        error->message, prefix, what);
+    g_test_fail_printf ("message \"%s\" does not start with \"%s\" or lacks \"%s\"", error->message,
+                        prefix, what);
 }
 
 /* A bag holding two tasks from an earlier file, to check a failed load
@@ -129,8 +129,8 @@ assert_parse_error (const GError *error, const char *name, guint line, const cha
 static DatcBag *
 bag_with_two_tasks (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
 
   datc_bag_load_data (bag, "first.txt", "echo 1\necho 2\n", 14, DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
@@ -170,18 +170,20 @@ test_format_parses_names (void)
 static void
 test_format_follows_extension (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *line = "{\"sh\": \"true\"}";
   const char *names[] = { "a.jsonl", "b.ndjson", "C.JSONL", "d.txt", "e", "f.jsonl.txt" };
-  const DatcBagSpecKind kinds[] = { DATC_BAG_SPEC_PACKED, DATC_BAG_SPEC_PACKED, DATC_BAG_SPEC_PACKED,
-                                    DATC_BAG_SPEC_LINE, DATC_BAG_SPEC_LINE, DATC_BAG_SPEC_LINE };
+  const DatcBagSpecKind kinds[]
+      = { DATC_BAG_SPEC_PACKED, DATC_BAG_SPEC_PACKED, DATC_BAG_SPEC_PACKED,
+          DATC_BAG_SPEC_LINE,   DATC_BAG_SPEC_LINE,   DATC_BAG_SPEC_LINE };
 
-  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
-    datc_bag_load_data (bag, names[i], line, strlen (line), DATC_TASKFILE_AUTO, &error);
-    g_assert_no_error (error);
-    g_assert_cmpint (datc_bag_get (bag, i + 1)->kind, ==, kinds[i]);
-  }
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      datc_bag_load_data (bag, names[i], line, strlen (line), DATC_TASKFILE_AUTO, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (datc_bag_get (bag, i + 1)->kind, ==, kinds[i]);
+    }
   /* An explicit format wins over the extension. */
   datc_bag_load_data (bag, "g.jsonl", line, strlen (line), DATC_TASKFILE_LINES, &error);
   g_assert_no_error (error);
@@ -196,9 +198,10 @@ test_format_follows_extension (void)
 static void
 test_lines_skips_comments_and_blank_lines (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
-  const char *data = "# a comment\n\n   \n\t# an indented comment\necho a\n \t\necho b # not a comment\n#\n";
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  const char *data
+      = "# a comment\n\n   \n\t# an indented comment\necho a\n \t\necho b # not a comment\n#\n";
 
   datc_bag_load_data (bag, "t.txt", data, strlen (data), DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
@@ -212,8 +215,8 @@ test_lines_skips_comments_and_blank_lines (void)
 static void
 test_lines_trims_blanks (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = " \t echo  a \t\r\n\r\r echo b\r\r\n\vecho c\f\n";
 
   datc_bag_load_data (bag, "t.txt", data, strlen (data), DATC_TASKFILE_AUTO, &error);
@@ -228,8 +231,8 @@ test_lines_trims_blanks (void)
 static void
 test_lines_accepts_crlf (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = "echo a\r\n\r\n# c\r\necho b\r\n";
 
   datc_bag_load_data (bag, "t.txt", data, strlen (data), DATC_TASKFILE_AUTO, &error);
@@ -242,8 +245,8 @@ test_lines_accepts_crlf (void)
 static void
 test_lines_accepts_last_line_without_newline (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   g_autofree gchar *path = write_file (fx, "t.txt", "echo a\necho b", 13);
 
   datc_bag_load_data (bag, "t.txt", "echo a\necho b", 13, DATC_TASKFILE_AUTO, &error);
@@ -258,9 +261,10 @@ test_lines_accepts_last_line_without_newline (Fixture *fx, gconstpointer data)
 static void
 test_lines_strips_utf8_bom (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
-  const char *data = "\xef\xbb\xbf" "echo a\n";
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  const char *data = "\xef\xbb\xbf"
+                     "echo a\n";
 
   datc_bag_load_data (bag, "t.txt", data, strlen (data), DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
@@ -270,8 +274,8 @@ test_lines_strips_utf8_bom (void)
 static void
 test_lines_keeps_utf8_as_is (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = "echo h\xc3\xa9llo \xe2\x98\x83 \xf0\x9f\x98\x80\n";
   g_autofree gchar *described = NULL;
 
@@ -287,8 +291,8 @@ test_lines_keeps_utf8_as_is (void)
 static void
 test_load_continues_ids_across_loads (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *second = "\n{\"sh\":\"b1\"}\n{\"cmd\":[\"b2\"]}\n";
 
   datc_bag_load_data (bag, "a.txt", "a1\na2\n", 6, DATC_TASKFILE_AUTO, &error);
@@ -304,11 +308,12 @@ test_load_continues_ids_across_loads (void)
   g_assert_cmpuint (datc_bag_get (bag, 3)->line, ==, 2);
   g_assert_cmpuint (datc_bag_get (bag, 4)->line, ==, 3);
   assert_line_task (bag, 5, "c1", 1);
-  for (guint64 id = 1; id <= 5; id++) {
-    static const guint32 sources[] = { 0, 0, 1, 1, 2 };
+  for (guint64 id = 1; id <= 5; id++)
+    {
+      static const guint32 sources[] = { 0, 0, 1, 1, 2 };
 
-    g_assert_cmpuint (datc_bag_get (bag, id)->source, ==, sources[id - 1]);
-  }
+      g_assert_cmpuint (datc_bag_get (bag, id)->source, ==, sources[id - 1]);
+    }
   g_assert_cmpstr (datc_bag_source (bag, 0), ==, "a.txt");
   g_assert_cmpstr (datc_bag_source (bag, 1), ==, "b.jsonl");
   g_assert_cmpstr (datc_bag_source (bag, 2), ==, "c.txt");
@@ -324,12 +329,12 @@ test_load_continues_ids_across_loads (void)
 static void
 test_load_hashes_the_file (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *text = "# header\necho a\r\n\necho b";
   g_autofree gchar *path = write_file (fx, "t.txt", text, strlen (text));
-  g_autofree gchar *expected = g_compute_checksum_for_data (G_CHECKSUM_SHA256,
-                                                            (const guchar *) text, strlen (text));
+  g_autofree gchar *expected
+      = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) text, strlen (text));
   g_autofree gchar *sha = NULL;
 
   datc_bag_load_file (bag, path, DATC_TASKFILE_AUTO, &sha, &error);
@@ -345,31 +350,33 @@ test_load_hashes_the_file (Fixture *fx, gconstpointer data)
 static void
 test_load_streams_large_files (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) from_file = datc_bag_new ();
-  g_autoptr(DatcBag) from_data = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
-  g_autoptr(GRand) rand = g_rand_new_with_seed (42);
+  g_autoptr (DatcBag) from_file = datc_bag_new ();
+  g_autoptr (DatcBag) from_data = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new (NULL);
+  g_autoptr (GRand) rand = g_rand_new_with_seed (42);
   g_autofree gchar *path = NULL;
   g_autofree gchar *expected = NULL;
   g_autofree gchar *sha = NULL;
   guint64 tasks = 0;
 
-  while (text->len < 9 * MIB) {
-    guint kind = (guint) g_rand_int_range (rand, 0, 100);
-    gsize len = kind < 2 ? (gsize) g_rand_int_range (rand, 500000, DATC_TASK_LINE_MAX + 1)
-                         : (gsize) g_rand_int_range (rand, 1, 200);
+  while (text->len < 9 * MIB)
+    {
+      guint kind = (guint) g_rand_int_range (rand, 0, 100);
+      gsize len = kind < 2 ? (gsize) g_rand_int_range (rand, 500000, DATC_TASK_LINE_MAX + 1)
+                           : (gsize) g_rand_int_range (rand, 1, 200);
 
-    if (kind == 2) {
-      g_string_append (text, "# comment\n");
-      continue;
+      if (kind == 2)
+        {
+          g_string_append (text, "# comment\n");
+          continue;
+        }
+      g_string_append_c (text, 'x');
+      for (gsize i = 1; i < len; i++)
+        g_string_append_c (text, (char) ('a' + i % 26));
+      g_string_append (text, kind % 2 ? "\r\n" : "\n");
+      tasks++;
     }
-    g_string_append_c (text, 'x');
-    for (gsize i = 1; i < len; i++)
-      g_string_append_c (text, (char) ('a' + i % 26));
-    g_string_append (text, kind % 2 ? "\r\n" : "\n");
-    tasks++;
-  }
   g_string_append (text, "last line");
   tasks++;
 
@@ -383,23 +390,25 @@ test_load_streams_large_files (Fixture *fx, gconstpointer data)
 
   g_assert_cmpuint (datc_bag_count (from_file), ==, tasks);
   g_assert_cmpuint (datc_bag_count (from_data), ==, tasks);
-  for (guint64 id = 1; id <= tasks; id++) {
-    const DatcBagTask *a = datc_bag_get (from_file, id);
-    const DatcBagTask *b = datc_bag_get (from_data, id);
+  for (guint64 id = 1; id <= tasks; id++)
+    {
+      const DatcBagTask *a = datc_bag_get (from_file, id);
+      const DatcBagTask *b = datc_bag_get (from_data, id);
 
-    g_assert_cmpuint (a->length, ==, b->length);
-    g_assert_cmpuint (a->line, ==, b->line);
-    g_assert_true (memcmp (datc_bag_spec (from_file, a), datc_bag_spec (from_data, b), a->length) == 0);
-  }
+      g_assert_cmpuint (a->length, ==, b->length);
+      g_assert_cmpuint (a->line, ==, b->line);
+      g_assert_true (memcmp (datc_bag_spec (from_file, a), datc_bag_spec (from_data, b), a->length)
+                     == 0);
+    }
   assert_line_task (from_file, tasks, "last line", datc_bag_get (from_file, tasks)->line);
 }
 
 static void
 test_load_accepts_line_at_limit (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new ("echo first\n");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new ("echo first\n");
   g_autofree gchar *path = NULL;
 
   g_string_append_c (text, 'x');
@@ -422,10 +431,10 @@ test_load_accepts_line_at_limit (Fixture *fx, gconstpointer data)
 static void
 assert_rejects_long_line (Fixture *fx, const char *tail)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new ("echo first\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new ("echo first\n");
   g_autofree gchar *path = NULL;
 
   for (gsize i = 0; i < DATC_TASK_LINE_MAX + 1; i++)
@@ -460,8 +469,8 @@ test_parse_rejects_line_over_limit_at_end_of_file (Fixture *fx, gconstpointer da
 static void
 test_parse_rejects_endless_line (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   gsize len = 64 * MIB;
   g_autofree gchar *text = g_malloc (len);
   g_autofree gchar *path = NULL;
@@ -476,9 +485,9 @@ test_parse_rejects_endless_line (Fixture *fx, gconstpointer data)
 static void
 test_load_reports_missing_file (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   g_autofree gchar *path = g_build_filename (fx->dir, "missing.txt", NULL);
   g_autofree gchar *sha = NULL;
 
@@ -492,8 +501,8 @@ test_load_reports_missing_file (Fixture *fx, gconstpointer data)
 static void
 test_load_reports_unreadable_file (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
 
   /* A directory opens but cannot be read. */
   g_assert_false (datc_bag_load_file (bag, fx->dir, DATC_TASKFILE_AUTO, NULL, &error));
@@ -504,9 +513,9 @@ test_load_reports_unreadable_file (Fixture *fx, gconstpointer data)
 static void
 assert_empty (Fixture *fx, const char *name, const char *text)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   g_autofree gchar *path = write_file (fx, name, text, strlen (text));
   g_autofree gchar *message = g_strdup_printf ("%s: no tasks", path);
   g_autofree gchar *sha = NULL;
@@ -549,10 +558,11 @@ test_load_rejects_jsonl_of_blank_lines (Fixture *fx, gconstpointer data)
 static void
 test_load_is_all_or_nothing (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  const char *bad = "echo 1\necho 2\necho 3\necho 4\necho \xff\necho 6\necho 7\necho 8\necho 9\necho 10\n";
+  g_autoptr (GError) error = NULL;
+  const char *bad
+      = "echo 1\necho 2\necho 3\necho 4\necho \xff\necho 6\necho 7\necho 8\necho 9\necho 10\n";
   const char *good = "echo good\n";
   g_autofree gchar *path = write_file (fx, "bad.txt", bad, strlen (bad));
   g_autofree gchar *sha = NULL;
@@ -563,12 +573,14 @@ test_load_is_all_or_nothing (Fixture *fx, gconstpointer data)
   assert_bag_unchanged (bag, memory);
 
   g_clear_error (&error);
-  g_assert_false (datc_bag_load_data (bag, "bad.txt", bad, strlen (bad), DATC_TASKFILE_AUTO, &error));
+  g_assert_false (
+      datc_bag_load_data (bag, "bad.txt", bad, strlen (bad), DATC_TASKFILE_AUTO, &error));
   assert_parse_error (error, "bad.txt", 5, "invalid UTF-8");
   assert_bag_unchanged (bag, memory);
 
   g_clear_error (&error);
-  g_assert_true (datc_bag_load_data (bag, "good.txt", good, strlen (good), DATC_TASKFILE_AUTO, &error));
+  g_assert_true (
+      datc_bag_load_data (bag, "good.txt", good, strlen (good), DATC_TASKFILE_AUTO, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (datc_bag_count (bag), ==, 3);
   assert_line_task (bag, 3, "echo good", 1);
@@ -582,17 +594,19 @@ test_load_is_all_or_nothing (Fixture *fx, gconstpointer data)
 static void
 test_load_is_all_or_nothing_for_big_files (Fixture *fx, gconstpointer data)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new (NULL);
   g_autofree gchar *path = NULL;
   guint lines = 0;
 
-  while (text->len < 20 * MIB) {
-    g_string_append_printf (text, "./run --item %u --with some padding to make it longer\n", lines);
-    lines++;
-  }
+  while (text->len < 20 * MIB)
+    {
+      g_string_append_printf (text, "./run --item %u --with some padding to make it longer\n",
+                              lines);
+      lines++;
+    }
   g_string_append (text, "{\"not\": \"a command\"}\n");
   g_string_append_len (text, "nul \0 here\n", 11);
   path = write_file (fx, "big.txt", text->str, text->len);
@@ -607,8 +621,8 @@ test_load_is_all_or_nothing_for_big_files (Fixture *fx, gconstpointer data)
 static void
 test_jsonl_reads_cmd (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (bag, "{\"cmd\": [\"ls\", \"-l\", \"\", \"a b\"]}");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg = load_json_line (bag, "{\"cmd\": [\"ls\", \"-l\", \"\", \"a b\"]}");
   const DatcTaskSpec *spec = msg_spec (msg);
   const char *argv[] = { "ls", "-l", "", "a b", NULL };
   g_autofree gchar *described = datc_bag_describe (bag, 1);
@@ -627,8 +641,8 @@ test_jsonl_reads_cmd (void)
 static void
 test_jsonl_reads_sh (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (bag, "  {\"sh\": \"echo $HOME | wc -c\"}  \r");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg = load_json_line (bag, "  {\"sh\": \"echo $HOME | wc -c\"}  \r");
   const DatcTaskSpec *spec = msg_spec (msg);
   g_autofree gchar *described = datc_bag_describe (bag, 1);
 
@@ -640,12 +654,13 @@ test_jsonl_reads_sh (void)
 static void
 test_jsonl_reads_env (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (
-      bag, "{\"sh\": \"env\", \"env\": {\"B\": \"x=y\", \"A\": \"\", \"\xc3\xa9t\xc3\xa9\": \"\\u2603\"}}");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg
+      = load_json_line (bag, "{\"sh\": \"env\", \"env\": {\"B\": \"x=y\", \"A\": \"\", "
+                             "\"\xc3\xa9t\xc3\xa9\": \"\\u2603\"}}");
   const DatcTaskSpec *spec = msg_spec (msg);
   const char *env[] = { "B=x=y", "A=", "\xc3\xa9t\xc3\xa9=\xe2\x98\x83", NULL };
-  g_autoptr(DatcMsg) empty = load_json_line (bag, "{\"sh\": \"env\", \"env\": {}}");
+  g_autoptr (DatcMsg) empty = load_json_line (bag, "{\"sh\": \"env\", \"env\": {}}");
 
   g_assert_cmpstrv (spec->env, env);
   g_assert_true (msg_spec (empty)->env == NULL || msg_spec (empty)->env[0] == NULL);
@@ -654,8 +669,9 @@ test_jsonl_reads_env (void)
 static void
 test_jsonl_reads_cwd (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (bag, "{\"cwd\": \"/scratch/run 1\", \"cmd\": [\"pwd\"]}");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg
+      = load_json_line (bag, "{\"cwd\": \"/scratch/run 1\", \"cmd\": [\"pwd\"]}");
 
   g_assert_cmpstr (msg_spec (msg)->cwd, ==, "/scratch/run 1");
 }
@@ -663,28 +679,33 @@ test_jsonl_reads_cwd (void)
 static void
 test_jsonl_reads_timeout_as_ms (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcBag) bag = datc_bag_new ();
   struct {
     const char *value;
     guint32 ms;
   } cases[] = {
-    { "1.5", 1500 }, { "30", 30000 }, { "0.0001", 1 }, { "2e-3", 2 }, { "4294967", 4294967000u },
+    { "1.5", 1500 },
+    { "30", 30000 },
+    { "0.0001", 1 },
+    { "2e-3", 2 },
+    { "4294967", 4294967000u },
     { "4294967.295", 4294967295u },
   };
 
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
-    g_autofree gchar *line = g_strdup_printf ("{\"sh\": \"x\", \"timeout\": %s}", cases[i].value);
-    g_autoptr(DatcMsg) msg = load_json_line (bag, line);
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree gchar *line = g_strdup_printf ("{\"sh\": \"x\", \"timeout\": %s}", cases[i].value);
+      g_autoptr (DatcMsg) msg = load_json_line (bag, line);
 
-    g_assert_cmpuint (msg_spec (msg)->timeout_ms, ==, cases[i].ms);
-  }
+      g_assert_cmpuint (msg_spec (msg)->timeout_ms, ==, cases[i].ms);
+    }
 }
 
 static void
 test_jsonl_reads_retries (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = "{\"sh\": \"a\", \"retries\": 3}\n{\"sh\": \"b\", \"retries\": 0}\n"
                      "{\"sh\": \"c\", \"retries\": 100}\n{\"sh\": \"d\"}\n";
 
@@ -699,10 +720,10 @@ test_jsonl_reads_retries (void)
 static void
 test_jsonl_reads_est_runtime_as_ms (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) zero = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 0}");
-  g_autoptr(DatcMsg) some = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 2.25}");
-  g_autoptr(DatcMsg) hour = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 3600}");
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) zero = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 0}");
+  g_autoptr (DatcMsg) some = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 2.25}");
+  g_autoptr (DatcMsg) hour = load_json_line (bag, "{\"sh\": \"x\", \"est_runtime\": 3600}");
 
   g_assert_cmpuint (msg_spec (zero)->est_runtime_ms, ==, 0);
   g_assert_cmpuint (msg_spec (some)->est_runtime_ms, ==, 2250);
@@ -716,8 +737,8 @@ test_jsonl_reads_est_runtime_as_ms (void)
 static void
 test_jsonl_reads_replicate (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = "{\"sh\": \"x\", \"replicate\": false}\n{\"sh\": \"x\", \"replicate\": true}\n"
                      "{\"sh\": \"x\"}\n";
 
@@ -731,8 +752,8 @@ test_jsonl_reads_replicate (void)
 static void
 test_jsonl_reads_every_field (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg = load_json_line (
       bag, "{\"est_runtime\": 60, \"retries\": 2, \"timeout\": 120, \"cwd\": \"/tmp\", "
            "\"env\": {\"OMP_NUM_THREADS\": \"1\"}, \"cmd\": [\"./sim\", \"--seed\", \"7\"]}");
   const DatcTaskSpec *spec = msg_spec (msg);
@@ -751,8 +772,8 @@ test_jsonl_reads_every_field (void)
 static void
 test_jsonl_reads_escapes (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(DatcMsg) msg = load_json_line (
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (DatcMsg) msg = load_json_line (
       bag, "\xef\xbb\xbf{\"sh\": \"printf '%s\\\\n' \\\"\\u00e9\\ud83d\\ude00\\t\\/\\\"\"}");
 
   g_assert_cmpstr (msg_spec (msg)->sh, ==, "printf '%s\\n' \"\xc3\xa9\xf0\x9f\x98\x80\t/\"");
@@ -761,8 +782,8 @@ test_jsonl_reads_escapes (void)
 static void
 test_jsonl_skips_blank_lines (void)
 {
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
   const char *data = "\n  \r\n{\"sh\": \"a\"}\r\n\t\n{\"sh\": \"b\"}";
 
   datc_bag_load_data (bag, "b.jsonl", data, strlen (data), DATC_TASKFILE_AUTO, &error);
@@ -789,135 +810,157 @@ static const BadLine bad_lines[] = {
   BAD ("/bag/parse/rejects-nul-byte", "t.txt", "echo a\0b", "NUL character at byte 7"),
   BAD ("/bag/parse/rejects-invalid-utf8", "t.txt", "echo \xc3(", "invalid UTF-8 at byte 6"),
   BAD ("/bag/parse/rejects-overlong-utf8", "t.txt", "echo \xc0\xaf", "invalid UTF-8 at byte 6"),
-  BAD ("/bag/parse/rejects-nul-byte-in-json", "t.jsonl", "{\"sh\": \"a\0\"}", "NUL character at byte 10"),
-  BAD ("/bag/parse/rejects-invalid-utf8-in-json", "t.jsonl", "{\"sh\": \"\xff\"}", "invalid UTF-8 at byte 9"),
+  BAD ("/bag/parse/rejects-nul-byte-in-json", "t.jsonl", "{\"sh\": \"a\0\"}",
+       "NUL character at byte 10"),
+  BAD ("/bag/parse/rejects-invalid-utf8-in-json", "t.jsonl", "{\"sh\": \"\xff\"}",
+       "invalid UTF-8 at byte 9"),
   /* JSON syntax */
   BAD ("/bag/parse/rejects-unterminated-json", "t.jsonl", "{\"sh\": \"echo hi\"",
-    "invalid JSON: expected ',' or '}', found end of line"),
+       "invalid JSON: expected ',' or '}', found end of line"),
   BAD ("/bag/parse/rejects-unterminated-string", "t.jsonl", "{\"sh\": \"echo hi}",
-    "invalid JSON: unterminated string at byte 8"),
+       "invalid JSON: unterminated string at byte 8"),
   BAD ("/bag/parse/rejects-unterminated-array", "t.jsonl", "{\"cmd\": [\"ls\"",
-    "invalid JSON: expected ',' or ']', found end of line"),
+       "invalid JSON: expected ',' or ']', found end of line"),
   BAD ("/bag/parse/rejects-trailing-comma", "t.jsonl", "{\"sh\": \"x\",}",
-    "invalid JSON: expected a string key at byte 12"),
+       "invalid JSON: expected a string key at byte 12"),
   BAD ("/bag/parse/rejects-single-quotes", "t.jsonl", "{'sh': 'x'}",
-    "invalid JSON: expected a string key at byte 2"),
+       "invalid JSON: expected a string key at byte 2"),
   BAD ("/bag/parse/rejects-two-values-on-a-line", "t.jsonl", "{\"sh\": \"x\"} {\"sh\": \"y\"}",
-    "invalid JSON: unexpected text after the value at byte 13"),
+       "invalid JSON: unexpected text after the value at byte 13"),
   BAD ("/bag/parse/rejects-javascript", "t.jsonl", "var t = {\"sh\": \"x\"};",
-    "invalid JSON: unexpected character at byte 1"),
+       "invalid JSON: unexpected character at byte 1"),
   BAD ("/bag/parse/rejects-comment-line-in-json", "t.jsonl", "# not in JSON Lines",
-    "invalid JSON: unexpected character at byte 1"),
-  BAD ("/bag/parse/rejects-bad-literal", "t.jsonl", "{\"sh\": tru}", "invalid JSON: unexpected character at byte 8"),
+       "invalid JSON: unexpected character at byte 1"),
+  BAD ("/bag/parse/rejects-bad-literal", "t.jsonl", "{\"sh\": tru}",
+       "invalid JSON: unexpected character at byte 8"),
   BAD ("/bag/parse/rejects-bad-number", "t.jsonl", "{\"sh\": \"x\", \"timeout\": 01}",
-    "invalid JSON: expected ',' or '}' at byte 25"),
+       "invalid JSON: expected ',' or '}' at byte 25"),
   BAD ("/bag/parse/rejects-hex-number", "t.jsonl", "{\"sh\": \"x\", \"timeout\": 0x10}",
-    "invalid JSON: expected ',' or '}' at byte 25"),
-  BAD ("/bag/parse/rejects-huge-integer", "t.jsonl", "{\"sh\": \"x\", \"retries\": 99999999999999999999}",
-    "invalid JSON: integer out of range at byte 24"),
+       "invalid JSON: expected ',' or '}' at byte 25"),
+  BAD ("/bag/parse/rejects-huge-integer", "t.jsonl",
+       "{\"sh\": \"x\", \"retries\": 99999999999999999999}",
+       "invalid JSON: integer out of range at byte 24"),
   BAD ("/bag/parse/rejects-nul-escape", "t.jsonl", "{\"sh\": \"rm -rf /tmp/x\\u0000/y\"}",
-    "invalid JSON: \\u0000 is not allowed at byte 22"),
+       "invalid JSON: \\u0000 is not allowed at byte 22"),
   BAD ("/bag/parse/rejects-unpaired-surrogate", "t.jsonl", "{\"sh\": \"\\ud800x\"}",
-    "invalid JSON: unpaired surrogate in \\u escape at byte 9"),
+       "invalid JSON: unpaired surrogate in \\u escape at byte 9"),
   BAD ("/bag/parse/rejects-bad-escape", "t.jsonl", "{\"sh\": \"\\x41\"}",
-    "invalid JSON: invalid escape in string at byte 9"),
+       "invalid JSON: invalid escape in string at byte 9"),
   BAD ("/bag/parse/rejects-raw-control-character", "t.jsonl", "{\"sh\": \"a\tb\"}",
-    "invalid JSON: control character in string"),
+       "invalid JSON: control character in string"),
   /* shape */
   BAD ("/bag/parse/rejects-array", "t.jsonl", "[\"ls\"]", "expected a JSON object, got an array"),
   BAD ("/bag/parse/rejects-string", "t.jsonl", "\"ls\"", "expected a JSON object, got a string"),
   BAD ("/bag/parse/rejects-null", "t.jsonl", "null", "expected a JSON object, got null"),
-  BAD ("/bag/parse/rejects-unknown-field", "t.jsonl", "{\"sh\": \"x\", \"foo\": 1}", "unknown field \"foo\""),
-  BAD ("/bag/parse/rejects-unknown-field-with-odd-name", "t.jsonl", "{\"sh\": \"x\", \"a\\\"\\n\": 1}",
-    "unknown field \"a\\\"\\n\""),
+  BAD ("/bag/parse/rejects-unknown-field", "t.jsonl", "{\"sh\": \"x\", \"foo\": 1}",
+       "unknown field \"foo\""),
+  BAD ("/bag/parse/rejects-unknown-field-with-odd-name", "t.jsonl",
+       "{\"sh\": \"x\", \"a\\\"\\n\": 1}", "unknown field \"a\\\"\\n\""),
   BAD ("/bag/parse/rejects-unknown-field-with-control-characters", "t.jsonl",
-    "{\"sh\": \"x\", \"b\\u0001\\u007f\": 1}", "unknown field \"b\\u0001\\u007f\""),
+       "{\"sh\": \"x\", \"b\\u0001\\u007f\": 1}", "unknown field \"b\\u0001\\u007f\""),
   BAD ("/bag/parse/rejects-unknown-field-with-long-name-cut", "t.jsonl",
-    "{\"sh\": \"x\", \"éxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}",
-    "unknown field \"éxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\""),
-  BAD ("/bag/parse/rejects-misspelt-field", "t.jsonl", "{\"sh\": \"x\", \"timout\": 1}", "unknown field \"timout\""),
-  BAD ("/bag/parse/rejects-duplicate-field", "t.jsonl", "{\"sh\": \"x\", \"sh\": \"y\"}", "duplicate field \"sh\""),
-  BAD ("/bag/parse/rejects-duplicate-env-variable", "t.jsonl", "{\"sh\": \"x\", \"env\": {\"A\": \"1\", \"A\": \"2\"}}",
-    "field \"env\": duplicate variable \"A\""),
+       "{\"sh\": \"x\", "
+       "\"éxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": 1}",
+       "unknown field \"éxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\""),
+  BAD ("/bag/parse/rejects-misspelt-field", "t.jsonl", "{\"sh\": \"x\", \"timout\": 1}",
+       "unknown field \"timout\""),
+  BAD ("/bag/parse/rejects-duplicate-field", "t.jsonl", "{\"sh\": \"x\", \"sh\": \"y\"}",
+       "duplicate field \"sh\""),
+  BAD ("/bag/parse/rejects-duplicate-env-variable", "t.jsonl",
+       "{\"sh\": \"x\", \"env\": {\"A\": \"1\", \"A\": \"2\"}}",
+       "field \"env\": duplicate variable \"A\""),
   BAD ("/bag/parse/rejects-both-cmd-and-sh", "t.jsonl", "{\"sh\": \"ls\", \"cmd\": [\"ls\"]}",
-    "both \"cmd\" and \"sh\" given"),
-  BAD ("/bag/parse/rejects-neither-cmd-nor-sh", "t.jsonl", "{\"cwd\": \"/tmp\"}", "neither \"cmd\" nor \"sh\" given"),
+       "both \"cmd\" and \"sh\" given"),
+  BAD ("/bag/parse/rejects-neither-cmd-nor-sh", "t.jsonl", "{\"cwd\": \"/tmp\"}",
+       "neither \"cmd\" nor \"sh\" given"),
   BAD ("/bag/parse/rejects-empty-object", "t.jsonl", "{}", "neither \"cmd\" nor \"sh\" given"),
   /* cmd */
-  BAD ("/bag/parse/rejects-empty-argv", "t.jsonl", "{\"cmd\": []}", "field \"cmd\": must not be empty"),
+  BAD ("/bag/parse/rejects-empty-argv", "t.jsonl", "{\"cmd\": []}",
+       "field \"cmd\": must not be empty"),
   BAD ("/bag/parse/rejects-empty-program", "t.jsonl", "{\"cmd\": [\"\", \"x\"]}",
-    "field \"cmd\": the program (element 0) is empty"),
+       "field \"cmd\": the program (element 0) is empty"),
   BAD ("/bag/parse/rejects-cmd-string", "t.jsonl", "{\"cmd\": \"ls -l\"}",
-    "field \"cmd\": expected an array of strings, got a string"),
+       "field \"cmd\": expected an array of strings, got a string"),
   BAD ("/bag/parse/rejects-cmd-number-argument", "t.jsonl", "{\"cmd\": [\"sleep\", 1]}",
-    "field \"cmd\": expected an array of strings, element 1 is a number"),
+       "field \"cmd\": expected an array of strings, element 1 is a number"),
   BAD ("/bag/parse/rejects-cmd-null-argument", "t.jsonl", "{\"cmd\": [\"ls\", null]}",
-    "field \"cmd\": expected an array of strings, element 1 is null"),
+       "field \"cmd\": expected an array of strings, element 1 is null"),
   /* sh, cwd */
-  BAD ("/bag/parse/rejects-sh-array", "t.jsonl", "{\"sh\": [\"ls\"]}", "field \"sh\": expected a string, got an array"),
-  BAD ("/bag/parse/rejects-empty-sh", "t.jsonl", "{\"sh\": \"\"}", "field \"sh\": must not be empty"),
-  BAD ("/bag/parse/rejects-cwd-number", "t.jsonl", "{\"sh\": \"x\", \"cwd\": 1}", "field \"cwd\": expected a string, got a number"),
-  BAD ("/bag/parse/rejects-cwd-null", "t.jsonl", "{\"sh\": \"x\", \"cwd\": null}", "field \"cwd\": expected a string, got null"),
-  BAD ("/bag/parse/rejects-empty-cwd", "t.jsonl", "{\"sh\": \"x\", \"cwd\": \"\"}", "field \"cwd\": must not be empty"),
+  BAD ("/bag/parse/rejects-sh-array", "t.jsonl", "{\"sh\": [\"ls\"]}",
+       "field \"sh\": expected a string, got an array"),
+  BAD ("/bag/parse/rejects-empty-sh", "t.jsonl", "{\"sh\": \"\"}",
+       "field \"sh\": must not be empty"),
+  BAD ("/bag/parse/rejects-cwd-number", "t.jsonl", "{\"sh\": \"x\", \"cwd\": 1}",
+       "field \"cwd\": expected a string, got a number"),
+  BAD ("/bag/parse/rejects-cwd-null", "t.jsonl", "{\"sh\": \"x\", \"cwd\": null}",
+       "field \"cwd\": expected a string, got null"),
+  BAD ("/bag/parse/rejects-empty-cwd", "t.jsonl", "{\"sh\": \"x\", \"cwd\": \"\"}",
+       "field \"cwd\": must not be empty"),
   /* env */
   BAD ("/bag/parse/rejects-env-array", "t.jsonl", "{\"sh\": \"x\", \"env\": [\"A=1\"]}",
-    "field \"env\": expected an object of strings, got an array"),
+       "field \"env\": expected an object of strings, got an array"),
   BAD ("/bag/parse/rejects-env-number-value", "t.jsonl", "{\"sh\": \"x\", \"env\": {\"N\": 1}}",
-    "field \"env\": expected an object of strings, \"N\" is a number"),
+       "field \"env\": expected an object of strings, \"N\" is a number"),
   BAD ("/bag/parse/rejects-env-empty-name", "t.jsonl", "{\"sh\": \"x\", \"env\": {\"\": \"1\"}}",
-    "field \"env\": empty variable name"),
-  BAD ("/bag/parse/rejects-env-name-with-equals", "t.jsonl", "{\"sh\": \"x\", \"env\": {\"A=B\": \"1\"}}",
-    "field \"env\": variable name \"A=B\" contains '='"),
+       "field \"env\": empty variable name"),
+  BAD ("/bag/parse/rejects-env-name-with-equals", "t.jsonl",
+       "{\"sh\": \"x\", \"env\": {\"A=B\": \"1\"}}",
+       "field \"env\": variable name \"A=B\" contains '='"),
   /* timeout */
   BAD ("/bag/parse/rejects-timeout-string", "t.jsonl", "{\"sh\": \"x\", \"timeout\": \"10\"}",
-    "field \"timeout\": expected a number, got a string"),
+       "field \"timeout\": expected a number, got a string"),
   BAD ("/bag/parse/rejects-timeout-boolean", "t.jsonl", "{\"sh\": \"x\", \"timeout\": true}",
-    "field \"timeout\": expected a number, got a boolean"),
+       "field \"timeout\": expected a number, got a boolean"),
   BAD ("/bag/parse/rejects-zero-timeout", "t.jsonl", "{\"sh\": \"x\", \"timeout\": 0}",
-    "field \"timeout\": must be greater than 0"),
+       "field \"timeout\": must be greater than 0"),
   BAD ("/bag/parse/rejects-negative-timeout", "t.jsonl", "{\"sh\": \"x\", \"timeout\": -1.5}",
-    "field \"timeout\": must be greater than 0"),
+       "field \"timeout\": must be greater than 0"),
   BAD ("/bag/parse/rejects-timeout-too-long", "t.jsonl", "{\"sh\": \"x\", \"timeout\": 4294968}",
-    "field \"timeout\": must be at most 4294967 seconds"),
+       "field \"timeout\": must be at most 4294967 seconds"),
   BAD ("/bag/parse/rejects-infinite-timeout", "t.jsonl", "{\"sh\": \"x\", \"timeout\": 1e400}",
-    "field \"timeout\": must be at most 4294967 seconds"),
+       "field \"timeout\": must be at most 4294967 seconds"),
   /* retries */
   BAD ("/bag/parse/rejects-retries-string", "t.jsonl", "{\"sh\": \"x\", \"retries\": \"3\"}",
-    "field \"retries\": expected an integer, got a string"),
+       "field \"retries\": expected an integer, got a string"),
   BAD ("/bag/parse/rejects-fractional-retries", "t.jsonl", "{\"sh\": \"x\", \"retries\": 1.5}",
-    "field \"retries\": expected an integer, got a number"),
+       "field \"retries\": expected an integer, got a number"),
   BAD ("/bag/parse/rejects-negative-retries", "t.jsonl", "{\"sh\": \"x\", \"retries\": -1}",
-    "field \"retries\": must be between 0 and 100"),
+       "field \"retries\": must be between 0 and 100"),
   BAD ("/bag/parse/rejects-too-many-retries", "t.jsonl", "{\"sh\": \"x\", \"retries\": 101}",
-    "field \"retries\": must be between 0 and 100"),
+       "field \"retries\": must be between 0 and 100"),
   /* replicate */
   BAD ("/bag/parse/rejects-replicate-string", "t.jsonl", "{\"sh\": \"x\", \"replicate\": \"no\"}",
-    "field \"replicate\": expected true or false, got a string"),
+       "field \"replicate\": expected true or false, got a string"),
   BAD ("/bag/parse/rejects-replicate-number", "t.jsonl", "{\"sh\": \"x\", \"replicate\": 0}",
-    "field \"replicate\": expected true or false, got a number"),
+       "field \"replicate\": expected true or false, got a number"),
   /* est_runtime */
-  BAD ("/bag/parse/rejects-est-runtime-string", "t.jsonl", "{\"sh\": \"x\", \"est_runtime\": \"1h\"}",
-    "field \"est_runtime\": expected a number, got a string"),
+  BAD ("/bag/parse/rejects-est-runtime-string", "t.jsonl",
+       "{\"sh\": \"x\", \"est_runtime\": \"1h\"}",
+       "field \"est_runtime\": expected a number, got a string"),
   BAD ("/bag/parse/rejects-negative-est-runtime", "t.jsonl", "{\"sh\": \"x\", \"est_runtime\": -1}",
-    "field \"est_runtime\": must not be negative"),
-  BAD ("/bag/parse/rejects-est-runtime-too-long", "t.jsonl", "{\"sh\": \"x\", \"est_runtime\": 5e6}",
-    "field \"est_runtime\": must be at most 4294967 seconds"),
+       "field \"est_runtime\": must not be negative"),
+  BAD ("/bag/parse/rejects-est-runtime-too-long", "t.jsonl",
+       "{\"sh\": \"x\", \"est_runtime\": 5e6}",
+       "field \"est_runtime\": must be at most 4294967 seconds"),
 };
 
 static void
 test_parse_rejects (gconstpointer data)
 {
   const BadLine *bad = data;
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new (NULL);
-  g_string_append (text, g_str_has_suffix (bad->name, ".jsonl") ? "{\"sh\": \"ok\"}\n" : "echo ok\n");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new (NULL);
+  g_string_append (text,
+                   g_str_has_suffix (bad->name, ".jsonl") ? "{\"sh\": \"ok\"}\n" : "echo ok\n");
   g_string_append_len (text, bad->line, (gssize) bad->len);
   g_string_append (text, "\n");
-  g_string_append (text, g_str_has_suffix (bad->name, ".jsonl") ? "{\"sh\": \"ok\"}\n" : "echo ok\n");
+  g_string_append (text,
+                   g_str_has_suffix (bad->name, ".jsonl") ? "{\"sh\": \"ok\"}\n" : "echo ok\n");
 
-  g_assert_false (datc_bag_load_data (bag, bad->name, text->str, text->len, DATC_TASKFILE_AUTO, &error));
+  g_assert_false (
+      datc_bag_load_data (bag, bad->name, text->str, text->len, DATC_TASKFILE_AUTO, &error));
   assert_parse_error (error, bad->name, 2, bad->what);
   assert_bag_unchanged (bag, memory);
 }
@@ -925,31 +968,34 @@ test_parse_rejects (gconstpointer data)
 static void
 test_parse_rejects_deep_nesting (void)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new ("{\"sh\": \"x\", \"cmd\": ");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new ("{\"sh\": \"x\", \"cmd\": ");
 
   /* Deep enough to overflow the stack of a recursive parser. */
   for (guint i = 0; i < 1000000; i++)
     g_string_append_c (text, '[');
-  g_assert_false (datc_bag_load_data (bag, "deep.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
-  assert_parse_error (error, "deep.jsonl", 1, "invalid JSON: nested more than 32 levels deep at byte 51");
+  g_assert_false (
+      datc_bag_load_data (bag, "deep.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
+  assert_parse_error (error, "deep.jsonl", 1,
+                      "invalid JSON: nested more than 32 levels deep at byte 51");
   assert_bag_unchanged (bag, memory);
 }
 
 static void
 test_parse_rejects_too_many_arguments (void)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new ("{\"cmd\": [\"echo\"");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new ("{\"cmd\": [\"echo\"");
 
   for (guint i = 0; i < DATC_ARGV_MAX; i++)
     g_string_append (text, ", \"a\"");
   g_string_append (text, "]}");
-  g_assert_false (datc_bag_load_data (bag, "argv.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
+  g_assert_false (
+      datc_bag_load_data (bag, "argv.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
   assert_parse_error (error, "argv.jsonl", 1, "field \"cmd\": more than 4096 arguments");
   assert_bag_unchanged (bag, memory);
 }
@@ -957,15 +1003,16 @@ test_parse_rejects_too_many_arguments (void)
 static void
 test_parse_rejects_too_many_variables (void)
 {
-  g_autoptr(DatcBag) bag = bag_with_two_tasks ();
+  g_autoptr (DatcBag) bag = bag_with_two_tasks ();
   gsize memory = datc_bag_memory_size (bag);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_new ("{\"sh\": \"env\", \"env\": {\"V\": \"\"");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_new ("{\"sh\": \"env\", \"env\": {\"V\": \"\"");
 
   for (guint i = 0; i < DATC_ENV_MAX; i++)
     g_string_append_printf (text, ", \"V%u\": \"\"", i);
   g_string_append (text, "}}");
-  g_assert_false (datc_bag_load_data (bag, "env.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
+  g_assert_false (
+      datc_bag_load_data (bag, "env.jsonl", text->str, text->len, DATC_TASKFILE_AUTO, &error));
   assert_parse_error (error, "env.jsonl", 1, "field \"env\": more than 4096 variables");
   assert_bag_unchanged (bag, memory);
 }
@@ -978,9 +1025,9 @@ static void
 test_memory_holds_a_million_tasks (Fixture *fx, gconstpointer data)
 {
   const guint n = 1000000;
-  g_autoptr(DatcBag) bag = datc_bag_new ();
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GString) text = g_string_sized_new ((gsize) n * 42);
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) text = g_string_sized_new ((gsize) n * 42);
   g_autofree gchar *path = NULL;
   g_autofree gchar *sha = NULL;
   g_autofree gchar *expected = NULL;
@@ -1006,7 +1053,8 @@ test_memory_holds_a_million_tasks (Fixture *fx, gconstpointer data)
     bytes += datc_bag_get (bag, id)->length;
   memory = datc_bag_memory_size (bag);
   g_test_message ("memory: %" G_GSIZE_FORMAT " bytes (%.1f MiB) for %" G_GSIZE_FORMAT
-                  " bytes of commands", memory, (double) memory / MIB, bytes);
+                  " bytes of commands",
+                  memory, (double) memory / MIB, bytes);
   g_assert_cmpuint (memory, >=, n * sizeof (DatcBagTask) + bytes);
   g_assert_cmpuint (memory, <, 100 * MIB);
 }
@@ -1019,7 +1067,8 @@ main (int argc, char **argv)
   g_test_add_func ("/bag/format/parses-names", test_format_parses_names);
   g_test_add_func ("/bag/format/follows-the-extension", test_format_follows_extension);
 
-  g_test_add_func ("/bag/lines/skips-comments-and-blank-lines", test_lines_skips_comments_and_blank_lines);
+  g_test_add_func ("/bag/lines/skips-comments-and-blank-lines",
+                   test_lines_skips_comments_and_blank_lines);
   g_test_add_func ("/bag/lines/trims-blanks", test_lines_trims_blanks);
   g_test_add_func ("/bag/lines/accepts-crlf", test_lines_accepts_crlf);
   g_test_add ("/bag/lines/accepts-last-line-without-newline", Fixture, NULL, fixture_set_up,
@@ -1028,8 +1077,8 @@ main (int argc, char **argv)
   g_test_add_func ("/bag/lines/keeps-utf8-as-is", test_lines_keeps_utf8_as_is);
 
   g_test_add_func ("/bag/load/continues-ids-across-loads", test_load_continues_ids_across_loads);
-  g_test_add ("/bag/load/hashes-the-file", Fixture, NULL, fixture_set_up,
-              test_load_hashes_the_file, fixture_tear_down);
+  g_test_add ("/bag/load/hashes-the-file", Fixture, NULL, fixture_set_up, test_load_hashes_the_file,
+              fixture_tear_down);
   g_test_add ("/bag/load/streams-large-files", Fixture, NULL, fixture_set_up,
               test_load_streams_large_files, fixture_tear_down);
   g_test_add ("/bag/load/accepts-line-at-limit", Fixture, NULL, fixture_set_up,

@@ -104,12 +104,9 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-  g_test_add_func ("/crc32c/vectors/matches-check-value-of-123456789",
-                   test_vectors_check_string);
-  g_test_add_func ("/crc32c/vectors/matches-rfc3720-examples",
-                   test_vectors_rfc3720);
-  g_test_add_func ("/crc32c/empty-input/keeps-the-running-crc",
-                   test_empty_input_keeps_crc);
+  g_test_add_func ("/crc32c/vectors/matches-check-value-of-123456789", test_vectors_check_string);
+  g_test_add_func ("/crc32c/vectors/matches-rfc3720-examples", test_vectors_rfc3720);
+  g_test_add_func ("/crc32c/empty-input/keeps-the-running-crc", test_empty_input_keeps_crc);
   g_test_add_func ("/crc32c/incremental/matches-one-shot-over-random-splits",
                    test_incremental_matches_one_shot);
   g_test_add_func ("/crc32c/slicing/matches-bitwise-reference-at-every-alignment",

@@ -20,9 +20,9 @@ typedef struct {
   DatcLedger *ledger;
   void *ctx;
   DatcDispatcher *disp;
-  void *agent;             /* DEALER, routing id "agent-1" */
-  guint64 got;             /* tasks it received */
-  guint64 first_id;        /* the id of the first of them */
+  void *agent;      /* DEALER, routing id "agent-1" */
+  guint64 got;      /* tasks it received */
+  guint64 first_id; /* the id of the first of them */
 } Fixture;
 
 /* crash_limit 1: a task lost once fails at once, so a departure that
@@ -38,8 +38,8 @@ setup (Fixture *f, guint n, guint timeout_ms)
   for (guint i = 0; i < n; i++)
     g_string_append (text, "true\n");
   f->bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len,
-                                     DATC_TASKFILE_LINES, &error));
+  g_assert_true (
+      datc_bag_load_data (f->bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES, &error));
   DatcLedgerOptions lo = { .crash_limit = 1 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &lo, &error);
   g_assert_no_error (error);
@@ -109,8 +109,8 @@ turn (Fixture *f)
       zmq_msg_t body;
       zmq_msg_init (&body);
       g_assert_cmpint (zmq_msg_recv (&body, f->agent, 0), >=, 0);
-      g_autoptr (DatcMsg) m = datc_msg_decode (zmq_msg_data (&body), zmq_msg_size (&body),
-                                               DATC_FRAME_MAX, &error);
+      g_autoptr (DatcMsg) m
+          = datc_msg_decode (zmq_msg_data (&body), zmq_msg_size (&body), DATC_FRAME_MAX, &error);
       g_assert_no_error (error);
       zmq_msg_close (&body);
       if (m->type == DATC_MSG_TASKS)
@@ -256,7 +256,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/dispatcher/agents/bye-gives-held-tasks-back-and-leaves-the-ledger",
                    test_bye_gives_tasks_back);
-  g_test_add_func ("/dispatcher/agents/a-silent-agent-is-lost-with-its-tasks", test_silent_agent_is_lost);
+  g_test_add_func ("/dispatcher/agents/a-silent-agent-is-lost-with-its-tasks",
+                   test_silent_agent_is_lost);
   g_test_add_func ("/dispatcher/agents/direct-agent-gets-the-task-bound-to-its-proxy",
                    test_direct_agent_gets_its_proxy_s_task);
   return g_test_run ();

@@ -271,7 +271,7 @@ test_heartbeats_and_losses (void)
       fake_campaign_turn (c);
     }
   guint a_beats = a->heartbeats, b_beats = b->heartbeats;
-  g_assert_cmpuint (a_beats, ==, 1 + 14);  /* one a minute until 900 s of silence */
+  g_assert_cmpuint (a_beats, ==, 1 + 14); /* one a minute until 900 s of silence */
   g_assert_cmpuint (b_beats, ==, 1 + 20);
   fake_campaign_advance (c, MINUTE);
   speak (bx, 2);
@@ -319,10 +319,8 @@ main (int argc, char **argv)
                    test_end_game_no_copy);
   g_test_add_func ("/dispatcher/nodes/three-fast-failures-drain-and-exclude-the-host",
                    test_fast_failures);
-  g_test_add_func ("/dispatcher/nodes/a-slower-failure-resets-the-count",
-                   test_slow_failure_resets);
-  g_test_add_func ("/dispatcher/nodes/the-last-host-is-drained-not-excluded",
-                   test_last_host_kept);
+  g_test_add_func ("/dispatcher/nodes/a-slower-failure-resets-the-count", test_slow_failure_resets);
+  g_test_add_func ("/dispatcher/nodes/the-last-host-is-drained-not-excluded", test_last_host_kept);
   g_test_add_func ("/dispatcher/heartbeats/due-agents-beat-and-only-the-silent-are-lost",
                    test_heartbeats_and_losses);
   return g_test_run ();

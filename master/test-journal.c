@@ -26,7 +26,7 @@ typedef struct {
 static void
 fixture_set_up (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
   f->dir = g_dir_make_tmp ("test-journal-XXXXXX", &error);
   g_assert_no_error (error);
@@ -36,7 +36,7 @@ fixture_set_up (Fixture *f, gconstpointer data)
 static void
 fixture_tear_down (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GDir) dir = g_dir_open (f->dir, 0, NULL);
+  g_autoptr (GDir) dir = g_dir_open (f->dir, 0, NULL);
   const char *name;
 
   while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
@@ -53,8 +53,7 @@ fixture_tear_down (Fixture *f, gconstpointer data)
 /* ---- helpers ---------------------------------------------------------- */
 
 static gboolean
-collect_record (const guint8 *payload, gsize len, gpointer user_data,
-                GError **error)
+collect_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
 {
   GPtrArray *records = user_data;
 
@@ -64,10 +63,9 @@ collect_record (const guint8 *payload, gsize len, gpointer user_data,
 
 /* Opens `path`, replaying into a fresh array; asserts success. */
 static DatcJournal *
-open_and_collect (const char *path, GPtrArray **records,
-                  DatcJournalRecovery *recovery)
+open_and_collect (const char *path, GPtrArray **records, DatcJournalRecovery *recovery)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   DatcJournal *journal;
 
   *records = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
@@ -153,7 +151,7 @@ write_file (const char *path, const guint8 *data, gsize len)
 static GBytes *
 read_file (const char *path)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   char *data = NULL;
   gsize len = 0;
 
@@ -168,10 +166,9 @@ read_file (const char *path)
 static GPtrArray *
 build_journal (const char *path, const gsize *sizes, guint n, GArray **ends)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(DatcJournal) journal = NULL;
-  GPtrArray *expected =
-    g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
+  GPtrArray *expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   guint64 end = strlen (MAGIC);
 
   *ends = g_array_new (FALSE, FALSE, sizeof (guint64));
@@ -227,9 +224,9 @@ put_le32 (guint8 *p, guint32 v)
 static void
 test_create_writes_magic (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(DatcJournal) journal = NULL;
-  g_autoptr(GBytes) contents = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
+  g_autoptr (GBytes) contents = NULL;
   DatcJournalRecovery recovery = { 99, 99, 99 };
   struct stat st;
 
@@ -241,8 +238,7 @@ test_create_writes_magic (Fixture *f, gconstpointer data)
   g_assert_cmpuint (recovery.torn_bytes, ==, 0);
 
   contents = read_file (f->path);
-  g_assert_cmpmem (g_bytes_get_data (contents, NULL), g_bytes_get_size (contents),
-                   MAGIC, 8);
+  g_assert_cmpmem (g_bytes_get_data (contents, NULL), g_bytes_get_size (contents), MAGIC, 8);
   g_assert_cmpint (stat (f->path, &st), ==, 0);
   g_assert_cmpint (st.st_mode & 0777, ==, 0600);
 }
@@ -252,9 +248,9 @@ test_open_reinitialises_torn_magic (Fixture *f, gconstpointer data)
 {
   for (gsize cut = 0; cut < 8; cut++)
     {
-      g_autoptr(GPtrArray) records = NULL;
-      g_autoptr(DatcJournal) journal = NULL;
-      g_autoptr(GBytes) contents = NULL;
+      g_autoptr (GPtrArray) records = NULL;
+      g_autoptr (DatcJournal) journal = NULL;
+      g_autoptr (GBytes) contents = NULL;
       DatcJournalRecovery recovery;
 
       write_file (f->path, (const guint8 *) MAGIC, cut);
@@ -263,8 +259,7 @@ test_open_reinitialises_torn_magic (Fixture *f, gconstpointer data)
       g_assert_cmpuint (recovery.valid_bytes, ==, 8);
       g_assert_cmpuint (recovery.torn_bytes, ==, cut);
       contents = read_file (f->path);
-      g_assert_cmpmem (g_bytes_get_data (contents, NULL),
-                       g_bytes_get_size (contents), MAGIC, 8);
+      g_assert_cmpmem (g_bytes_get_data (contents, NULL), g_bytes_get_size (contents), MAGIC, 8);
     }
 }
 
@@ -275,30 +270,29 @@ test_open_refuses_bad_magic (Fixture *f, gconstpointer data)
 
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++)
     {
-      g_autoptr(GError) error = NULL;
-      g_autoptr(DatcJournal) journal = NULL;
-      g_autoptr(GBytes) contents = NULL;
+      g_autoptr (GError) error = NULL;
+      g_autoptr (DatcJournal) journal = NULL;
+      g_autoptr (GBytes) contents = NULL;
 
       write_file (f->path, (const guint8 *) bad[i], strlen (bad[i]));
       journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
       g_assert_null (journal);
-      g_assert_error (error, DATC_JOURNAL_ERROR,
-                      DATC_JOURNAL_ERROR_NOT_A_JOURNAL);
+      g_assert_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_NOT_A_JOURNAL);
       g_assert_nonnull (strstr (error->message, f->path));
 
       /* Left as it was found. */
       contents = read_file (f->path);
-      g_assert_cmpmem (g_bytes_get_data (contents, NULL),
-                       g_bytes_get_size (contents), bad[i], strlen (bad[i]));
+      g_assert_cmpmem (g_bytes_get_data (contents, NULL), g_bytes_get_size (contents), bad[i],
+                       strlen (bad[i]));
     }
 }
 
 static void
 test_open_reports_io_error_with_path (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   g_autofree char *path = g_build_filename (f->dir, "missing", "journal", NULL);
-  g_autoptr(DatcJournal) journal = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
 
   journal = datc_journal_open (path, NULL, NULL, NULL, &error);
   g_assert_null (journal);
@@ -312,19 +306,17 @@ test_open_reports_io_error_with_path (Fixture *f, gconstpointer data)
 static void
 test_append_replays_same_records_in_order (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) expected =
-    g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_autoptr (GPtrArray) records = NULL;
   DatcJournalRecovery recovery;
   guint64 size = 8;
 
   /* Two sessions, each appending and committing in groups. */
   for (guint session = 0; session < 2; session++)
     {
-      g_autoptr(GPtrArray) replayed = NULL;
-      g_autoptr(DatcJournal) journal =
-        open_and_collect (f->path, &replayed, &recovery);
+      g_autoptr (GPtrArray) replayed = NULL;
+      g_autoptr (DatcJournal) journal = open_and_collect (f->path, &replayed, &recovery);
 
       assert_records (replayed, expected, expected->len);
       for (guint i = 0; i < 100; i++)
@@ -353,8 +345,8 @@ test_append_replays_same_records_in_order (Fixture *f, gconstpointer data)
 static void
 test_append_builds_payload_incrementally (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) records = NULL;
   const char *parts[][3] = {
     { "task", " ", "added" },
     { "x", "", "" },
@@ -362,8 +354,7 @@ test_append_builds_payload_incrementally (Fixture *f, gconstpointer data)
   };
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     for (guint r = 0; r < G_N_ELEMENTS (parts); r++)
@@ -372,8 +363,7 @@ test_append_builds_payload_incrementally (Fixture *f, gconstpointer data)
 
         g_assert_nonnull (buf);
         for (guint p = 0; p < 3; p++)
-          g_byte_array_append (buf, (const guint8 *) parts[r][p],
-                               (guint) strlen (parts[r][p]));
+          g_byte_array_append (buf, (const guint8 *) parts[r][p], (guint) strlen (parts[r][p]));
         datc_journal_end (journal);
       }
     g_assert_true (datc_journal_commit (journal, &error));
@@ -394,12 +384,11 @@ test_append_builds_payload_incrementally (Fixture *f, gconstpointer data)
 static void
 test_append_refuses_empty_payload (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) records = NULL;
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     datc_journal_append (journal, "before", 6);
@@ -429,15 +418,14 @@ test_append_refuses_empty_payload (Fixture *f, gconstpointer data)
 static void
 test_append_accepts_largest_record (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) records = NULL;
-  g_autoptr(GBytes) big = make_payload (5, DATC_JOURNAL_RECORD_MAX);
-  g_autoptr(GBytes) small = make_payload (6, 3);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) records = NULL;
+  g_autoptr (GBytes) big = make_payload (5, DATC_JOURNAL_RECORD_MAX);
+  g_autoptr (GBytes) small = make_payload (6, 3);
   g_autofree guint8 *too_big = g_malloc0 (DATC_JOURNAL_RECORD_MAX + 1);
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     append_bytes (journal, small);
@@ -462,9 +450,8 @@ test_append_accepts_largest_record (Fixture *f, gconstpointer data)
 static void
 test_pending_counts_sealed_bytes (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(DatcJournal) journal =
-    datc_journal_open (f->path, NULL, NULL, NULL, &error);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
   GByteArray *buf;
 
   g_assert_no_error (error);
@@ -493,9 +480,8 @@ test_pending_counts_sealed_bytes (Fixture *f, gconstpointer data)
 static void
 test_commit_with_nothing_pending_succeeds (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(DatcJournal) journal =
-    datc_journal_open (f->path, NULL, NULL, NULL, &error);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
   g_assert_no_error (error);
   g_assert_true (datc_journal_commit (journal, &error));
@@ -508,13 +494,12 @@ test_commit_with_nothing_pending_succeeds (Fixture *f, gconstpointer data)
 static void
 test_uncommitted_records_are_not_written (Fixture *f, gconstpointer data)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) records = NULL;
   DatcJournalRecovery recovery;
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     datc_journal_append (journal, "kept", 4);
@@ -541,10 +526,9 @@ test_commit_failure_keeps_records_pending (Fixture *f, gconstpointer data)
       return;
     }
 
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) expected =
-    g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  g_autoptr(GPtrArray) records = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_autoptr (GPtrArray) records = NULL;
   struct rlimit saved, limited;
   gsize pending;
 
@@ -552,8 +536,7 @@ test_commit_failure_keeps_records_pending (Fixture *f, gconstpointer data)
   g_assert_cmpint (getrlimit (RLIMIT_FSIZE, &saved), ==, 0);
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     for (guint i = 0; i < 3; i++)
@@ -605,8 +588,7 @@ test_commit_failure_keeps_records_pending (Fixture *f, gconstpointer data)
 /* The same failure, but the master dies before any retry: the half-written
  * group is a torn tail and the committed records are all there. */
 static void
-test_commit_failure_then_crash_loses_only_the_group (Fixture *f,
-                                                     gconstpointer data)
+test_commit_failure_then_crash_loses_only_the_group (Fixture *f, gconstpointer data)
 {
   if (!g_test_subprocess ())
     {
@@ -615,10 +597,10 @@ test_commit_failure_then_crash_loses_only_the_group (Fixture *f,
       return;
     }
 
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) records = NULL;
-  g_autoptr(GBytes) kept = make_payload (1, 40);
-  g_autoptr(GBytes) lost = make_payload (2, 1000);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) records = NULL;
+  g_autoptr (GBytes) kept = make_payload (1, 40);
+  g_autoptr (GBytes) lost = make_payload (2, 1000);
   DatcJournalRecovery recovery;
   struct rlimit saved, limited;
 
@@ -626,8 +608,7 @@ test_commit_failure_then_crash_loses_only_the_group (Fixture *f,
   g_assert_cmpint (getrlimit (RLIMIT_FSIZE, &saved), ==, 0);
 
   {
-    g_autoptr(DatcJournal) journal =
-      datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
 
     g_assert_no_error (error);
     append_bytes (journal, kept);
@@ -652,9 +633,9 @@ test_commit_failure_then_crash_loses_only_the_group (Fixture *f,
 /* ---- recovery --------------------------------------------------------- */
 
 static const gsize varied_sizes[] = {
-  1, 2, 3, 7, 8, 9, 15, 16, 17, 40, 41, 60, 1, 255, 256, 257, 12, 33, 5, 100,
-  64, 63, 65, 1, 1, 1, 20, 30, 40, 50, 511, 512, 513, 4, 6, 8, 10, 90, 2, 3,
-  1000, 44, 45, 46, 47, 3, 2, 1, 77, 128,
+  1,  2, 3,   7,  8,  9,  15,   16, 17, 40, 41, 60, 1,  255, 256, 257, 12,
+  33, 5, 100, 64, 63, 65, 1,    1,  1,  20, 30, 40, 50, 511, 512, 513, 4,
+  6,  8, 10,  90, 2,  3,  1000, 44, 45, 46, 47, 3,  2,  1,   77,  128,
 };
 
 /* Cut the journal at every byte offset: reopen replays exactly the records
@@ -664,27 +645,26 @@ static void
 test_recovery_ignores_torn_tail_at_every_offset (Fixture *f, gconstpointer data)
 {
   const guint n = G_N_ELEMENTS (varied_sizes);
-  g_autoptr(GArray) ends = NULL;
-  g_autoptr(GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
-  g_autoptr(GBytes) whole = read_file (f->path);
+  g_autoptr (GArray) ends = NULL;
+  g_autoptr (GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
+  g_autoptr (GBytes) whole = read_file (f->path);
   const guint8 *bytes = g_bytes_get_data (whole, NULL);
   gsize size = g_bytes_get_size (whole);
-  g_autoptr(GBytes) new1 = make_payload (9001, 33);
-  g_autoptr(GBytes) new2 = make_payload (9002, 1);
+  g_autoptr (GBytes) new1 = make_payload (9001, 33);
+  g_autoptr (GBytes) new2 = make_payload (9002, 1);
 
   g_assert_cmpuint (n, ==, 50);
   for (gsize cut = 0; cut <= size; cut++)
     {
-      g_autoptr(GError) error = NULL;
+      g_autoptr (GError) error = NULL;
       guint before = records_before (ends, cut);
       guint64 valid = end_of_record (ends, before);
       DatcJournalRecovery recovery;
 
       write_file (f->path, bytes, cut);
       {
-        g_autoptr(GPtrArray) records = NULL;
-        g_autoptr(DatcJournal) journal =
-          open_and_collect (f->path, &records, &recovery);
+        g_autoptr (GPtrArray) records = NULL;
+        g_autoptr (DatcJournal) journal = open_and_collect (f->path, &records, &recovery);
 
         assert_records (records, expected, before);
         g_assert_cmpuint (recovery.records, ==, before);
@@ -698,7 +678,7 @@ test_recovery_ignores_torn_tail_at_every_offset (Fixture *f, gconstpointer data)
         g_assert_no_error (error);
       }
       {
-        g_autoptr(GPtrArray) records = replay_all (f->path, &recovery);
+        g_autoptr (GPtrArray) records = replay_all (f->path, &recovery);
 
         g_assert_cmpuint (records->len, ==, before + 2);
         assert_prefix (records, expected, before);
@@ -711,13 +691,13 @@ test_recovery_ignores_torn_tail_at_every_offset (Fixture *f, gconstpointer data)
 
 /* Flip one bit in the header or payload of record `victim`. */
 static void
-check_flip_stops_at_record (const char *path, GBytes *whole, GPtrArray *expected,
-                            GArray *ends, guint victim, gsize bit_offset)
+check_flip_stops_at_record (const char *path, GBytes *whole, GPtrArray *expected, GArray *ends,
+                            guint victim, gsize bit_offset)
 {
   gsize size = g_bytes_get_size (whole);
   g_autofree guint8 *copy = g_memdup2 (g_bytes_get_data (whole, NULL), size);
-  g_autoptr(GPtrArray) records = NULL;
-  g_autoptr(DatcJournal) journal = NULL;
+  g_autoptr (GPtrArray) records = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
   guint64 start = end_of_record (ends, victim);
   DatcJournalRecovery recovery;
 
@@ -737,9 +717,9 @@ static void
 test_recovery_stops_at_flipped_bit (Fixture *f, gconstpointer data)
 {
   const guint n = G_N_ELEMENTS (varied_sizes);
-  g_autoptr(GArray) ends = NULL;
-  g_autoptr(GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
-  g_autoptr(GBytes) whole = read_file (f->path);
+  g_autoptr (GArray) ends = NULL;
+  g_autoptr (GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
+  g_autoptr (GBytes) whole = read_file (f->path);
 
   for (guint victim = 0; victim < n; victim += 3)
     {
@@ -760,13 +740,13 @@ static void
 check_bad_length_stops_at_record (Fixture *f, guint32 bad_len)
 {
   const guint n = G_N_ELEMENTS (varied_sizes);
-  g_autoptr(GArray) ends = NULL;
-  g_autoptr(GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
-  g_autoptr(GBytes) whole = read_file (f->path);
+  g_autoptr (GArray) ends = NULL;
+  g_autoptr (GPtrArray) expected = build_journal (f->path, varied_sizes, n, &ends);
+  g_autoptr (GBytes) whole = read_file (f->path);
   gsize size = g_bytes_get_size (whole);
   g_autofree guint8 *copy = g_memdup2 (g_bytes_get_data (whole, NULL), size);
-  g_autoptr(GPtrArray) records = NULL;
-  g_autoptr(DatcJournal) journal = NULL;
+  g_autoptr (GPtrArray) records = NULL;
+  g_autoptr (DatcJournal) journal = NULL;
   guint victim = 20;
   guint64 start = end_of_record (ends, victim);
   DatcJournalRecovery recovery;
@@ -802,23 +782,20 @@ test_recovery_stops_at_zero_length (Fixture *f, gconstpointer data)
 }
 
 static gboolean
-reject_fourth_record (const guint8 *payload, gsize len, gpointer user_data,
-                      GError **error)
+reject_fourth_record (const guint8 *payload, gsize len, gpointer user_data, GError **error)
 {
   guint *seen = user_data;
 
   if (++*seen == 4)
     {
-      g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT,
-                   "bad task record");
+      g_set_error (error, G_MARKUP_ERROR, G_MARKUP_ERROR_INVALID_CONTENT, "bad task record");
       return FALSE;
     }
   return TRUE;
 }
 
 static gboolean
-reject_fourth_record_silently (const guint8 *payload, gsize len,
-                               gpointer user_data, GError **error)
+reject_fourth_record_silently (const guint8 *payload, gsize len, gpointer user_data, GError **error)
 {
   guint *seen = user_data;
 
@@ -829,15 +806,14 @@ static void
 test_replay_failure_names_record_offset (Fixture *f, gconstpointer data)
 {
   const guint n = G_N_ELEMENTS (varied_sizes);
-  g_autoptr(GArray) ends = NULL;
-  g_autoptr(GPtrArray) expected = NULL;
+  g_autoptr (GArray) ends = NULL;
+  g_autoptr (GPtrArray) expected = NULL;
   g_autofree char *offset = NULL;
   guint64 size;
   int fd;
 
   expected = build_journal (f->path, varied_sizes, n, &ends);
-  offset = g_strdup_printf ("offset %" G_GUINT64_FORMAT,
-                                             end_of_record (ends, 3));
+  offset = g_strdup_printf ("offset %" G_GUINT64_FORMAT, end_of_record (ends, 3));
 
   /* A torn tail too, which a failed open must leave alone. */
   fd = open (f->path, O_WRONLY | O_APPEND);
@@ -847,8 +823,8 @@ test_replay_failure_names_record_offset (Fixture *f, gconstpointer data)
   size = file_size (f->path);
 
   {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(DatcJournal) journal = NULL;
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DatcJournal) journal = NULL;
     guint seen = 0;
 
     journal = datc_journal_open (f->path, reject_fourth_record, &seen, NULL, &error);
@@ -860,12 +836,11 @@ test_replay_failure_names_record_offset (Fixture *f, gconstpointer data)
     g_assert_cmpuint (seen, ==, 4);
   }
   {
-    g_autoptr(GError) error = NULL;
-    g_autoptr(DatcJournal) journal = NULL;
+    g_autoptr (GError) error = NULL;
+    g_autoptr (DatcJournal) journal = NULL;
     guint seen = 0;
 
-    journal = datc_journal_open (f->path, reject_fourth_record_silently, &seen,
-                                 NULL, &error);
+    journal = datc_journal_open (f->path, reject_fourth_record_silently, &seen, NULL, &error);
     g_assert_null (journal);
     g_assert_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_REPLAY);
     g_assert_nonnull (strstr (error->message, offset));
@@ -881,9 +856,9 @@ test_recovery_survives_random_damage (Fixture *f, gconstpointer data)
 {
   const guint n = 400;
   g_autofree gsize *sizes = g_malloc_n (n, sizeof *sizes);
-  g_autoptr(GArray) ends = NULL;
-  g_autoptr(GPtrArray) expected = NULL;
-  g_autoptr(GBytes) whole = NULL;
+  g_autoptr (GArray) ends = NULL;
+  g_autoptr (GPtrArray) expected = NULL;
+  g_autoptr (GBytes) whole = NULL;
   const guint8 *bytes;
   gsize size;
 
@@ -905,18 +880,17 @@ test_recovery_survives_random_damage (Fixture *f, gconstpointer data)
 
   for (guint round = 0; round < 60; round++)
     {
-      g_autoptr(GError) error = NULL;
+      g_autoptr (GError) error = NULL;
       gsize cut = (gsize) g_test_rand_int_range (0, (gint32) size + 1);
       guint before = records_before (ends, cut);
       guint64 valid = end_of_record (ends, before);
-      g_autoptr(GBytes) extra = make_payload (round, 1 + round);
+      g_autoptr (GBytes) extra = make_payload (round, 1 + round);
       DatcJournalRecovery recovery;
 
       write_file (f->path, bytes, cut);
       {
-        g_autoptr(GPtrArray) records = NULL;
-        g_autoptr(DatcJournal) journal =
-          open_and_collect (f->path, &records, &recovery);
+        g_autoptr (GPtrArray) records = NULL;
+        g_autoptr (DatcJournal) journal = open_and_collect (f->path, &records, &recovery);
 
         assert_records (records, expected, before);
         g_assert_cmpuint (recovery.valid_bytes, ==, valid);
@@ -926,7 +900,7 @@ test_recovery_survives_random_damage (Fixture *f, gconstpointer data)
         g_assert_no_error (error);
       }
       {
-        g_autoptr(GPtrArray) records = replay_all (f->path, &recovery);
+        g_autoptr (GPtrArray) records = replay_all (f->path, &recovery);
 
         g_assert_cmpuint (records->len, ==, before + 1);
         assert_prefix (records, expected, before);
@@ -994,26 +968,21 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-#define ADD(path, func) \
-  g_test_add (path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+#define ADD(path, func) g_test_add (path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
 
   ADD ("/journal/create/writes-magic-with-mode-0600", test_create_writes_magic);
   ADD ("/journal/open/reinitialises-a-torn-magic", test_open_reinitialises_torn_magic);
   ADD ("/journal/open/refuses-bad-magic", test_open_refuses_bad_magic);
   ADD ("/journal/open/reports-io-error-with-path", test_open_reports_io_error_with_path);
-  ADD ("/journal/append/replays-same-records-in-order",
-       test_append_replays_same_records_in_order);
-  ADD ("/journal/append/builds-payload-incrementally",
-       test_append_builds_payload_incrementally);
+  ADD ("/journal/append/replays-same-records-in-order", test_append_replays_same_records_in_order);
+  ADD ("/journal/append/builds-payload-incrementally", test_append_builds_payload_incrementally);
   ADD ("/journal/append/refuses-empty-payload", test_append_refuses_empty_payload);
   ADD ("/journal/append/accepts-largest-record", test_append_accepts_largest_record);
   ADD ("/journal/pending/counts-sealed-bytes", test_pending_counts_sealed_bytes);
-  ADD ("/journal/commit/with-nothing-pending-succeeds",
-       test_commit_with_nothing_pending_succeeds);
+  ADD ("/journal/commit/with-nothing-pending-succeeds", test_commit_with_nothing_pending_succeeds);
   ADD ("/journal/commit/uncommitted-records-are-not-written",
        test_uncommitted_records_are_not_written);
-  ADD ("/journal/commit/failure-keeps-records-pending",
-       test_commit_failure_keeps_records_pending);
+  ADD ("/journal/commit/failure-keeps-records-pending", test_commit_failure_keeps_records_pending);
   ADD ("/journal/commit/failure-then-crash-loses-only-the-group",
        test_commit_failure_then_crash_loses_only_the_group);
   ADD ("/journal/recovery/ignores-torn-tail-at-every-offset",
@@ -1024,8 +993,7 @@ main (int argc, char **argv)
        test_recovery_stops_at_length_past_end_of_file);
   ADD ("/journal/recovery/stops-at-zero-length", test_recovery_stops_at_zero_length);
   ADD ("/journal/recovery/survives-random-damage", test_recovery_survives_random_damage);
-  ADD ("/journal/replay/failure-names-record-offset",
-       test_replay_failure_names_record_offset);
+  ADD ("/journal/replay/failure-names-record-offset", test_replay_failure_names_record_offset);
 
 #undef ADD
 

@@ -80,10 +80,23 @@ samples (GPtrArray **expected)
 
   NEXT (DATC_REC_RESULT, 19);
   r->u.result = (DatcRecResult) {
-    .id = 123456789012, .attempt = 3, .agent = G_MAXUINT32, .final = TRUE, .status = 100,
-    .exit_code = -1, .signal = 9, .started = -5, .finished = 1700000000123456,
-    .out_off = 0, .out_len = 255, .err_off = 65536, .err_len = 1, .out_dropped = 2,
-    .err_dropped = G_MAXUINT64, .message = "lost \"twice\"\n", .end_class = 4,
+    .id = 123456789012,
+    .attempt = 3,
+    .agent = G_MAXUINT32,
+    .final = TRUE,
+    .status = 100,
+    .exit_code = -1,
+    .signal = 9,
+    .started = -5,
+    .finished = 1700000000123456,
+    .out_off = 0,
+    .out_len = 255,
+    .err_off = 65536,
+    .err_len = 1,
+    .out_dropped = 2,
+    .err_dropped = G_MAXUINT64,
+    .message = "lost \"twice\"\n",
+    .end_class = 4,
     .oom_evidence = NULL,
   };
   msgpack_pack_uint64 (&pk, 123456789012);
@@ -189,9 +202,14 @@ samples (GPtrArray **expected)
   static const guint8 sites[] = "slurm\0sge";
   NEXT (DATC_REC_CHECKPOINT, 9);
   r->u.checkpoint = (DatcRecCheckpoint) {
-    .time_us = 1700000000123456, .from_bytes = G_MAXUINT64, .n_tasks = 1000000,
-    .agents = 65536, .filter = TRUE, .runtimes = { runtimes, sizeof runtimes },
-    .sites = { sites, sizeof sites }, .seen = { NULL, 0 },
+    .time_us = 1700000000123456,
+    .from_bytes = G_MAXUINT64,
+    .n_tasks = 1000000,
+    .agents = 65536,
+    .filter = TRUE,
+    .runtimes = { runtimes, sizeof runtimes },
+    .sites = { sites, sizeof sites },
+    .seen = { NULL, 0 },
   };
   msgpack_pack_int64 (&pk, 1700000000123456);
   msgpack_pack_uint64 (&pk, G_MAXUINT64);
@@ -289,7 +307,7 @@ test_older_result_has_no_class (void)
   msgpack_pack_uint32 (&pk, 0);
   msgpack_pack_true (&pk);
   for (guint i = 0; i < 5; i++)
-    msgpack_pack_int64 (&pk, i == 0 ? 1 : 0);  /* status 1: signaled */
+    msgpack_pack_int64 (&pk, i == 0 ? 1 : 0); /* status 1: signaled */
   for (guint i = 0; i < 6; i++)
     msgpack_pack_uint64 (&pk, i);
   msgpack_pack_nil (&pk);

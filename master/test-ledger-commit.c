@@ -37,8 +37,8 @@ setup (Fixture *f, guint n)
   for (guint i = 0; i < n; i++)
     g_string_append (text, "true\n");
   f->bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES,
-                                     &error));
+  g_assert_true (
+      datc_bag_load_data (f->bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES, &error));
   DatcLedgerOptions o = { 0 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
@@ -63,9 +63,14 @@ finish (Fixture *f, guint64 id, const char *out)
 {
   gint64 now = g_get_real_time ();
   DatcResult r = {
-    .id = id, .attempt = 1, .status = DATC_STATUS_EXITED, .exit_code = 0,
-    .started_us = now, .finished_us = now,
-    .out = g_bytes_new (out, strlen (out)), .err = g_bytes_new (NULL, 0),
+    .id = id,
+    .attempt = 1,
+    .status = DATC_STATUS_EXITED,
+    .exit_code = 0,
+    .started_us = now,
+    .finished_us = now,
+    .out = g_bytes_new (out, strlen (out)),
+    .err = g_bytes_new (NULL, 0),
   };
   g_autoptr (GError) error = NULL;
   g_assert_cmpint (datc_ledger_take_result (f->ledger, f->agent, &r, NULL, &error), ==,
@@ -183,7 +188,7 @@ test_failed_output_sync_is_final (void)
   g_assert_cmpint (mkfifo (out, 0600), ==, 0);
   int reader = open (out, O_RDWR | O_CLOEXEC);
   g_assert_cmpint (reader, >=, 0);
-  finish (&f, 1, "");  /* no output: nothing to sync */
+  finish (&f, 1, ""); /* no output: nothing to sync */
   g_assert_true (datc_ledger_commit (f.ledger, &error));
   g_assert_no_error (error);
   guint64 journal = file_size (&f, "journal");
@@ -228,7 +233,11 @@ test_failed_output_write_is_an_error (void)
   g_assert_cmpint (g_mkdir (out, 0700), ==, 0);
   gint64 now = g_get_real_time ();
   DatcResult r = {
-    .id = 1, .attempt = 1, .status = DATC_STATUS_EXITED, .started_us = now, .finished_us = now,
+    .id = 1,
+    .attempt = 1,
+    .status = DATC_STATUS_EXITED,
+    .started_us = now,
+    .finished_us = now,
     .out = g_bytes_new_static ("one\n", 4),
   };
   g_autoptr (GError) error = NULL;

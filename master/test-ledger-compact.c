@@ -28,8 +28,8 @@ make_bag (void)
   for (guint i = 0; i < N_TASKS; i++)
     g_string_append_printf (text, "echo %u\n", i);
   DatcBag *bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES,
-                                     &error));
+  g_assert_true (
+      datc_bag_load_data (bag, "t.txt", text->str, text->len, DATC_TASKFILE_LINES, &error));
   return bag;
 }
 
@@ -48,9 +48,14 @@ static void
 result (DatcLedger *l, guint32 agent, guint64 id, gint exit_code, guint64 ms)
 {
   DatcResult r = {
-    .id = id, .attempt = datc_ledger_task_attempt (l, id), .status = DATC_STATUS_EXITED,
-    .exit_code = exit_code, .started_us = 1000000, .finished_us = 1000000 + (gint64) ms * 1000,
-    .out = g_bytes_new ("out\n", 4), .err = g_bytes_new (NULL, 0),
+    .id = id,
+    .attempt = datc_ledger_task_attempt (l, id),
+    .status = DATC_STATUS_EXITED,
+    .exit_code = exit_code,
+    .started_us = 1000000,
+    .finished_us = 1000000 + (gint64) ms * 1000,
+    .out = g_bytes_new ("out\n", 4),
+    .err = g_bytes_new (NULL, 0),
   };
   g_autoptr (GError) error = NULL;
   datc_ledger_take_result (l, agent, &r, NULL, &error);
@@ -94,9 +99,10 @@ dump (const char *dir, DatcLedger *l)
   GString *s = g_string_new (NULL);
   DatcLedgerCounts c;
   datc_ledger_counts (l, &c);
-  g_string_append_printf (s, "counts %" G_GUINT64_FORMAT " q%" G_GUINT64_FORMAT " r%"
-                          G_GUINT64_FORMAT " d%" G_GUINT64_FORMAT " f%" G_GUINT64_FORMAT
-                          " c%" G_GUINT64_FORMAT " orphans %" G_GUINT64_FORMAT " awaited %u"
+  g_string_append_printf (s,
+                          "counts %" G_GUINT64_FORMAT " q%" G_GUINT64_FORMAT " r%" G_GUINT64_FORMAT
+                          " d%" G_GUINT64_FORMAT " f%" G_GUINT64_FORMAT " c%" G_GUINT64_FORMAT
+                          " orphans %" G_GUINT64_FORMAT " awaited %u"
                           " agents %u estimate %" G_GUINT64_FORMAT "\n",
                           c.total, c.queued, c.running, c.done, c.failed, c.cancelled,
                           datc_ledger_orphans (l), datc_ledger_awaited (l),
@@ -171,8 +177,8 @@ build_campaign (const char *dir)
   datc_ledger_cancel (l, cancel, G_N_ELEMENTS (cancel), NULL);
   g_assert_cmpuint (datc_ledger_replicate (l, a2, 27, picked), ==, 1);
   guint64 first = 0, count = 0;
-  g_assert_true (datc_ledger_submit (l, "more", "echo x\necho y\n", 14, DATC_TASKFILE_LINES,
-                                     &first, &count, &error));
+  g_assert_true (datc_ledger_submit (l, "more", "echo x\necho y\n", 14, DATC_TASKFILE_LINES, &first,
+                                     &count, &error));
   datc_ledger_proxy_event (l, "a", "p1", "101", "submitted");
   datc_ledger_proxy_event (l, "b", "p9", "109", "submitted");
   datc_ledger_proxy_event (l, "b", "s1", "2", "submitting");
@@ -383,13 +389,13 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
-  g_test_add ("/ledger/compact/reopens-to-the-same-state-in-a-fraction-of-the-bytes", Fixture,
-              NULL, setup, test_round_trip, teardown);
-  g_test_add ("/ledger/compact/records-taken-meanwhile-land-behind-the-checkpoint", Fixture,
-              NULL, setup, test_records_during_compaction, teardown);
+  g_test_add ("/ledger/compact/reopens-to-the-same-state-in-a-fraction-of-the-bytes", Fixture, NULL,
+              setup, test_round_trip, teardown);
+  g_test_add ("/ledger/compact/records-taken-meanwhile-land-behind-the-checkpoint", Fixture, NULL,
+              setup, test_records_during_compaction, teardown);
   g_test_add ("/ledger/compact/a-kill-at-every-step-leaves-a-journal-that-opens", Fixture, NULL,
               setup, test_killed_at_every_step, teardown);
-  g_test_add ("/ledger/compact/a-new-file-cut-anywhere-is-never-the-journal", Fixture, NULL,
-              setup, test_cut_new_file_at_every_offset, teardown);
+  g_test_add ("/ledger/compact/a-new-file-cut-anywhere-is-never-the-journal", Fixture, NULL, setup,
+              test_cut_new_file_at_every_offset, teardown);
   return g_test_run ();
 }

@@ -18,7 +18,7 @@ typedef struct {
   DatcBag *bag;
   DatcLedger *ledger;
   guint32 agent;
-  GArray *picked;      /* DatcTaskKey */
+  GArray *picked; /* DatcTaskKey */
 } Fixture;
 
 static void
@@ -31,8 +31,7 @@ setup_as (Fixture *f, guint n, const char *line, DatcTaskFileFormat format)
   for (guint i = 0; i < n; i++)
     g_string_append_printf (text, "%s\n", line);
   f->bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len,
-                                     format, &error));
+  g_assert_true (datc_bag_load_data (f->bag, "t.txt", text->str, text->len, format, &error));
   DatcLedgerOptions o = { 0 };
   f->ledger = datc_ledger_open (f->dir, f->bag, "t.txt", "00", &o, &error);
   g_assert_no_error (error);
@@ -64,7 +63,10 @@ dispatch (Fixture *f, guint partition, guint max, guint64 budget_ms, guint *defe
   GArray *ids = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_array_set_size (f->picked, 0);
   DatcDispatchRequest req = {
-    .agent = f->agent, .partition = partition, .max = max, .budget_ms = budget_ms,
+    .agent = f->agent,
+    .partition = partition,
+    .max = max,
+    .budget_ms = budget_ms,
   };
   guint n = datc_ledger_dispatch (f->ledger, &req, f->picked);
   g_assert_cmpuint (f->picked->len, ==, n);
@@ -87,10 +89,14 @@ finish (Fixture *f, guint64 id, gint64 runtime_ms)
 {
   gint64 now = g_get_real_time ();
   DatcResult r = {
-    .id = id, .attempt = datc_ledger_task_attempt (f->ledger, id),
-    .status = DATC_STATUS_EXITED, .exit_code = 0,
-    .started_us = now - runtime_ms * 1000, .finished_us = now,
-    .out = g_bytes_new (NULL, 0), .err = g_bytes_new (NULL, 0),
+    .id = id,
+    .attempt = datc_ledger_task_attempt (f->ledger, id),
+    .status = DATC_STATUS_EXITED,
+    .exit_code = 0,
+    .started_us = now - runtime_ms * 1000,
+    .finished_us = now,
+    .out = g_bytes_new (NULL, 0),
+    .err = g_bytes_new (NULL, 0),
   };
   g_autoptr (GError) error = NULL;
   g_assert_cmpint (datc_ledger_take_result (f->ledger, f->agent, &r, NULL, &error), ==,
@@ -152,13 +158,11 @@ test_bind_release (void)
     }
   /* h1 goes to its proxy's agent, exactly it. */
   g_array_set_size (f.picked, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==,
-                    1);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h1), ==, DATC_TASK_RUNNING);
   g_assert_cmpuint (datc_ledger_task_agent (f.ledger, h1), ==, f.agent);
   /* Asking again, it gets what is queued and bound to no one: nothing. */
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==,
-                    0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p1", f.picked), ==, 0);
   g_assert_cmpuint (datc_ledger_proxy_task (f.ledger, "site", "p1"), ==, h1);
   /* h2's proxy ended without running it: back in the queue, once. */
   datc_ledger_release (f.ledger, "site", "p2");
@@ -184,8 +188,7 @@ test_bound_then_cancelled (void)
   /* Not bound any more, not queued, and its proxy's agent gets nothing. */
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 2);
   g_array_set_size (f.picked, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p", f.picked), ==,
-                    0);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p", f.picked), ==, 0);
   teardown (&f);
 }
 
@@ -211,8 +214,7 @@ test_binding_moved_on (void)
   datc_ledger_release (f.ledger, "site", "p1");
   g_assert_cmpuint (datc_ledger_unbound_queued (f.ledger), ==, 0);
   g_array_set_size (f.picked, 0);
-  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p2", f.picked), ==,
-                    1);
+  g_assert_cmpuint (datc_ledger_dispatch_bound (f.ledger, f.agent, "site", "p2", f.picked), ==, 1);
   g_assert_cmpint (datc_ledger_task_state (f.ledger, h), ==, DATC_TASK_RUNNING);
   teardown (&f);
 }
@@ -225,7 +227,7 @@ test_observed_runtime (void)
   Fixture f;
   setup (&f, 60, "true");
   g_autoptr (GArray) first = dispatch (&f, 0, 30, 10, NULL);
-  g_assert_cmpuint (first->len, ==, 30);   /* unknown run times fit any budget */
+  g_assert_cmpuint (first->len, ==, 30); /* unknown run times fit any budget */
   g_assert_cmpuint (datc_ledger_runtime_estimate_ms (f.ledger), ==, 0);
   for (guint i = 0; i < 19; i++)
     finish (&f, g_array_index (first, guint64, i), i < 17 ? 100 : 1000);
@@ -265,7 +267,10 @@ test_observed_runtime_never_starves_fresh_agent (void)
   /* A fresh agent with 4.9 s of working life, where each of these took 4.1 s. */
   g_array_set_size (f.picked, 0);
   DatcDispatchRequest req = {
-    .agent = f.agent, .max = 5, .budget_ms = 4900, .fresh = TRUE,
+    .agent = f.agent,
+    .max = 5,
+    .budget_ms = 4900,
+    .fresh = TRUE,
   };
   g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.picked), ==, 5);
   g_assert_cmpuint (req.deferred, ==, 0);
@@ -285,7 +290,10 @@ test_own_estimate_binds_fresh_agent (void)
   setup_as (&f, 3, "{\"sh\": \"true\", \"est_runtime\": 60}", DATC_TASKFILE_JSONL);
   g_array_set_size (f.picked, 0);
   DatcDispatchRequest req = {
-    .agent = f.agent, .max = 3, .budget_ms = 30000, .fresh = TRUE,
+    .agent = f.agent,
+    .max = 3,
+    .budget_ms = 30000,
+    .fresh = TRUE,
   };
   g_assert_cmpuint (datc_ledger_dispatch (f.ledger, &req, f.picked), ==, 0);
   g_assert_cmpuint (req.deferred, ==, 3);
@@ -323,9 +331,13 @@ test_gone_agents_close_their_output (void)
       g_assert_cmpuint (ids->len, ==, 1);
       gint64 now = g_get_real_time ();
       DatcResult r = {
-        .id = g_array_index (ids, guint64, 0), .attempt = 1,
-        .status = DATC_STATUS_EXITED, .started_us = now, .finished_us = now,
-        .out = g_bytes_new_static ("o", 1), .err = g_bytes_new (NULL, 0),
+        .id = g_array_index (ids, guint64, 0),
+        .attempt = 1,
+        .status = DATC_STATUS_EXITED,
+        .started_us = now,
+        .finished_us = now,
+        .out = g_bytes_new_static ("o", 1),
+        .err = g_bytes_new (NULL, 0),
       };
       g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, NULL, &error), ==,
                        DATC_RESULT_ACCEPTED);
@@ -359,9 +371,13 @@ test_gone_agents_close_their_output (void)
   g_assert_cmpuint (ids->len, ==, 1);
   gint64 now = g_get_real_time ();
   DatcResult r = {
-    .id = g_array_index (ids, guint64, 0), .attempt = 1, .status = DATC_STATUS_EXITED,
-    .started_us = now, .finished_us = now,
-    .out = g_bytes_new_static ("p", 1), .err = g_bytes_new (NULL, 0),
+    .id = g_array_index (ids, guint64, 0),
+    .attempt = 1,
+    .status = DATC_STATUS_EXITED,
+    .started_us = now,
+    .finished_us = now,
+    .out = g_bytes_new_static ("p", 1),
+    .err = g_bytes_new (NULL, 0),
   };
   g_assert_cmpint (datc_ledger_take_result (f.ledger, f.agent, &r, NULL, &error), ==,
                    DATC_RESULT_ACCEPTED);
@@ -415,7 +431,8 @@ test_restart_keeps_running_tasks_for_their_agent (void)
 
   /* Their agent comes back holding two of them; the window does not
    * expire for them, and the third goes back at its end. */
-  g_assert_cmpuint (datc_ledger_agent_hello (f.ledger, "agent-1", "site", "proxy-1", "host"), ==, mine);
+  g_assert_cmpuint (datc_ledger_agent_hello (f.ledger, "agent-1", "site", "proxy-1", "host"), ==,
+                    mine);
   g_assert_cmpuint (datc_ledger_awaited (f.ledger), ==, 0);
   for (guint j = 0; j < 2; j++)
     g_assert_true (datc_ledger_reattach (f.ledger, mine, g_array_index (ids, guint64, j), 1));

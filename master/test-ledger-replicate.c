@@ -16,8 +16,8 @@ typedef struct {
   gchar *dir;
   DatcBag *bag;
   DatcLedger *ledger;
-  guint32 a, b;  /* two agents */
-  GArray *picked;      /* DatcTaskKey */
+  guint32 a, b;   /* two agents */
+  GArray *picked; /* DatcTaskKey */
 } Fixture;
 
 static void
@@ -42,8 +42,8 @@ setup (Fixture *f, guint n, const char *last_fields)
   for (guint i = 1; i <= n; i++)
     g_string_append_printf (text, "{\"sh\": \"true\"%s}\n", i == n ? last_fields : "");
   f->bag = datc_bag_new ();
-  g_assert_true (datc_bag_load_data (f->bag, "t.jsonl", text->str, text->len,
-                                     DATC_TASKFILE_JSONL, &error));
+  g_assert_true (
+      datc_bag_load_data (f->bag, "t.jsonl", text->str, text->len, DATC_TASKFILE_JSONL, &error));
   open_ledger (f);
   f->picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
 }
@@ -68,14 +68,19 @@ dispatch (Fixture *f, guint32 agent, guint max)
 }
 
 static DatcResultOutcome
-report (Fixture *f, guint32 agent, guint64 id, guint32 attempt, int exit_code,
-        gint64 runtime_ms, GArray *cancel)
+report (Fixture *f, guint32 agent, guint64 id, guint32 attempt, int exit_code, gint64 runtime_ms,
+        GArray *cancel)
 {
   gint64 now = g_get_real_time ();
   DatcResult r = {
-    .id = id, .attempt = attempt, .status = DATC_STATUS_EXITED, .exit_code = exit_code,
-    .started_us = now - runtime_ms * 1000, .finished_us = now,
-    .out = g_bytes_new_static ("out\n", 4), .err = g_bytes_new (NULL, 0),
+    .id = id,
+    .attempt = attempt,
+    .status = DATC_STATUS_EXITED,
+    .exit_code = exit_code,
+    .started_us = now - runtime_ms * 1000,
+    .finished_us = now,
+    .out = g_bytes_new_static ("out\n", 4),
+    .err = g_bytes_new (NULL, 0),
   };
   g_autoptr (GError) error = NULL;
   DatcResultOutcome oc = datc_ledger_take_result (f->ledger, agent, &r, cancel, &error);
@@ -273,7 +278,7 @@ test_candidates (void)
   g_autoptr (GArray) out = g_array_new (FALSE, FALSE, sizeof (DatcReplicaCandidate));
   for (guint64 id = 1; id <= 19; id++)
     g_assert_cmpint (report (&f, f.a, id, 1, 0, 100, NULL), ==, DATC_RESULT_ACCEPTED);
-  g_assert_cmpuint (candidates (&f, 2, 10, out), ==, 0);  /* 19 runs: too few to judge */
+  g_assert_cmpuint (candidates (&f, 2, 10, out), ==, 0); /* 19 runs: too few to judge */
   g_assert_cmpint (report (&f, f.a, 20, 1, 0, 100, NULL), ==, DATC_RESULT_ACCEPTED);
   /* 20 runs of 0.1 s; tasks 21 and 22 seen 10 s after their dispatch. */
   g_assert_cmpuint (candidates (&f, 2, 10, out), ==, 2);
@@ -357,8 +362,8 @@ test_attempts_counted_per_agent (void)
 {
   Fixture f;
   setup (&f, 6, "");
-  g_assert_cmpuint (dispatch (&f, f.a, 3), ==, 3);    /* 1 2 3 */
-  g_assert_cmpuint (dispatch (&f, f.b, 2), ==, 2);    /* 4 5 */
+  g_assert_cmpuint (dispatch (&f, f.a, 3), ==, 3); /* 1 2 3 */
+  g_assert_cmpuint (dispatch (&f, f.b, 2), ==, 2); /* 4 5 */
   expect_attempts (&f, 3, 2);
   g_autoptr (GArray) keys = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
   datc_ledger_agent_tasks (f.ledger, f.a, keys);
@@ -368,13 +373,13 @@ test_attempts_counted_per_agent (void)
   expect_attempts (&f, 3, 3);
   g_autoptr (GArray) cancel = g_array_new (FALSE, FALSE, sizeof (DatcLedgerRunning));
   g_assert_cmpint (report (&f, f.b, 1, 2, 0, 50, cancel), ==, DATC_RESULT_ACCEPTED);
-  g_assert_cmpuint (cancel->len, ==, 1);  /* a's copy, ended with the task */
+  g_assert_cmpuint (cancel->len, ==, 1); /* a's copy, ended with the task */
   expect_attempts (&f, 2, 2);
   g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.a, 4, f.picked), ==, 1);
   expect_attempts (&f, 3, 2);
-  datc_ledger_requeue (f.ledger, f.a, 4, 2);          /* a gives its copy back */
+  datc_ledger_requeue (f.ledger, f.a, 4, 2); /* a gives its copy back */
   expect_attempts (&f, 2, 2);
-  datc_ledger_requeue (f.ledger, f.a, 2, 1);          /* and task 2 */
+  datc_ledger_requeue (f.ledger, f.a, 2, 1); /* and task 2 */
   expect_attempts (&f, 1, 2);
   const guint64 five = 5;
   g_array_set_size (cancel, 0);
@@ -403,8 +408,7 @@ main (int argc, char **argv)
                    test_failed_copy_does_not_fail_the_task);
   g_test_add_func ("/ledger/replicate/replay-keeps-both-copies-and-a-lost-copy-costs-no-crash",
                    test_replay_keeps_both_copies);
-  g_test_add_func ("/ledger/replicate/stragglers-are-candidates-up-to-max-copies",
-                   test_candidates);
+  g_test_add_func ("/ledger/replicate/stragglers-are-candidates-up-to-max-copies", test_candidates);
   g_test_add_func ("/ledger/replicate/a-task-on-time-gets-no-copy", test_no_copy_of_a_task_on_time);
   g_test_add_func ("/ledger/replicate/each-agent-s-live-attempts-are-counted-live-and-replayed",
                    test_attempts_counted_per_agent);

@@ -19,11 +19,11 @@
 /* The fake scheduler: jobs are numbered from 1; an array's elements are
  * N_1..N_k.  A job is pending until the test says otherwise. */
 typedef struct {
-  guint submits, polls, cancels;  /* commands */
-  GPtrArray *jobs;          /* job ids, as submitted */
-  GPtrArray *proxies;       /* the proxy id of each (what its agent says in HELLO) */
-  GPtrArray *cancelled;     /* job ids, as cancelled */
-  GHashTable *states;       /* job id -> DatcProxyState + 1; absent: pending */
+  guint submits, polls, cancels; /* commands */
+  GPtrArray *jobs;               /* job ids, as submitted */
+  GPtrArray *proxies;            /* the proxy id of each (what its agent says in HELLO) */
+  GPtrArray *cancelled;          /* job ids, as cancelled */
+  GHashTable *states;            /* job id -> DatcProxyState + 1; absent: pending */
   gboolean fail_submits;
   guint serial;
 } FakeSite;
@@ -52,8 +52,8 @@ refuse (GError **error)
 }
 
 static gboolean
-fake_submit_array (DatcSite *site, const DatcProxyRequest *req, guint k,
-                   const char *script_name, GStrv *element_ids, GError **error)
+fake_submit_array (DatcSite *site, const DatcProxyRequest *req, guint k, const char *script_name,
+                   GStrv *element_ids, GError **error)
 {
   fake.submits++;
   if (fake.fail_submits)
@@ -71,8 +71,8 @@ fake_submit_array (DatcSite *site, const DatcProxyRequest *req, guint k,
 }
 
 static gboolean
-fake_submit (DatcSite *site, const DatcProxyRequest *req, const char *script_name,
-             gchar **job_id, GError **error)
+fake_submit (DatcSite *site, const DatcProxyRequest *req, const char *script_name, gchar **job_id,
+             GError **error)
 {
   fake.submits++;
   if (fake.fail_submits)
@@ -155,7 +155,7 @@ was_cancelled (guint i)
 
 typedef struct {
   guint slots_per_proxy, max_proxies, walltime_s;
-  guint calls_per_minute;   /* 0: the scheduler's default */
+  guint calls_per_minute; /* 0: the scheduler's default */
 } SiteShape;
 
 /* A Slurm site "a" (arrays, a budget of 12 calls a minute by default)
@@ -172,15 +172,18 @@ provisioner_new (FakeCampaign *c, const SiteShape *shape)
   spec->max_proxies = shape->max_proxies;
   spec->walltime_s = shape->walltime_s;
   spec->migrate_after_s = DATC_MIGRATE_NEVER;
-  spec->calls_per_minute = shape->calls_per_minute ? shape->calls_per_minute
-                                                   : DATC_SITE_CALLS_DEFAULT;
+  spec->calls_per_minute
+      = shape->calls_per_minute ? shape->calls_per_minute : DATC_SITE_CALLS_DEFAULT;
   spec->workdir = g_strdup ("/nonexistent/datc-test");
   spec->agent_path = g_strdup ("datc-agent");
   GPtrArray *specs = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_site_spec_free);
   g_ptr_array_add (specs, spec);
   DatcProvisionerOptions o = {
-    .endpoint = c->endpoint, .mode = DATC_MODE_PULL, .keep_site_files = TRUE,
-    .clock = &c->time.clock, .site_calls = &fake_calls,
+    .endpoint = c->endpoint,
+    .mode = DATC_MODE_PULL,
+    .keep_site_files = TRUE,
+    .clock = &c->time.clock,
+    .site_calls = &fake_calls,
   };
   return datc_provisioner_new (c->ledger, c->disp, specs, &o);
 }
@@ -304,8 +307,8 @@ test_budget (void)
   g_autofree gchar *bag = tasks (10, "");
   FakeCampaign *c = fake_campaign_new (bag, 0);
   /* 4 calls a minute: a submit takes 2, and 2 are kept for the end. */
-  SiteShape shape = { .slots_per_proxy = 4, .max_proxies = 3, .walltime_s = 3600,
-                      .calls_per_minute = 4 };
+  SiteShape shape
+      = { .slots_per_proxy = 4, .max_proxies = 3, .walltime_s = 3600, .calls_per_minute = 4 };
   DatcProvisioner *p = provisioner_new (c, &shape);
   start (c, p);
   g_assert_cmpuint (fake.submits, ==, 1);
@@ -407,8 +410,8 @@ warm_up (FakeCampaign *c)
 static FakeAgent *
 last_tasks_on (FakeCampaign *c, gint64 left)
 {
-  FakeAgent *g = fake_agent_hello (c, "g", "a", "hand2", "n1", 2,
-                                   datc_clock_real (&c->time.clock) + left);
+  FakeAgent *g
+      = fake_agent_hello (c, "g", "a", "hand2", "n1", 2, datc_clock_real (&c->time.clock) + left);
   fake_agent_credit (g, 2);
   fake_campaign_turn (c);
   g_assert_cmpuint (fake_agent_received (g), ==, 2);
@@ -509,9 +512,11 @@ main (int argc, char **argv)
                    test_cancel_when_work_fits);
   g_test_add_func ("/provisioner/walltime/a-proxy-is-replaced-ahead-of-its-walltime",
                    test_replace_before_walltime);
-  g_test_add_func ("/provisioner/walltime/a-pending-proxy-stays-for-tasks-that-would-outlive-theirs",
-                   test_keep_one_pending);
-  g_test_add_func ("/provisioner/walltime/a-proxy-goes-in-ahead-for-tasks-that-would-outlive-theirs",
-                   test_submit_ahead);
+  g_test_add_func (
+      "/provisioner/walltime/a-pending-proxy-stays-for-tasks-that-would-outlive-theirs",
+      test_keep_one_pending);
+  g_test_add_func (
+      "/provisioner/walltime/a-proxy-goes-in-ahead-for-tasks-that-would-outlive-theirs",
+      test_submit_ahead);
   return g_test_run ();
 }

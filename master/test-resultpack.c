@@ -19,14 +19,24 @@ sample_lines (guint n)
     {
       guint a = i % 2;
       DatcResultLine r = {
-        .id = i + (i % 7 == 0 ? 1000 : 0), .line = i + 1, .attempt = 1 + (i % 5 == 0),
-        .status = i % 11 == 0 ? "signaled" : "exited", .end_class = i % 11 == 0 ? "oom" : "exit",
-        .exit_code = i % 13 == 0 ? -1 : (gint64) (i % 3), .signal = i % 11 == 0 ? 9 : 0,
-        .site = a ? "slurm \"big\"" : "local", .proxy = a ? "p-1" : "", .host = a ? "n\tode\x01" : "h",
-        .agent = a ? "agent-ä" : "agent-2", .submitted = 1700000000000000,
-        .started = 1700000000000000 + (gint64) i * 1500, .finished = 1700000000000000 + (gint64) i * 1700,
+        .id = i + (i % 7 == 0 ? 1000 : 0),
+        .line = i + 1,
+        .attempt = 1 + (i % 5 == 0),
+        .status = i % 11 == 0 ? "signaled" : "exited",
+        .end_class = i % 11 == 0 ? "oom" : "exit",
+        .exit_code = i % 13 == 0 ? -1 : (gint64) (i % 3),
+        .signal = i % 11 == 0 ? 9 : 0,
+        .site = a ? "slurm \"big\"" : "local",
+        .proxy = a ? "p-1" : "",
+        .host = a ? "n\tode\x01" : "h",
+        .agent = a ? "agent-ä" : "agent-2",
+        .submitted = 1700000000000000,
+        .started = 1700000000000000 + (gint64) i * 1500,
+        .finished = 1700000000000000 + (gint64) i * 1700,
         .output = a ? "outputs/agent-ä.out" : "outputs/agent-2.out",
-        .out_off = ends[a], .out_len = i * 3, .err_len = i % 4,
+        .out_off = ends[a],
+        .out_len = i * 3,
+        .err_len = i % 4,
         .message = i % 13 == 0 ? "spawn failed: \"no such file\"\n" : NULL,
         .oom_evidence = i % 11 == 0 ? "cgroup oom_kill 1" : NULL,
       };
@@ -37,11 +47,12 @@ sample_lines (guint n)
         g_string_append (s, "{\"id\":1,\"note\":\"not ours\"}\n");
       if (i == 6)
         /* Ours in shape, but an escape jsonout.c writes in lower case. */
-        g_string_append (s, "{\"id\":1,\"line\":2,\"attempt\":1,\"status\":\"exited\",\"class\":\"exit\","
-                            "\"exit_code\":0,\"signal\":0,\"site\":\"\\u001F\",\"proxy\":\"\",\"host\":\"\","
-                            "\"agent\":\"\",\"submitted\":0,\"started\":0,\"finished\":0,\"output\":\"\","
-                            "\"stdout_offset\":0,\"stdout_bytes\":0,\"stderr_offset\":0,\"stderr_bytes\":0,"
-                            "\"stdout_dropped\":0,\"stderr_dropped\":0}\n");
+        g_string_append (
+            s, "{\"id\":1,\"line\":2,\"attempt\":1,\"status\":\"exited\",\"class\":\"exit\","
+               "\"exit_code\":0,\"signal\":0,\"site\":\"\\u001F\",\"proxy\":\"\",\"host\":\"\","
+               "\"agent\":\"\",\"submitted\":0,\"started\":0,\"finished\":0,\"output\":\"\","
+               "\"stdout_offset\":0,\"stdout_bytes\":0,\"stderr_offset\":0,\"stderr_bytes\":0,"
+               "\"stdout_dropped\":0,\"stderr_dropped\":0}\n");
     }
   return s;
 }
@@ -94,16 +105,26 @@ test_refuses_garbage (void)
   } cases[] = {
     { "\x09", 1, "byte 0: an unknown item" },
     { "\x03\x00\x00", 3, "byte 3: a name index beyond those given" },
-    { "\x04\x05" "ab\n", 5, "byte 2: a line cut short" },
-    { "\x04\x03" "abc", 5, "byte 2: a line cut short" },
-    { "\x02\x01" "a" "\x02" "b\0", 6, "byte 4: a name cut short" },
-    { "\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12, "byte 11: a line's length cut short" },
+    { "\x04\x05"
+      "ab\n",
+      5, "byte 2: a line cut short" },
+    { "\x04\x03"
+      "abc",
+      5, "byte 2: a line cut short" },
+    { "\x02\x01"
+      "a"
+      "\x02"
+      "b\0",
+      6, "byte 4: a name cut short" },
+    { "\x04\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12,
+      "byte 11: a line's length cut short" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autoptr (GString) back = g_string_new (NULL);
       g_autoptr (GError) error = NULL;
-      g_assert_false (datc_result_unpack ((const guint8 *) cases[i].bytes, cases[i].len, back, &error));
+      g_assert_false (
+          datc_result_unpack ((const guint8 *) cases[i].bytes, cases[i].len, back, &error));
       g_assert_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_CORRUPT);
       g_assert_nonnull (strstr (error->message, cases[i].message));
     }

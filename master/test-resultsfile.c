@@ -17,12 +17,29 @@ read_text (const char *path)
 }
 
 static const DatcResultLine sample = {
-  .id = 12, .line = 7, .attempt = 2, .status = "exited", .end_class = "exit",
-  .exit_code = -3, .signal = 0, .site = "s\"1", .proxy = "p\n1", .host = "hôte\x01",
-  .agent = "", .submitted = 1700000000000000, .started = 1700000000000001,
-  .finished = 1700000000000002, .output = "outputs/a.out", .out_off = 0, .out_len = 18446744073709551615u,
-  .err_off = 5, .err_len = 6, .out_dropped = 7, .err_dropped = 8,
-  .message = "tab\there", .oom_evidence = NULL,
+  .id = 12,
+  .line = 7,
+  .attempt = 2,
+  .status = "exited",
+  .end_class = "exit",
+  .exit_code = -3,
+  .signal = 0,
+  .site = "s\"1",
+  .proxy = "p\n1",
+  .host = "hôte\x01",
+  .agent = "",
+  .submitted = 1700000000000000,
+  .started = 1700000000000001,
+  .finished = 1700000000000002,
+  .output = "outputs/a.out",
+  .out_off = 0,
+  .out_len = 18446744073709551615u,
+  .err_off = 5,
+  .err_len = 6,
+  .out_dropped = 7,
+  .err_dropped = 8,
+  .message = "tab\there",
+  .oom_evidence = NULL,
 };
 
 static void
@@ -73,7 +90,8 @@ test_line_is_exact_json (void)
   g_assert_true (datc_results_file_write (f, &error));
   g_autofree gchar *after = read_text (path);
   g_assert_true (g_str_has_prefix (after, text));
-  g_assert_true (g_str_has_suffix (after, ",\"stderr_dropped\":8,\"oom_evidence\":\"oom-kill\"}\n"));
+  g_assert_true (
+      g_str_has_suffix (after, ",\"stderr_dropped\":8,\"oom_evidence\":\"oom-kill\"}\n"));
   g_assert_null (strstr (after + strlen (text), "message"));
 
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
@@ -100,9 +118,17 @@ test_filter_keeps_one_line_per_task (void)
   g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
   g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
   g_autoptr (DatcResultsFile) f = datc_results_file_open (tmp, &error);
-  const struct { guint64 id; const char *status; } lines[] = {
-    { 1, "cancelled" }, { 2, "cancelled" }, { 3, "exited" }, { 1, "exited" }, { 2, "exited" },
-    { 1, "exited" }, { 9, "exited" } /* beyond the bag */,
+  const struct {
+    guint64 id;
+    const char *status;
+  } lines[] = {
+    { 1, "cancelled" },
+    { 2, "cancelled" },
+    { 3, "exited" },
+    { 1, "exited" },
+    { 2, "exited" },
+    { 1, "exited" },
+    { 9, "exited" } /* beyond the bag */,
   };
   for (guint i = 0; i < G_N_ELEMENTS (lines); i++)
     {
@@ -118,9 +144,11 @@ test_filter_keeps_one_line_per_task (void)
   g_assert_no_error (error);
   g_autofree gchar *text = read_text (tmp);
   g_auto (GStrv) kept = g_strsplit (text, "\n", -1);
-  g_assert_cmpuint (g_strv_length (kept), ==, 3);  /* two lines and the end */
-  g_assert_true (g_str_has_prefix (kept[0], "{\"id\":2,\"line\":7,\"attempt\":1,\"status\":\"cancelled\""));
-  g_assert_true (g_str_has_prefix (kept[1], "{\"id\":1,\"line\":7,\"attempt\":3,\"status\":\"exited\""));
+  g_assert_cmpuint (g_strv_length (kept), ==, 3); /* two lines and the end */
+  g_assert_true (
+      g_str_has_prefix (kept[0], "{\"id\":2,\"line\":7,\"attempt\":1,\"status\":\"cancelled\""));
+  g_assert_true (
+      g_str_has_prefix (kept[1], "{\"id\":1,\"line\":7,\"attempt\":3,\"status\":\"exited\""));
   /* Once a task's line is kept, its later ones are not asked about. */
   g_assert_cmpuint (asked, ==, 4);
 

@@ -43,10 +43,10 @@ static void
 test_impossible_runs_are_ignored (void)
 {
   g_autoptr (DatcRuntimes) rt = datc_runtimes_new ();
-  datc_runtimes_note (rt, 0, 5000);        /* never started */
-  datc_runtimes_note (rt, 9000, 8000);     /* ended before it started */
+  datc_runtimes_note (rt, 0, 5000);    /* never started */
+  datc_runtimes_note (rt, 9000, 8000); /* ended before it started */
   g_assert_cmpuint (datc_runtimes_count (rt), ==, 0);
-  datc_runtimes_note (rt, 8000, 8000);     /* 0 ms: counts */
+  datc_runtimes_note (rt, 8000, 8000); /* 0 ms: counts */
   g_assert_cmpuint (datc_runtimes_count (rt), ==, 1);
 }
 
@@ -65,8 +65,7 @@ test_time_left_and_mean (void)
   /* Bucket middles: 100 ms in [96, 111] (103.5), 10 s in [8192, 10239]
    * (9215.5). */
   g_assert_cmpuint (datc_runtimes_mean_ms (&tail), ==, (guint64) ((103.5 + 9215.5) / 2));
-  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 0), ==,
-                    (guint64) ((103.5 + 9215.5) / 2));
+  g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 0), ==, (guint64) ((103.5 + 9215.5) / 2));
   /* Past the short ones only the long ones are left. */
   g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 5000), ==, (guint64) (9215.5 - 5000));
   /* Longer than any run: a straggler, its time left unknown. */
@@ -82,7 +81,7 @@ test_past_the_middle_is_not_a_straggler (void)
 {
   g_autoptr (DatcRuntimes) rt = datc_runtimes_new ();
   for (guint i = 0; i < 20; i++)
-    note_ms (rt, 1000);   /* the bucket [896, 1023] ms */
+    note_ms (rt, 1000); /* the bucket [896, 1023] ms */
   DatcRuntimesTail tail;
   datc_runtimes_prepare (rt, &tail);
   g_assert_cmpuint (datc_runtimes_remaining_ms (&tail, 500), ==, (guint64) (959.5 - 500));

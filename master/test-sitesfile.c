@@ -21,24 +21,23 @@ write_tmp (const char *content)
 static void
 test_valid (void)
 {
-  g_autofree gchar *path = write_tmp (
-      "# two clusters\n"
-      "; also a comment\n"
-      "[master]\n"
-      "listen = tcp://0.0.0.0:0\n"
-      "advertise = 10.1.2.3\n"
-      "give_up_after = 10m\n"
-      "\n"
-      "[site hpc1]\n"
-      "transport = local\n"
-      "scheduler = fork\n"
-      "slots_per_proxy = 16\n"
-      "max_proxies = 8\n"
-      "walltime = 1h30m\n"
-      "submit_args = --account=abc\n"
-      "\n"
-      "[site hpc2]\n"
-      "scheduler = fork\n");
+  g_autofree gchar *path = write_tmp ("# two clusters\n"
+                                      "; also a comment\n"
+                                      "[master]\n"
+                                      "listen = tcp://0.0.0.0:0\n"
+                                      "advertise = 10.1.2.3\n"
+                                      "give_up_after = 10m\n"
+                                      "\n"
+                                      "[site hpc1]\n"
+                                      "transport = local\n"
+                                      "scheduler = fork\n"
+                                      "slots_per_proxy = 16\n"
+                                      "max_proxies = 8\n"
+                                      "walltime = 1h30m\n"
+                                      "submit_args = --account=abc\n"
+                                      "\n"
+                                      "[site hpc2]\n"
+                                      "scheduler = fork\n");
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
   g_assert_no_error (error);
@@ -63,7 +62,10 @@ test_valid (void)
 static void
 test_max_replicas (void)
 {
-  const struct { const char *text; guint n; } cases[] = {
+  const struct {
+    const char *text;
+    guint n;
+  } cases[] = {
     { "[site a]\nscheduler = fork\n", 2 },
     { "[master]\nmax_replicas = 1\n[site a]\nscheduler = fork\n", 1 },
     { "[master]\nmax_replicas = 3\n[site a]\nscheduler = fork\n", 3 },
@@ -84,9 +86,14 @@ test_max_replicas (void)
 static void
 test_compact_keys (void)
 {
-  const struct { const char *text; guint64 bytes; guint factor; } cases[] = {
+  const struct {
+    const char *text;
+    guint64 bytes;
+    guint factor;
+  } cases[] = {
     { "[site a]\nscheduler = fork\n", 0, 0 },
-    { "[master]\ncompact_min_bytes = 4096\ncompact_factor = 2\n[site a]\nscheduler = fork\n", 4096, 2 },
+    { "[master]\ncompact_min_bytes = 4096\ncompact_factor = 2\n[site a]\nscheduler = fork\n", 4096,
+      2 },
     { "[master]\ncompact_min_bytes = never\n[site a]\nscheduler = fork\n", G_MAXUINT64, 0 },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -105,7 +112,10 @@ test_compact_keys (void)
 static void
 test_give_up_after (void)
 {
-  const struct { const char *text; guint s; } cases[] = {
+  const struct {
+    const char *text;
+    guint s;
+  } cases[] = {
     { "[site a]\nscheduler = fork\n", DATC_GIVE_UP_DEFAULT_S },
     { "[master]\ngive_up_after = 0\n[site a]\nscheduler = fork\n", 0 },
     { "[master]\ngive_up_after = 90\n[site a]\nscheduler = fork\n", 90 },
@@ -127,23 +137,29 @@ typedef struct {
 } Bad;
 
 static const Bad bad[] = {
-  { "unknown-key", "[site a]\nscheduler = fork\ncolour = red\n", ":3: unknown key \"colour\" in [site a]" },
+  { "unknown-key", "[site a]\nscheduler = fork\ncolour = red\n",
+    ":3: unknown key \"colour\" in [site a]" },
   { "unknown-key-near-a-known-one", "[site a]\nscheduler = fork\nslot_per_proxy = 2\n",
     ":3: unknown key \"slot_per_proxy\" in [site a]: did you mean slots_per_proxy?" },
   { "swapped-letters-in-a-key", "[site a]\nscheduler = fork\nhsot = x\n",
     ":3: unknown key \"hsot\" in [site a]: did you mean host?" },
-  { "unknown-master-key-near-a-known-one", "[master]\nlistne = tcp://*:1\n[site a]\nscheduler = fork\n",
+  { "unknown-master-key-near-a-known-one",
+    "[master]\nlistne = tcp://*:1\n[site a]\nscheduler = fork\n",
     ":2: unknown key \"listne\" in [master]: did you mean listen?" },
   { "unknown-group", "[sites]\nx = 1\n", ":1: unknown group [sites]" },
   { "missing-scheduler", "[site a]\nqueue = q\n", ":1: [site a] needs scheduler" },
   { "unknown-scheduler", "[site a]\nscheduler = moab\n", ":2: unknown scheduler \"moab\"" },
-  { "unknown-transport", "[site a]\ntransport = rsh\nscheduler = fork\n", ":2: unknown transport \"rsh\"" },
-  { "slots-not-a-number", "[site a]\nscheduler = fork\nslots_per_proxy = many\n", ":3: slots_per_proxy must be a whole number" },
+  { "unknown-transport", "[site a]\ntransport = rsh\nscheduler = fork\n",
+    ":2: unknown transport \"rsh\"" },
+  { "slots-not-a-number", "[site a]\nscheduler = fork\nslots_per_proxy = many\n",
+    ":3: slots_per_proxy must be a whole number" },
   { "slots-zero", "[site a]\nscheduler = fork\nslots_per_proxy = 0\n", ":3: slots_per_proxy" },
   { "bad-walltime", "[site a]\nscheduler = fork\nwalltime = 2 days\n", ":3: walltime \"2 days\"" },
   { "ambiguous-walltime", "[site a]\nscheduler = fork\nwalltime = 1h30\n", ":3: walltime" },
-  { "duplicate-key", "[site a]\nscheduler = fork\nscheduler = fork\n", ":3: scheduler is given twice" },
-  { "duplicate-group", "[site a]\nscheduler = fork\n[site a]\nqueue = x\n", ":3: [site a] is given twice" },
+  { "duplicate-key", "[site a]\nscheduler = fork\nscheduler = fork\n",
+    ":3: scheduler is given twice" },
+  { "duplicate-group", "[site a]\nscheduler = fork\n[site a]\nqueue = x\n",
+    ":3: [site a] is given twice" },
   { "bad-site-name", "[site a/b]\nscheduler = fork\n", ":1: site name \"a/b\"" },
   { "local-is-reserved", "[site local]\nscheduler = fork\n", ":1: \"local\" is the embedded site" },
   { "bad-give-up-after", "[master]\ngive_up_after = soon\n[site a]\nscheduler = fork\n",
@@ -156,32 +172,38 @@ static const Bad bad[] = {
     ":2: compact_min_bytes \"64M\": expected a whole number of bytes from 1, or never" },
   { "bad-compact-factor", "[master]\ncompact_factor = 1\n[site a]\nscheduler = fork\n",
     ":2: compact_factor \"1\": expected a whole number from 2 to 1000" },
-  { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n", ":2: listen must be tcp" },
-  { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n", ":1: a key before any [group]" },
+  { "listen-not-tcp", "[master]\nlisten = ipc:///tmp/x\n[site a]\nscheduler = fork\n",
+    ":2: listen must be tcp" },
+  { "key-before-group", "scheduler = fork\n[site a]\nscheduler = fork\n",
+    ":1: a key before any [group]" },
   { "not-key-value", "[site a]\nscheduler fork\n", ":2: expected KEY = VALUE" },
   { "no-sites", "[master]\nlisten = tcp://0.0.0.0:0\n", ":1: no [site NAME] group" },
   { "not-utf8", "[site a]\nscheduler = fork\nqueue = caf\xe9\n", ":3: invalid UTF-8 at byte 12" },
   { "text-after-group", "[site a] x\nscheduler = fork\n", ":1: nothing may follow ]" },
   { "empty-group-name", "[site a]\nscheduler = fork\n[]\n", ":3: Invalid group name" },
   { "invalid-key-name", "[site a]\nscheduler = fork\nqueue[x y] = q\n", ":3: Invalid key name" },
-  { "unbalanced-quotes", "[site a]\nscheduler = fork\nsubmit_args = --name 'x\n", ":3: submit_args: unbalanced quotes" },
-  { "bad-connect-wait", "[site a]\nscheduler = fork\nconnect_wait = 0\n", ":3: connect_wait \"0\"" },
+  { "unbalanced-quotes", "[site a]\nscheduler = fork\nsubmit_args = --name 'x\n",
+    ":3: submit_args: unbalanced quotes" },
+  { "bad-connect-wait", "[site a]\nscheduler = fork\nconnect_wait = 0\n",
+    ":3: connect_wait \"0\"" },
   /* Remote agents would be told this host's name, or an ipc:// socket here. */
   { "wildcard-listen-without-advertise-for-an-ssh-site",
-    "[master]\nlisten = tcp://0.0.0.0:0\n\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    "[master]\nlisten = tcp://0.0.0.0:0\n\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = "
+    "slurm\n",
     ":2: listen = tcp://0.0.0.0:0 is every address of this machine, and site hpc (line 5) is on "
     "another machine (transport ssh)" },
   { "ipv6-wildcard-listen-without-advertise-for-an-ssh-site",
-    "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n[master]\nlisten = tcp://[::]:7000\n",
+    "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n[master]\nlisten = "
+    "tcp://[::]:7000\n",
     ":6: listen = tcp://[::]:7000 is every address" },
   { "star-listen-without-advertise-for-an-ssh-site",
     "[master]\nlisten = tcp://*:0\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
     ":2: listen = tcp://*:0 is every address" },
-  { "ssh-site-without-a-listen",
-    "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n",
+  { "ssh-site-without-a-listen", "[site hpc]\nscheduler = slurm\ntransport = ssh\nhost = login\n",
     ":3: site hpc is on another machine (transport ssh), but [master] has no listen" },
   { "ssh-site-with-a-master-but-no-listen",
-    "[master]\nadvertise = 10.1.2.3\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n",
+    "[master]\nadvertise = 10.1.2.3\n[site hpc]\ntransport = ssh\nhost = login\nscheduler = "
+    "slurm\n",
     ":4: site hpc is on another machine (transport ssh), but [master] has no listen: its agents "
     "would be told a socket on this machine; add [master] with listen = tcp://0.0.0.0:0 and "
     "advertise = HOST the nodes can reach" },
@@ -268,12 +290,14 @@ test_nul_byte_names_its_line (void)
 static void
 test_wildcard_listen_names_the_fix (void)
 {
-  g_autofree gchar *path = write_tmp ("[master]\nlisten = tcp://0.0.0.0:0\n"
-                                      "[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n");
+  g_autofree gchar *path
+      = write_tmp ("[master]\nlisten = tcp://0.0.0.0:0\n"
+                   "[site hpc]\ntransport = ssh\nhost = login\nscheduler = slurm\n");
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcSitesFile) f = datc_sites_file_load (path, &error);
   g_assert_null (f);
-  g_autofree gchar *name = g_strdup_printf ("would be told this host's name (%s)", g_get_host_name ());
+  g_autofree gchar *name
+      = g_strdup_printf ("would be told this host's name (%s)", g_get_host_name ());
   g_assert_nonnull (strstr (error->message, name));
   g_assert_true (g_str_has_suffix (error->message, "; set advertise = HOST the nodes can reach"));
   g_unlink (path);
@@ -309,11 +333,18 @@ test_reachable_listens (void)
 static void
 test_durations (void)
 {
-  struct { const char *text; guint s; gboolean ok; } cases[] = {
-    { "90", 90, TRUE }, { "90s", 90, TRUE }, { "30m", 1800, TRUE }, { "2h", 7200, TRUE },
-    { "1h30m", 5400, TRUE }, { "1:30:00", 5400, TRUE }, { "30:00", 1800, TRUE },
-    { "", 0, FALSE }, { "1h30", 0, FALSE }, { "-5", 0, FALSE }, { "1:60", 0, FALSE },
-    { "1d", 0, FALSE }, { "1:2:3:4", 0, FALSE }, { "99999999999", 0, FALSE },
+  struct {
+    const char *text;
+    guint s;
+    gboolean ok;
+  } cases[] = {
+    { "90", 90, TRUE },      { "90s", 90, TRUE },
+    { "30m", 1800, TRUE },   { "2h", 7200, TRUE },
+    { "1h30m", 5400, TRUE }, { "1:30:00", 5400, TRUE },
+    { "30:00", 1800, TRUE }, { "", 0, FALSE },
+    { "1h30", 0, FALSE },    { "-5", 0, FALSE },
+    { "1:60", 0, FALSE },    { "1d", 0, FALSE },
+    { "1:2:3:4", 0, FALSE }, { "99999999999", 0, FALSE },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -373,7 +404,8 @@ main (int argc, char **argv)
                    test_syntax_error_hides_nothing);
   g_test_add_func ("/sites/parse/names-the-line-with-a-nul-byte", test_nul_byte_names_its_line);
   g_test_add_func ("/sites/parse/allows-listens-agents-can-reach", test_reachable_listens);
-  g_test_add_func ("/sites/parse/a-wildcard-listen-names-the-fix", test_wildcard_listen_names_the_fix);
+  g_test_add_func ("/sites/parse/a-wildcard-listen-names-the-fix",
+                   test_wildcard_listen_names_the_fix);
   g_test_add_func ("/sites/duration/reads-the-usual-forms", test_durations);
   g_test_add_func ("/sites/parse/names-a-missing-file", test_missing_file);
   g_test_add_func ("/sites/parse/suggests-no-far-fetched-key", test_no_far_fetched_suggestion);

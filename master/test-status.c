@@ -14,10 +14,12 @@ static const char *const waiting_status
       "  \"done\": 0, \"failed\": 0, \"cancelled\": 0},"
       " \"mode\": \"pull\","
       " \"sites\": [{\"name\": \"slurm\", \"state\": \"ok\", \"proxies_pending\": 3,"
-      "   \"proxies_queued\": 3, \"pending_reasons\": {\"Priority\": 1, \"Resources\": 2}, \"commands_by_kind\": {}},"
+      "   \"proxies_queued\": 3, \"pending_reasons\": {\"Priority\": 1, \"Resources\": 2}, "
+      "\"commands_by_kind\": {}},"
       "  {\"name\": \"sge\", \"state\": \"ok\", \"proxies_pending\": 1, \"proxies_queued\": 1,"
       "   \"pending_reasons\": {}, \"commands_by_kind\": {}},"
-      "  {\"name\": \"local\", \"state\": \"ok\", \"proxies_queued\": 0, \"commands_by_kind\": {}}],"
+      "  {\"name\": \"local\", \"state\": \"ok\", \"proxies_queued\": 0, \"commands_by_kind\": "
+      "{}}],"
       " \"agents\": [], \"rate_per_s\": 0.0, \"eta_s\": null}";
 
 static JsonNode *
@@ -50,7 +52,8 @@ test_progress_line_says_what_waits_in_a_queue (void)
   g_autoptr (JsonNode) idle = parse (0);
   g_autofree gchar *line = datc_status_line (json_node_get_object (idle));
   g_test_message ("%s", line);
-  g_assert_true (g_str_has_suffix (line, " | waiting in queue: slurm 3 (Resources, +1 more), sge 1"));
+  g_assert_true (
+      g_str_has_suffix (line, " | waiting in queue: slurm 3 (Resources, +1 more), sge 1"));
 
   /* Tasks run: the line is about them. */
   g_autoptr (JsonNode) busy = parse (2);
@@ -76,12 +79,15 @@ test_status_says_journal_size_and_last_compaction (void)
 {
   g_autoptr (GDateTime) t = g_date_time_new_local (2026, 11, 24, 17, 55, 4);
   g_autofree gchar *with = g_strdup_printf (
-      "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], \"agents\": [],"
+      "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], "
+      "\"agents\": [],"
       " \"journal\": {\"bytes\": 12300000, \"compacting\": true, \"last_compaction\":"
       " {\"time\": %" G_GINT64_FORMAT ", \"bytes_before\": 60100000, \"bytes_after\": 9800000}}}",
       g_date_time_to_unix (t));
-  const char *never = "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], \"agents\": [],"
-                      " \"journal\": {\"bytes\": 2048, \"compacting\": false, \"last_compaction\": null}}";
+  const char *never
+      = "{\"dir\": \"c\", \"master\": {\"running\": false}, \"tasks\": {}, \"sites\": [], "
+        "\"agents\": [],"
+        " \"journal\": {\"bytes\": 2048, \"compacting\": false, \"last_compaction\": null}}";
   g_autoptr (JsonParser) parser = json_parser_new ();
 
   g_assert_true (json_parser_load_from_data (parser, with, -1, NULL));

@@ -9,7 +9,7 @@
 
 /* The owner's side: a state per id, as the ledger keeps it. */
 typedef struct {
-  guint8 *queued;          /* index id - 1 */
+  guint8 *queued; /* index id - 1 */
   guint64 n;
 } Owner;
 
@@ -70,7 +70,7 @@ test_one_partition_in_order (void)
 static void
 test_split_shares_follow_weights (void)
 {
-  const guint weights[] = { 16, 8, 2, 6 };   /* gcd 2: a round of 16 positions */
+  const guint weights[] = { 16, 8, 2, 6 }; /* gcd 2: a round of 16 positions */
   Owner *o = owner_new (3200);
   DatcTaskQueue *q = datc_task_queue_new (is_queued, o);
   datc_task_queue_split (q, 4, weights, o->n);
@@ -86,7 +86,7 @@ test_split_shares_follow_weights (void)
       while (take (q, o, k, &id))
         {
           g_assert_cmpuint (datc_task_queue_partition_of (q, id), ==, k);
-          g_assert_cmpuint (id, >, last);   /* fresh ids in increasing order */
+          g_assert_cmpuint (id, >, last); /* fresh ids in increasing order */
           last = id;
           n++;
         }
@@ -203,7 +203,8 @@ test_huge_weights (void)
     g_assert_cmpuint (datc_task_queue_queued (q, k), >, 0);
   g_assert_cmpuint (datc_task_queue_queued (q, 0), >, 99000);
   g_assert_cmpuint (datc_task_queue_queued (q, 0) + datc_task_queue_queued (q, 1)
-                        + datc_task_queue_queued (q, 2), ==, 100000);
+                        + datc_task_queue_queued (q, 2),
+                    ==, 100000);
   datc_task_queue_free (q);
   owner_free (o);
 }

@@ -66,8 +66,7 @@ datc_trace_event (DatcTrace *t, const char *event, ...)
           /* JSON has no NaN or infinity; "C" decimal point whatever the locale. */
           double v = va_arg (ap, double);
           char buf[G_ASCII_DTOSTR_BUF_SIZE];
-          g_string_append (s, isfinite (v) ? g_ascii_formatd (buf, sizeof buf, "%.3f", v)
-                                           : "null");
+          g_string_append (s, isfinite (v) ? g_ascii_formatd (buf, sizeof buf, "%.3f", v) : "null");
         }
       else
         g_string_append (s, va_arg (ap, gboolean) ? "true" : "false");

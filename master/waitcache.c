@@ -12,9 +12,9 @@
 
 struct DatcWaitCache {
   gchar *path;
-  GHashTable *sites;   /* key -> GArray of Wait, oldest first, at most DATC_WAIT_CACHE_PER_SITE */
-  guint64 lines;       /* lines in the file as far as we know */
-  gboolean warned;     /* said once that the file cannot be used */
+  GHashTable *sites; /* key -> GArray of Wait, oldest first, at most DATC_WAIT_CACHE_PER_SITE */
+  guint64 lines;     /* lines in the file as far as we know */
+  gboolean warned;   /* said once that the file cannot be used */
 };
 
 typedef struct {
@@ -22,8 +22,7 @@ typedef struct {
   gint64 when;
 } Wait;
 
-static void
-warn_once (DatcWaitCache *c, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+static void warn_once (DatcWaitCache *c, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
 static void
 warn_once (DatcWaitCache *c, const char *fmt, ...)
@@ -74,16 +73,18 @@ parse_line (DatcWaitCache *c, const char *line, guint64 lineno)
   JsonNode *root = NULL;
   if (json_parser_load_from_data (p, line, -1, NULL))
     root = json_parser_get_root (p);
-  JsonObject *o = root != NULL && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root)
-                                                                 : NULL;
+  JsonObject *o
+      = root != NULL && JSON_NODE_HOLDS_OBJECT (root) ? json_node_get_object (root) : NULL;
   JsonNode *site = o != NULL ? json_object_get_member (o, "site") : NULL;
   JsonNode *wait = o != NULL ? json_object_get_member (o, "wait_s") : NULL;
   JsonNode *when = o != NULL ? json_object_get_member (o, "time") : NULL;
   if (site == NULL || json_node_get_value_type (site) != G_TYPE_STRING || wait == NULL
       || !JSON_NODE_HOLDS_VALUE (wait) || when == NULL || !JSON_NODE_HOLDS_VALUE (when))
     {
-      warn_once (c, "line %" G_GUINT64_FORMAT ": not {\"site\": KEY, \"wait_s\": SECONDS, "
-                 "\"time\": EPOCH}", lineno);
+      warn_once (c,
+                 "line %" G_GUINT64_FORMAT ": not {\"site\": KEY, \"wait_s\": SECONDS, "
+                 "\"time\": EPOCH}",
+                 lineno);
       return FALSE;
     }
   double w = json_node_get_double (wait);
@@ -101,8 +102,8 @@ datc_wait_cache_open (const char *path)
 {
   DatcWaitCache *c = g_new0 (DatcWaitCache, 1);
   c->path = path != NULL ? g_strdup (path) : datc_wait_cache_default_path ();
-  c->sites = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                    (GDestroyNotify) g_array_unref);
+  c->sites
+      = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_array_unref);
   g_autofree gchar *text = NULL;
   g_autoptr (GError) error = NULL;
   if (!g_file_get_contents (c->path, &text, NULL, &error))
@@ -167,8 +168,8 @@ rewrite (DatcWaitCache *c)
     for (guint i = 0; i < ((GArray *) v)->len; i++, lines++)
       append_line (s, k, &g_array_index ((GArray *) v, Wait, i));
   g_autoptr (GError) error = NULL;
-  if (!g_file_set_contents_full (c->path, s->str, (gssize) s->len,
-                                 G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+  if (!g_file_set_contents_full (c->path, s->str, (gssize) s->len, G_FILE_SET_CONTENTS_CONSISTENT,
+                                 0600, &error))
     {
       warn_once (c, "%s", error->message);
       return FALSE;

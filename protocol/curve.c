@@ -25,8 +25,8 @@ G_DEFINE_QUARK (datc-curve-error-quark, datc_curve_error)
 /* A secret key file is 82 bytes; anything longer than this is not one. */
 #define KEY_FILE_MAX 128
 
-static const char z85_alphabet[] =
-  "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+static const char z85_alphabet[]
+    = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 gboolean
 datc_curve_z85_valid (const char *z85)
@@ -101,18 +101,17 @@ write_all (int fd, const char *data, gsize len)
  * remove it again on a later failure.  Otherwise: create or truncate it and
  * set `mode` exactly. */
 static gboolean
-write_key_file (const char *path, mode_t mode, gboolean exclusive, const char *data,
-                gsize len, GError **error)
+write_key_file (const char *path, mode_t mode, gboolean exclusive, const char *data, gsize len,
+                GError **error)
 {
-  int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK
-              | (exclusive ? O_EXCL : O_TRUNC);
+  int flags
+      = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | (exclusive ? O_EXCL : O_TRUNC);
   int fd = open (path, flags, mode);
   if (fd < 0)
     {
       int saved = errno;
-      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: could not create: %s",
-                   path, saved == EEXIST ? "it exists already (load it instead)"
-                                         : g_strerror (saved));
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: could not create: %s", path,
+                   saved == EEXIST ? "it exists already (load it instead)" : g_strerror (saved));
       return FALSE;
     }
 
@@ -120,8 +119,7 @@ write_key_file (const char *path, mode_t mode, gboolean exclusive, const char *d
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
     {
       close (fd);
-      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO,
-                   "%s: not a regular file", path);
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: not a regular file", path);
       return FALSE;
     }
 
@@ -143,8 +141,8 @@ write_key_file (const char *path, mode_t mode, gboolean exclusive, const char *d
     {
       if (exclusive)
         unlink (path);
-      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: %s failed: %s", path,
-                   failed, g_strerror (saved));
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: %s failed: %s", path, failed,
+                   g_strerror (saved));
       return FALSE;
     }
   return TRUE;
@@ -192,15 +190,14 @@ datc_curve_keypair_save (const DatcCurveKeypair *kp, const char *path, GError **
  * symlink, and refuse a file with any group or other permission.  On
  * failure buf is wiped. */
 static gboolean
-read_key_file (const char *path, gboolean secret, char *buf, gsize *len_out,
-               GError **error)
+read_key_file (const char *path, gboolean secret, char *buf, gsize *len_out, GError **error)
 {
   int fd = open (path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (secret ? O_NOFOLLOW : 0));
   if (fd < 0)
     {
       int saved = errno;
-      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: could not open: %s",
-                   path, g_strerror (saved));
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: could not open: %s", path,
+                   g_strerror (saved));
       return FALSE;
     }
 
@@ -208,8 +205,7 @@ read_key_file (const char *path, gboolean secret, char *buf, gsize *len_out,
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
     {
       close (fd);
-      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO,
-                   "%s: not a regular file", path);
+      g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: not a regular file", path);
       return FALSE;
     }
   if (secret && (st.st_mode & 077) != 0)
@@ -233,8 +229,8 @@ read_key_file (const char *path, gboolean secret, char *buf, gsize *len_out,
           int saved = errno;
           close (fd);
           explicit_bzero (buf, KEY_FILE_MAX + 1);
-          g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: read failed: %s",
-                       path, g_strerror (saved));
+          g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_IO, "%s: read failed: %s", path,
+                       g_strerror (saved));
           return FALSE;
         }
       if (n == 0)
@@ -266,8 +262,7 @@ take_key_line (const char *buf, gsize len, char out[DATC_CURVE_Z85_LEN + 1])
 }
 
 static gboolean
-parse_keypair (const char *buf, gsize len, DatcCurveKeypair *kp, const char *path,
-               GError **error)
+parse_keypair (const char *buf, gsize len, DatcCurveKeypair *kp, const char *path, GError **error)
 {
   const gsize line = DATC_CURVE_Z85_LEN + 1;
 
@@ -285,8 +280,7 @@ parse_keypair (const char *buf, gsize len, DatcCurveKeypair *kp, const char *pat
     {
       int saved = errno;
       g_set_error (error, DATC_CURVE_ERROR, DATC_CURVE_ERROR_FAILED,
-                   "%s: libzmq could not derive the public key: %s", path,
-                   zmq_strerror (saved));
+                   "%s: libzmq could not derive the public key: %s", path, zmq_strerror (saved));
       return FALSE;
     }
   if (strcmp (derived, kp->public_z85) != 0)
@@ -306,8 +300,8 @@ datc_curve_keypair_load (DatcCurveKeypair *kp, const char *path, GError **error)
 
   char buf[KEY_FILE_MAX + 1];
   gsize len = 0;
-  gboolean ok = read_key_file (path, TRUE, buf, &len, error)
-                && parse_keypair (buf, len, kp, path, error);
+  gboolean ok
+      = read_key_file (path, TRUE, buf, &len, error) && parse_keypair (buf, len, kp, path, error);
   explicit_bzero (buf, sizeof buf);
   if (!ok)
     {
@@ -318,8 +312,7 @@ datc_curve_keypair_load (DatcCurveKeypair *kp, const char *path, GError **error)
 }
 
 gboolean
-datc_curve_public_load (char out[DATC_CURVE_Z85_LEN + 1], const char *path,
-                        GError **error)
+datc_curve_public_load (char out[DATC_CURVE_Z85_LEN + 1], const char *path, GError **error)
 {
   g_return_val_if_fail (out != NULL, FALSE);
   g_return_val_if_fail (path != NULL, FALSE);
@@ -357,8 +350,8 @@ datc_curve_secret_file_read (const char *path, GError **error)
   char *buf = g_malloc (KEY_FILE_MAX + 1);
   gsize len = 0;
   DatcCurveKeypair kp;
-  gboolean ok = read_key_file (path, TRUE, buf, &len, error)
-                && parse_keypair (buf, len, &kp, path, error);
+  gboolean ok
+      = read_key_file (path, TRUE, buf, &len, error) && parse_keypair (buf, len, &kp, path, error);
   datc_curve_keypair_clear (&kp);
   if (!ok)
     {

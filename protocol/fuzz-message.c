@@ -65,10 +65,9 @@ keys_equal (GArray *a, GArray *b)
 static gboolean
 task_equal (const DatcTask *a, const DatcTask *b)
 {
-  return a->id == b->id && a->attempt == b->attempt
-         && strv_equal (a->spec.argv, b->spec.argv) && g_strcmp0 (a->spec.sh, b->spec.sh) == 0
-         && strv_equal (a->spec.env, b->spec.env) && g_strcmp0 (a->spec.cwd, b->spec.cwd) == 0
-         && a->spec.timeout_ms == b->spec.timeout_ms
+  return a->id == b->id && a->attempt == b->attempt && strv_equal (a->spec.argv, b->spec.argv)
+         && g_strcmp0 (a->spec.sh, b->spec.sh) == 0 && strv_equal (a->spec.env, b->spec.env)
+         && g_strcmp0 (a->spec.cwd, b->spec.cwd) == 0 && a->spec.timeout_ms == b->spec.timeout_ms
          && a->spec.est_runtime_ms == b->spec.est_runtime_ms;
 }
 
@@ -76,11 +75,10 @@ static gboolean
 result_equal (const DatcResult *a, const DatcResult *b)
 {
   return a->id == b->id && a->attempt == b->attempt && a->status == b->status
-         && a->exit_code == b->exit_code && a->signal == b->signal
-         && a->started_us == b->started_us && a->finished_us == b->finished_us
-         && bytes_equal (a->out, b->out) && bytes_equal (a->err, b->err)
-         && a->out_dropped == b->out_dropped && a->err_dropped == b->err_dropped
-         && g_strcmp0 (a->message, b->message) == 0;
+         && a->exit_code == b->exit_code && a->signal == b->signal && a->started_us == b->started_us
+         && a->finished_us == b->finished_us && bytes_equal (a->out, b->out)
+         && bytes_equal (a->err, b->err) && a->out_dropped == b->out_dropped
+         && a->err_dropped == b->err_dropped && g_strcmp0 (a->message, b->message) == 0;
 }
 
 static gboolean
@@ -105,8 +103,7 @@ msg_equal (const DatcMsg *a, const DatcMsg *b)
              && a->u.welcome.heartbeat_ms == b->u.welcome.heartbeat_ms
              && a->u.welcome.timeout_ms == b->u.welcome.timeout_ms;
     case DATC_MSG_CREDIT:
-      return a->u.credit.session == b->u.credit.session
-             && a->u.credit.limit == b->u.credit.limit;
+      return a->u.credit.session == b->u.credit.session && a->u.credit.limit == b->u.credit.limit;
     case DATC_MSG_TASKS:
       if (a->u.tasks.session != b->u.tasks.session
           || a->u.tasks.tasks->len != b->u.tasks.tasks->len)
@@ -176,8 +173,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_autoptr (GError) error = NULL;
   g_autoptr (GError) hello_error = NULL;
   g_autoptr (DatcMsg) msg = datc_msg_decode (data, size, DATC_FRAME_MAX, &error);
-  g_autoptr (DatcMsg) hello = datc_msg_decode (data, size, DATC_HELLO_FRAME_MAX,
-                                               &hello_error);
+  g_autoptr (DatcMsg) hello = datc_msg_decode (data, size, DATC_HELLO_FRAME_MAX, &hello_error);
 
   if (msg == NULL)
     check_error (error);
@@ -190,8 +186,9 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         fail ("a frame over the HELLO cap was not refused as TOO_BIG");
     }
   else if ((msg == NULL) != (hello == NULL)
-           || (msg == NULL && (error->code != hello_error->code
-                               || strcmp (error->message, hello_error->message) != 0))
+           || (msg == NULL
+               && (error->code != hello_error->code
+                   || strcmp (error->message, hello_error->message) != 0))
            || (msg != NULL && !msg_equal (msg, hello)))
     fail ("the two caps disagree on a frame under both");
 

@@ -50,12 +50,9 @@ datc_msg_type_name (DatcMsgType type)
 }
 
 static const char *const status_names[] = {
-  [DATC_STATUS_EXITED] = "exited",
-  [DATC_STATUS_SIGNALED] = "signaled",
-  [DATC_STATUS_TIMEOUT] = "timeout",
-  [DATC_STATUS_SPAWN_FAILED] = "spawn-failed",
-  [DATC_STATUS_CANCELLED] = "cancelled",
-  [DATC_STATUS_DRAINED] = "drained",
+  [DATC_STATUS_EXITED] = "exited",       [DATC_STATUS_SIGNALED] = "signaled",
+  [DATC_STATUS_TIMEOUT] = "timeout",     [DATC_STATUS_SPAWN_FAILED] = "spawn-failed",
+  [DATC_STATUS_CANCELLED] = "cancelled", [DATC_STATUS_DRAINED] = "drained",
   [DATC_STATUS_REFUSED] = "refused",
 };
 
@@ -459,7 +456,7 @@ encode_field (msgpack_packer *pk, const Field *f, gconstpointer base)
         msgpack_pack_false (pk);
       break;
     case FIELD_STATUS:
-      msgpack_pack_uint32 (pk, (guint32) *(const DatcTaskStatus *) p);
+      msgpack_pack_uint32 (pk, (guint32) * (const DatcTaskStatus *) p);
       break;
     case FIELD_NAME:
     case FIELD_REASON:
@@ -598,8 +595,8 @@ pack_task_head (msgpack_packer *pk, guint64 id, guint32 attempt)
 }
 
 void
-datc_tasks_encode_add_line (GByteArray *out, guint64 id, guint32 attempt,
-                            const char *line, gsize len)
+datc_tasks_encode_add_line (GByteArray *out, guint64 id, guint32 attempt, const char *line,
+                            gsize len)
 {
   g_return_if_fail (out != NULL);
   g_return_if_fail (line != NULL || len == 0);
@@ -608,17 +605,17 @@ datc_tasks_encode_add_line (GByteArray *out, guint64 id, guint32 attempt,
   msgpack_packer_init (&pk, out, byte_array_write);
   pack_task_head (&pk, id, attempt);
   msgpack_pack_array (&pk, G_N_ELEMENTS (spec_fields));
-  msgpack_pack_nil (&pk);            /* argv */
-  pack_str (&pk, line, len);         /* sh */
-  msgpack_pack_nil (&pk);            /* env */
-  msgpack_pack_nil (&pk);            /* cwd */
-  msgpack_pack_uint32 (&pk, 0);      /* timeout_ms */
-  msgpack_pack_uint32 (&pk, 0);      /* est_runtime_ms */
+  msgpack_pack_nil (&pk);       /* argv */
+  pack_str (&pk, line, len);    /* sh */
+  msgpack_pack_nil (&pk);       /* env */
+  msgpack_pack_nil (&pk);       /* cwd */
+  msgpack_pack_uint32 (&pk, 0); /* timeout_ms */
+  msgpack_pack_uint32 (&pk, 0); /* est_runtime_ms */
 }
 
 void
-datc_tasks_encode_add_spec (GByteArray *out, guint64 id, guint32 attempt,
-                            const guint8 *spec, gsize len)
+datc_tasks_encode_add_spec (GByteArray *out, guint64 id, guint32 attempt, const guint8 *spec,
+                            gsize len)
 {
   g_return_if_fail (out != NULL);
   g_return_if_fail (spec != NULL && len > 0);
@@ -637,14 +634,13 @@ check_size (gsize len, gsize max_size, GError **error)
   if (len > max_size)
     {
       g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_TOO_BIG,
-                   "frame of %" G_GSIZE_FORMAT " bytes is over the cap of %" G_GSIZE_FORMAT,
-                   len, max_size);
+                   "frame of %" G_GSIZE_FORMAT " bytes is over the cap of %" G_GSIZE_FORMAT, len,
+                   max_size);
       return FALSE;
     }
   if (len == 0)
     {
-      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_MALFORMED,
-                           "empty frame");
+      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_MALFORMED, "empty frame");
       return FALSE;
     }
   return TRUE;
@@ -652,8 +648,8 @@ check_size (gsize len, gsize max_size, GError **error)
 
 /* ---------------------------------------------------- decode: 2. pre-scan */
 
-static gboolean scan_error (GError **error, DatcWireError code, gsize pos,
-                            const char *format, ...) G_GNUC_PRINTF (4, 5);
+static gboolean scan_error (GError **error, DatcWireError code, gsize pos, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
 
 static gboolean
 scan_error (GError **error, DatcWireError code, gsize pos, const char *format, ...)
@@ -736,31 +732,72 @@ prescan (const guint8 *data, gsize len, GError **error)
           case 0xc1:
             return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
                                "byte 0xc1 is never used in msgpack");
-          case 0xc4: kind = SCAN_BIN, length_bytes = 1; break;
-          case 0xc5: kind = SCAN_BIN, length_bytes = 2; break;
-          case 0xc6: kind = SCAN_BIN, length_bytes = 4; break;
-          case 0xc7: case 0xc8: case 0xc9:
-          case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+          case 0xc4:
+            kind = SCAN_BIN, length_bytes = 1;
+            break;
+          case 0xc5:
+            kind = SCAN_BIN, length_bytes = 2;
+            break;
+          case 0xc6:
+            kind = SCAN_BIN, length_bytes = 4;
+            break;
+          case 0xc7:
+          case 0xc8:
+          case 0xc9:
+          case 0xd4:
+          case 0xd5:
+          case 0xd6:
+          case 0xd7:
+          case 0xd8:
             return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
                                "msgpack ext types are not used on the datc wire");
-          case 0xca: fixed = 4; break; /* float 32 */
-          case 0xcb: fixed = 8; break; /* float 64 */
-          case 0xcc: case 0xd0: fixed = 1; break;
-          case 0xcd: case 0xd1: fixed = 2; break;
-          case 0xce: case 0xd2: fixed = 4; break;
-          case 0xcf: case 0xd3: fixed = 8; break;
-          case 0xd9: kind = SCAN_STR, length_bytes = 1; break;
-          case 0xda: kind = SCAN_STR, length_bytes = 2; break;
-          case 0xdb: kind = SCAN_STR, length_bytes = 4; break;
-          case 0xdc: kind = SCAN_ARRAY, length_bytes = 2; break;
-          case 0xdd: kind = SCAN_ARRAY, length_bytes = 4; break;
-          case 0xde: kind = SCAN_MAP, length_bytes = 2; break;
-          default: kind = SCAN_MAP, length_bytes = 4; break; /* 0xdf */
+          case 0xca:
+            fixed = 4;
+            break; /* float 32 */
+          case 0xcb:
+            fixed = 8;
+            break; /* float 64 */
+          case 0xcc:
+          case 0xd0:
+            fixed = 1;
+            break;
+          case 0xcd:
+          case 0xd1:
+            fixed = 2;
+            break;
+          case 0xce:
+          case 0xd2:
+            fixed = 4;
+            break;
+          case 0xcf:
+          case 0xd3:
+            fixed = 8;
+            break;
+          case 0xd9:
+            kind = SCAN_STR, length_bytes = 1;
+            break;
+          case 0xda:
+            kind = SCAN_STR, length_bytes = 2;
+            break;
+          case 0xdb:
+            kind = SCAN_STR, length_bytes = 4;
+            break;
+          case 0xdc:
+            kind = SCAN_ARRAY, length_bytes = 2;
+            break;
+          case 0xdd:
+            kind = SCAN_ARRAY, length_bytes = 4;
+            break;
+          case 0xde:
+            kind = SCAN_MAP, length_bytes = 2;
+            break;
+          default:
+            kind = SCAN_MAP, length_bytes = 4;
+            break; /* 0xdf */
           }
 
       if (len - pos < length_bytes)
-        return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
-                           "truncated inside a header");
+        return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at, "truncated inside a header");
       if (length_bytes > 0)
         {
           n = read_be (data + pos, length_bytes);
@@ -772,8 +809,7 @@ prescan (const guint8 *data, gsize len, GError **error)
         {
         case SCAN_SCALAR:
           if (left < fixed)
-            return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
-                               "truncated inside a number");
+            return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at, "truncated inside a number");
           pos += fixed;
           break;
 
@@ -784,12 +820,14 @@ prescan (const guint8 *data, gsize len, GError **error)
             guint64 max = kind == SCAN_STR ? DATC_STRING_MAX : DATC_OUTPUT_MAX;
             if (n > left)
               return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
-                                 "%s declares %" G_GUINT64_FORMAT " bytes, only %"
-                                 G_GSIZE_FORMAT " follow", what, n, left);
+                                 "%s declares %" G_GUINT64_FORMAT " bytes, only %" G_GSIZE_FORMAT
+                                 " follow",
+                                 what, n, left);
             if (n > max)
               return scan_error (error, DATC_WIRE_ERROR_LIMIT, at,
-                                 "%s of %" G_GUINT64_FORMAT " bytes, over the limit of %"
-                                 G_GUINT64_FORMAT, what, n, max);
+                                 "%s of %" G_GUINT64_FORMAT
+                                 " bytes, over the limit of %" G_GUINT64_FORMAT,
+                                 what, n, max);
             pos += (gsize) n;
             break;
           }
@@ -801,8 +839,8 @@ prescan (const guint8 *data, gsize len, GError **error)
             guint64 objects = kind == SCAN_MAP ? 2 * n : n;
             if (objects > left)
               return scan_error (error, DATC_WIRE_ERROR_MALFORMED, at,
-                                 "%s declares %" G_GUINT64_FORMAT " %s, only %"
-                                 G_GSIZE_FORMAT " bytes follow",
+                                 "%s declares %" G_GUINT64_FORMAT " %s, only %" G_GSIZE_FORMAT
+                                 " bytes follow",
                                  what, n, kind == SCAN_ARRAY ? "elements" : "pairs", left);
             if (depth == DATC_DEPTH_MAX)
               return scan_error (error, DATC_WIRE_ERROR_LIMIT, at,
@@ -810,8 +848,7 @@ prescan (const guint8 *data, gsize len, GError **error)
             elements += n;
             if (elements > DATC_ELEMENTS_MAX)
               return scan_error (error, DATC_WIRE_ERROR_LIMIT, at,
-                                 "more than %u declared elements in one frame",
-                                 DATC_ELEMENTS_MAX);
+                                 "more than %u declared elements in one frame", DATC_ELEMENTS_MAX);
             pending[++depth] = objects;
             break;
           }
@@ -885,8 +922,8 @@ object_type_name (const msgpack_object *o)
 static gboolean
 wrong_type (const msgpack_object *o, const char *expected, GError **error)
 {
-  g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "expected %s, got %s",
-               expected, object_type_name (o));
+  g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "expected %s, got %s", expected,
+               object_type_name (o));
   return FALSE;
 }
 
@@ -907,8 +944,7 @@ check_uint (const msgpack_object *o, guint64 max, const char *c_type, GError **e
 /* msgpack-c reports any non-negative integer as POSITIVE_INTEGER, whichever
  * encoding the sender chose, so a signed field accepts both kinds. */
 static gboolean
-check_int (const msgpack_object *o, gint64 min, gint64 max, const char *c_type,
-           GError **error)
+check_int (const msgpack_object *o, gint64 min, gint64 max, const char *c_type, GError **error)
 {
   if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
     {
@@ -947,14 +983,12 @@ check_text (const char *s, gsize size, gsize max, GError **error)
     return TRUE;
   if (memchr (s, '\0', size) != NULL)
     {
-      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                           "contains a NUL byte");
+      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "contains a NUL byte");
       return FALSE;
     }
   if (!g_utf8_validate_len (s, size, NULL))
     {
-      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                           "not valid UTF-8");
+      g_set_error_literal (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "not valid UTF-8");
       return FALSE;
     }
   return TRUE;
@@ -995,8 +1029,8 @@ check_argv (const msgpack_object *o, GError **error)
     }
   if (n > DATC_ARGV_MAX)
     {
-      g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_LIMIT,
-                   "%u items, over the limit of %u", n, DATC_ARGV_MAX);
+      g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_LIMIT, "%u items, over the limit of %u",
+                   n, DATC_ARGV_MAX);
       return FALSE;
     }
   for (guint i = 0; i < n; i++)
@@ -1035,14 +1069,13 @@ check_env (const msgpack_object *o, GError **error)
         }
       if (key->via.str.size == 0)
         {
-          g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                       "entry %u: empty key", i);
+          g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "entry %u: empty key", i);
           return FALSE;
         }
       if (memchr (key->via.str.ptr, '=', key->via.str.size) != NULL)
         {
-          g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                       "entry %u: key contains '='", i);
+          g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "entry %u: key contains '='",
+                       i);
           return FALSE;
         }
       if (!check_str (value, DATC_STRING_MAX, error))
@@ -1113,8 +1146,8 @@ check_field (const Field *f, const msgpack_object *o, GError **error)
       if (ok && o->via.u64 > DATC_STATUS_LAST)
         {
           g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                       "%" G_GUINT64_FORMAT " is not a known status (0 to %d)",
-                       o->via.u64, DATC_STATUS_LAST);
+                       "%" G_GUINT64_FORMAT " is not a known status (0 to %d)", o->via.u64,
+                       DATC_STATUS_LAST);
           ok = FALSE;
         }
       break;
@@ -1163,13 +1196,12 @@ check_record (const Shape *shape, const msgpack_object *o, GError **error)
       && (o->via.array.size < shape->n_required || o->via.array.size > shape->n_fields))
     {
       if (shape->n_required == shape->n_fields)
-        g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                     "expected %u field%s, got %u", shape->n_fields,
-                     shape->n_fields == 1 ? "" : "s", o->via.array.size);
+        g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE, "expected %u field%s, got %u",
+                     shape->n_fields, shape->n_fields == 1 ? "" : "s", o->via.array.size);
       else
         g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                     "expected %u to %u fields, got %u", shape->n_required,
-                     shape->n_fields, o->via.array.size);
+                     "expected %u to %u fields, got %u", shape->n_required, shape->n_fields,
+                     o->via.array.size);
       return FALSE;
     }
   for (guint i = 0; i < o->via.array.size; i++)
@@ -1189,8 +1221,7 @@ check_spec_whole (const msgpack_object *items, GError **error)
   if (has_argv == has_sh)
     {
       g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_SHAPE,
-                   "exactly one of argv and sh must be set, got %s",
-                   has_argv ? "both" : "neither");
+                   "exactly one of argv and sh must be set, got %s", has_argv ? "both" : "neither");
       return FALSE;
     }
   return TRUE;
@@ -1199,15 +1230,14 @@ check_spec_whole (const msgpack_object *items, GError **error)
 /* [version, type, body]: the version is read before the arity so that a
  * future frame layout is still reported as a version we do not speak. */
 static gboolean
-check_frame (const msgpack_object *top, DatcMsgType *type_out,
-             const msgpack_object **body_out, GError **error)
+check_frame (const msgpack_object *top, DatcMsgType *type_out, const msgpack_object **body_out,
+             GError **error)
 {
   if (top->type != MSGPACK_OBJECT_ARRAY || top->via.array.size == 0)
     {
       g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_MALFORMED,
                    "expected a [version, type, body] array, got %s%s",
-                   top->type == MSGPACK_OBJECT_ARRAY ? "an empty " : "",
-                   object_type_name (top));
+                   top->type == MSGPACK_OBJECT_ARRAY ? "an empty " : "", object_type_name (top));
       return FALSE;
     }
 
@@ -1237,8 +1267,7 @@ check_frame (const msgpack_object *top, DatcMsgType *type_out,
   if (top->via.array.size != 3)
     {
       g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_MALFORMED,
-                   "frame has %u elements, expected 3 [version, type, body]",
-                   top->via.array.size);
+                   "frame has %u elements, expected 3 [version, type, body]", top->via.array.size);
       return FALSE;
     }
 
@@ -1385,8 +1414,7 @@ copy_field (const Field *f, const msgpack_object *o, gpointer base)
         GArray *keys = keys_new (n);
         g_array_set_size (keys, n);
         for (guint i = 0; i < n; i++)
-          copy_record (&key_shape, &o->via.array.ptr[i],
-                       &g_array_index (keys, DatcTaskKey, i));
+          copy_record (&key_shape, &o->via.array.ptr[i], &g_array_index (keys, DatcTaskKey, i));
         *(GArray **) p = keys;
         break;
       }

@@ -43,12 +43,12 @@ G_BEGIN_DECLS
 GQuark datc_wire_error_quark (void);
 
 typedef enum {
-  DATC_WIRE_ERROR_TOO_BIG,     /* frame over the cap */
-  DATC_WIRE_ERROR_MALFORMED,   /* not msgpack, truncated, trailing bytes */
-  DATC_WIRE_ERROR_LIMIT,       /* depth, element count or a length over a limit */
-  DATC_WIRE_ERROR_VERSION,     /* version we do not speak */
-  DATC_WIRE_ERROR_TYPE,        /* unknown message type */
-  DATC_WIRE_ERROR_SHAPE,       /* known type, wrong body shape */
+  DATC_WIRE_ERROR_TOO_BIG,   /* frame over the cap */
+  DATC_WIRE_ERROR_MALFORMED, /* not msgpack, truncated, trailing bytes */
+  DATC_WIRE_ERROR_LIMIT,     /* depth, element count or a length over a limit */
+  DATC_WIRE_ERROR_VERSION,   /* version we do not speak */
+  DATC_WIRE_ERROR_TYPE,      /* unknown message type */
+  DATC_WIRE_ERROR_SHAPE,     /* known type, wrong body shape */
 } DatcWireError;
 
 typedef enum {
@@ -116,14 +116,14 @@ typedef struct {
   DatcTaskStatus status;
   gint32 exit_code;
   gint32 signal;
-  gint64 started_us;      /* microseconds since the epoch */
+  gint64 started_us; /* microseconds since the epoch */
   gint64 finished_us;
-  GBytes *out;            /* never NULL after decode (maybe empty) */
+  GBytes *out; /* never NULL after decode (maybe empty) */
   GBytes *err;
-  guint64 out_dropped;    /* bytes beyond the capture limit */
+  guint64 out_dropped; /* bytes beyond the capture limit */
   guint64 err_dropped;
-  gchar *message;         /* or NULL */
-  gchar *oom_evidence;    /* what the agent saw of the kernel's OOM killer, or NULL */
+  gchar *message;      /* or NULL */
+  gchar *oom_evidence; /* what the agent saw of the kernel's OOM killer, or NULL */
 } DatcResult;
 
 DatcResult *datc_result_new (guint64 id, guint32 attempt);
@@ -139,7 +139,7 @@ typedef struct {
   guint32 slots;
   gint64 walltime_end_us; /* 0: none */
   guint32 session;
-  GArray *held;           /* DatcTaskKey: tasks running here or with unacked results */
+  GArray *held; /* DatcTaskKey: tasks running here or with unacked results */
 } DatcHello;
 
 typedef struct {
@@ -151,24 +151,24 @@ typedef struct {
 
 typedef struct {
   guint32 session;
-  guint64 limit;          /* cumulative: tasks this session may have been sent in all */
+  guint64 limit; /* cumulative: tasks this session may have been sent in all */
 } DatcCredit;
 
 typedef struct {
   guint32 session;
-  GPtrArray *tasks;       /* DatcTask*, owned */
+  GPtrArray *tasks; /* DatcTask*, owned */
 } DatcTasks;
 
 typedef struct {
-  GPtrArray *results;     /* DatcResult*, owned */
+  GPtrArray *results; /* DatcResult*, owned */
 } DatcResults;
 
 typedef struct {
-  guint64 epoch;          /* master's epoch (0 from an agent) */
+  guint64 epoch; /* master's epoch (0 from an agent) */
   guint32 session;
-  guint64 received;       /* agent: tasks received this session */
-  guint32 running;        /* agent: tasks running now */
-  gboolean rehello;       /* master: say HELLO again */
+  guint64 received; /* agent: tasks received this session */
+  guint32 running;  /* agent: tasks running now */
+  gboolean rehello; /* master: say HELLO again */
 } DatcHeartbeat;
 
 typedef struct {
@@ -179,9 +179,9 @@ typedef struct {
     DatcCredit credit;
     DatcTasks tasks;
     DatcResults results;
-    GArray *keys;         /* ACK, CANCEL: DatcTaskKey */
+    GArray *keys; /* ACK, CANCEL: DatcTaskKey */
     DatcHeartbeat heartbeat;
-    gchar *reason;        /* RETIRE, BYE */
+    gchar *reason; /* RETIRE, BYE */
   } u;
 } DatcMsg;
 
@@ -196,8 +196,7 @@ void datc_msg_encode (const DatcMsg *msg, GByteArray *out);
 /* Decodes one frame.  `max_size` is the cap for this peer (DATC_FRAME_MAX,
  * or DATC_HELLO_FRAME_MAX for a peer that has not said HELLO yet).  On
  * failure sets DATC_WIRE_ERROR with a reason that names the field. */
-DatcMsg *datc_msg_decode (const guint8 *data, gsize len, gsize max_size,
-                          GError **error);
+DatcMsg *datc_msg_decode (const guint8 *data, gsize len, gsize max_size, GError **error);
 
 /* Encodes a spec alone (the master stores JSON Lines tasks this way so that
  * dispatch copies bytes instead of re-encoding). */
@@ -208,10 +207,10 @@ void datc_task_spec_encode (const DatcTaskSpec *spec, GByteArray *out);
  * per task. */
 void datc_tasks_encode_begin (GByteArray *out, guint32 session, guint32 count);
 /* A plain task-file line: encoded as spec [nil, line, nil, nil, 0, 0]. */
-void datc_tasks_encode_add_line (GByteArray *out, guint64 id, guint32 attempt,
-                                 const char *line, gsize len);
+void datc_tasks_encode_add_line (GByteArray *out, guint64 id, guint32 attempt, const char *line,
+                                 gsize len);
 /* A spec produced by datc_task_spec_encode(), copied as is. */
-void datc_tasks_encode_add_spec (GByteArray *out, guint64 id, guint32 attempt,
-                                 const guint8 *spec, gsize len);
+void datc_tasks_encode_add_spec (GByteArray *out, guint64 id, guint32 attempt, const guint8 *spec,
+                                 gsize len);
 
 G_END_DECLS

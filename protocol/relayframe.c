@@ -8,8 +8,8 @@
 #include "message.h"
 
 static const char *const type_names[] = {
-  [DATC_RELAY_HELLO] = "HELLO", [DATC_RELAY_OPEN] = "OPEN", [DATC_RELAY_DATA] = "DATA",
-  [DATC_RELAY_CLOSE] = "CLOSE", [DATC_RELAY_PING] = "PING", [DATC_RELAY_PONG] = "PONG",
+  [DATC_RELAY_HELLO] = "HELLO", [DATC_RELAY_OPEN] = "OPEN",   [DATC_RELAY_DATA] = "DATA",
+  [DATC_RELAY_CLOSE] = "CLOSE", [DATC_RELAY_PING] = "PING",   [DATC_RELAY_PONG] = "PONG",
   [DATC_RELAY_BYE] = "BYE",     [DATC_RELAY_ERROR] = "ERROR",
 };
 
@@ -53,8 +53,8 @@ datc_relay_frame_put (GByteArray *out, DatcRelayType type, guint32 conn, const v
 /* Who may send what, and how long its payload may be. */
 typedef struct {
   gboolean from_relay, from_master;
-  gboolean conn;          /* names a connection (non-zero) */
-  guint32 min, max;       /* payload bytes */
+  gboolean conn;    /* names a connection (non-zero) */
+  guint32 min, max; /* payload bytes */
 } Rule;
 
 static const Rule rules[] = {
@@ -86,14 +86,16 @@ datc_relay_frame_take (const guint8 *buf, gsize len, gboolean from_relay, DatcRe
   guint32 conn = get_u32 (buf + 1), length = get_u32 (buf + 5);
   if (!(from_relay ? r->from_relay : r->from_master))
     {
-      g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_TYPE, "relay frame %s cannot come from the %s",
-                   datc_relay_type_name (type), from_relay ? "relay" : "master");
+      g_set_error (error, DATC_WIRE_ERROR, DATC_WIRE_ERROR_TYPE,
+                   "relay frame %s cannot come from the %s", datc_relay_type_name (type),
+                   from_relay ? "relay" : "master");
       return -1;
     }
   if (length > r->max || length < r->min)
     {
       g_set_error (error, DATC_WIRE_ERROR,
-                   length > DATC_RELAY_PAYLOAD_MAX ? DATC_WIRE_ERROR_TOO_BIG : DATC_WIRE_ERROR_SHAPE,
+                   length > DATC_RELAY_PAYLOAD_MAX ? DATC_WIRE_ERROR_TOO_BIG
+                                                   : DATC_WIRE_ERROR_SHAPE,
                    "relay frame %s with %" G_GUINT32_FORMAT " bytes (it takes %" G_GUINT32_FORMAT
                    " to %" G_GUINT32_FORMAT ")",
                    datc_relay_type_name (type), length, r->min, r->max);

@@ -45,13 +45,13 @@ typedef enum {
 typedef struct {
   DatcRelayType type;
   guint32 conn;
-  const guint8 *payload;   /* points into the buffer given to _take */
+  const guint8 *payload; /* points into the buffer given to _take */
   guint32 length;
 } DatcRelayFrame;
 
 /* Appends one frame to `out`.  length <= DATC_RELAY_PAYLOAD_MAX. */
-void datc_relay_frame_put (GByteArray *out, DatcRelayType type, guint32 conn,
-                           const void *payload, guint32 length);
+void datc_relay_frame_put (GByteArray *out, DatcRelayType type, guint32 conn, const void *payload,
+                           guint32 length);
 
 /* Reads the frame at the start of buf[0..len): the bytes it takes (> 0)
  * with *frame set, 0 when the frame is not complete yet, -1 with an
@@ -73,8 +73,8 @@ typedef struct {
   guint32 id;
   int fd;
   GByteArray *out;
-  gboolean closing;        /* the other end closed it: close once `out` is written */
-  gboolean connecting;     /* the master's end: its connect() is in progress */
+  gboolean closing;    /* the other end closed it: close once `out` is written */
+  gboolean connecting; /* the master's end: its connect() is in progress */
 } DatcRelayConn;
 
 DatcRelayConn *datc_relay_conn_new (guint32 id, int fd);

@@ -419,7 +419,8 @@ test_z85_valid (void)
   g_assert_false (datc_curve_z85_valid ("0000000000000000000,00000000000000000000"));
   g_assert_false (datc_curve_z85_valid ("0000000000000000000\\00000000000000000000"));
   g_assert_false (datc_curve_z85_valid ("~000000000000000000000000000000000000000"));
-  g_assert_false (datc_curve_z85_valid ("\xc3\xa9" "00000000000000000000000000000000000000"));
+  g_assert_false (datc_curve_z85_valid ("\xc3\xa9"
+                                        "00000000000000000000000000000000000000"));
   /* Groups over 32 bits: "%nSc1" is 0x100000000, "#####" is 85^5 - 1. */
   g_assert_false (datc_curve_z85_valid ("%nSc1000000000000000000000000000000000000"));
   g_assert_false (datc_curve_z85_valid ("00000000000000000000000000000000000#####"));
@@ -470,8 +471,7 @@ test_secret_file_read (Fixture *fx, gconstpointer data)
   datc_curve_keypair_clear (&kp);
 }
 
-#define ADD(path, fn) \
-  g_test_add (path, Fixture, NULL, fixture_set_up, fn, fixture_tear_down)
+#define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_set_up, fn, fixture_tear_down)
 
 int
 main (int argc, char **argv)
@@ -486,8 +486,7 @@ main (int argc, char **argv)
   ADD ("/curve/keypair/save-refuses-a-symlink", test_save_refuses_a_symlink);
   ADD ("/curve/keypair/save-leaves-nothing-when-pub-fails", test_save_cleans_up_when_pub_fails);
   ADD ("/curve/keypair/save-refuses-an-invalid-keypair", test_save_refuses_an_invalid_keypair);
-  ADD ("/curve/keypair/load-refuses-a-secret-others-can-read",
-       test_load_refuses_a_readable_secret);
+  ADD ("/curve/keypair/load-refuses-a-secret-others-can-read", test_load_refuses_a_readable_secret);
   ADD ("/curve/keypair/load-refuses-garbage", test_load_refuses_garbage);
   ADD ("/curve/keypair/load-refuses-what-is-not-a-regular-file",
        test_load_refuses_what_is_not_a_file);

@@ -372,12 +372,12 @@ sample_result (void)
   DatcMsg *msg = datc_msg_new (DATC_MSG_RESULT);
   GPtrArray *results = msg->u.results.results;
 
-  g_ptr_array_add (results, result_with_output (1, 0, DATC_STATUS_EXITED, 0, 0,
-                                                "hello\n", 6, NULL));
-  g_ptr_array_add (results, result_with_output (2, 1, DATC_STATUS_SIGNALED, -1, 9,
-                                                binary, sizeof binary, NULL));
-  g_ptr_array_add (results, result_with_output (3, 0, DATC_STATUS_SPAWN_FAILED, 127, 0,
-                                                "", 0, "execvp ./sim: No such file"));
+  g_ptr_array_add (results,
+                   result_with_output (1, 0, DATC_STATUS_EXITED, 0, 0, "hello\n", 6, NULL));
+  g_ptr_array_add (
+      results, result_with_output (2, 1, DATC_STATUS_SIGNALED, -1, 9, binary, sizeof binary, NULL));
+  g_ptr_array_add (results, result_with_output (3, 0, DATC_STATUS_SPAWN_FAILED, 127, 0, "", 0,
+                                                "execvp ./sim: No such file"));
   DatcResult *r = result_with_output (4, 2, DATC_STATUS_TIMEOUT, 0, 15, "x", 1, "timed out");
   r->out_dropped = 1 << 20;
   r->err_dropped = 17;
@@ -599,8 +599,8 @@ stream_tasks (const DatcTasks *tasks, gboolean lines_as_lines, GByteArray *out)
     {
       const DatcTask *t = g_ptr_array_index (tasks->tasks, i);
       const DatcTaskSpec *s = &t->spec;
-      gboolean plain = s->argv == NULL && s->env == NULL && s->cwd == NULL
-                       && s->timeout_ms == 0 && s->est_runtime_ms == 0;
+      gboolean plain = s->argv == NULL && s->env == NULL && s->cwd == NULL && s->timeout_ms == 0
+                       && s->est_runtime_ms == 0;
 
       if (plain && lines_as_lines)
         {
@@ -620,7 +620,7 @@ test_tasks_stream_matches_msg_encode (void)
 
   for (guint m = 0; m < G_N_ELEMENTS (makers); m++)
     {
-      g_autoptr (DatcMsg) msg = makers[m] ();
+      g_autoptr (DatcMsg) msg = makers[m]();
       g_autoptr (GBytes) expected = encode (msg);
 
       for (int lines = 0; lines <= 1; lines++)
@@ -759,12 +759,14 @@ static const struct {
   gsize len;
 } minimal[] = {
 #define MIN_FRAME(t, s) { t, s, sizeof (s) - 1 }
-  MIN_FRAME (DATC_MSG_HELLO, "\x93\x01\x01\x99\xa1\x61\xa1\x73\xa1\x70\xa1\x68\x01\x01\x00\x00\x90"),
+  MIN_FRAME (DATC_MSG_HELLO,
+             "\x93\x01\x01\x99\xa1\x61\xa1\x73\xa1\x70\xa1\x68\x01\x01\x00\x00\x90"),
   MIN_FRAME (DATC_MSG_WELCOME, "\x93\x01\x02\x94\x00\x00\x00\x00"),
   MIN_FRAME (DATC_MSG_CREDIT, "\x93\x01\x03\x92\x00\x00"),
-  MIN_FRAME (DATC_MSG_TASKS, "\x93\x01\x04\x92\x00\x91\x93\x01\x01\x96\xc0\xa1\x78\xc0\xc0\x00\x00"),
+  MIN_FRAME (DATC_MSG_TASKS,
+             "\x93\x01\x04\x92\x00\x91\x93\x01\x01\x96\xc0\xa1\x78\xc0\xc0\x00\x00"),
   MIN_FRAME (DATC_MSG_RESULT,
-       "\x93\x01\x05\x91\x91\x9c\x01\x01\x00\x00\x00\x00\x00\xc4\x00\xc4\x00\x00\x00\xc0"),
+             "\x93\x01\x05\x91\x91\x9c\x01\x01\x00\x00\x00\x00\x00\xc4\x00\xc4\x00\x00\x00\xc0"),
   MIN_FRAME (DATC_MSG_ACK, "\x93\x01\x06\x91\x91\x92\x01\x01"),
   MIN_FRAME (DATC_MSG_HEARTBEAT, "\x93\x01\x07\x95\x00\x00\x00\x00\xc2"),
   MIN_FRAME (DATC_MSG_CANCEL, "\x93\x01\x08\x91\x90"),
@@ -791,21 +793,19 @@ static void
 test_accepts_any_integer_encoding_in_range (void)
 {
   /* CREDIT session as int64, limit as int8: both non-negative. */
-  g_autoptr (GBytes) credit =
-    LIT ("\x93\x01\x03\x92\xd3\x00\x00\x00\x00\x00\x00\x00\x05\xd0\x07");
+  g_autoptr (GBytes) credit = LIT ("\x93\x01\x03\x92\xd3\x00\x00\x00\x00\x00\x00\x00\x05\xd0\x07");
   g_autoptr (DatcMsg) c = decode_ok (credit);
   g_assert_cmpuint (c->u.credit.session, ==, 5);
   g_assert_cmpuint (c->u.credit.limit, ==, 7);
 
   /* RESULT exit_code as uint64, signal as int16, started_us as uint64 at
    * INT64_MAX, finished_us as int64 negative, id as uint8 in a uint16. */
-  g_autoptr (GBytes) result =
-    LIT ("\x93\x01\x05\x91\x91\x9c\xcd\x00\x01\x01\x00"
-         "\xcf\x00\x00\x00\x00\x00\x00\x00\x7f"
-         "\xd1\x00\x09"
-         "\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"
-         "\xd3\xff\xff\xff\xff\xff\xff\xff\xfe"
-         "\xc4\x00\xc4\x00\x00\x00\xc0");
+  g_autoptr (GBytes) result = LIT ("\x93\x01\x05\x91\x91\x9c\xcd\x00\x01\x01\x00"
+                                   "\xcf\x00\x00\x00\x00\x00\x00\x00\x7f"
+                                   "\xd1\x00\x09"
+                                   "\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"
+                                   "\xd3\xff\xff\xff\xff\xff\xff\xff\xfe"
+                                   "\xc4\x00\xc4\x00\x00\x00\xc0");
   g_autoptr (DatcMsg) r = decode_ok (result);
   const DatcResult *row = g_ptr_array_index (r->u.results.results, 0);
   g_assert_cmpuint (row->id, ==, 1);
@@ -815,22 +815,19 @@ test_accepts_any_integer_encoding_in_range (void)
   g_assert_cmpint (row->finished_us, ==, -2);
 
   /* Wide headers for small things: array16, str8, bin16, map16. */
-  g_autoptr (GBytes) tasks =
-    LIT ("\x93\x01\x04\xdc\x00\x02\x00\x91\x93\x01\x01"
-         "\x96\xc0\xd9\x01\x78\xde\x00\x01\xa1\x4b\xa1\x56\xc0\x00\x00");
+  g_autoptr (GBytes) tasks = LIT ("\x93\x01\x04\xdc\x00\x02\x00\x91\x93\x01\x01"
+                                  "\x96\xc0\xd9\x01\x78\xde\x00\x01\xa1\x4b\xa1\x56\xc0\x00\x00");
   g_autoptr (DatcMsg) t = decode_ok (tasks);
   const DatcTask *task = g_ptr_array_index (t->u.tasks.tasks, 0);
   g_assert_cmpstr (task->spec.sh, ==, "x");
   g_assert_cmpstr (task->spec.env[0], ==, "K=V");
   g_assert_null (task->spec.env[1]);
 
-  g_autoptr (GBytes) bin16 =
-    LIT ("\x93\x01\x05\x91\x91\x9c\x01\x01\x00\x00\x00\x00\x00"
-         "\xc5\x00\x02\x00\xff\xc4\x00\x00\x00\xc0");
+  g_autoptr (GBytes) bin16 = LIT ("\x93\x01\x05\x91\x91\x9c\x01\x01\x00\x00\x00\x00\x00"
+                                  "\xc5\x00\x02\x00\xff\xc4\x00\x00\x00\xc0");
   g_autoptr (DatcMsg) b = decode_ok (bin16);
   row = g_ptr_array_index (b->u.results.results, 0);
-  g_assert_cmpmem (g_bytes_get_data (row->out, NULL), g_bytes_get_size (row->out), "\0\xff",
-                   2);
+  g_assert_cmpmem (g_bytes_get_data (row->out, NULL), g_bytes_get_size (row->out), "\0\xff", 2);
 }
 
 /* A few builders for frames too big to write out. */
@@ -1160,13 +1157,13 @@ build_env_over_limit (msgpack_packer *pk)
 }
 
 typedef struct {
-  const char *name;      /* the test is /wire/decode/rejects-NAME */
-  const char *bytes;     /* hand-built frame ... */
+  const char *name;  /* the test is /wire/decode/rejects-NAME */
+  const char *bytes; /* hand-built frame ... */
   gsize len;
-  PackFunc build;        /* ... or one too big to write out */
-  gsize max_size;        /* 0: DATC_FRAME_MAX */
+  PackFunc build; /* ... or one too big to write out */
+  gsize max_size; /* 0: DATC_FRAME_MAX */
   DatcWireError code;
-  const char *reason;    /* a substring of the message */
+  const char *reason; /* a substring of the message */
 } BadFrame;
 
 #define BYTES(s) .bytes = (s), .len = sizeof (s) - 1
@@ -1191,8 +1188,8 @@ static const BadFrame bad_frames[] = {
   { "byte-0xc1", BYTES ("\xc1"), .code = DATC_WIRE_ERROR_MALFORMED, .reason = "0xc1" },
   { "truncated-header", BYTES ("\x93\x01\xcd\x00"), .code = DATC_WIRE_ERROR_MALFORMED,
     .reason = "truncated inside a number" },
-  { "truncated-length", BYTES ("\x93\x01\x0a\x91\xdb\x00\x00"),
-    .code = DATC_WIRE_ERROR_MALFORMED, .reason = "truncated inside a header" },
+  { "truncated-length", BYTES ("\x93\x01\x0a\x91\xdb\x00\x00"), .code = DATC_WIRE_ERROR_MALFORMED,
+    .reason = "truncated inside a header" },
   { "truncated-frame", BYTES ("\x93\x01\x0a\x91"), .code = DATC_WIRE_ERROR_MALFORMED,
     .reason = "at byte 3: array declares 1 elements, only 0 bytes follow" },
   { "missing-sibling", BYTES ("\x93\x01\x06\x91\x92\x92\x01\x01"),
@@ -1219,23 +1216,21 @@ static const BadFrame bad_frames[] = {
     .reason = "at byte 6: containers nested deeper than 6" },
   { "deep-depth-bomb", .build = build_depth_bomb, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "nested deeper than 6" },
-  { "argv-item-nested-too-deep",
-    BYTES (TASK_HEAD "\x96\x91\x91\xa0\xc0\xc0\xc0\x00\x00"),
+  { "argv-item-nested-too-deep", BYTES (TASK_HEAD "\x96\x91\x91\xa0\xc0\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_LIMIT, .reason = "nested deeper" },
-  { "too-many-declared-elements", .build = build_elements_over_limit,
-    .code = DATC_WIRE_ERROR_LIMIT, .reason = "more than 1048576 declared elements" },
-  { "str-over-the-string-limit", .build = build_str_over_limit,
-    .code = DATC_WIRE_ERROR_LIMIT, .reason = "str of 1048577 bytes, over the limit" },
-  { "bin-over-the-output-limit", .build = build_bin_over_limit,
-    .code = DATC_WIRE_ERROR_LIMIT, .reason = "bin of 3145729 bytes, over the limit" },
+  { "too-many-declared-elements", .build = build_elements_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
+    .reason = "more than 1048576 declared elements" },
+  { "str-over-the-string-limit", .build = build_str_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
+    .reason = "str of 1048577 bytes, over the limit" },
+  { "bin-over-the-output-limit", .build = build_bin_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
+    .reason = "bin of 3145729 bytes, over the limit" },
   { "trailing-bytes", BYTES ("\x93\x01\x0a\x91\xa0\xc0"), .code = DATC_WIRE_ERROR_MALFORMED,
     .reason = "at byte 5: 1 trailing bytes" },
   { "two-messages-in-one-frame", BYTES ("\x93\x01\x0a\x91\xa0\x93\x01\x0a\x91\xa0"),
     .code = DATC_WIRE_ERROR_MALFORMED, .reason = "5 trailing bytes" },
-  { "ext-type", BYTES ("\xd4\x01\x00"), .code = DATC_WIRE_ERROR_MALFORMED,
-    .reason = "ext types" },
-  { "ext-in-body", BYTES ("\x93\x01\x0a\x91\xc7\x01\x05\x00"),
-    .code = DATC_WIRE_ERROR_MALFORMED, .reason = "at byte 4: msgpack ext types" },
+  { "ext-type", BYTES ("\xd4\x01\x00"), .code = DATC_WIRE_ERROR_MALFORMED, .reason = "ext types" },
+  { "ext-in-body", BYTES ("\x93\x01\x0a\x91\xc7\x01\x05\x00"), .code = DATC_WIRE_ERROR_MALFORMED,
+    .reason = "at byte 4: msgpack ext types" },
 
   /* frame: [version, type, body] */
   { "frame-not-an-array", BYTES ("\xc0"), .code = DATC_WIRE_ERROR_MALFORMED,
@@ -1254,8 +1249,8 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_VERSION, .reason = "version 18446744073709551615" },
   { "version-negative", BYTES ("\x93\xff\x0a\x91\xa0"), .code = DATC_WIRE_ERROR_VERSION,
     .reason = "version -1" },
-  { "version-not-an-integer", BYTES ("\x93\xa1\x31\x0a\x91\xa0"),
-    .code = DATC_WIRE_ERROR_VERSION, .reason = "version: expected uint, got str" },
+  { "version-not-an-integer", BYTES ("\x93\xa1\x31\x0a\x91\xa0"), .code = DATC_WIRE_ERROR_VERSION,
+    .reason = "version: expected uint, got str" },
   { "version-2-before-arity", BYTES ("\x92\x02\x00"), .code = DATC_WIRE_ERROR_VERSION,
     .reason = "version 2" },
   { "unknown-type", BYTES ("\x93\x01\x0b\x91\xa0"), .code = DATC_WIRE_ERROR_TYPE,
@@ -1274,10 +1269,10 @@ static const BadFrame bad_frames[] = {
   /* wrong arity, per type and per nested record */
   { "hello-of-8-fields", BYTES ("\x93\x01\x01\x98" HELLO_NAMES "\x01\x01\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HELLO: expected 9 fields, got 8" },
-  { "welcome-of-3-fields", BYTES ("\x93\x01\x02\x93\x00\x00\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "WELCOME: expected 4 fields, got 3" },
-  { "credit-of-3-fields", BYTES ("\x93\x01\x03\x93\x00\x00\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "CREDIT: expected 2 fields, got 3" },
+  { "welcome-of-3-fields", BYTES ("\x93\x01\x02\x93\x00\x00\x00"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "WELCOME: expected 4 fields, got 3" },
+  { "credit-of-3-fields", BYTES ("\x93\x01\x03\x93\x00\x00\x00"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "CREDIT: expected 2 fields, got 3" },
   { "tasks-of-1-field", BYTES ("\x93\x01\x04\x91\x00"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "TASKS: expected 2 fields, got 1" },
   { "result-of-0-fields", BYTES ("\x93\x01\x05\x90"), .code = DATC_WIRE_ERROR_SHAPE,
@@ -1297,21 +1292,24 @@ static const BadFrame bad_frames[] = {
   { "spec-of-5-fields", BYTES (TASK_HEAD "\x95\xc0\xa1\x78\xc0\xc0\x00"),
     .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "TASKS: task 0: field spec: expected 6 fields, got 5" },
-  { "result-of-11-fields", BYTES ("\x93\x01\x05\x91\x91\x9b\x01\x01\x00\x00\x00\x00\x00"
-                                  "\xc4\x00\xc4\x00\x00\x00"),
+  { "result-of-11-fields",
+    BYTES ("\x93\x01\x05\x91\x91\x9b\x01\x01\x00\x00\x00\x00\x00"
+           "\xc4\x00\xc4\x00\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "RESULT: result 0: expected 12 to 13 fields, got 11" },
-  { "result-of-14-fields", BYTES ("\x93\x01\x05\x91\x91\x9e\x01\x01\x00\x00\x00\x00\x00"
-                                  "\xc4\x00\xc4\x00\x00\x00\xc0\xc0\xc0"),
+  { "result-of-14-fields",
+    BYTES ("\x93\x01\x05\x91\x91\x9e\x01\x01\x00\x00\x00\x00\x00"
+           "\xc4\x00\xc4\x00\x00\x00\xc0\xc0\xc0"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "RESULT: result 0: expected 12 to 13 fields, got 14" },
-  { "result-oom-evidence-int", BYTES ("\x93\x01\x05\x91\x91\x9d\x01\x01\x00\x00\x00\x00\x00"
-                                      "\xc4\x00\xc4\x00\x00\x00\xc0\x07"),
+  { "result-oom-evidence-int",
+    BYTES ("\x93\x01\x05\x91\x91\x9d\x01\x01\x00\x00\x00\x00\x00"
+           "\xc4\x00\xc4\x00\x00\x00\xc0\x07"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field oom_evidence: expected str or nil, got uint" },
   { "key-of-1-field", BYTES ("\x93\x01\x06\x91\x91\x91\x01"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "ACK: key 0: expected 2 fields, got 1" },
 
   /* wrong field types */
-  { "credit-session-str", BYTES ("\x93\x01\x03\x92\xa1\x31\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "CREDIT: field session: expected uint, got str" },
+  { "credit-session-str", BYTES ("\x93\x01\x03\x92\xa1\x31\x00"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "CREDIT: field session: expected uint, got str" },
   { "result-stdout-str",
     BYTES ("\x93\x01\x05\x91\x92\x9c\x01\x01\x00\x00\x00\x00\x00" RESULT_REST
            "\x9c\x02\x01\x00\x00\x00\x00\x00\xa0\xc4\x00\x00\x00\xc0"),
@@ -1333,18 +1331,19 @@ static const BadFrame bad_frames[] = {
   { "hello-walltime-float",
     BYTES ("\x93\x01\x01\x99" HELLO_NAMES "\x01\x01\xca\x00\x00\x00\x00\x00\x90"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field walltime_end_us: expected int, got float" },
-  { "hello-agent-id-nil", BYTES ("\x93\x01\x01\x99\xc0\xa1\x73\xa1\x70\xa1\x68\x01\x01\x00\x00\x90"),
+  { "hello-agent-id-nil",
+    BYTES ("\x93\x01\x01\x99\xc0\xa1\x73\xa1\x70\xa1\x68\x01\x01\x00\x00\x90"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HELLO: field agent_id: expected str, got nil" },
   { "hello-held-map", BYTES ("\x93\x01\x01\x99" HELLO_NAMES "\x01\x01\x00\x00\x80"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HELLO: field held: expected array, got map" },
   { "cancel-keys-str", BYTES ("\x93\x01\x08\x91\xa0"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "CANCEL: field keys: expected array, got str" },
-  { "ack-third-key-attempt-str",
-    BYTES ("\x93\x01\x06\x91\x93\x92\x01\x01\x92\x02\x01\x92\x03\xa0"),
+  { "ack-third-key-attempt-str", BYTES ("\x93\x01\x06\x91\x93\x92\x01\x01\x92\x02\x01\x92\x03\xa0"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "ACK: key 2: field attempt: expected uint, got str" },
   { "tasks-not-an-array", BYTES ("\x93\x01\x04\x92\x00\x80"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "TASKS: field tasks: expected array, got map" },
-  { "task-id-str", BYTES ("\x93\x01\x04\x92\x00\x91\x93\xa1\x31\x01\x96\xc0\xa1\x78\xc0\xc0\x00\x00"),
+  { "task-id-str",
+    BYTES ("\x93\x01\x04\x92\x00\x91\x93\xa1\x31\x01\x96\xc0\xa1\x78\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "TASKS: task 0: field id: expected uint, got str" },
   { "spec-nil", BYTES (TASK_HEAD "\xc0"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "task 0: field spec: expected array, got nil" },
@@ -1352,8 +1351,8 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field argv: expected array or nil, got str" },
   { "argv-item-int", BYTES (TASK_HEAD "\x96\x91\x01\xc0\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field argv: item 0: expected str, got uint" },
-  { "cwd-int", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\xc0\x07\x00\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "field cwd: expected str or nil, got uint" },
+  { "cwd-int", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\xc0\x07\x00\x00"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "field cwd: expected str or nil, got uint" },
   { "env-not-a-map", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x90\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field env: expected map or nil, got array" },
   { "env-key-int", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\x01\xa1\x76\xc0\x00\x00"),
@@ -1391,12 +1390,12 @@ static const BadFrame bad_frames[] = {
     .reason = "field started_us: 18446744073709551615 is out of range for int64" },
   { "status-unknown", BYTES (RESULT_HEAD "\x07\x00\x00\x00\x00" RESULT_REST),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field status: 7 is not a known status" },
-  { "status-huge", BYTES (RESULT_HEAD "\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00" RESULT_REST),
+  { "status-huge",
+    BYTES (RESULT_HEAD "\xcf\xff\xff\xff\xff\xff\xff\xff\xff\x00\x00\x00\x00" RESULT_REST),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "18446744073709551615 is not a known status" },
 
   /* negative where unsigned */
-  { "ack-id-negative", BYTES ("\x93\x01\x06\x91\x91\x92\xff\x01"),
-    .code = DATC_WIRE_ERROR_SHAPE,
+  { "ack-id-negative", BYTES ("\x93\x01\x06\x91\x91\x92\xff\x01"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "ACK: key 0: field id: expected uint, got negative int" },
   { "hello-pid-negative", BYTES ("\x93\x01\x01\x99" HELLO_NAMES "\xfb\x01\x00\x00\x90"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HELLO: field pid: expected uint, got negative int" },
@@ -1415,8 +1414,8 @@ static const BadFrame bad_frames[] = {
   /* strings: UTF-8 and NUL */
   { "reason-invalid-utf8", BYTES ("\x93\x01\x0a\x91\xa1\xff"), .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "BYE: field reason: not valid UTF-8" },
-  { "reason-truncated-utf8", BYTES ("\x93\x01\x0a\x91\xa2\x61\xe2"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "not valid UTF-8" },
+  { "reason-truncated-utf8", BYTES ("\x93\x01\x0a\x91\xa2\x61\xe2"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "not valid UTF-8" },
   { "site-overlong-utf8",
     BYTES ("\x93\x01\x01\x99\xa1\x61\xa2\xc0\xaf\xa1\x70\xa1\x68\x01\x01\x00\x00\x90"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "HELLO: field site: not valid UTF-8" },
@@ -1427,8 +1426,8 @@ static const BadFrame bad_frames[] = {
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field sh: not valid UTF-8" },
   { "env-key-invalid-utf8", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa1\x80\xa1\x76\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "entry 0: key: not valid UTF-8" },
-  { "reason-with-nul", BYTES ("\x93\x01\x09\x91\xa3\x61\x00\x62"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "RETIRE: field reason: contains a NUL byte" },
+  { "reason-with-nul", BYTES ("\x93\x01\x09\x91\xa3\x61\x00\x62"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "RETIRE: field reason: contains a NUL byte" },
   { "argv-item-with-nul", BYTES (TASK_HEAD "\x96\x91\xa2\x61\x00\xc0\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field argv: item 0: contains a NUL byte" },
   { "env-value-with-nul", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa1\x41\xa2\x76\x00\xc0\x00\x00"),
@@ -1444,9 +1443,10 @@ static const BadFrame bad_frames[] = {
   { "spec-with-neither-argv-nor-sh", BYTES (TASK_HEAD "\x96\xc0\xc0\xc0\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE,
     .reason = "task 0: field spec: exactly one of argv and sh must be set, got neither" },
-  { "empty-argv", BYTES (TASK_HEAD "\x96\x90\xc0\xc0\xc0\x00\x00"),
-    .code = DATC_WIRE_ERROR_SHAPE, .reason = "field argv: empty argv" },
-  { "env-key-with-equals", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa3\x41\x3d\x42\xa1\x76\xc0\x00\x00"),
+  { "empty-argv", BYTES (TASK_HEAD "\x96\x90\xc0\xc0\xc0\x00\x00"), .code = DATC_WIRE_ERROR_SHAPE,
+    .reason = "field argv: empty argv" },
+  { "env-key-with-equals",
+    BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa3\x41\x3d\x42\xa1\x76\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field env: entry 0: key contains '='" },
   { "env-key-empty", BYTES (TASK_HEAD "\x96\xc0\xa1\x78\x81\xa0\xa1\x76\xc0\x00\x00"),
     .code = DATC_WIRE_ERROR_SHAPE, .reason = "field env: entry 0: empty key" },
@@ -1456,16 +1456,16 @@ static const BadFrame bad_frames[] = {
     .reason = "HELLO: field agent_id: 257 bytes, over the limit of 256" },
   { "reason-over-the-limit", .build = build_reason_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "BYE: field reason: 4097 bytes, over the limit of 4096" },
-  { "message-over-the-limit", .build = build_message_over_limit,
-    .code = DATC_WIRE_ERROR_LIMIT, .reason = "result 0: field message: 4097 bytes" },
+  { "message-over-the-limit", .build = build_message_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
+    .reason = "result 0: field message: 4097 bytes" },
   { "oversize-ack-batch", .build = build_keys_over_batch, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "ACK: field keys: 65537 entries, over the limit of 65536" },
   { "oversize-held-batch", .build = build_held_over_batch, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "HELLO: field held: 65537 entries" },
   { "oversize-tasks-batch", .build = build_tasks_over_batch, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "TASKS: field tasks: 65537 entries" },
-  { "oversize-result-batch", .build = build_results_over_batch,
-    .code = DATC_WIRE_ERROR_LIMIT, .reason = "RESULT: field results: 65537 entries" },
+  { "oversize-result-batch", .build = build_results_over_batch, .code = DATC_WIRE_ERROR_LIMIT,
+    .reason = "RESULT: field results: 65537 entries" },
   { "argv-over-the-limit", .build = build_argv_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
     .reason = "task 0: field spec: field argv: 4097 items, over the limit of 4096" },
   { "env-over-the-limit", .build = build_env_over_limit, .code = DATC_WIRE_ERROR_LIMIT,
@@ -1476,8 +1476,8 @@ static void
 test_rejects (gconstpointer data)
 {
   const BadFrame *bad = data;
-  g_autoptr (GBytes) frame =
-    bad->build != NULL ? pack_with (bad->build) : g_bytes_new_static (bad->bytes, bad->len);
+  g_autoptr (GBytes) frame
+      = bad->build != NULL ? pack_with (bad->build) : g_bytes_new_static (bad->bytes, bad->len);
   gsize max_size = bad->max_size != 0 ? bad->max_size : DATC_FRAME_MAX;
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcMsg) msg = decode_bytes (frame, max_size, &error);
@@ -1486,8 +1486,7 @@ test_rejects (gconstpointer data)
   g_assert_error (error, DATC_WIRE_ERROR, (gint) bad->code);
   g_test_message ("%s", error->message);
   /* Shows both strings when the reason is not found. */
-  const char *found = strstr (error->message, bad->reason) != NULL ? bad->reason
-                                                                   : error->message;
+  const char *found = strstr (error->message, bad->reason) != NULL ? bad->reason : error->message;
   g_assert_cmpstr (found, ==, bad->reason);
 }
 
@@ -1532,9 +1531,8 @@ test_rejects_every_truncation (void)
 }
 
 static const guint8 interesting_bytes[] = {
-  0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4,
-  0xc6, 0xc7, 0xca, 0xcb, 0xcc, 0xcf, 0xd0, 0xd3, 0xd4, 0xd9, 0xdb, 0xdc, 0xdd, 0xde,
-  0xdf, 0xe0, 0xff,
+  0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3, 0xc4, 0xc6, 0xc7,
+  0xca, 0xcb, 0xcc, 0xcf, 0xd0, 0xd3, 0xd4, 0xd9, 0xdb, 0xdc, 0xdd, 0xde, 0xdf, 0xe0, 0xff,
 };
 
 static void
@@ -1601,8 +1599,7 @@ test_survives_random_mutations (void)
       for (guint k = 0; k < per_frame; k++)
         {
           g_autoptr (GByteArray) b = g_byte_array_new ();
-          g_byte_array_append (b, g_bytes_get_data (frame, NULL),
-                               (guint) g_bytes_get_size (frame));
+          g_byte_array_append (b, g_bytes_get_data (frame, NULL), (guint) g_bytes_get_size (frame));
           guint ops = (guint) g_rand_int_range (rand, 1, 5);
           for (guint o = 0; o < ops; o++)
             mutate (rand, b);
@@ -1627,8 +1624,8 @@ test_survives_random_mutations (void)
     }
   g_test_message ("%u mutants decoded and round-tripped, %u refused "
                   "(too-big %u, malformed %u, limit %u, version %u, type %u, shape %u)",
-                  decoded, refused, by_code[0], by_code[1], by_code[2], by_code[3],
-                  by_code[4], by_code[5]);
+                  decoded, refused, by_code[0], by_code[1], by_code[2], by_code[3], by_code[4],
+                  by_code[5]);
   g_assert_cmpuint (decoded, >, 0);
   g_assert_cmpuint (refused, >, 0);
 }
@@ -1652,8 +1649,7 @@ main (int argc, char **argv)
                    test_tasks_stream_matches_msg_encode);
   g_test_add_func ("/wire/encode/tasks-stream-of-many-lines-decodes",
                    test_tasks_stream_of_many_lines_decodes);
-  g_test_add_func ("/wire/encode/null-fields-travel-as-empty",
-                   test_null_fields_travel_as_empty);
+  g_test_add_func ("/wire/encode/null-fields-travel-as-empty", test_null_fields_travel_as_empty);
   g_test_add_func ("/wire/msg/new-makes-empty-containers", test_new_makes_empty_containers);
   g_test_add_func ("/wire/msg/free-accepts-null", test_free_accepts_null);
   g_test_add_func ("/wire/msg/names", test_names);

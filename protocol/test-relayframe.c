@@ -77,10 +77,14 @@ test_rules (void)
     {
       const Bad *c = &cases[i];
       guint8 h[DATC_RELAY_HEADER] = { c->type,
-                                      (guint8) (c->conn >> 24), (guint8) (c->conn >> 16),
-                                      (guint8) (c->conn >> 8), (guint8) c->conn,
-                                      (guint8) (c->length >> 24), (guint8) (c->length >> 16),
-                                      (guint8) (c->length >> 8), (guint8) c->length };
+                                      (guint8) (c->conn >> 24),
+                                      (guint8) (c->conn >> 16),
+                                      (guint8) (c->conn >> 8),
+                                      (guint8) c->conn,
+                                      (guint8) (c->length >> 24),
+                                      (guint8) (c->length >> 16),
+                                      (guint8) (c->length >> 8),
+                                      (guint8) c->length };
       g_autoptr (GError) error = NULL;
       DatcRelayFrame f;
       g_test_message ("%s", c->name);

@@ -17,17 +17,17 @@ G_BEGIN_DECLS
 GQuark datc_site_error_quark (void);
 
 typedef enum {
-  DATC_SITE_ERROR_CONFIG,     /* unknown driver, bad value */
-  DATC_SITE_ERROR_TRANSPORT,  /* could not run the command at all */
-  DATC_SITE_ERROR_COMMAND,    /* the command ran and failed: message has its stderr */
-  DATC_SITE_ERROR_TIMEOUT,    /* the command did not finish in time */
-  DATC_SITE_ERROR_PARSE,      /* the scheduler's answer made no sense */
+  DATC_SITE_ERROR_CONFIG,    /* unknown driver, bad value */
+  DATC_SITE_ERROR_TRANSPORT, /* could not run the command at all */
+  DATC_SITE_ERROR_COMMAND,   /* the command ran and failed: message has its stderr */
+  DATC_SITE_ERROR_TIMEOUT,   /* the command did not finish in time */
+  DATC_SITE_ERROR_PARSE,     /* the scheduler's answer made no sense */
 } DatcSiteError;
 
 /* ---- transports ---------------------------------------------------- */
 
 typedef struct {
-  gint exit_status;           /* as the command's own exit code */
+  gint exit_status; /* as the command's own exit code */
   GBytes *out;
   GBytes *err;
 } DatcCommandResult;
@@ -48,13 +48,13 @@ const char *datc_proxy_state_name (DatcProxyState state);
 
 /* What a proxy asks of the batch system. */
 typedef struct {
-  const char *name;           /* job name identifying campaign + proxy */
+  const char *name; /* job name identifying campaign + proxy */
   guint slots;
-  guint walltime_s;           /* 0: none */
-  const char *queue;          /* or NULL */
-  const char *submit_args;    /* extra arguments, split like a shell would, or NULL */
-  const char *workdir;        /* directory on the site for the script and its log */
-  const char *agent_command;  /* the shell command line that starts the agent */
+  guint walltime_s;          /* 0: none */
+  const char *queue;         /* or NULL */
+  const char *submit_args;   /* extra arguments, split like a shell would, or NULL */
+  const char *workdir;       /* directory on the site for the script and its log */
+  const char *agent_command; /* the shell command line that starts the agent */
   /* Hosts the proxy must not run on (NULL-ended, or NULL), each a valid
    * host name (datc_batch_host_is_valid): nodes where tasks kept failing
    * fast.  Each scheduler says it its own way; those that cannot ignore
@@ -75,7 +75,6 @@ typedef struct {
  * one) to DATC_ARRAY_MAX (LSF's and Slurm's default limits are 1000). */
 #define DATC_ARRAY_MIN 2u
 #define DATC_ARRAY_MAX 1000u
-
 
 /* ---- registry ------------------------------------------------------ */
 
@@ -117,9 +116,8 @@ gboolean datc_scheduler_takes_queue (const char *name, const char *queue);
 typedef struct DatcSite DatcSite;
 
 /* name: the site's name; transport/scheduler: driver names. */
-DatcSite *datc_site_new (const char *name, const char *transport,
-                         const char *scheduler, GKeyFile *config,
-                         const char *group, GError **error);
+DatcSite *datc_site_new (const char *name, const char *transport, const char *scheduler,
+                         GKeyFile *config, const char *group, GError **error);
 void datc_site_free (DatcSite *site);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcSite, datc_site_free)
 
@@ -127,9 +125,8 @@ const char *datc_site_name (DatcSite *site);
 
 /* Writes the proxy script under req->workdir on the site, submits it and
  * returns the job id (transfer full). */
-gboolean datc_site_submit (DatcSite *site, const DatcProxyRequest *req,
-                           const char *script_name, gchar **job_id,
-                           GError **error);
+gboolean datc_site_submit (DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                           gchar **job_id, GError **error);
 /* Whether the scheduler can submit proxies as job arrays. */
 gboolean datc_site_scheduler_has_arrays (DatcSite *site);
 /* Writes the array's proxy script under req->workdir, submits it as k
@@ -139,26 +136,23 @@ gboolean datc_site_scheduler_has_arrays (DatcSite *site);
  * req->name, as datc_site_submit does.  DATC_SITE_ERROR_CONFIG for a
  * scheduler without arrays. */
 gboolean datc_site_submit_array (DatcSite *site, const DatcProxyRequest *req, guint k,
-                                 const char *script_name, GStrv *element_ids,
-                                 GError **error);
+                                 const char *script_name, GStrv *element_ids, GError **error);
 /* Finds the array named `job_name` (a resume, a submit lost in transit):
  * *element_ids its k element ids, or NULL when the scheduler has no such
  * array.  As reliable as the scheduler's memory (see parse_lookup). */
-gboolean datc_site_lookup_array (DatcSite *site, const char *job_name, guint k,
-                                 GStrv *element_ids, GError **error);
+gboolean datc_site_lookup_array (DatcSite *site, const char *job_name, guint k, GStrv *element_ids,
+                                 GError **error);
 /* states[i] for ids[i], one command for all of them. */
-gboolean datc_site_poll (DatcSite *site, const char *const *ids,
-                         DatcProxyState *states, GError **error);
+gboolean datc_site_poll (DatcSite *site, const char *const *ids, DatcProxyState *states,
+                         GError **error);
 /* The same command, and reasons[i] (transfer full, NULL for none) why a
  * pending ids[i] waits, where the scheduler's poll answer says
  * (parse_poll_reasons); `reasons` has a slot per id, set to NULL first. */
-gboolean datc_site_poll_reasons (DatcSite *site, const char *const *ids,
-                                 DatcProxyState *states, gchar **reasons, GError **error);
-gboolean datc_site_cancel (DatcSite *site, const char *const *ids,
-                           GError **error);
+gboolean datc_site_poll_reasons (DatcSite *site, const char *const *ids, DatcProxyState *states,
+                                 gchar **reasons, GError **error);
+gboolean datc_site_cancel (DatcSite *site, const char *const *ids, GError **error);
 /* Writes `data` to `path` on the site (atomically, with `mode`). */
-gboolean datc_site_put (DatcSite *site, GBytes *data, const char *path, int mode,
-                        GError **error);
+gboolean datc_site_put (DatcSite *site, GBytes *data, const char *path, int mode, GError **error);
 /* Runs one command on the site (its exit status is in res, not an error). */
 gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResult *res,
                         GError **error);
@@ -166,8 +160,7 @@ gboolean datc_site_run (DatcSite *site, const char *const *argv, DatcCommandResu
  * id, or NULL when the scheduler has no such job.  A submit that failed in
  * transit (transport error, timeout) is checked this way before it is
  * reported as failed, so a proxy is never submitted twice on a guess. */
-gboolean datc_site_lookup (DatcSite *site, const char *job_name, gchar **job_id,
-                           GError **error);
+gboolean datc_site_lookup (DatcSite *site, const char *job_name, gchar **job_id, GError **error);
 /* Whether the scheduler can find a job by its name (not fork: its proxies
  * are the caller's own processes). */
 gboolean datc_site_scheduler_can_lookup (DatcSite *site);
@@ -175,26 +168,26 @@ gboolean datc_site_scheduler_can_lookup (DatcSite *site);
  * full) as the scheduler's parse_queue says.  DATC_SITE_ERROR_CONFIG for a
  * scheduler without queues (its no_queues in the message) or a name it
  * refuses; otherwise the errors of a command and its parser. */
-gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exists,
-                                gchar **answer, GError **error);
+gboolean datc_site_query_queue (DatcSite *site, const char *queue, gboolean *exists, gchar **answer,
+                                GError **error);
 /* The absolute path of job `job_id`'s log on the site (the agent's stderr
  * is there), for the request whose script was `script_name` in
  * req->workdir (an array's: `job_id` is an element's); NULL when it
  * cannot be known (transfer full).  Runs nothing. */
-gchar *datc_site_proxy_log (DatcSite *site, const DatcProxyRequest *req,
-                            const char *script_name, const char *job_id);
+gchar *datc_site_proxy_log (DatcSite *site, const DatcProxyRequest *req, const char *script_name,
+                            const char *job_id);
 /* The logs a proxy leaves in the workdir (the scheduler's proxy_logs):
  * plain file names (transfer full), or NULL when the scheduler cannot
  * name them for that job id. */
-GStrv datc_site_proxy_logs(DatcSite *site, const char *job_name, const char *job_id,
-                           const char *script_name);
+GStrv datc_site_proxy_logs (DatcSite *site, const char *job_name, const char *job_id,
+                            const char *script_name);
 /* Removes the files `names` (plain file names: no '/', not "." or "..")
  * from `workdir` (absolute) on the site with `rm -f`: one command for
  * hundreds of names (more only past what one command line may hold),
  * never anything outside workdir.  A name that is not plain is
  * DATC_SITE_ERROR_CONFIG, and nothing is removed. */
-gboolean datc_site_remove_files(DatcSite *site, const char *workdir, const char *const *names,
-                                GError **error);
+gboolean datc_site_remove_files (DatcSite *site, const char *workdir, const char *const *names,
+                                 GError **error);
 /* ---- a long-lived command as a byte stream (the relay's) ----------- */
 
 typedef struct _DatcSiteStream DatcSiteStream;
@@ -215,8 +208,8 @@ int datc_site_stream_fd (DatcSiteStream *s);
 gssize datc_site_stream_read (DatcSiteStream *s, guint8 *buf, gsize len, GError **error);
 /* Writes all of buf within timeout_ms (DATC_SITE_ERROR_TIMEOUT), or fails
  * (DATC_SITE_ERROR_TRANSPORT). */
-gboolean datc_site_stream_write (DatcSiteStream *s, const guint8 *buf, gsize len,
-                                 guint timeout_ms, GError **error);
+gboolean datc_site_stream_write (DatcSiteStream *s, const guint8 *buf, gsize len, guint timeout_ms,
+                                 GError **error);
 /* What the command wrote to stderr since the last call (at most 64 KiB
  * kept), or NULL when nothing (transfer full). */
 gchar *datc_site_stream_take_stderr (DatcSiteStream *s);

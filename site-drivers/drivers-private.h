@@ -37,12 +37,11 @@ typedef struct {
   /* Runs argv (no shell unless argv says so), feeding `input` (may be NULL)
    * on stdin, killing it after timeout_ms.  A non-zero exit is not an
    * error here: it is in res->exit_status. */
-  gboolean (*run) (DatcTransport *t, const char *const *argv, GBytes *input,
-                   guint timeout_ms, DatcCommandResult *res, GError **error);
+  gboolean (*run) (DatcTransport *t, const char *const *argv, GBytes *input, guint timeout_ms,
+                   DatcCommandResult *res, GError **error);
   /* Writes `data` to `path` on the site with `mode`, atomically (temp +
    * rename). */
-  gboolean (*put) (DatcTransport *t, GBytes *data, const char *path, int mode,
-                   GError **error);
+  gboolean (*put) (DatcTransport *t, GBytes *data, const char *path, int mode, GError **error);
   /* Optional (NULL: the transport has none): starts argv with its stdin
    * and stdout as a stream, within timeout_ms (ssh: on the transport's
    * connection, which is the stream's alone until it is closed). */
@@ -63,8 +62,7 @@ typedef struct {
   GStrv (*submit_argv) (const DatcProxyRequest *req, guint k, const char *script_path);
   /* The array's base id from the submit's result (checked against k where
    * the answer says how many elements it made). */
-  gboolean (*parse_submit) (const DatcCommandResult *res, guint k, gchar **base_id,
-                            GError **error);
+  gboolean (*parse_submit) (const DatcCommandResult *res, guint k, gchar **base_id, GError **error);
   /* Element `index`'s id as poll and cancel take it and answer it (Slurm
    * 123_4, Grid Engine 123.4, PBS 123[4].server, LSF 123[4]), or NULL when
    * base_id is not an array id of this scheduler (transfer full). */
@@ -85,8 +83,7 @@ typedef struct {
   GStrv (*submit_argv) (const DatcProxyRequest *req, const char *script_path);
   /* Job id from the submit command's result, or an error naming what the
    * scheduler said. */
-  gboolean (*parse_submit) (const DatcCommandResult *res, gchar **job_id,
-                            GError **error);
+  gboolean (*parse_submit) (const DatcCommandResult *res, gchar **job_id, GError **error);
   /* argv that asks for the state of all `ids` in one command. */
   GStrv (*poll_argv) (const char *const *ids);
   /* Fills states[i] for ids[i]; an id the answer does not mention is
@@ -114,8 +111,7 @@ typedef struct {
    * the scheduler's memory: a job that already finished and was purged
    * (Slurm after MinJobAge, Grid Engine at once, LSF after CLEAN_PERIOD,
    * PBS without job history) reads as never submitted. */
-  gboolean (*parse_lookup) (const DatcCommandResult *res, gchar **job_id,
-                            GError **error);
+  gboolean (*parse_lookup) (const DatcCommandResult *res, gchar **job_id, GError **error);
   /* Optional (NULL in fork and condor, which have no queues): argv that
    * asks the scheduler about `queue` (what DatcProxyRequest.queue would
    * be), or NULL when the name cannot go into a command. */
@@ -126,8 +122,8 @@ typedef struct {
    * is no such queue; FALSE with an error when the command failed
    * otherwise (daemon down: DATC_SITE_ERROR_COMMAND) or the answer makes
    * no sense.  *answer is transfer full. */
-  gboolean (*parse_queue) (const DatcCommandResult *res, const char *queue,
-                           gboolean *exists, gchar **answer, GError **error);
+  gboolean (*parse_queue) (const DatcCommandResult *res, const char *queue, gboolean *exists,
+                           gchar **answer, GError **error);
   /* Where queue_argv is NULL: why, for a report ("HTCondor has no
    * queues"). */
   const char *no_queues;
@@ -151,7 +147,7 @@ typedef struct {
    * one of this scheduler's.  The script is not in it: the caller named
    * that (an array's elements share one).  The file that holds the
    * agent's stderr comes last (HTCondor's .err after its .out). */
-  GStrv (*proxy_logs)(const char *job_name, const char *job_id, const char *script_name);
+  GStrv (*proxy_logs) (const char *job_name, const char *job_id, const char *script_name);
 } DatcSchedulerClass;
 
 /* ---- the drivers (one line per driver .c) --------------------------- */
@@ -167,15 +163,15 @@ extern const DatcSchedulerClass datc_scheduler_lsf;
 
 /* ---- registry ------------------------------------------------------- */
 
-const DatcTransportClass *datc_transport_lookup(const char *name);
-const DatcSchedulerClass *datc_scheduler_lookup(const char *name);
+const DatcTransportClass *datc_transport_lookup (const char *name);
+const DatcSchedulerClass *datc_scheduler_lookup (const char *name);
 /* Commands the local transport runs start with this soft RLIMIT_NOFILE
  * (datc_site_set_child_fd_limit). */
-void datc_transport_local_set_child_fd_limit(guint64 soft);
+void datc_transport_local_set_child_fd_limit (guint64 soft);
 
 /* "local, ssh" for error messages (transfer full). */
-gchar *datc_transport_known_names(void);
-gchar *datc_scheduler_known_names(void);
+gchar *datc_transport_known_names (void);
+gchar *datc_scheduler_known_names (void);
 
 /* ---- helpers for drivers (site.c) ----------------------------------- */
 
@@ -188,25 +184,23 @@ gchar *datc_scheduler_known_names(void);
 
 /* A command line for an error message: arguments shell-quoted where they
  * need it, shortened to DATC_SITE_QUOTE_MAX (transfer full). */
-gchar *datc_site_describe_argv(const char *const *argv);
+gchar *datc_site_describe_argv (const char *const *argv);
 
 /* Output for an error message: trimmed, control characters escaped,
  * shortened to DATC_SITE_QUOTE_MAX; "(nothing)" when empty.  `bytes` may be
  * NULL (transfer none; returns transfer full). */
-gchar *datc_site_quote_output(GBytes *bytes);
+gchar *datc_site_quote_output (GBytes *bytes);
 
 /* `bytes` (may be NULL: empty) as a NUL-terminated string for a parser.
  * Fails with DATC_SITE_ERROR_PARSE when it is larger than
  * DATC_SITE_ANSWER_MAX or holds a NUL byte; `what` names it ("stdout"). */
-gboolean datc_site_answer_text(GBytes *bytes, const char *what, gchar **text,
-                               GError **error);
+gboolean datc_site_answer_text (GBytes *bytes, const char *what, gchar **text, GError **error);
 
 /* The error parsers raise for a command that exited non-zero:
  * DATC_SITE_ERROR_COMMAND "<what> exited with status N: <stderr>", the
  * stderr's lines kept as lines (each after "\n  "), at most 8 of them. */
-void datc_site_set_command_error(GError **error, const char *what,
-                                 const DatcCommandResult *res);
+void datc_site_set_command_error (GError **error, const char *what, const DatcCommandResult *res);
 
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(DatcCommandResult, datc_command_result_clear)
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DatcCommandResult, datc_command_result_clear)
 
 G_END_DECLS

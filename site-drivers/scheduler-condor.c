@@ -49,10 +49,10 @@
 
 /* CLUSTER.PROC */
 static gboolean
-condor_id_is_valid(const char *id)
+condor_id_is_valid (const char *id)
 {
-  return id != NULL && strlen(id) <= DATC_BATCH_ID_MAX
-         && g_regex_match_simple("^[1-9][0-9]{0,17}\\.[0-9]{1,9}$", id, 0, 0);
+  return id != NULL && strlen (id) <= DATC_BATCH_ID_MAX
+         && g_regex_match_simple ("^[1-9][0-9]{0,17}\\.[0-9]{1,9}$", id, 0, 0);
 }
 
 /* ---- script and submit ------------------------------------------------ */
@@ -66,102 +66,101 @@ static const char condor_slots_code[]
       "fi\n";
 
 static gchar *
-condor_script(const DatcProxyRequest *req)
+condor_script (const DatcProxyRequest *req)
 {
-  g_return_val_if_fail(req != NULL, NULL);
+  g_return_val_if_fail (req != NULL, NULL);
 
-  if (!datc_batch_request_is_valid(req) || req->queue != NULL)
+  if (!datc_batch_request_is_valid (req) || req->queue != NULL)
     return NULL;
-  return datc_batch_script(req, CONDOR, NULL, condor_slots_code, NULL);
+  return datc_batch_script (req, CONDOR, NULL, condor_slots_code, NULL);
 }
 
 /* The submit description, one line per element. */
 static GPtrArray *
-condor_description(const DatcProxyRequest *req, const char *script_path)
+condor_description (const DatcProxyRequest *req, const char *script_path)
 {
-  GPtrArray *d = datc_batch_argv_new();
+  GPtrArray *d = datc_batch_argv_new ();
 
-  datc_batch_argv_add(d, "universe = vanilla");
-  g_ptr_array_add(d, g_strdup_printf("executable = %s", script_path));
-  g_ptr_array_add(d, g_strdup_printf("batch_name = %s", req->name));
-  g_ptr_array_add(d, g_strdup_printf("request_cpus = %u", req->slots));
-  g_ptr_array_add(d, g_strdup_printf("output = %s.$(ClusterId).out", req->name));
-  g_ptr_array_add(d, g_strdup_printf("error = %s.$(ClusterId).err", req->name));
-  datc_batch_argv_add(d, "getenv = false");
-  datc_batch_argv_add(d, "should_transfer_files = IF_NEEDED");
-  datc_batch_argv_add(d, "when_to_transfer_output = ON_EXIT");
+  datc_batch_argv_add (d, "universe = vanilla");
+  g_ptr_array_add (d, g_strdup_printf ("executable = %s", script_path));
+  g_ptr_array_add (d, g_strdup_printf ("batch_name = %s", req->name));
+  g_ptr_array_add (d, g_strdup_printf ("request_cpus = %u", req->slots));
+  g_ptr_array_add (d, g_strdup_printf ("output = %s.$(ClusterId).out", req->name));
+  g_ptr_array_add (d, g_strdup_printf ("error = %s.$(ClusterId).err", req->name));
+  datc_batch_argv_add (d, "getenv = false");
+  datc_batch_argv_add (d, "should_transfer_files = IF_NEEDED");
+  datc_batch_argv_add (d, "when_to_transfer_output = ON_EXIT");
   if (req->walltime_s > 0)
     {
-      g_ptr_array_add(d, g_strdup_printf("periodic_remove = JobStatus == 2 && "
-                                         "time() - EnteredCurrentStatus > %u",
-                                         req->walltime_s));
-      g_ptr_array_add(d, g_strdup_printf("job_max_vacate_time = %u", CONDOR_VACATE_S));
+      g_ptr_array_add (d, g_strdup_printf ("periodic_remove = JobStatus == 2 && "
+                                           "time() - EnteredCurrentStatus > %u",
+                                           req->walltime_s));
+      g_ptr_array_add (d, g_strdup_printf ("job_max_vacate_time = %u", CONDOR_VACATE_S));
     }
   if (req->exclude_hosts != NULL && req->exclude_hosts[0] != NULL)
     {
-      g_autoptr(GString) r = g_string_new("requirements = ");
+      g_autoptr (GString) r = g_string_new ("requirements = ");
       for (guint i = 0; req->exclude_hosts[i] != NULL; i++)
-        g_string_append_printf(r, "%s(Machine != \"%s\")", i == 0 ? "" : " && ",
-                               req->exclude_hosts[i]);
-      g_ptr_array_add(d, g_string_free(g_steal_pointer(&r), FALSE));
+        g_string_append_printf (r, "%s(Machine != \"%s\")", i == 0 ? "" : " && ",
+                                req->exclude_hosts[i]);
+      g_ptr_array_add (d, g_string_free (g_steal_pointer (&r), FALSE));
     }
-  datc_batch_argv_add(d, "queue");
+  datc_batch_argv_add (d, "queue");
   return d;
 }
 static GStrv
-condor_submit_argv(const DatcProxyRequest *req, const char *script_path)
+condor_submit_argv (const DatcProxyRequest *req, const char *script_path)
 {
-  g_return_val_if_fail(req != NULL, NULL);
-  g_return_val_if_fail(script_path != NULL, NULL);
+  g_return_val_if_fail (req != NULL, NULL);
+  g_return_val_if_fail (script_path != NULL, NULL);
 
-  g_auto(GStrv) extra = datc_batch_split_submit_args(req->submit_args);
-  if (extra == NULL || !datc_batch_request_is_valid(req) || req->queue != NULL
-      || script_path[0] != '/' || strpbrk(script_path, "\n\r$") != NULL)
+  g_auto (GStrv) extra = datc_batch_split_submit_args (req->submit_args);
+  if (extra == NULL || !datc_batch_request_is_valid (req) || req->queue != NULL
+      || script_path[0] != '/' || strpbrk (script_path, "\n\r$") != NULL)
     return NULL;
 
-  g_autoptr(GPtrArray) description = condor_description(req, script_path);
-  g_ptr_array_add(description, NULL);
-  g_autofree gchar *text = g_strjoinv("\n", (gchar **)description->pdata);
+  g_autoptr (GPtrArray) description = condor_description (req, script_path);
+  g_ptr_array_add (description, NULL);
+  g_autofree gchar *text = g_strjoinv ("\n", (gchar **) description->pdata);
 
-  g_autoptr(GPtrArray) args = datc_batch_argv_new();
-  datc_batch_argv_add(args, req->workdir);
-  datc_batch_argv_add(args, text);
-  datc_batch_argv_add_all(args, (const char *const *)extra);
-  g_ptr_array_add(args, NULL);
+  g_autoptr (GPtrArray) args = datc_batch_argv_new ();
+  datc_batch_argv_add (args, req->workdir);
+  datc_batch_argv_add (args, text);
+  datc_batch_argv_add_all (args, (const char *const *) extra);
+  g_ptr_array_add (args, NULL);
   /* initialdir defaults to where condor_submit runs: the workdir. */
-  return datc_batch_sh_argv("cd \"$1\" || exit 1\n"
-                            "d=$2\n"
-                            "shift 2\n"
-                            "printf '%s\\n' \"$d\" | condor_submit -terse \"$@\" -\n",
-                            "datc-condor-submit", (const char *const *)args->pdata);
+  return datc_batch_sh_argv ("cd \"$1\" || exit 1\n"
+                             "d=$2\n"
+                             "shift 2\n"
+                             "printf '%s\\n' \"$d\" | condor_submit -terse \"$@\" -\n",
+                             "datc-condor-submit", (const char *const *) args->pdata);
 }
 
 static gboolean
-condor_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error)
+condor_parse_submit (const DatcCommandResult *res, gchar **job_id, GError **error)
 {
-  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+  g_return_val_if_fail (res != NULL && job_id != NULL, FALSE);
 
   if (res->exit_status != 0)
     {
-      datc_batch_set_command_error(error, CONDOR, "condor_submit", res);
+      datc_batch_set_command_error (error, CONDOR, "condor_submit", res);
       return FALSE;
     }
 
-  g_auto(GStrv) lines = NULL;
-  if (!datc_batch_answer_lines(res->out, CONDOR, "condor_submit's stdout", &lines, error))
+  g_auto (GStrv) lines = NULL;
+  if (!datc_batch_answer_lines (res->out, CONDOR, "condor_submit's stdout", &lines, error))
     return FALSE;
 
-  g_auto(GStrv) words = lines[0] != NULL && lines[1] == NULL ? datc_batch_words(lines[0]) : NULL;
-  if (words == NULL || g_strv_length(words) != 3 || strcmp(words[1], "-") != 0
-      || !condor_id_is_valid(words[0]) || strcmp(words[0], words[2]) != 0)
+  g_auto (GStrv) words = lines[0] != NULL && lines[1] == NULL ? datc_batch_words (lines[0]) : NULL;
+  if (words == NULL || g_strv_length (words) != 3 || strcmp (words[1], "-") != 0
+      || !condor_id_is_valid (words[0]) || strcmp (words[0], words[2]) != 0)
     {
-      g_autofree gchar *all = g_strjoinv("\n", lines);
-      datc_batch_set_parse_error(error, CONDOR,
-                                 "expected 'C.P - C.P' for one job from condor_submit -terse",
-                                 all);
+      g_autofree gchar *all = g_strjoinv ("\n", lines);
+      datc_batch_set_parse_error (
+          error, CONDOR, "expected 'C.P - C.P' for one job from condor_submit -terse", all);
       return FALSE;
     }
-  *job_id = g_strdup(words[0]);
+  *job_id = g_strdup (words[0]);
   return TRUE;
 }
 
@@ -169,17 +168,17 @@ condor_parse_submit(const DatcCommandResult *res, gchar **job_id, GError **error
 
 /* (ClusterId == C && ProcId == P) || ...: ids are checked digits. */
 static gchar *
-condor_constraint(const char *const *ids)
+condor_constraint (const char *const *ids)
 {
-  GString *c = g_string_new(NULL);
+  GString *c = g_string_new (NULL);
 
   for (gsize i = 0; ids[i] != NULL; i++)
     {
-      const char *dot = strchr(ids[i], '.');
-      g_string_append_printf(c, "%s(ClusterId == %.*s && ProcId == %s)", i > 0 ? " || " : "",
-                             (int)(dot - ids[i]), ids[i], dot + 1);
+      const char *dot = strchr (ids[i], '.');
+      g_string_append_printf (c, "%s(ClusterId == %.*s && ProcId == %s)", i > 0 ? " || " : "",
+                              (int) (dot - ids[i]), ids[i], dot + 1);
     }
-  return g_string_free(c, FALSE);
+  return g_string_free (c, FALSE);
 }
 
 #define CONDOR_HISTORY_MARK "-- history"
@@ -191,21 +190,21 @@ static const char condor_poll_script[]
       "exit 0\n";
 
 static GStrv
-condor_poll_argv(const char *const *ids)
+condor_poll_argv (const char *const *ids)
 {
-  if (!datc_batch_ids_are_valid(ids, condor_id_is_valid))
+  if (!datc_batch_ids_are_valid (ids, condor_id_is_valid))
     return NULL;
 
-  g_autofree gchar *constraint = condor_constraint(ids);
-  g_autofree gchar *limit = g_strdup_printf("%u", g_strv_length((gchar **)ids));
+  g_autofree gchar *constraint = condor_constraint (ids);
+  g_autofree gchar *limit = g_strdup_printf ("%u", g_strv_length ((gchar **) ids));
   const char *args[] = { constraint, limit, NULL };
-  return datc_batch_sh_argv(condor_poll_script, "datc-condor-poll", args);
+  return datc_batch_sh_argv (condor_poll_script, "datc-condor-poll", args);
 }
 
 static DatcProxyState
-condor_state(const char *status, const char *exit_code)
+condor_state (const char *status, const char *exit_code)
 {
-  if (strlen(status) != 1)
+  if (strlen (status) != 1)
     return DATC_PROXY_UNKNOWN;
   switch (status[0])
     {
@@ -218,7 +217,7 @@ condor_state(const char *status, const char *exit_code)
     case '3':
       return DATC_PROXY_FINISHED;
     case '4':
-      return strcmp(exit_code, "0") == 0 || strcmp(exit_code, "undefined") == 0
+      return strcmp (exit_code, "0") == 0 || strcmp (exit_code, "undefined") == 0
                  ? DATC_PROXY_FINISHED
                  : DATC_PROXY_FAILED;
     case '5':
@@ -231,75 +230,74 @@ condor_state(const char *status, const char *exit_code)
 /* "C.P JobStatus ExitCode" lines, until the mark or the end; the queue's
  * answer is read first and wins over the history's. */
 static gboolean
-condor_parse_rows(char **lines, gsize *i, GHashTable *answers, gboolean override,
-                  GError **error)
+condor_parse_rows (char **lines, gsize *i, GHashTable *answers, gboolean override, GError **error)
 {
-  for (; lines[*i] != NULL && strcmp(lines[*i], CONDOR_HISTORY_MARK) != 0; (*i)++)
+  for (; lines[*i] != NULL && strcmp (lines[*i], CONDOR_HISTORY_MARK) != 0; (*i)++)
     {
-      g_auto(GStrv) words = datc_batch_words(lines[*i]);
+      g_auto (GStrv) words = datc_batch_words (lines[*i]);
       DatcProxyState state = DATC_PROXY_UNKNOWN;
 
-      if (g_strv_length(words) == 3 && condor_id_is_valid(words[0]))
-        state = condor_state(words[1], words[2]);
+      if (g_strv_length (words) == 3 && condor_id_is_valid (words[0]))
+        state = condor_state (words[1], words[2]);
       if (state == DATC_PROXY_UNKNOWN)
         {
-          datc_batch_set_parse_error(error, CONDOR, "expected 'C.P JobStatus ExitCode'",
-                                     lines[*i]);
+          datc_batch_set_parse_error (error, CONDOR, "expected 'C.P JobStatus ExitCode'",
+                                      lines[*i]);
           return FALSE;
         }
-      if (override || !g_hash_table_contains(answers, words[0]))
-        datc_batch_answers_set(answers, words[0], state);
+      if (override || !g_hash_table_contains (answers, words[0]))
+        datc_batch_answers_set (answers, words[0], state);
     }
   return TRUE;
 }
 
 static gboolean
-condor_parse_poll(const DatcCommandResult *res, const char *const *ids,
-                  DatcProxyState *states, GError **error)
+condor_parse_poll (const DatcCommandResult *res, const char *const *ids, DatcProxyState *states,
+                   GError **error)
 {
-  g_return_val_if_fail(res != NULL && ids != NULL, FALSE);
+  g_return_val_if_fail (res != NULL && ids != NULL, FALSE);
 
   if (res->exit_status != 0)
     {
-      datc_batch_set_command_error(error, CONDOR, "condor_q", res);
+      datc_batch_set_command_error (error, CONDOR, "condor_q", res);
       return FALSE;
     }
 
-  g_auto(GStrv) lines = NULL;
-  if (!datc_batch_answer_lines(res->out, CONDOR, "condor_q's stdout", &lines, error))
+  g_auto (GStrv) lines = NULL;
+  if (!datc_batch_answer_lines (res->out, CONDOR, "condor_q's stdout", &lines, error))
     return FALSE;
 
-  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr (GHashTable) answers = datc_batch_answers_new ();
   gsize i = 0;
-  if (!condor_parse_rows(lines, &i, answers, TRUE, error))
+  if (!condor_parse_rows (lines, &i, answers, TRUE, error))
     return FALSE;
   if (lines[i] == NULL)
     {
-      datc_batch_set_parse_error(error, CONDOR, "the answer stops before condor_history's",
-                                 "(no '" CONDOR_HISTORY_MARK "' line)");
+      datc_batch_set_parse_error (error, CONDOR, "the answer stops before condor_history's",
+                                  "(no '" CONDOR_HISTORY_MARK "' line)");
       return FALSE;
     }
   i++;
-  if (!condor_parse_rows(lines, &i, answers, FALSE, error))
+  if (!condor_parse_rows (lines, &i, answers, FALSE, error))
     return FALSE;
   if (lines[i] != NULL)
     {
-      datc_batch_set_parse_error(error, CONDOR, "a second history mark", lines[i]);
+      datc_batch_set_parse_error (error, CONDOR, "a second history mark", lines[i]);
       return FALSE;
     }
-  datc_batch_answers_fill(answers, ids, states, DATC_PROXY_FINISHED);
+  datc_batch_answers_fill (answers, ids, states, DATC_PROXY_FINISHED);
   return TRUE;
 }
 
 /* ---- cancel and lookup ------------------------------------------------- */
 
 static GStrv
-condor_cancel_argv(const char *const *ids)
+condor_cancel_argv (const char *const *ids)
 {
-  return datc_batch_cancel_argv("condor_rm",
-                                "^Job [0-9]+\\.[0-9]+ (marked for removal|not found|already "
-                                "marked for removal)$",
-                                "datc-condor-cancel", ids, condor_id_is_valid);
+  return datc_batch_cancel_argv ("condor_rm",
+                                 "^Job [0-9]+\\.[0-9]+ (marked for removal|not found|already "
+                                 "marked for removal)$",
+                                 "datc-condor-cancel", ids, condor_id_is_valid);
 }
 
 static const char condor_lookup_script[]
@@ -309,60 +307,60 @@ static const char condor_lookup_script[]
       "exit 0\n";
 
 static GStrv
-condor_lookup_argv(const char *job_name)
+condor_lookup_argv (const char *job_name)
 {
-  if (!datc_batch_name_is_valid(job_name))
+  if (!datc_batch_name_is_valid (job_name))
     return NULL;
 
   /* The name's characters need no escaping in a ClassAd string. */
-  g_autofree gchar *constraint = g_strdup_printf("JobBatchName == \"%s\"", job_name);
+  g_autofree gchar *constraint = g_strdup_printf ("JobBatchName == \"%s\"", job_name);
   const char *args[] = { constraint, NULL };
-  return datc_batch_sh_argv(condor_lookup_script, "datc-condor-lookup", args);
+  return datc_batch_sh_argv (condor_lookup_script, "datc-condor-lookup", args);
 }
 
 static gboolean
-condor_parse_lookup(const DatcCommandResult *res, gchar **job_id, GError **error)
+condor_parse_lookup (const DatcCommandResult *res, gchar **job_id, GError **error)
 {
-  g_return_val_if_fail(res != NULL && job_id != NULL, FALSE);
+  g_return_val_if_fail (res != NULL && job_id != NULL, FALSE);
 
   *job_id = NULL;
   if (res->exit_status != 0)
     {
-      datc_batch_set_command_error(error, CONDOR, "condor_q", res);
+      datc_batch_set_command_error (error, CONDOR, "condor_q", res);
       return FALSE;
     }
 
-  g_auto(GStrv) lines = NULL;
-  if (!datc_batch_answer_lines(res->out, CONDOR, "condor_q's stdout", &lines, error))
+  g_auto (GStrv) lines = NULL;
+  if (!datc_batch_answer_lines (res->out, CONDOR, "condor_q's stdout", &lines, error))
     return FALSE;
 
-  g_autoptr(GHashTable) answers = datc_batch_answers_new();
+  g_autoptr (GHashTable) answers = datc_batch_answers_new ();
   gsize i = 0;
-  if (!condor_parse_rows(lines, &i, answers, TRUE, error))
+  if (!condor_parse_rows (lines, &i, answers, TRUE, error))
     return FALSE;
   if (lines[i] != NULL)
     {
       i++;
-      if (!condor_parse_rows(lines, &i, answers, FALSE, error))
+      if (!condor_parse_rows (lines, &i, answers, FALSE, error))
         return FALSE;
     }
 
-  g_autofree const char **keys = (const char **)g_hash_table_get_keys_as_array(answers, NULL);
-  return datc_batch_lookup_result(keys, CONDOR, job_id, error);
+  g_autofree const char **keys = (const char **) g_hash_table_get_keys_as_array (answers, NULL);
+  return datc_batch_lookup_result (keys, CONDOR, job_id, error);
 }
 
 /* output = NAME.$(ClusterId).out, error = NAME.$(ClusterId).err; the id
  * is CLUSTER.PROC. */
 static GStrv
-condor_proxy_logs(const char *job_name, const char *job_id, const char *script_name)
+condor_proxy_logs (const char *job_name, const char *job_id, const char *script_name)
 {
-  (void)script_name;
-  if (!condor_id_is_valid(job_id))
+  (void) script_name;
+  if (!condor_id_is_valid (job_id))
     return NULL;
-  int cluster = (int)strcspn(job_id, ".");
-  GStrv logs = g_new0(gchar *, 3);
-  logs[0] = g_strdup_printf("%s.%.*s.out", job_name, cluster, job_id);
-  logs[1] = g_strdup_printf("%s.%.*s.err", job_name, cluster, job_id);
+  int cluster = (int) strcspn (job_id, ".");
+  GStrv logs = g_new0 (gchar *, 3);
+  logs[0] = g_strdup_printf ("%s.%.*s.out", job_name, cluster, job_id);
+  logs[1] = g_strdup_printf ("%s.%.*s.err", job_name, cluster, job_id);
   return logs;
 }
 

@@ -18,11 +18,11 @@ static const char *const condor_ids[] = { "12345.0", "12346.0", NULL }; /* clust
 static gboolean
 names_only_listed (const char *script, const char *const *programs, gboolean *named_one)
 {
-  static const char *const family[] = { "sbatch", "squeue", "scancel", "scontrol", "sacct",
-                                        "qsub", "qstat", "qdel", "qconf", "qacct", "qselect",
-                                        "condor_submit", "condor_q", "condor_history",
-                                        "condor_rm", "bsub", "bjobs", "bkill", "bqueues",
-                                        "bhist", NULL };
+  static const char *const family[]
+      = { "sbatch",   "squeue",         "scancel",   "scontrol", "sacct",   "qsub",
+          "qstat",    "qdel",           "qconf",     "qacct",    "qselect", "condor_submit",
+          "condor_q", "condor_history", "condor_rm", "bsub",     "bjobs",   "bkill",
+          "bqueues",  "bhist",          NULL };
   g_autoptr (GRegex) word = g_regex_new ("[A-Za-z_]+", 0, 0, NULL);
   g_autoptr (GMatchInfo) m = NULL;
   gboolean ok = TRUE;
@@ -46,8 +46,7 @@ names_only_listed (const char *script, const char *const *programs, gboolean *na
 }
 
 static void
-check_argv (const char *scheduler, const char *what, GStrv argv,
-            const char *const *programs)
+check_argv (const char *scheduler, const char *what, GStrv argv, const char *const *programs)
 {
   /* A builder that refused these plain names would leave nothing checked. */
   if (argv == NULL)
@@ -71,8 +70,11 @@ test_programs_cover_commands (gconstpointer data)
   const DatcSchedulerClass *k = datc_scheduler_lookup (name);
   g_assert_nonnull (k);
   g_assert_nonnull (k->programs);
-  DatcProxyRequest req = { .name = "datc-test-1", .slots = 2, .walltime_s = 600,
-                           .workdir = "/tmp/wd", .agent_command = "true" };
+  DatcProxyRequest req = { .name = "datc-test-1",
+                           .slots = 2,
+                           .walltime_s = 600,
+                           .workdir = "/tmp/wd",
+                           .agent_command = "true" };
   g_auto (GStrv) submit = k->submit_argv (&req, "/tmp/wd/p.sh");
   const char *const *jobs = g_str_equal (name, "condor") ? condor_ids : ids;
   g_auto (GStrv) poll = k->poll_argv (jobs);
@@ -108,7 +110,9 @@ test_programs_cover_commands (gconstpointer data)
 static void
 test_log_paths (void)
 {
-  static const struct { const char *sched, *job, *log; } cases[] = {
+  static const struct {
+    const char *sched, *job, *log;
+  } cases[] = {
     { "fork", "4242", "/w/p1.sh.log" },
     { "slurm", "123", "/w/datc-p1.123.log" },
     { "slurm", "123_4", "/w/datc-p1.123_4.log" },
@@ -122,8 +126,8 @@ test_log_paths (void)
     { "fork", "../x", NULL },
     { "slurm", "123/../x", NULL },
   };
-  DatcProxyRequest req = { .name = "datc-p1", .slots = 1, .workdir = "/w",
-                           .agent_command = "datc-agent" };
+  DatcProxyRequest req
+      = { .name = "datc-p1", .slots = 1, .workdir = "/w", .agent_command = "datc-agent" };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autoptr (GError) error = NULL;
@@ -133,8 +137,11 @@ test_log_paths (void)
       g_assert_cmpstr (log, ==, cases[i].log);
     }
   /* Among the directives, with the scheduler's own placeholders. */
-  static const struct { const char *sched, *directive; } named[] = {
-    { "slurm", "--output=datc-p1.%j.log" }, { "sge", "-o datc-p1.$JOB_ID.log" },
+  static const struct {
+    const char *sched, *directive;
+  } named[] = {
+    { "slurm", "--output=datc-p1.%j.log" },
+    { "sge", "-o datc-p1.$JOB_ID.log" },
     { "lsf", "-o datc-p1.%J.log" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (named); i++)
@@ -224,8 +231,8 @@ main (int argc, char **argv)
   static const char *const batch[] = { "slurm", "sge", "pbs", "condor", "lsf" };
   for (guint i = 0; i < G_N_ELEMENTS (batch); i++)
     {
-      g_autofree gchar *path = g_strdup_printf ("/scheduler/%s/programs-cover-its-commands",
-                                                batch[i]);
+      g_autofree gchar *path
+          = g_strdup_printf ("/scheduler/%s/programs-cover-its-commands", batch[i]);
       g_test_add_data_func (path, batch[i], test_programs_cover_commands);
     }
   g_test_add_func ("/scheduler/proxy-logs-name-what-each-scheduler-writes",

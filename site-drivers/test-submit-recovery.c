@@ -33,8 +33,9 @@ slurm_site (void)
 static DatcProxyRequest
 request (void)
 {
-  DatcProxyRequest req = { .name = "datc-rec-1", .slots = 1, .walltime_s = 0,
-                           .workdir = work, .agent_command = "true" };
+  DatcProxyRequest req = {
+    .name = "datc-rec-1", .slots = 1, .walltime_s = 0, .workdir = work, .agent_command = "true"
+  };
   return req;
 }
 

@@ -18,24 +18,20 @@ G_BEGIN_DECLS
  * `cache_dir` (absolute, or relative to the login directory; no `~`), and
  * says where (*remote_path, transfer full).  Runs one command on the site
  * to check, and when needed one put and one command to verify. */
-gboolean datc_site_upload_agent(DatcSite *site, const char *local_path,
-                                const char *cache_dir, gchar **remote_path,
-                                GError **error);
+gboolean datc_site_upload_agent (DatcSite *site, const char *local_path, const char *cache_dir,
+                                 gchar **remote_path, GError **error);
 
 /* The same against any pair of functions with datc_site_put()'s and
  * datc_site_run()'s contracts (tests count the puts with it).  `target`
  * is handed to both; `site_name` is for messages. */
-typedef struct
-{
-  gboolean (*put)(gpointer target, GBytes *data, const char *path, int mode,
-                  GError **error);
-  gboolean (*run)(gpointer target, const char *const *argv, DatcCommandResult *res,
-                  GError **error);
+typedef struct {
+  gboolean (*put) (gpointer target, GBytes *data, const char *path, int mode, GError **error);
+  gboolean (*run) (gpointer target, const char *const *argv, DatcCommandResult *res,
+                   GError **error);
 } DatcUploadOps;
 
-gboolean datc_upload_agent_with(const DatcUploadOps *ops, gpointer target,
-                                const char *site_name, const char *local_path,
-                                const char *cache_dir, gchar **remote_path,
-                                GError **error);
+gboolean datc_upload_agent_with (const DatcUploadOps *ops, gpointer target, const char *site_name,
+                                 const char *local_path, const char *cache_dir, gchar **remote_path,
+                                 GError **error);
 
 G_END_DECLS

@@ -51,7 +51,8 @@ static const char workdir_script[]
       "}\n"
       "workdir() {\n"
       "  mine \"$1\"\n"
-      "  case $m in d\?\?\?------) ;; *) bad \"$1 is $m, open to other users: chmod 700 it\" ;; esac\n"
+      "  case $m in d\?\?\?------) ;; *) bad \"$1 is $m, open to other users: chmod 700 it\" ;; "
+      "esac\n"
       "}\n"
       "parents() {\n"
       "  a=$1\n"
@@ -59,7 +60,8 @@ static const char workdir_script[]
       "    if { [ -n \"$h\" ] && [ \"$a\" = \"$h\" ]; } || [ \"$a\" = \"${HOME-}\" ]; then\n"
       "      [ -d \"$a\" ] || bad \"$a is not a directory\"\n"
       "      stat_of -ldLn \"$a\"\n"
-      "      [ \"$u\" = \"$me\" ] || [ \"$u\" = 0 ] || bad \"$a belongs to another user (uid $u, not $me)\"\n"
+      "      [ \"$u\" = \"$me\" ] || [ \"$u\" = 0 ] || bad \"$a belongs to another user (uid $u, "
+      "not $me)\"\n"
       "      closed \"$a\"; return\n"
       "    fi\n"
       "    stat_of -ldn \"$a\"\n"
@@ -112,7 +114,7 @@ static const char workdir_script[]
 /* `workdir` without empty, "." or ".." components or a trailing '/'
  * (transfer full), or NULL and an error naming it. */
 static gchar *
-plain_workdir(const char *site_name, const char *workdir, GError **error)
+plain_workdir (const char *site_name, const char *workdir, GError **error)
 {
   gboolean home = workdir[0] == '~' && (workdir[1] == '\0' || workdir[1] == '/');
   const char *why = NULL;
@@ -120,105 +122,105 @@ plain_workdir(const char *site_name, const char *workdir, GError **error)
   if (!home && workdir[0] != '/')
     why = "not an absolute path (nor ~/...)";
   for (const char *c = workdir; why == NULL && *c != '\0'; c++)
-    if (g_ascii_iscntrl(*c))
+    if (g_ascii_iscntrl (*c))
       why = "a control character in it";
-  g_auto(GStrv) parts = why == NULL ? g_strsplit(workdir + 1, "/", -1) : NULL;
-  GString *out = g_string_new(home ? "~" : "");
+  g_auto (GStrv) parts = why == NULL ? g_strsplit (workdir + 1, "/", -1) : NULL;
+  GString *out = g_string_new (home ? "~" : "");
   for (guint i = 0; why == NULL && parts[i] != NULL; i++)
     {
-      if (strcmp(parts[i], ".") == 0 || strcmp(parts[i], "..") == 0)
+      if (strcmp (parts[i], ".") == 0 || strcmp (parts[i], "..") == 0)
         why = "'.' or '..' in it";
       else if (parts[i][0] != '\0')
-        g_string_append_printf(out, "/%s", parts[i]);
+        g_string_append_printf (out, "/%s", parts[i]);
     }
   if (why != NULL)
     {
-      g_autofree gchar *escaped = g_strescape(workdir, NULL);
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG,
-                  "site %s: workdir '%s': %s", site_name, escaped, why);
-      g_string_free(out, TRUE);
+      g_autofree gchar *escaped = g_strescape (workdir, NULL);
+      g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG, "site %s: workdir '%s': %s",
+                   site_name, escaped, why);
+      g_string_free (out, TRUE);
       return NULL;
     }
   if (out->len == 0)
-    g_string_append_c(out, '/');
-  return g_string_free(out, FALSE);
+    g_string_append_c (out, '/');
+  return g_string_free (out, FALSE);
 }
 
 /* Runs the script; *ok, and *line (transfer full) its one line. */
 static gboolean
-run_script(DatcSite *site, const char *workdir, const char *mode, gboolean *ok, gchar **line,
-           GError **error)
+run_script (DatcSite *site, const char *workdir, const char *mode, gboolean *ok, gchar **line,
+            GError **error)
 {
-  g_autofree gchar *plain = plain_workdir(datc_site_name(site), workdir, error);
+  g_autofree gchar *plain = plain_workdir (datc_site_name (site), workdir, error);
   if (plain == NULL)
     return FALSE;
 
   const char *argv[] = { "/bin/sh", "-c", workdir_script, "datc-workdir", plain, mode, NULL };
-  g_auto(DatcCommandResult) res = { 0 };
+  g_auto (DatcCommandResult) res = { 0 };
   g_autofree gchar *out = NULL;
-  if (!datc_site_run(site, argv, &res, error))
+  if (!datc_site_run (site, argv, &res, error))
     {
-      g_prefix_error(error, "workdir %s: ", plain);
+      g_prefix_error (error, "workdir %s: ", plain);
       return FALSE;
     }
   if (res.exit_status != 0 && res.exit_status != 1)
     {
-      datc_site_set_command_error(error, "the workdir check", &res);
-      g_prefix_error(error, "site %s: workdir %s: ", datc_site_name(site), plain);
+      datc_site_set_command_error (error, "the workdir check", &res);
+      g_prefix_error (error, "site %s: workdir %s: ", datc_site_name (site), plain);
       return FALSE;
     }
-  if (!datc_site_answer_text(res.out, "the workdir check's stdout", &out, error))
+  if (!datc_site_answer_text (res.out, "the workdir check's stdout", &out, error))
     {
-      g_prefix_error(error, "site %s: workdir %s: ", datc_site_name(site), plain);
+      g_prefix_error (error, "site %s: workdir %s: ", datc_site_name (site), plain);
       return FALSE;
     }
-  gsize n = strcspn(out, "\n");
+  gsize n = strcspn (out, "\n");
   if (n == 0)
     {
-      g_autofree gchar *quoted = datc_site_quote_output(res.err);
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
-                  "site %s: workdir %s: the check said nothing (stderr: %s)",
-                  datc_site_name(site), plain, quoted);
+      g_autofree gchar *quoted = datc_site_quote_output (res.err);
+      g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+                   "site %s: workdir %s: the check said nothing (stderr: %s)",
+                   datc_site_name (site), plain, quoted);
       return FALSE;
     }
   *ok = res.exit_status == 0;
-  *line = g_utf8_make_valid(out, (gssize)n);
+  *line = g_utf8_make_valid (out, (gssize) n);
   return TRUE;
 }
 
 gboolean
-datc_site_make_workdir(DatcSite *site, const char *workdir, gchar **resolved, GError **error)
+datc_site_make_workdir (DatcSite *site, const char *workdir, gchar **resolved, GError **error)
 {
-  g_return_val_if_fail(site != NULL && workdir != NULL && resolved != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (site != NULL && workdir != NULL && resolved != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   gboolean ok = FALSE;
   g_autofree gchar *line = NULL;
-  if (!run_script(site, workdir, "make", &ok, &line, error))
+  if (!run_script (site, workdir, "make", &ok, &line, error))
     return FALSE;
   if (!ok)
     {
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG, "site %s: workdir %s: %s",
-                  datc_site_name(site), workdir, line);
+      g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_CONFIG, "site %s: workdir %s: %s",
+                   datc_site_name (site), workdir, line);
       return FALSE;
     }
-  if (!g_path_is_absolute(line))
+  if (!g_path_is_absolute (line))
     {
-      g_set_error(error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
-                  "site %s: workdir %s: the check answered '%s', not an absolute path",
-                  datc_site_name(site), workdir, line);
+      g_set_error (error, DATC_SITE_ERROR, DATC_SITE_ERROR_PARSE,
+                   "site %s: workdir %s: the check answered '%s', not an absolute path",
+                   datc_site_name (site), workdir, line);
       return FALSE;
     }
-  *resolved = g_steal_pointer(&line);
+  *resolved = g_steal_pointer (&line);
   return TRUE;
 }
 
 gboolean
-datc_site_check_workdir(DatcSite *site, const char *workdir, gboolean *ok, gchar **detail,
-                        GError **error)
+datc_site_check_workdir (DatcSite *site, const char *workdir, gboolean *ok, gchar **detail,
+                         GError **error)
 {
-  g_return_val_if_fail(site != NULL && workdir != NULL && ok != NULL && detail != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (site != NULL && workdir != NULL && ok != NULL && detail != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  return run_script(site, workdir, "check", ok, detail, error);
+  return run_script (site, workdir, "check", ok, detail, error);
 }

@@ -23,15 +23,15 @@ G_BEGIN_DECLS
  * are exactly 0700.  The first that is not fails with
  * DATC_SITE_ERROR_CONFIG naming it and what is wrong.  *resolved (transfer
  * full): the absolute workdir.  Run it before anything is put there. */
-gboolean datc_site_make_workdir(DatcSite *site, const char *workdir, gchar **resolved,
-                                GError **error);
+gboolean datc_site_make_workdir (DatcSite *site, const char *workdir, gchar **resolved,
+                                 GError **error);
 
 /* The same check, making nothing (`datc sites check`): a missing workdir
  * must be creatable in its nearest existing parent, an existing one
  * writable.  *ok and *detail (transfer full: one line, what was found or
  * what is wrong, naming the directory) when the check ran; an error when
  * it could not run. */
-gboolean datc_site_check_workdir(DatcSite *site, const char *workdir, gboolean *ok,
-                                 gchar **detail, GError **error);
+gboolean datc_site_check_workdir (DatcSite *site, const char *workdir, gboolean *ok, gchar **detail,
+                                  GError **error);
 
 G_END_DECLS

@@ -47,27 +47,27 @@ chaos_plan_init (ChaosPlan *plan)
 }
 
 typedef struct {
-  ChaosCause kind;   /* MASTER_KILL, AGENT_KILL, STOP or LINK_DOWN */
-  int pid;           /* the agent it hit; 0 for the master */
-  gint64 t0, t1;     /* real time, µs: when it began and ended (a master
-                      * kill ends when the next master starts) */
+  ChaosCause kind; /* MASTER_KILL, AGENT_KILL, STOP or LINK_DOWN */
+  int pid;         /* the agent it hit; 0 for the master */
+  gint64 t0, t1;   /* real time, µs: when it began and ended (a master
+                    * kill ends when the next master starts) */
 } Event;
 
 typedef struct {
   const ChaosPlan *plan;
   gchar *root, *dir, *log, *tasks;
-  gchar *net;                        /* netns-up.sh state; NULL without link_down */
+  gchar *net; /* netns-up.sh state; NULL without link_down */
   gchar *ns_master, *ns_agent, *ns_switch, *master_addr;
-  gchar *listen;                     /* --listen: port 0 first, then the bound one */
+  gchar *listen; /* --listen: port 0 first, then the bound one */
   GSubprocess *master, *tcp_agent;
-  int stopped_pid;                   /* an agent under SIGSTOP, to continue whatever happens */
+  int stopped_pid; /* an agent under SIGSTOP, to continue whatever happens */
   gboolean link_is_down;
-  guint serial, master_serial;      /* of spawn()'s files: TAG-SERIAL.err */
+  guint serial, master_serial; /* of spawn()'s files: TAG-SERIAL.err */
   GRand *rand;
-  GArray *events;                    /* Event */
-  GHashTable *seen;                  /* id -> gint64* µs the line was first read */
+  GArray *events;   /* Event */
+  GHashTable *seen; /* id -> gint64* µs the line was first read */
   guint64 results_inode, results_offset;
-  gint64 last_watch, deadline;       /* monotonic µs */
+  gint64 last_watch, deadline; /* monotonic µs */
   gboolean past_deadline;
 } Chaos;
 
@@ -258,8 +258,8 @@ write_tasks (Chaos *c, GError **error)
    * ran on.  One echo, one write(2) of < PIPE_BUF on O_APPEND: lines from
    * concurrent tasks never interleave. */
   for (guint i = 1; i <= c->plan->tasks; i++)
-    g_string_append_printf (s, "echo \"%u $(date +%%s%%N) $PPID\" >> %s; sleep %u.%03u\n", i,
-                            qlog, c->plan->task_ms / 1000, c->plan->task_ms % 1000);
+    g_string_append_printf (s, "echo \"%u $(date +%%s%%N) $PPID\" >> %s; sleep %u.%03u\n", i, qlog,
+                            c->plan->task_ms / 1000, c->plan->task_ms % 1000);
   return g_file_set_contents (c->tasks, s->str, (gssize) s->len, error);
 }
 
@@ -271,8 +271,8 @@ start_master (Chaos *c, GError **error)
   g_autofree gchar *agents = g_strdup_printf ("%u", c->plan->local_agents);
   g_autofree gchar *slots = g_strdup_printf ("%u", c->plan->local_slots);
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
-  const char *base[] = { tb_datc (), "run", "--dir", c->dir, "--heartbeat-ms", hb,
-                         "--agent-timeout-ms", to };
+  const char *base[]
+      = { tb_datc (), "run", "--dir", c->dir, "--heartbeat-ms", hb, "--agent-timeout-ms", to };
   for (guint i = 0; i < G_N_ELEMENTS (base); i++)
     g_ptr_array_add (argv, (gpointer) base[i]);
   if (c->plan->local_agents > 0)
@@ -312,8 +312,10 @@ netns_up (Chaos *c, GError **error)
   const char *addr = env ? g_hash_table_lookup (env, "NETNS_MASTER_ADDR") : NULL;
   if (m == NULL || a == NULL || s == NULL || addr == NULL)
     {
-      g_set_error (error, CHAOS_ERROR, 1, "%s: NETNS_MASTER, NETNS_SITE_agent, NETNS_SWITCH "
-                   "or NETNS_MASTER_ADDR missing", path);
+      g_set_error (error, CHAOS_ERROR, 1,
+                   "%s: NETNS_MASTER, NETNS_SITE_agent, NETNS_SWITCH "
+                   "or NETNS_MASTER_ADDR missing",
+                   path);
       return FALSE;
     }
   c->ns_master = g_strdup (m);
@@ -361,9 +363,10 @@ start_tcp_agent (Chaos *c, GError **error)
   if (!datc_curve_public_load (server_pub, pub_path, error))
     return FALSE;
   g_autofree gchar *slots = g_strdup_printf ("%u", c->plan->tcp_slots);
-  const char *argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server_pub,
-                         "--key-file", key, "--slots", slots, "--site", "tcp",
-                         "--reconnect-timeout", "600", NULL };
+  const char *argv[]
+      = { tb_agent (), "--connect", endpoint, "--server-key", server_pub, "--key-file",
+          key,         "--slots",   slots,    "--site",       "tcp",      "--reconnect-timeout",
+          "600",       NULL };
   c->tcp_agent = spawn (c, "tcp-agent", c->ns_agent, argv, error);
   return c->tcp_agent != NULL;
 }
@@ -448,8 +451,8 @@ kill_agent (Chaos *c)
 static gboolean
 set_link (Chaos *c, gboolean up, GError **error)
 {
-  const char *argv[] = { "ip", "-n", c->ns_switch, "link", "set", AGENT_PORT_ON_SWITCH,
-                         up ? "up" : "down", NULL };
+  const char *argv[]
+      = { "ip", "-n", c->ns_switch, "link", "set", AGENT_PORT_ON_SWITCH, up ? "up" : "down", NULL };
   if (!run_cmd (argv, error))
     return FALSE;
   c->link_is_down = !up;
@@ -494,7 +497,7 @@ outage (Chaos *c, GError **error)
         return FALSE;
       add_event (c, CHAOS_CAUSE_LINK_DOWN, proc_pid (c->tcp_agent), t0, t1);
     }
-  (void) in_time;  /* past the deadline: drive() stops at its next pause */
+  (void) in_time; /* past the deadline: drive() stops at its next pause */
   return TRUE;
 }
 
@@ -531,7 +534,7 @@ drive (Chaos *c, GError **error)
   for (guint i = 0; i < plan->agent_kills; i++)
     g_array_append_val (order, a);
   if (plan->stop || plan->link_down)
-    g_array_append_val (order, o);  /* the outage: a stop, a link-down, or both */
+    g_array_append_val (order, o); /* the outage: a stop, a link-down, or both */
   for (guint i = order->len; i > 1; i--)
     {
       guint j = (guint) g_rand_int_range (c->rand, 0, (gint32) i);
@@ -567,7 +570,7 @@ drive (Chaos *c, GError **error)
         return TRUE;
     }
   if (!await_exit (c, c->master, G_MAXUINT))
-    return TRUE;  /* past the deadline: clean_up() kills it, status -1 */
+    return TRUE; /* past the deadline: clean_up() kills it, status -1 */
   return master_ended (c, error);
 }
 
@@ -632,8 +635,8 @@ write_events (Chaos *c)
 /* ---- measuring -------------------------------------------------------- */
 
 typedef struct {
-  gint64 start;   /* µs, real time */
-  int pid;        /* the agent */
+  gint64 start; /* µs, real time */
+  int pid;      /* the agent */
 } Exec;
 
 static gint
@@ -806,11 +809,20 @@ measure (Chaos *c, ChaosOutcome *out, GError **error)
   for (guint i = 0; i < c->events->len; i++)
     switch (g_array_index (c->events, Event, i).kind)
       {
-      case CHAOS_CAUSE_MASTER_KILL: out->master_kills++; break;
-      case CHAOS_CAUSE_AGENT_KILL: out->agent_kills++; break;
-      case CHAOS_CAUSE_STOP: out->stops++; break;
-      case CHAOS_CAUSE_LINK_DOWN: out->link_downs++; break;
-      default: break;
+      case CHAOS_CAUSE_MASTER_KILL:
+        out->master_kills++;
+        break;
+      case CHAOS_CAUSE_AGENT_KILL:
+        out->agent_kills++;
+        break;
+      case CHAOS_CAUSE_STOP:
+        out->stops++;
+        break;
+      case CHAOS_CAUSE_LINK_DOWN:
+        out->link_downs++;
+        break;
+      default:
+        break;
       }
   return TRUE;
 }
@@ -936,7 +948,8 @@ chaos_outcome_print (const ChaosOutcome *o, FILE *f)
   print_rate (f, "reruns_per_agent_kill", o->reruns_by_cause[CHAOS_CAUSE_AGENT_KILL],
               o->agent_kills);
   print_rate (f, "reruns_per_kill",
-              o->reruns_by_cause[CHAOS_CAUSE_MASTER_KILL] + o->reruns_by_cause[CHAOS_CAUSE_AGENT_KILL],
+              o->reruns_by_cause[CHAOS_CAUSE_MASTER_KILL]
+                  + o->reruns_by_cause[CHAOS_CAUSE_AGENT_KILL],
               o->master_kills + o->agent_kills);
   if (o->example != NULL)
     fprintf (f, "# %s\n", o->example);

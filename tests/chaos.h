@@ -23,20 +23,20 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  guint tasks;            /* in the bag */
-  guint task_ms;          /* each task sleeps this long after logging its start */
-  guint master_kills;     /* K: kill -9 of the master, then the same command again */
-  guint agent_kills;      /* J: kill -9 of a local agent */
-  gboolean stop;          /* SIGSTOP one local agent for outage_ms, then SIGCONT */
-  gboolean link_down;     /* an agent over TCP in its own network namespace; its link
-                           * goes down for outage_ms (needs root: ip netns) */
-  guint outage_ms;        /* how long the stop and the link-down last */
-  guint local_agents;     /* on the embedded local site (0: none, --no-local) */
-  guint local_slots;      /* shared by those */
-  guint tcp_slots;        /* of the TCP agent, with link_down */
-  guint heartbeat_ms, timeout_ms;  /* --heartbeat-ms, --agent-timeout-ms */
-  guint gap_min_ms, gap_max_ms;    /* random pause before each event */
-  guint deadline_s;       /* the whole campaign; past it the master is killed */
+  guint tasks;                    /* in the bag */
+  guint task_ms;                  /* each task sleeps this long after logging its start */
+  guint master_kills;             /* K: kill -9 of the master, then the same command again */
+  guint agent_kills;              /* J: kill -9 of a local agent */
+  gboolean stop;                  /* SIGSTOP one local agent for outage_ms, then SIGCONT */
+  gboolean link_down;             /* an agent over TCP in its own network namespace; its link
+                                   * goes down for outage_ms (needs root: ip netns) */
+  guint outage_ms;                /* how long the stop and the link-down last */
+  guint local_agents;             /* on the embedded local site (0: none, --no-local) */
+  guint local_slots;              /* shared by those */
+  guint tcp_slots;                /* of the TCP agent, with link_down */
+  guint heartbeat_ms, timeout_ms; /* --heartbeat-ms, --agent-timeout-ms */
+  guint gap_min_ms, gap_max_ms;   /* random pause before each event */
+  guint deadline_s;               /* the whole campaign; past it the master is killed */
   guint32 seed;
 } ChaosPlan;
 
@@ -61,12 +61,12 @@ typedef enum {
 
 typedef struct {
   guint tasks;
-  guint lost;                 /* tasks with no line in results.jsonl */
-  guint duplicate_lines;      /* result lines beyond the first for an id */
-  guint not_ok;               /* results other than exited 0 (e.g. status lost) */
-  guint unlogged;             /* results whose task never logged an execution */
-  guint executions;           /* lines in the execution log */
-  guint reruns;               /* executions beyond the first, over all tasks */
+  guint lost;            /* tasks with no line in results.jsonl */
+  guint duplicate_lines; /* result lines beyond the first for an id */
+  guint not_ok;          /* results other than exited 0 (e.g. status lost) */
+  guint unlogged;        /* results whose task never logged an execution */
+  guint executions;      /* lines in the execution log */
+  guint reruns;          /* executions beyond the first, over all tasks */
   guint reruns_by_cause[CHAOS_N_CAUSES];
   /* Executions that started after the recorded result's `finished`
    * (the same machine's clock: no skew to allow for). */
@@ -74,10 +74,10 @@ typedef struct {
   /* The stricter subset: started after the driver saw the line in
    * results.jsonl (polled every 50 ms), so surely after it was recorded. */
   guint reruns_after_recorded;
-  guint master_kills, agent_kills, stops, link_downs;  /* carried out */
-  int status;                 /* exit status of the last `datc run`; -1 past the deadline */
-  double seconds;             /* first start to last exit */
-  gchar *example;             /* one re-run after a result, described; NULL if none */
+  guint master_kills, agent_kills, stops, link_downs; /* carried out */
+  int status;     /* exit status of the last `datc run`; -1 past the deadline */
+  double seconds; /* first start to last exit */
+  gchar *example; /* one re-run after a result, described; NULL if none */
 } ChaosOutcome;
 
 void chaos_outcome_clear (ChaosOutcome *out);
@@ -87,8 +87,7 @@ void chaos_outcome_clear (ChaosOutcome *out);
  * stderr).  Every process it started and every namespace it made are
  * gone when it returns, whatever happened.  FALSE only when the driver
  * could not do its part; *out is filled either way as far as it got. */
-gboolean chaos_run (const char *workdir, const ChaosPlan *plan, ChaosOutcome *out,
-                    GError **error);
+gboolean chaos_run (const char *workdir, const ChaosPlan *plan, ChaosOutcome *out, GError **error);
 
 /* The metrics of a campaign already run in `workdir` (c/results.jsonl,
  * executions) with ids 1..tasks, without its events (every re-run is

@@ -63,7 +63,10 @@ cl_bed_load (const char *dir, GError **error)
   g_autoptr (GHashTable) env = ms_env_read (path, error);
   if (env == NULL)
     return NULL;
-  const struct { const char *key; gchar **field; } keys[] = {
+  const struct {
+    const char *key;
+    gchar **field;
+  } keys[] = {
     { "CLUSTER_SCHEDULER", &bed->scheduler },
     { "CLUSTER_NS_MASTER", &bed->ns_master },
     { "CLUSTER_MASTER_ADDR", &bed->master_addr },
@@ -159,11 +162,20 @@ cl_login_command (ClBed *bed, const char *user, const char *const *argv, gchar *
   /* What sshd-up.sh --hosts --hostname does for the login node's
    * sessions, each step exec'ing the next. */
   g_autoptr (GPtrArray) cmd = g_ptr_array_new ();
-  const char *const wrap[] = { "unshare", "--mount", "--uts", "--propagation", "private",
-                               "sh", "-c",
+  const char *const wrap[] = { "unshare",
+                               "--mount",
+                               "--uts",
+                               "--propagation",
+                               "private",
+                               "sh",
+                               "-c",
                                "mount --bind \"$1\" /etc/hosts && echo \"$2\" "
                                ">/proc/sys/kernel/hostname && shift 2 && exec \"$@\"",
-                               "sh", hosts, bed->login_hostname, "env", NULL };
+                               "sh",
+                               hosts,
+                               bed->login_hostname,
+                               "env",
+                               NULL };
   for (guint i = 0; wrap[i] != NULL; i++)
     g_ptr_array_add (cmd, (gpointer) wrap[i]);
   for (guint i = 0; bed->cluster_env[i] != NULL; i++)
@@ -283,8 +295,7 @@ cl_link_set (ClBed *bed, gboolean up, GError **error)
 {
   /* cluster-up.sh names link A's end in the login namespace a0; the peer
    * loses its carrier with it. */
-  const char *argv[] = { "ip", "-n", bed->login.ns, "link", "set", "a0", up ? "up" : "down",
-                         NULL };
+  const char *argv[] = { "ip", "-n", bed->login.ns, "link", "set", "a0", up ? "up" : "down", NULL };
   return ms_run (argv, NULL, error);
 }
 
@@ -309,7 +320,8 @@ ancestor_holds (const struct stat *st)
       const char *colon = strchr (lines[i], ':');
       if (colon == NULL || strstr (lines[i], "->") != NULL
           || sscanf (colon + 1, " %15s %15s %15s %d %x:%x:%llu", kind, type, mode, &pid, &maj, &min,
-                     &ino) != 7
+                     &ino)
+                 != 7
           || !g_str_equal (kind, "FLOCK") || ino != (unsigned long long) st->st_ino
           || maj != major (st->st_dev) || min != minor (st->st_dev))
         continue;

@@ -20,8 +20,8 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  gchar *dir;                /* cluster-up.sh's state */
-  gchar *scheduler;          /* "slurm" or "sge" */
+  gchar *dir;       /* cluster-up.sh's state */
+  gchar *scheduler; /* "slurm" or "sge" */
   gchar *ns_master, *master_addr;
   /* The login node: login.ns is its namespace, login.addr its address on
    * link A (the sshd's), plus the sshd's port, user, identity,
@@ -31,9 +31,9 @@ typedef struct {
   gchar *login_hostname;     /* what its sessions' `hostname` says */
   gchar *login_remote_dir;   /* a directory the login user owns */
   gchar *ns_compute, *compute_addr;
-  gchar *compute_hostname;   /* what jobs' `hostname` says */
-  GStrv cluster_env;         /* KEY=VALUE a client of the scheduler needs */
-  gboolean up;               /* this process brought it up: down takes it down */
+  gchar *compute_hostname; /* what jobs' `hostname` says */
+  GStrv cluster_env;       /* KEY=VALUE a client of the scheduler needs */
+  gboolean up;             /* this process brought it up: down takes it down */
 } ClBed;
 
 /* Brings the bed up under `dir` (absolute, created) with scheduler

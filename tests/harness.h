@@ -11,11 +11,11 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  gchar *path;           /* a fresh temporary directory */
+  gchar *path; /* a fresh temporary directory */
 } TbDir;
 
 TbDir *tb_dir_new (void);
-void tb_dir_free (TbDir *d);  /* removes it, after killing its agents */
+void tb_dir_free (TbDir *d); /* removes it, after killing its agents */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TbDir, tb_dir_free)
 
 /* Writes `content` to DIR/name and returns the path (transfer full). */
@@ -36,7 +36,7 @@ TbProc *tb_spawn (TbDir *d, const char *tag, const char *const *argv);
 /* Waits up to `timeout_s`; on timeout kills it and fails the test.
  * Returns the exit status (128+signal when killed by a signal). */
 int tb_wait (TbProc *p, guint timeout_s);
-void tb_proc_free (TbProc *p);  /* kills it if still running */
+void tb_proc_free (TbProc *p); /* kills it if still running */
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TbProc, tb_proc_free)
 gchar *tb_proc_stderr (TbProc *p);
 gchar *tb_proc_stdout (TbProc *p);

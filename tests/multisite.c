@@ -37,8 +37,8 @@ run_argv (const char *const *argv, gchar **out, GError **error)
 {
   g_autofree gchar *o = NULL, *e = NULL;
   gint status = 0;
-  if (!g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &o, &e,
-                     &status, error))
+  if (!g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &o, &e, &status,
+                     error))
     return FALSE;
   if (!g_spawn_check_wait_status (status, NULL))
     {
@@ -201,8 +201,8 @@ netns_up (MsBed *bed, GError **error)
 {
   g_autofree gchar *netdir = g_build_filename (bed->dir, "net", NULL);
   /* In MsHost's order: host_addr() counts on it. */
-  const char *args[] = { "--suffix", bed->suffix, netdir, "slurm", "sge", "down", "pbs", "lsf",
-                         NULL };
+  const char *args[]
+      = { "--suffix", bed->suffix, netdir, "slurm", "sge", "down", "pbs", "lsf", NULL };
   G_STATIC_ASSERT (G_N_ELEMENTS (args) == 3 + MS_N_HOSTS + 1);
   if (!script ("netns-up.sh", args, error))
     return FALSE;
@@ -251,8 +251,8 @@ clusters_up (MsBed *bed, GError **error)
   g_autofree gchar *cluster = g_strdup_printf ("ms%s", bed->suffix);
   g_autofree gchar *slurm_ns = host_ns (bed, MS_SLURM), *slurm_addr = host_addr (MS_SLURM);
   g_autofree gchar *sge_ns = host_ns (bed, MS_SGE);
-  const char *s_args[] = { "--netns", slurm_ns, "--addr", slurm_addr, "--cluster", cluster,
-                           slurm, NULL };
+  const char *s_args[]
+      = { "--netns", slurm_ns, "--addr", slurm_addr, "--cluster", cluster, slurm, NULL };
   if (!script ("slurm-up.sh", s_args, error))
     return FALSE;
   bed->up[STEP_SLURM] = TRUE;
@@ -410,11 +410,12 @@ ms_bed_down (MsBed *bed, GError **error)
           g_string_append_printf (failed, "%s; ", e->message);
         bed->up[STEP_SSHD0 + h] = FALSE;
       }
-  const struct { int step; const char *script, *sub; } steps[] = {
-    { STEP_LSF, "lsf-down.sh", "lsf" },
-    { STEP_PBS, "pbs-down.sh", "pbs" },
-    { STEP_SGE, "sge-down.sh", "sge" },
-    { STEP_SLURM, "slurm-down.sh", "slurm" },
+  const struct {
+    int step;
+    const char *script, *sub;
+  } steps[] = {
+    { STEP_LSF, "lsf-down.sh", "lsf" },     { STEP_PBS, "pbs-down.sh", "pbs" },
+    { STEP_SGE, "sge-down.sh", "sge" },     { STEP_SLURM, "slurm-down.sh", "slurm" },
     { STEP_NETNS, "netns-down.sh", "net" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (steps); i++)
@@ -469,16 +470,15 @@ ms_site_group (MsBed *bed, MsHost host, const char *name, const char *scheduler,
 }
 
 gchar *
-ms_login_site_group (const MsLogin *l, const char *name, const char *scheduler,
-                     const char *workdir, const char *extra)
+ms_login_site_group (const MsLogin *l, const char *name, const char *scheduler, const char *workdir,
+                     const char *extra)
 {
   const char *agent = g_getenv ("DATC_AGENT");
   return g_strdup_printf ("[site %s]\ntransport = ssh\nhost = %s\nport = %u\nuser = %s\n"
                           "identity = %s\nknown_hosts = %s\nscheduler = %s\n"
                           "agent = %s\nworkdir = %s/%s\n%s\n",
-                          name, l->addr, l->port, l->user, l->identity, l->known_hosts,
-                          scheduler, agent ? agent : "datc-agent", workdir, name,
-                          extra ? extra : "");
+                          name, l->addr, l->port, l->user, l->identity, l->known_hosts, scheduler,
+                          agent ? agent : "datc-agent", workdir, name, extra ? extra : "");
 }
 
 gchar *
@@ -508,8 +508,8 @@ ms_user_workdir_root (const char *user, const char *parent, GError **error)
 }
 
 gboolean
-ms_site_command (MsBed *bed, MsHost host, const char *user, const char *const *argv,
-                 gchar **out, GError **error)
+ms_site_command (MsBed *bed, MsHost host, const char *user, const char *const *argv, gchar **out,
+                 GError **error)
 {
   g_autoptr (GPtrArray) cmd = g_ptr_array_new ();
   if (bed->hosts[host] != NULL)
@@ -517,9 +517,16 @@ ms_site_command (MsBed *bed, MsHost host, const char *user, const char *const *a
       /* As the login node's sshd does (sshd-up.sh --hosts): the cluster's
        * hosts file over /etc/hosts in a mount namespace of the command's
        * own. */
-      const char *const bind[] = { "unshare", "--mount", "--propagation", "private", "sh", "-c",
+      const char *const bind[] = { "unshare",
+                                   "--mount",
+                                   "--propagation",
+                                   "private",
+                                   "sh",
+                                   "-c",
                                    "mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"",
-                                   "sh", bed->hosts[host], NULL };
+                                   "sh",
+                                   bed->hosts[host],
+                                   NULL };
       for (guint i = 0; bind[i] != NULL; i++)
         g_ptr_array_add (cmd, (gpointer) bind[i]);
     }
@@ -586,8 +593,9 @@ ms_competitor_fill_slurm (MsBed *bed, guint seconds, gchar **job_id, GError **er
     }
   g_autofree gchar *n = g_strdup_printf ("--ntasks=%s", cpus[3]);
   g_autofree gchar *wrap = g_strdup_printf ("--wrap=exec sleep %u", seconds);
-  const char *argv[] = { "sbatch", "--parsable", "--job-name=competitor", n, "--chdir=/tmp",
-                         "--output=/dev/null", wrap, NULL };
+  const char *argv[]
+      = { "sbatch", "--parsable", "--job-name=competitor", n, "--chdir=/tmp", "--output=/dev/null",
+          wrap,     NULL };
   g_autofree gchar *out = NULL;
   if (!ms_site_command (bed, MS_SLURM, "competitor", argv, &out, error))
     return FALSE;

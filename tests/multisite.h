@@ -38,21 +38,21 @@ typedef enum {
 } MsHost;
 
 typedef struct {
-  gchar *ns;           /* network namespace name */
-  gchar *addr;         /* its address on the test bed's bridge */
-  gchar *sshd_dir;     /* sshd-up.sh state */
-  guint port;          /* sshd port */
+  gchar *ns;       /* network namespace name */
+  gchar *addr;     /* its address on the test bed's bridge */
+  gchar *sshd_dir; /* sshd-up.sh state */
+  guint port;      /* sshd port */
   gchar *user, *identity, *known_hosts;
 } MsLogin;
 
 typedef struct {
-  gchar *dir;          /* state of every script, one directory each below */
-  gchar *suffix;       /* of the namespaces' names */
+  gchar *dir;    /* state of every script, one directory each below */
+  gchar *suffix; /* of the namespaces' names */
   gchar *ns_master, *master_addr;
   MsLogin login[MS_N_HOSTS];
-  GStrv cluster_env[MS_N_HOSTS];  /* KEY=VALUE a client of that cluster needs */
-  gchar *hosts[MS_N_HOSTS];       /* its /etc/hosts, when not this host's (PBS) */
-  gboolean up[16];     /* steps this process brought up: down undoes exactly those */
+  GStrv cluster_env[MS_N_HOSTS]; /* KEY=VALUE a client of that cluster needs */
+  gchar *hosts[MS_N_HOSTS];      /* its /etc/hosts, when not this host's (PBS) */
+  gboolean up[16];               /* steps this process brought up: down undoes exactly those */
 } MsBed;
 
 /* Brings the whole bed up under `dir` (absolute, created) with the scripts

@@ -26,7 +26,7 @@
 
 typedef struct {
   void *ctx, *router;
-  GBytes *peer;      /* the agent's routing id, once it spoke */
+  GBytes *peer; /* the agent's routing id, once it spoke */
 } FakeMaster;
 
 static void
@@ -64,8 +64,7 @@ fake_next (FakeMaster *f, int timeout_ms)
   if (f->peer == NULL)
     f->peer = g_bytes_new (zmq_msg_data (&id), zmq_msg_size (&id));
   g_autoptr (GError) error = NULL;
-  DatcMsg *m = datc_msg_decode (zmq_msg_data (&body), zmq_msg_size (&body), DATC_FRAME_MAX,
-                                &error);
+  DatcMsg *m = datc_msg_decode (zmq_msg_data (&body), zmq_msg_size (&body), DATC_FRAME_MAX, &error);
   g_assert_no_error (error);
   zmq_msg_close (&id);
   zmq_msg_close (&body);
@@ -109,8 +108,8 @@ test_dismissed_agent_does_not_come_back (void)
   FakeMaster f;
   fake_open (&f, endpoint);
 
-  const char *argv[] = { tb_agent (), "--connect", endpoint, "--slots", "1", "--site", "here",
-                         "--proxy", "p1", NULL };
+  const char *argv[] = { tb_agent (), "--connect", endpoint,  "--slots", "1",
+                         "--site",    "here",      "--proxy", "p1",      NULL };
   g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
   g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
   g_assert_nonnull (hello);
@@ -159,8 +158,8 @@ test_lost_credit_is_asked_again (void)
   FakeMaster f;
   fake_open (&f, endpoint);
 
-  const char *argv[] = { tb_agent (), "--connect", endpoint, "--slots", "3", "--site", "here",
-                         "--proxy", "p1", NULL };
+  const char *argv[] = { tb_agent (), "--connect", endpoint,  "--slots", "3",
+                         "--site",    "here",      "--proxy", "p1",      NULL };
   g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
   g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
   g_assert_nonnull (hello);

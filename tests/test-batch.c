@@ -52,8 +52,9 @@ campaign_across_clusters (void)
     {
       const char *site = json_object_get_string_member (v, "site");
       g_assert_cmpint (json_object_get_int_member (v, "exit_code"), ==, 0);
-      g_hash_table_replace (per_site, (gpointer) site,
-                            GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, site)) + 1));
+      g_hash_table_replace (
+          per_site, (gpointer) site,
+          GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, site)) + 1));
     }
   /* Every cluster contributed. */
   g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (per_site, "slurm")), >, 0);
@@ -65,8 +66,8 @@ campaign_across_clusters (void)
   while (g_hash_table_iter_next (&it, NULL, &v))
     if (g_str_equal (json_object_get_string_member (v, "site"), "slurm"))
       {
-        g_autofree gchar *id = g_strdup_printf ("%" G_GINT64_FORMAT,
-                                                json_object_get_int_member (v, "id"));
+        g_autofree gchar *id
+            = g_strdup_printf ("%" G_GINT64_FORMAT, json_object_get_int_member (v, "id"));
         const char *out_argv[] = { tb_datc (), "output", dir, id, NULL };
         g_autoptr (TbProc) p = tb_spawn (d, "output", out_argv);
         g_assert_cmpint (tb_wait (p, 30), ==, 0);

@@ -33,8 +33,8 @@ test_many_tasks (void)
     g_string_append_printf (tasks, "echo out-%u\n", i);
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "4",
-                         "--local-slots", "8", file, NULL };
+  const char *argv[] = { tb_datc (), "run",           "--dir", dir,  "--local-agents",
+                         "4",        "--local-slots", "8",     file, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 300, &err);
   if (status != 0)
@@ -54,7 +54,8 @@ test_many_tasks (void)
       g_assert_cmpstr (json_object_get_string_member (o, "site"), ==, "local");
       g_hash_table_add (agents, (gpointer) json_object_get_string_member (o, "agent"));
       /* Every output, read back from the per-agent files by offset. */
-      g_autofree gchar *path = g_build_filename (dir, json_object_get_string_member (o, "output"), NULL);
+      g_autofree gchar *path
+          = g_build_filename (dir, json_object_get_string_member (o, "output"), NULL);
       static GHashTable *files;
       if (files == NULL)
         files = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
@@ -127,10 +128,10 @@ test_retries (void)
   g_autoptr (TbDir) d = tb_dir_new ();
   /* Fails twice, then succeeds: counts its own runs in a file. */
   g_autofree gchar *counter = g_build_filename (d->path, "count", NULL);
-  g_autofree gchar *line = g_strdup_printf (
-      "{\"sh\": \"echo x >> %s; test $(wc -l < %s) -ge 3\", \"retries\": 2}\n"
-      "{\"cmd\": [\"false\"], \"retries\": 1}\n",
-      counter, counter);
+  g_autofree gchar *line
+      = g_strdup_printf ("{\"sh\": \"echo x >> %s; test $(wc -l < %s) -ge 3\", \"retries\": 2}\n"
+                         "{\"cmd\": [\"false\"], \"retries\": 1}\n",
+                         counter, counter);
   g_autofree gchar *file = tb_write (d, "t.jsonl", line);
   g_autofree gchar *dir = campaign_dir (d, "c");
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "1", file, NULL };
@@ -287,9 +288,20 @@ agent_interrupted (int sig)
     g_string_append (tasks, "sleep 0.05\n");
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2",
-                         "--local-slots", "4", "--agent-timeout-ms", "1500",
-                         "--heartbeat-ms", "200", file, NULL };
+  const char *argv[] = { tb_datc (),
+                         "run",
+                         "--dir",
+                         dir,
+                         "--local-agents",
+                         "2",
+                         "--local-slots",
+                         "4",
+                         "--agent-timeout-ms",
+                         "1500",
+                         "--heartbeat-ms",
+                         "200",
+                         file,
+                         NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   ResultsAtLeast r = { dir, 20 };
   g_assert_true (tb_await (two_agents, dir, 30));
@@ -337,7 +349,8 @@ agent_lost_traced (gpointer dir)
   g_autoptr (GPtrArray) trace = tb_trace (dir);
   for (guint i = 0; i < trace->len; i++)
     if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
-                   "agent_lost") == 0)
+                   "agent_lost")
+        == 0)
       return TRUE;
   return FALSE;
 }
@@ -361,7 +374,8 @@ holds_prefetched (gpointer data)
     {
       JsonObject *a = json_array_get_object_element (agents, i);
       if (strstr (json_object_get_string_member (a, "id"), tag) != NULL)
-        return json_object_get_int_member (a, "running") + json_object_get_int_member (a, "prefetched")
+        return json_object_get_int_member (a, "running")
+                   + json_object_get_int_member (a, "prefetched")
                > json_object_get_int_member (a, "slots");
     }
   return FALSE;
@@ -386,14 +400,27 @@ test_stopped_agent_starts_nothing_recorded (void)
   /* Tasks of a second: on its own an agent asks ahead for none (a round
    * trip here is a thousandth of a task), and the premise is tasks held
    * ahead of the slots. */
-  g_autofree gchar *script = g_strdup_printf ("#!/bin/sh\nexec %s --prefetch 4 \"$@\"\n",
-                                              tb_agent ());
+  g_autofree gchar *script
+      = g_strdup_printf ("#!/bin/sh\nexec %s --prefetch 4 \"$@\"\n", tb_agent ());
   g_autofree gchar *wrapper = tb_write (d, "datc-agent-prefetch-4", script);
   g_assert_cmpint (g_chmod (wrapper, 0755), ==, 0);
   g_autofree gchar *agent_env = g_strconcat ("DATC_AGENT=", wrapper, NULL);
-  const char *argv[] = { "env", agent_env, tb_datc (), "run", "--dir", dir,
-                         "--local-agents", "2", "--local-slots", "4", "--agent-timeout-ms",
-                         "3000", "--heartbeat-ms", "500", file, NULL };
+  const char *argv[] = { "env",
+                         agent_env,
+                         tb_datc (),
+                         "run",
+                         "--dir",
+                         dir,
+                         "--local-agents",
+                         "2",
+                         "--local-slots",
+                         "4",
+                         "--agent-timeout-ms",
+                         "3000",
+                         "--heartbeat-ms",
+                         "500",
+                         file,
+                         NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   ResultsAtLeast r = { dir, 4 };
   g_assert_true (tb_await (two_agents, dir, 30));
@@ -427,7 +454,8 @@ test_stopped_agent_starts_nothing_recorded (void)
   gint64 requeued = 0;
   for (guint i = 0; i < trace->len; i++)
     if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
-                   "agent_lost") == 0)
+                   "agent_lost")
+        == 0)
       requeued += json_object_get_int_member_with_default (trace->pdata[i], "requeued", 0);
   g_assert_cmpint (requeued, >, 2);
 
@@ -437,7 +465,8 @@ test_stopped_agent_starts_nothing_recorded (void)
   g_autoptr (GHashTable) copied = g_hash_table_new (NULL, NULL);
   for (guint i = 0; i < trace->len; i++)
     if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
-                   "task_replicated") == 0)
+                   "task_replicated")
+        == 0)
       {
         gint64 id = json_object_get_int_member (trace->pdata[i], "task");
         g_assert_cmpint (id, >=, 1);
@@ -460,8 +489,8 @@ test_stopped_agent_starts_nothing_recorded (void)
       g_assert_nonnull (o);
       gint64 finished = json_object_get_int_member (o, "finished");
       if (start_us > finished && !g_hash_table_contains (copied, GSIZE_TO_POINTER ((gsize) id)))
-        g_error ("task %" G_GINT64_FORMAT " started %.3f s after its recorded result finished",
-                 id, (start_us - finished) / 1e6);
+        g_error ("task %" G_GINT64_FORMAT " started %.3f s after its recorded result finished", id,
+                 (start_us - finished) / 1e6);
       checked++;
     }
   g_assert_cmpuint (checked, >=, n);
@@ -483,12 +512,14 @@ test_drained_tasks_are_not_sent_back (void)
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autoptr (GString) tasks = g_string_new (NULL);
   for (guint i = 1; i <= 2; i++)
-    g_string_append_printf (tasks, "if [ -e %s/started.%u ]; then exit 0; fi; "
-                            "touch %s/started.%u; sleep 60\n", d->path, i, d->path, i);
+    g_string_append_printf (tasks,
+                            "if [ -e %s/started.%u ]; then exit 0; fi; "
+                            "touch %s/started.%u; sleep 60\n",
+                            d->path, i, d->path, i);
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "1",
-                         "--local-slots", "2", file, NULL };
+  const char *argv[] = { tb_datc (), "run",           "--dir", dir,  "--local-agents",
+                         "1",        "--local-slots", "2",     file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   for (guint i = 1; i <= 2; i++)
     {
@@ -552,8 +583,8 @@ test_wide_agent_under_file_limit (void)
 
   g_autoptr (GString) tasks = g_string_new (NULL);
   for (guint i = 0; i < WIDE_SLOTS; i++)
-    g_string_append_printf (tasks, "sh -c '{ : > %s/$$; read x || :; } < %s; ulimit -Sn'\n",
-                            here, fifo);
+    g_string_append_printf (tasks, "sh -c '{ : > %s/$$; read x || :; } < %s; ulimit -Sn'\n", here,
+                            fifo);
   g_autofree gchar *file = tb_write (d, "tasks.txt", tasks->str);
   g_autofree gchar *dir = campaign_dir (d, "c");
   g_autofree gchar *slots = g_strdup_printf ("%u", WIDE_SLOTS);
@@ -628,8 +659,8 @@ test_unknown_master_host (void)
       "mount --bind %s /etc/nsswitch.conf && exec %s --connect %s --server-key %s "
       "--key-file %s --slots 1 --reconnect-timeout 300",
       q_nss, q_agent, endpoint, q_server, q_key);
-  const char *argv[] = { "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-                         inner, NULL };
+  const char *argv[]
+      = { "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", inner, NULL };
   g_autoptr (TbProc) p = tb_spawn (d, "agent", argv);
   g_assert_cmpint (tb_wait (p, 60), ==, 3);
   g_autofree gchar *err = tb_proc_stderr (p);
@@ -661,12 +692,23 @@ test_agent_says_it_cannot_reach (void)
   g_assert_true (datc_curve_keypair_save (&agent, key, &error));
   g_assert_no_error (error);
   g_autofree gchar *endpoint = g_strdup_printf ("tcp://127.0.0.1:%u", ntohs (sin.sin_port));
-  const char *argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server.public_z85,
-                         "--key-file", key, "--slots", "1", "--reconnect-timeout", "3", NULL };
+  const char *argv[] = { tb_agent (),
+                         "--connect",
+                         endpoint,
+                         "--server-key",
+                         server.public_z85,
+                         "--key-file",
+                         key,
+                         "--slots",
+                         "1",
+                         "--reconnect-timeout",
+                         "3",
+                         NULL };
   gint64 t0 = g_get_monotonic_time ();
   g_autoptr (TbProc) p = tb_spawn (d, "agent", argv);
   g_autofree gchar *line = g_strdup_printf ("datc-agent on %s: cannot reach %s: Connection "
-                                            "refused (retrying)\n", g_get_host_name (), endpoint);
+                                            "refused (retrying)\n",
+                                            g_get_host_name (), endpoint);
   g_assert_true (tb_await_stderr (p, line, 10));
   g_assert_cmpint (g_get_monotonic_time () - t0, <, 3 * G_USEC_PER_SEC);
   g_assert_cmpint (tb_wait (p, 30), ==, 3);
@@ -743,7 +785,8 @@ node_excluded_traced (gpointer dir)
   g_autoptr (GPtrArray) trace = tb_trace (dir);
   for (guint i = 0; i < trace->len; i++)
     if (g_strcmp0 (json_object_get_string_member_with_default (trace->pdata[i], "event", ""),
-                   "node_excluded") == 0)
+                   "node_excluded")
+        == 0)
       return TRUE;
   return FALSE;
 }
@@ -763,8 +806,8 @@ test_fast_failures_drain_the_node (void)
   g_autofree gchar *file = tb_write (d, "t.txt", tasks->str);
   g_string_free (tasks, TRUE);
   g_autofree gchar *dir = campaign_dir (d, "c");
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "1",
-                         "--local-agents", "1", file, NULL };
+  const char *argv[] = { tb_datc (),       "run", "--dir", dir, "--local-slots", "1",
+                         "--local-agents", "1",   file,    NULL };
   g_autofree gchar *err = NULL;
   g_assert_cmpint (tb_run (d, argv, 60, &err), ==, 1);
   g_assert_true (node_excluded_traced (dir));

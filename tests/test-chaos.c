@@ -128,9 +128,11 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/chaos/measure/counts-lost-duplicates-and-reruns-after-a-result", test_measure);
-  g_test_add_func ("/chaos/local-site/kills-and-a-stopped-agent-lose-nothing-and-rerun-nothing-recorded",
-                   test_local_site);
-  g_test_add_func ("/chaos/tcp-agent/link-down-past-the-timeout-loses-nothing-and-reruns-nothing-recorded",
-                   test_tcp_agent_link_down);
+  g_test_add_func (
+      "/chaos/local-site/kills-and-a-stopped-agent-lose-nothing-and-rerun-nothing-recorded",
+      test_local_site);
+  g_test_add_func (
+      "/chaos/tcp-agent/link-down-past-the-timeout-loses-nothing-and-reruns-nothing-recorded",
+      test_tcp_agent_link_down);
   return g_test_run ();
 }

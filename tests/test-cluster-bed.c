@@ -106,9 +106,24 @@ ssh_argv (ClBed *bed, const char *command)
   g_autofree gchar *port = g_strdup_printf ("%u", bed->login.port);
   g_autofree gchar *kh = g_strdup_printf ("UserKnownHostsFile=%s", bed->login.known_hosts);
   g_autofree gchar *to = g_strdup_printf ("%s@%s", bed->login.user, bed->login.addr);
-  const char *argv[] = { "ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o",
-                         "StrictHostKeyChecking=yes", "-o", kh, "-o", "ConnectTimeout=5",
-                         "-i", bed->login.identity, "-p", port, to, command, NULL };
+  const char *argv[] = { "ssh",
+                         "-F",
+                         "/dev/null",
+                         "-o",
+                         "BatchMode=yes",
+                         "-o",
+                         "StrictHostKeyChecking=yes",
+                         "-o",
+                         kh,
+                         "-o",
+                         "ConnectTimeout=5",
+                         "-i",
+                         bed->login.identity,
+                         "-p",
+                         port,
+                         to,
+                         command,
+                         NULL };
   return g_strdupv ((gchar **) argv);
 }
 
@@ -136,18 +151,18 @@ netns_id (const char *ns)
 
 /* The job: where it ran, then whether it reaches the master's listener
  * and the login node's cluster-facing one (it writes a line there). */
-static const char job_template[] =
-    "#!/bin/sh\n"
-    "out=%s/result\n"
-    "{\n"
-    "  echo \"host=$(hostname)\"\n"
-    "  echo \"netns=$(readlink /proc/self/ns/net)\"\n"
-    "  if timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%u' 2>/dev/null; then echo master=open;"
-    " else echo master=closed; fi\n"
-    "  if timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%u && echo from-the-job >&3' 2>/dev/null;"
-    " then echo login=open; else echo login=closed; fi\n"
-    "} >$out.tmp 2>&1\n"
-    "mv $out.tmp $out\n";
+static const char job_template[]
+    = "#!/bin/sh\n"
+      "out=%s/result\n"
+      "{\n"
+      "  echo \"host=$(hostname)\"\n"
+      "  echo \"netns=$(readlink /proc/self/ns/net)\"\n"
+      "  if timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%u' 2>/dev/null; then echo master=open;"
+      " else echo master=closed; fi\n"
+      "  if timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%u && echo from-the-job >&3' 2>/dev/null;"
+      " then echo login=open; else echo login=closed; fi\n"
+      "} >$out.tmp 2>&1\n"
+      "mv $out.tmp $out\n";
 
 static void
 check_a_job (ClBed *bed, int master_listener, guint master_port, int login_listener,
@@ -155,9 +170,8 @@ check_a_job (ClBed *bed, int master_listener, guint master_port, int login_liste
 {
   g_autofree gchar *job = g_build_filename (bed->login_remote_dir, "job.sh", NULL);
   g_autofree gchar *result = g_build_filename (bed->login_remote_dir, "result", NULL);
-  g_autofree gchar *text = g_strdup_printf (job_template, bed->login_remote_dir,
-                                            bed->master_addr, master_port,
-                                            bed->login_cluster_addr, login_port);
+  g_autofree gchar *text = g_strdup_printf (job_template, bed->login_remote_dir, bed->master_addr,
+                                            master_port, bed->login_cluster_addr, login_port);
   g_autoptr (GError) error = NULL;
   g_assert_true (g_file_set_contents (job, text, -1, &error));
   g_assert_cmpint (chmod (job, 0755), ==, 0);
@@ -339,8 +353,8 @@ layout (gconstpointer data)
       g_assert_true (cl_sge_lock (600, &lock, &error));
       g_assert_no_error (error);
     }
-  g_autofree gchar *dir = g_strdup_printf ("/tmp/datc-cluster-bed-%d-%s", (int) getpid (),
-                                           scheduler);
+  g_autofree gchar *dir
+      = g_strdup_printf ("/tmp/datc-cluster-bed-%d-%s", (int) getpid (), scheduler);
   gint64 t0 = g_get_monotonic_time ();
   g_autoptr (ClBed) bed = cl_bed_up (dir, scheduler, &error);
   g_assert_no_error (error);
@@ -350,8 +364,7 @@ layout (gconstpointer data)
   g_test_trap_subprocess (NULL, 300 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
   t0 = g_get_monotonic_time ();
   gboolean down = cl_bed_down (bed, &error);
-  g_printerr ("# %s cluster bed down in %.1f s\n", scheduler,
-              (g_get_monotonic_time () - t0) / 1e6);
+  g_printerr ("# %s cluster bed down in %.1f s\n", scheduler, (g_get_monotonic_time () - t0) / 1e6);
   if (lock >= 0)
     close (lock);
   gboolean keep = g_getenv ("DATC_TEST_KEEP") != NULL || !g_test_trap_has_passed () || !down;

@@ -44,8 +44,10 @@ marked_tasks (TbDir *d, const char *marks, guint n, const char *secs)
   for (guint i = 1; i <= n; i++)
     /* Through a temporary file: a copy of the task (end-game
      * replication) killed mid-way must not leave the mark empty. */
-    g_string_append_printf (t, "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u.$$ && mv %s/%u.$$ "
-                            "%s/%u; sleep %s\n", marks, i, marks, i, marks, i, secs);
+    g_string_append_printf (t,
+                            "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u.$$ && mv %s/%u.$$ "
+                            "%s/%u; sleep %s\n",
+                            marks, i, marks, i, marks, i, secs);
   return tb_write (d, "t.txt", t->str);
 }
 
@@ -198,24 +200,25 @@ link_down_mid_campaign (ClBed *bed, TbDir *d)
 static void
 probe_recommends_relay (ClBed *bed, TbDir *d)
 {
-  g_autofree gchar *master
-      = g_strdup_printf ("[master]\nlisten = tcp://%s:0\nadvertise = %s\n\n", bed->master_addr,
-                         bed->master_addr);
+  g_autofree gchar *master = g_strdup_printf ("[master]\nlisten = tcp://%s:0\nadvertise = %s\n\n",
+                                              bed->master_addr, bed->master_addr);
   g_autofree gchar *extra = g_strdup_printf ("relay_address = %s\nmax_calls_per_minute = 0\n"
-                                             "poll_interval = 1s\n", bed->login_cluster_addr);
+                                             "poll_interval = 1s\n",
+                                             bed->login_cluster_addr);
   g_autofree gchar *sites = sites_file (bed, d, master, extra);
-  const char *argv[] = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "120",
-                         NULL };
+  const char *argv[]
+      = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "120", NULL };
   g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
   g_autoptr (TbProc) check = tb_spawn (d, "check", (const char *const *) in_ns);
   g_assert_cmpint (tb_wait (check, 400), ==, 1);
   g_autofree gchar *out = tb_proc_stdout (check);
   g_printerr ("%s", out);
   g_autofree gchar *cannot = g_strdup_printf ("FAIL compute nodes cannot reach the master "
-                                              "directly: tcp://%s:", bed->master_addr);
+                                              "directly: tcp://%s:",
+                                              bed->master_addr);
   g_assert_nonnull (strstr (out, cannot));
-  g_assert_true (g_regex_match_simple ("^c +probe \\(reach = relay\\) +ok ", out,
-                                          G_REGEX_MULTILINE, 0));
+  g_assert_true (
+      g_regex_match_simple ("^c +probe \\(reach = relay\\) +ok ", out, G_REGEX_MULTILINE, 0));
   g_assert_nonnull (strstr (out, "recommended: set reach = relay in [site c]"));
 }
 
@@ -236,8 +239,8 @@ run_case (gconstpointer data)
   if (g_str_equal (c->scheduler, "sge"))
     g_assert_true (cl_sge_lock (600, &lock, &error));
   g_assert_no_error (error);
-  g_autofree gchar *dir = g_strdup_printf ("/tmp/datc-cluster-%d-%s", (int) getpid (),
-                                           c->scheduler);
+  g_autofree gchar *dir
+      = g_strdup_printf ("/tmp/datc-cluster-%d-%s", (int) getpid (), c->scheduler);
   g_autoptr (ClBed) bed = cl_bed_up (dir, c->scheduler, &error);
   g_assert_no_error (error);
   g_setenv ("DATC_CL_BED", dir, TRUE);
@@ -260,16 +263,15 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   static const Case cases[] = {
-    { "slurm", relay_campaign_completes }, { "slurm", direct_fails_naming_address },
-    { "slurm", session_cut_mid_campaign }, { "slurm", link_down_mid_campaign },
-    { "slurm", probe_recommends_relay },
-    { "sge", relay_campaign_completes },   { "sge", direct_fails_naming_address },
-    { "sge", session_cut_mid_campaign },
+    { "slurm", relay_campaign_completes },  { "slurm", direct_fails_naming_address },
+    { "slurm", session_cut_mid_campaign },  { "slurm", link_down_mid_campaign },
+    { "slurm", probe_recommends_relay },    { "sge", relay_campaign_completes },
+    { "sge", direct_fails_naming_address }, { "sge", session_cut_mid_campaign },
   };
   static const char *const names[] = {
-    "relay-campaign-completes", "direct-fails-naming-address", "session-cut-mid-campaign",
-    "link-down-mid-campaign",   "sites-check-probe-recommends-relay", "relay-campaign-completes",    "direct-fails-naming-address",
-    "session-cut-mid-campaign",
+    "relay-campaign-completes",    "direct-fails-naming-address",        "session-cut-mid-campaign",
+    "link-down-mid-campaign",      "sites-check-probe-recommends-relay", "relay-campaign-completes",
+    "direct-fails-naming-address", "session-cut-mid-campaign",
   };
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {

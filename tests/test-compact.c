@@ -1,8 +1,8 @@
 /* test-compact.c: journal compaction in a real `datc run`.  The master is
  * killed (kill -9, from inside: DATC_TEST_COMPACT_KILL_AT, master/journal.c)
  * at each step of a compaction, then resumed: every task has exactly one
- * result, and a further resume gives the same results.jsonl.  A finished campaign's journal, compacted at a resume, is
- * smaller and gives the same results.jsonl; `datc status` shows the
+ * result, and a further resume gives the same results.jsonl.  A finished campaign's journal,
+ * compacted at a resume, is smaller and gives the same results.jsonl; `datc status` shows the
  * journal's size and that compaction. */
 #include <glib/gstdio.h>
 #include <signal.h>
@@ -39,8 +39,9 @@ test_killed_at_step (gconstpointer data)
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *journal_new = g_build_filename (dir, "journal.new", NULL);
   /* 4 KiB: the first compaction starts after a few dozen results. */
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                         "--compact-min-bytes", "4096", "--no-progress", file, NULL };
+  const char *argv[]
+      = { tb_datc (), "run",           "--dir", dir, "--local-slots", "4", "--compact-min-bytes",
+          "4096",     "--no-progress", file,    NULL };
 
   g_setenv ("DATC_TEST_COMPACT_KILL_AT", step, TRUE);
   g_autoptr (TbProc) master = tb_spawn (d, "killed", argv);
@@ -100,10 +101,12 @@ test_resume_compacts (void)
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *journal = g_build_filename (dir, "journal", NULL);
   g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
-  const char *never[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                          "--compact-min-bytes", "never", "--no-progress", file, NULL };
-  const char *compact[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                            "--compact-min-bytes", "1", "--no-progress", file, NULL };
+  const char *never[]
+      = { tb_datc (), "run",           "--dir", dir, "--local-slots", "4", "--compact-min-bytes",
+          "never",    "--no-progress", file,    NULL };
+  const char *compact[]
+      = { tb_datc (), "run",           "--dir", dir, "--local-slots", "4", "--compact-min-bytes",
+          "1",        "--no-progress", file,    NULL };
 
   g_assert_cmpint (tb_run (d, never, 120, NULL), ==, 0);
   guint64 before = file_size (journal);
@@ -162,11 +165,10 @@ main (int argc, char **argv)
   static const char *const steps[] = { "written", "copied", "synced", "renamed" };
   for (guint i = 0; i < G_N_ELEMENTS (steps); i++)
     {
-      g_autofree gchar *path = g_strdup_printf ("/compact/killed-when-%s-resumes-each-task-once",
-                                                steps[i]);
+      g_autofree gchar *path
+          = g_strdup_printf ("/compact/killed-when-%s-resumes-each-task-once", steps[i]);
       g_test_add_data_func (path, steps[i], test_killed_at_step);
     }
-  g_test_add_func ("/compact/resume-compacts-a-journal-smaller-same-results",
-                   test_resume_compacts);
+  g_test_add_func ("/compact/resume-compacts-a-journal-smaller-same-results", test_resume_compacts);
   return g_test_run ();
 }

@@ -93,8 +93,8 @@ proxies_of (const char *dir, const char *site)
           || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
         continue;
       JsonObject *o = json_node_get_object (json_parser_get_root (parser));
-      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""),
-                     "proxy_submitted") == 0
+      if (g_strcmp0 (json_object_get_string_member_with_default (o, "event", ""), "proxy_submitted")
+              == 0
           && g_strcmp0 (json_object_get_string_member_with_default (o, "site", ""), site) == 0)
         {
           int pid = atoi (json_object_get_string_member (o, "job"));

@@ -67,8 +67,8 @@ campaign_idle (gpointer p)
   g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
   if (st == NULL)
     return FALSE;
-  return tasks (st, "total") == w->total && tasks (st, "queued") == 0
-         && tasks (st, "running") == 0 && tasks (st, "prefetched") == 0;
+  return tasks (st, "total") == w->total && tasks (st, "queued") == 0 && tasks (st, "running") == 0
+         && tasks (st, "prefetched") == 0;
 }
 
 static void
@@ -97,8 +97,9 @@ check_status_matches_results (TbDir *d, const char *dir, gboolean running)
   g_autoptr (JsonObject) st = status_json (d, dir);
   gint64 done, failed, cancelled;
   count_results (dir, &done, &failed, &cancelled);
-  g_assert_cmpint (json_object_get_boolean_member (json_object_get_object_member (st, "master"),
-                                                   "running"), ==, running);
+  g_assert_cmpint (
+      json_object_get_boolean_member (json_object_get_object_member (st, "master"), "running"), ==,
+      running);
   g_assert_cmpint (tasks (st, "done"), ==, done);
   g_assert_cmpint (tasks (st, "failed"), ==, failed);
   g_assert_cmpint (tasks (st, "cancelled"), ==, cancelled);
@@ -115,7 +116,8 @@ test_open_campaign (void)
   g_autofree gchar *wave = tb_write (d, "wave.txt", "echo w1\necho w2\nsh -c 'exit 4'\n");
   g_autofree gchar *bad = tb_write (d, "bad.jsonl", "{\"sh\": \"true\"}\n{\"sh\": 5}\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", "--local-slots", "2", file, NULL };
+  const char *argv[]
+      = { tb_datc (), "run", "--dir", dir, "--open", "--local-slots", "2", file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   g_autofree gchar *control = g_build_filename (dir, "control", NULL);
   Idle idle = { d, dir, 3 };
@@ -235,8 +237,8 @@ test_cancel (void)
 
   /* Asked: they run (and are cancelled again, quickly, by a short timeout
    * we cannot give them; so cancel again and check they were started). */
-  const char *retry[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "3",
-                          "--retry-cancelled", file, NULL };
+  const char *retry[]
+      = { tb_datc (), "run", "--dir", dir, "--local-slots", "3", "--retry-cancelled", file, NULL };
   g_autoptr (TbProc) again = tb_spawn (d, "master", retry);
   w.want = g_strv_length (lines) + 3;
   g_assert_true (tb_await (pids_written, &w, 60));
@@ -259,8 +261,8 @@ capture (const char *socket)
 {
   gchar *out = NULL;
   const char *argv[] = { "tmux", "-L", socket, "capture-pane", "-p", "-t", "datc", NULL };
-  g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
-                NULL, NULL, &out, NULL, NULL, NULL);
+  g_spawn_sync (NULL, (gchar **) argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL, NULL,
+                NULL, &out, NULL, NULL, NULL);
   return out ? out : g_strdup ("");
 }
 
@@ -292,14 +294,14 @@ test_progress_line (void)
   g_autofree gchar *file = tb_write (d, "t.txt", t->str);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *socket = g_strdup_printf ("datc-test-%d", (int) getpid ());
-  g_autofree gchar *cmd = g_strdup_printf ("%s run --dir %s --local-slots 2 %s; echo EXIT=$?; sleep 600",
-                                           tb_datc (), dir, file);
-  const char *start[] = { "tmux", "-L", socket, "new-session", "-d", "-s", "datc", "-x", "160",
-                          "-y", "40", cmd, NULL };
+  g_autofree gchar *cmd = g_strdup_printf (
+      "%s run --dir %s --local-slots 2 %s; echo EXIT=$?; sleep 600", tb_datc (), dir, file);
+  const char *start[] = { "tmux", "-L",  socket, "new-session", "-d", "-s", "datc",
+                          "-x",   "160", "-y",   "40",          cmd,  NULL };
   g_autoptr (GError) error = NULL;
   gint status = -1;
-  g_spawn_sync (NULL, (gchar **) start, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL,
-                &status, &error);
+  g_spawn_sync (NULL, (gchar **) start, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, &status,
+                &error);
   g_assert_no_error (error);
   g_assert_cmpint (status, ==, 0);
 
@@ -340,7 +342,8 @@ campaign_live (gpointer p)
   Idle *w = p;
   g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
   return st != NULL
-         && json_object_get_boolean_member (json_object_get_object_member (st, "master"), "running");
+         && json_object_get_boolean_member (json_object_get_object_member (st, "master"),
+                                            "running");
 }
 
 /* `datc status --watch` into a pipe (not a terminal) follows the campaign
@@ -379,7 +382,7 @@ test_watch_into_a_pipe (void)
 typedef struct {
   TbDir *d;
   const char *dir;
-  JsonObject *st;   /* the status that showed it */
+  JsonObject *st; /* the status that showed it */
 } Ahead;
 
 /* Status shows tasks prefetched apart from those running. */
@@ -388,8 +391,8 @@ shows_prefetched (gpointer p)
 {
   Ahead *w = p;
   g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
-  if (st == NULL || !json_object_has_member (json_object_get_object_member (st, "tasks"),
-                                             "prefetched"))
+  if (st == NULL
+      || !json_object_has_member (json_object_get_object_member (st, "tasks"), "prefetched"))
     return FALSE;
   if (tasks (st, "prefetched") == 0 || tasks (st, "running") == 0)
     return FALSE;
@@ -434,14 +437,16 @@ test_prefetched_apart (void)
   g_assert_nonnull (strstr (out, " prefetched, "));
   /* And what the local site was asked: calls by kind, per 1,000 tasks
    * done (2 done: at least one call, 500), and no budget on a fork site. */
-  const char *head = "\nSITE                CALLS  SUBMIT    POLL  CANCEL   PUT  PER 1000  BUDGET/MINUTE\n";
+  const char *head
+      = "\nSITE                CALLS  SUBMIT    POLL  CANCEL   PUT  PER 1000  BUDGET/MINUTE\n";
   const char *calls = strstr (out, head);
   g_assert_nonnull (calls);
   g_auto (GStrv) row = g_strsplit (calls + strlen (head), "\n", 2);
   gint64 total, submit, poll, cancel, put;
   char per[16], budget[16];
-  g_assert_cmpint (sscanf (row[0], "local %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-                                   " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %15s %15s",
+  g_assert_cmpint (sscanf (row[0],
+                           "local %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+                           " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %15s %15s",
                            &total, &submit, &poll, &cancel, &put, per, budget),
                    ==, 7);
   g_assert_cmpint (submit, >=, 1);
@@ -476,13 +481,19 @@ test_control_permissions (void)
   /* Even with the directory opened up, another user cannot connect. */
   g_assert_cmpint (chmod (d->path, 0755), ==, 0);
   g_assert_cmpint (chmod (dir, 0755), ==, 0);
-  const char *probe[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-                          "/usr/bin/python3", "-c",
+  const char *probe[] = { "setpriv",
+                          "--reuid=65534",
+                          "--regid=65534",
+                          "--clear-groups",
+                          "--",
+                          "/usr/bin/python3",
+                          "-c",
                           "import socket,sys\n"
                           "s=socket.socket(socket.AF_UNIX)\n"
                           "try:\n s.connect(sys.argv[1])\nexcept PermissionError:\n sys.exit(7)\n"
                           "sys.exit(0)\n",
-                          sock, NULL };
+                          sock,
+                          NULL };
   g_assert_cmpint (tb_run (d, probe, 30, NULL), ==, 7);
   /* The owner can. */
   const char *close_argv[] = { tb_datc (), "close", dir, NULL };
@@ -551,7 +562,11 @@ test_control_refuses_garbage (void)
   g_autofree gchar *huge = g_malloc (huge_len);
   memset (huge, 'x', huge_len);
   static const char nul[] = "{\"cmd\":\"st\0atus\"}";
-  struct { const char *name, *frame; gsize len; const char *says; } cases[] = {
+  struct {
+    const char *name, *frame;
+    gsize len;
+    const char *says;
+  } cases[] = {
     { "empty", FRAME (""), "an empty request" },
     { "blank", FRAME ("  \n"), "invalid JSON: expected a value" },
     { "not JSON", FRAME ("status"), "invalid JSON: unexpected character at byte 1" },
@@ -617,7 +632,9 @@ test_commands_say_what_is_wrong (void)
   const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
   g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
 
-  struct { const char *id, *says; } cases[] = {
+  struct {
+    const char *id, *says;
+  } cases[] = {
     { "-1", "datc output: task ids start at 1, not -1\n" },
     { "0", "datc output: task ids start at 1, not 0\n" },
     { "x", "datc output: \"x\" is not a task id\n" },
@@ -643,7 +660,8 @@ test_commands_say_what_is_wrong (void)
   if (geteuid () == 0)
     {
       const char *st_argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                "--", tb_datc (), "status", dir, NULL };
+                                "--",      tb_datc (),      "status",        dir,
+                                NULL };
       g_assert_cmpint (tb_run (d, st_argv, 60, &err), ==, 2);
     }
   else
@@ -666,9 +684,9 @@ test_every_command_has_help (void)
   g_autoptr (TbDir) d = tb_dir_new ();
   g_unsetenv ("DATC_DIR");
   static const char *const cmds[][2] = {
-    { "status", NULL }, { "submit", NULL }, { "cancel", NULL }, { "close", NULL },
-    { "shell", NULL }, { "results", NULL }, { "output", NULL }, { "run", NULL },
-    { "report", NULL }, { "sites", NULL }, { "analyze", "predict" }, { "analyze", "waits" },
+    { "status", NULL },     { "submit", NULL },  { "cancel", NULL },       { "close", NULL },
+    { "shell", NULL },      { "results", NULL }, { "output", NULL },       { "run", NULL },
+    { "report", NULL },     { "sites", NULL },   { "analyze", "predict" }, { "analyze", "waits" },
     { "analyze", "trace" },
   };
   for (guint i = 0; i < G_N_ELEMENTS (cmds); i++)
@@ -678,8 +696,9 @@ test_every_command_has_help (void)
       g_autoptr (TbProc) p = tb_spawn (d, "help", argv);
       g_assert_cmpint (tb_wait (p, 30), ==, 0);
       g_autofree gchar *out = tb_proc_stdout (p);
-      g_autofree gchar *want = g_strdup_printf ("Usage:\n  datc %s%s%s [OPTION", cmds[i][0],
-                                                cmds[i][1] ? " " : "", cmds[i][1] ? cmds[i][1] : "");
+      g_autofree gchar *want
+          = g_strdup_printf ("Usage:\n  datc %s%s%s [OPTION", cmds[i][0], cmds[i][1] ? " " : "",
+                             cmds[i][1] ? cmds[i][1] : "");
       if (!g_str_has_prefix (out, want))
         g_error ("datc %s --help: expected \"%s...\", got \"%s\"", cmds[i][0], want, out);
     }

@@ -73,8 +73,8 @@ run_campaign_within (TbDir *d, const char *name, const char *sites, const char *
                      const char *mode, int want_status, guint timeout_s)
 {
   gchar *dir = g_build_filename (d->path, name, NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", mode,
-                         tasks, NULL };
+  const char *argv[]
+      = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--mode", mode, tasks, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, timeout_s, &err);
   if (status != want_status)
@@ -86,8 +86,8 @@ run_campaign_within (TbDir *d, const char *name, const char *sites, const char *
 }
 
 static gchar *
-run_campaign (TbDir *d, const char *name, const char *sites, const char *tasks,
-              const char *mode, int want_status)
+run_campaign (TbDir *d, const char *name, const char *sites, const char *tasks, const char *mode,
+              int want_status)
 {
   return run_campaign_within (d, name, sites, tasks, mode, want_status, 180);
 }
@@ -106,10 +106,10 @@ output_of (TbDir *d, const char *dir, gint64 id)
 
 #define MODE_TASKS 36
 
-static const char *const mode_sites =
-    "[master]\nlisten = tcp://127.0.0.1:0\n\n"
-    "[site alpha]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n\n"
-    "[site beta]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 2\n";
+static const char *const mode_sites
+    = "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+      "[site alpha]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n\n"
+      "[site beta]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 2\n";
 
 /* Per site, how many results it produced. */
 static guint
@@ -455,8 +455,8 @@ test_direct_released_agents_hold_no_file (void)
   g_autofree gchar *tasks = same_tasks (d, n, "echo out");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *outputs = g_build_filename (dir, "outputs", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--mode", "direct", "--open",
-                         "--local-slots", "4", tasks, NULL };
+  const char *argv[] = { tb_datc (), "run",           "--dir", dir,   "--mode", "direct",
+                         "--open",   "--local-slots", "4",     tasks, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   ResultLines r = { dir, n };
   g_assert_true (tb_await (has_results, &r, 180));
@@ -467,7 +467,8 @@ test_direct_released_agents_hold_no_file (void)
     {
       g_clear_pointer (&trace, g_ptr_array_unref);
       trace = read_trace (dir);
-      if (count_events (trace, "agent_exited", NULL) >= n && open_files_under (tb_proc_pid (master), outputs) == 0)
+      if (count_events (trace, "agent_exited", NULL) >= n
+          && open_files_under (tb_proc_pid (master), outputs) == 0)
         break;
       g_usleep (50 * 1000);
     }
@@ -484,7 +485,7 @@ typedef struct {
   TbDir *d;
   const char *dir;
   const char *site;
-  gboolean died_early;  /* the site degrades by proxies ending before their agent connects */
+  gboolean died_early; /* the site degrades by proxies ending before their agent connects */
   gboolean seen;
 } StatusWatch;
 
@@ -599,10 +600,11 @@ test_pending_cancelled_when_work_fits (void)
     g_string_append (t, "sleep 0.05\n");
   g_string_append (t, "sleep 4\n");
   g_autofree gchar *tasks = tb_write (d, "t.txt", t->str);
-  g_autofree gchar *ini = g_strdup_printf (
-      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
-      "[site good]\nscheduler = fork\nslots_per_proxy = 2\n\n"
-      "[site stuck]\nscheduler = fork\nmax_proxies = 2\nagent = %s\n", stuck);
+  g_autofree gchar *ini
+      = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                         "[site good]\nscheduler = fork\nslots_per_proxy = 2\n\n"
+                         "[site stuck]\nscheduler = fork\nmax_proxies = 2\nagent = %s\n",
+                         stuck);
   g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
   g_autofree gchar *dir = run_campaign (d, "c", sites, tasks, "pull", 0);
   g_autoptr (GPtrArray) trace = read_trace (dir);
@@ -665,7 +667,8 @@ main (int argc, char **argv)
   g_test_add_func ("/modes/direct-released-agents-hold-no-file",
                    test_direct_released_agents_hold_no_file);
   g_test_add_func ("/modes/degraded-sites", test_degraded_sites);
-  g_test_add_func ("/modes/pending-cancelled-when-work-fits", test_pending_cancelled_when_work_fits);
+  g_test_add_func ("/modes/pending-cancelled-when-work-fits",
+                   test_pending_cancelled_when_work_fits);
   g_test_add_func ("/modes/slots-nothing-fits-are-not-capacity",
                    test_slots_nothing_fits_are_not_capacity);
   return g_test_run ();

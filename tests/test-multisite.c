@@ -17,7 +17,7 @@
 #include "harness.h"
 #include "multisite.h"
 
-static MsBed *bed;   /* in the subprocess: loaded from the parent's state */
+static MsBed *bed; /* in the subprocess: loaded from the parent's state */
 
 /* What a test saw (counts, errors), on stderr: a subprocess's
  * g_test_message never reaches the log. */
@@ -36,7 +36,7 @@ note (const char *fmt, ...)
 
 typedef struct {
   TbDir *d;
-  gchar *workdirs;     /* owned by the login user: the sites' workdirs go below */
+  gchar *workdirs; /* owned by the login user: the sites' workdirs go below */
 } Fixture;
 
 static void
@@ -61,8 +61,8 @@ fixture_init (Fixture *b)
 static gchar *
 write_sites (Fixture *b, const char *name, const char *groups)
 {
-  g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://%s:0\n\n%s",
-                                           bed->master_addr, groups);
+  g_autofree gchar *ini
+      = g_strdup_printf ("[master]\nlisten = tcp://%s:0\n\n%s", bed->master_addr, groups);
   g_autofree gchar *file = g_strdup_printf ("%s.ini", name);
   return tb_write (b->d, file, ini);
 }
@@ -76,8 +76,8 @@ site_group (Fixture *b, const char *name, MsHost host, const char *site, const c
   return ms_site_group (bed, host, site, scheduler, workdir, extra);
 }
 
-static const char *const fork_group =
-    "[site here]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 1\n\n";
+static const char *const fork_group
+    = "[site here]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 1\n\n";
 
 /* `datc run` in the master's namespace, not waited for. */
 static TbProc *
@@ -85,8 +85,8 @@ start_campaign (Fixture *b, const char *name, const char *sites, const char *tas
                 const char *mode, gchar **dir)
 {
   *dir = g_build_filename (b->d->path, name, NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", *dir, "--sites", sites, "--mode", mode,
-                         tasks, NULL };
+  const char *argv[]
+      = { tb_datc (), "run", "--dir", *dir, "--sites", sites, "--mode", mode, tasks, NULL };
   g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
   return tb_spawn (b->d, name, (const char *const *) in_ns);
 }
@@ -266,8 +266,8 @@ across_sites (void)
     g_string_append_printf (line, "%s%s", s ? ":" : "", batch_sites[s].job_id);
   g_string_append (line, "'");
   g_autofree gchar *tasks = same_tasks (&b, ACROSS_TASKS, line->str);
-  g_autofree gchar *batch = batch_groups (&b, "c",
-                                          "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
+  g_autofree gchar *batch
+      = batch_groups (&b, "c", "slots_per_proxy = 2\nmax_proxies = 2\nwalltime = 10m\n");
   g_autofree gchar *groups = g_strconcat (batch, fork_group, NULL);
   g_autofree gchar *sites = write_sites (&b, "c", groups);
   g_autofree gchar *dir = run_campaign (&b, "c", sites, tasks, "pull", 0);
@@ -423,8 +423,8 @@ competitor_first (void)
       sge_before += g_str_equal (ms_str (v, "site"), "sge") && ms_int (v, "finished") < freed;
       slurm_after += g_str_equal (ms_str (v, "site"), "slurm") && ms_int (v, "started") > freed;
     }
-  note ("sge tasks done before Slurm was free: %u; Slurm tasks after: %u of %u",
-                  sge_before, slurm_after, results_at (res, "slurm"));
+  note ("sge tasks done before Slurm was free: %u; Slurm tasks after: %u of %u", sge_before,
+        slurm_after, results_at (res, "slurm"));
   g_assert_cmpuint (sge_before, >=, 16);
   g_assert_cmpuint (slurm_after, >, 0);
   g_assert_cmpuint (slurm_after, ==, results_at (res, "slurm"));
@@ -497,8 +497,8 @@ pending_proxies_migrate (void)
                             "command_timeout = 5s\n";
 
   /* Never: after well past the bound, still nothing moved or ran. */
-  g_autofree gchar *never = g_strconcat (slurm_extra, "migrate_after = 0\n",
-                                         "max_calls_per_minute = 0\n", NULL);
+  g_autofree gchar *never
+      = g_strconcat (slurm_extra, "migrate_after = 0\n", "max_calls_per_minute = 0\n", NULL);
   g_autofree gchar *slurm0 = site_group (&b, "never", MS_SLURM, "slurm", "slurm", never);
   g_autofree gchar *sge0 = site_group (&b, "never", MS_SGE, "sge", "sge", sge_extra);
   g_autofree gchar *groups0 = g_strconcat (slurm0, sge0, NULL);
@@ -565,7 +565,7 @@ pending_proxies_migrate (void)
 typedef struct {
   const char *dir;
   const char *const *sites;
-  GHashTable *errors;   /* site -> last_error, once every site in `sites` is degraded */
+  GHashTable *errors; /* site -> last_error, once every site in `sites` is degraded */
 } StatusWatch;
 
 /* `datc status --json DIR` shows every site of w->sites degraded, with its
@@ -682,8 +682,9 @@ hung_login_node (void)
   g_autofree gchar *groups = g_strconcat (hung, fork_group, NULL);
   g_autofree gchar *sites = write_sites (&b, "h", groups);
   g_autofree gchar *dir = g_build_filename (b.d->path, "h", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--heartbeat-ms",
-                         "200", "--agent-timeout-ms", "1600", tasks, NULL };
+  const char *argv[]
+      = { tb_datc (),           "run",  "--dir", dir, "--sites", sites, "--heartbeat-ms", "200",
+          "--agent-timeout-ms", "1600", tasks,   NULL };
   g_auto (GStrv) in_ns = ms_in_netns (bed->ns_master, argv);
 
   g_assert_cmpint (kill (sshd, SIGSTOP), ==, 0);
@@ -722,7 +723,8 @@ hung_login_node (void)
     }
   g_assert_cmpint (status, ==, 0);
   note ("status: %u asked, %u answered (the first before the master listened), slowest "
-        "%.1f ms; degraded seen live: %d", asked, answered, slowest / 1000.0, degraded_seen);
+        "%.1f ms; degraded seen live: %d",
+        asked, answered, slowest / 1000.0, degraded_seen);
 
   g_autoptr (GHashTable) res = tb_results (dir);
   g_assert_cmpuint (g_hash_table_size (res), ==, 120);
@@ -850,8 +852,9 @@ same_results_in_every_mode (void)
 
   for (guint m = 0; m < G_N_ELEMENTS (modes); m++)
     {
-      g_autofree gchar *batch = batch_groups (&b, modes[m], "slots_per_proxy = 2\nmax_proxies = 2\n"
-                                                            "walltime = 10m\n");
+      g_autofree gchar *batch = batch_groups (&b, modes[m],
+                                              "slots_per_proxy = 2\nmax_proxies = 2\n"
+                                              "walltime = 10m\n");
       g_autofree gchar *groups = g_strconcat (batch, fork_group, NULL);
       g_autofree gchar *sites = write_sites (&b, modes[m], groups);
       gint64 t0 = g_get_monotonic_time ();
@@ -904,8 +907,8 @@ same_results_in_every_mode (void)
             {
               guint n = results_at (res, batch_sites[s].site);
               g_assert_cmpuint (n, >, 0);
-              g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", batch_sites[s].site),
-                                >=, n);
+              g_assert_cmpuint (ms_count_events (trace, "proxy_submitted", batch_sites[s].site), >=,
+                                n);
             }
           for (guint i = 0; i < trace->len; i++)
             if (g_str_equal (ms_str (trace->pdata[i], "event"), "proxy_submitted"))
@@ -979,8 +982,8 @@ sites_check_every_queue (void)
     {
       g_autofree gchar *name = g_strdup_printf ("%s-%s", want[i].scheduler, want[i].queue);
       g_autofree gchar *queue = g_strdup_printf ("queue = %s\n", want[i].queue);
-      g_autofree gchar *group = site_group (&b, "check", want[i].host, name, want[i].scheduler,
-                                            queue);
+      g_autofree gchar *group
+          = site_group (&b, "check", want[i].host, name, want[i].scheduler, queue);
       g_string_append (groups, group);
     }
   g_autofree gchar *sites = write_sites (&b, "check", groups->str);
@@ -1043,8 +1046,8 @@ main (int argc, char **argv)
       up = ms_bed_up (dir, &error);
       if (up == NULL)
         g_error ("%s", error->message);
-      g_printerr ("# multi-site test bed up in %.1f s (%s)\n",
-                  (g_get_monotonic_time () - t0) / 1e6, dir);
+      g_printerr ("# multi-site test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,
+                  dir);
       g_setenv ("DATC_MS_BED", dir, TRUE);
     }
   g_test_add_data_func ("/multisite/one-campaign-across-slurm-grid-engine-pbs-lsf-and-fork",
@@ -1061,8 +1064,8 @@ main (int argc, char **argv)
                         in_subprocess);
   g_test_add_data_func ("/multisite/sites-check-finds-each-schedulers-queue",
                         sites_check_every_queue, in_subprocess);
-  g_test_add_data_func ("/multisite/same-results-in-pull-static-direct",
-                        same_results_in_every_mode, in_subprocess);
+  g_test_add_data_func ("/multisite/same-results-in-pull-static-direct", same_results_in_every_mode,
+                        in_subprocess);
   int rc = g_test_run ();
   if (up != NULL)
     {

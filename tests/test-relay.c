@@ -14,9 +14,9 @@
 #include "harness.h"
 #include "relayframe.h"
 
-static const char *const relay_site =
-    "[site r]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n"
-    "reach = relay\nrelay_address = 127.0.0.1\n";
+static const char *const relay_site
+    = "[site r]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n"
+      "reach = relay\nrelay_address = 127.0.0.1\n";
 
 /* `n` tasks; each records its agent's command line in MARKS/ID, then
  * sleeps `secs` (a decimal). */
@@ -29,8 +29,10 @@ marked_tasks (TbDir *d, guint n, const char *secs)
   for (guint i = 1; i <= n; i++)
     /* Through a temporary file: a copy of the task (end-game
      * replication) killed mid-way must not leave the mark empty. */
-    g_string_append_printf (t, "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u.$$ && mv %s/%u.$$ "
-                            "%s/%u; sleep %s\n", marks, i, marks, i, marks, i, secs);
+    g_string_append_printf (t,
+                            "tr '\\0' ' ' < /proc/$PPID/cmdline > %s/%u.$$ && mv %s/%u.$$ "
+                            "%s/%u; sleep %s\n",
+                            marks, i, marks, i, marks, i, secs);
   return tb_write (d, "t.txt", t->str);
 }
 
@@ -166,8 +168,8 @@ test_relay_exits_with_its_master (void)
   JsonObject *site = json_array_get_object_element (json_object_get_array_member (st, "sites"), 0);
   JsonObject *relay = json_object_get_object_member (site, "relay");
   g_assert_cmpstr (json_object_get_string_member (relay, "state"), ==, "up");
-  g_assert_true (g_str_has_prefix (json_object_get_string_member (relay, "endpoint"),
-                                   "tcp://127.0.0.1:"));
+  g_assert_true (
+      g_str_has_prefix (json_object_get_string_member (relay, "endpoint"), "tcp://127.0.0.1:"));
   g_assert_cmpint (json_object_get_int_member (relay, "connections"), >=, 1);
   g_assert_cmpint (json_object_get_int_member (relay, "sessions"), ==, 1);
 
@@ -228,10 +230,10 @@ test_resumed_master_keeps_the_relay_port (void)
   for (guint i = before->len; i < trace->len; i++)
     {
       JsonObject *o = trace->pdata[i];
-      came_back += g_str_equal (json_object_get_string_member_with_default (o, "event", ""),
-                                "agent_connected")
-                   && g_hash_table_contains (first_proxies,
-                                             json_object_get_string_member (o, "proxy"));
+      came_back
+          += g_str_equal (json_object_get_string_member_with_default (o, "event", ""),
+                          "agent_connected")
+             && g_hash_table_contains (first_proxies, json_object_get_string_member (o, "proxy"));
     }
   g_assert_cmpuint (came_back, >, 0);
 }

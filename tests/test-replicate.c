@@ -82,8 +82,9 @@ slow_pid (const Files *f)
 static double
 run (TbDir *d, const char *dir, const Files *f, const char *max_replicas)
 {
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                         "--local-agents", "2", "--max-replicas", max_replicas, f->tasks, NULL };
+  const char *argv[]
+      = { tb_datc (),       "run", "--dir",          dir,          "--local-slots", "4",
+          "--local-agents", "2",   "--max-replicas", max_replicas, f->tasks,        NULL };
   g_autofree gchar *err = NULL;
   gint64 start = g_get_monotonic_time ();
   int status = tb_run (d, argv, 120, &err);
@@ -171,9 +172,10 @@ test_resume_while_a_copy_runs (void)
   Files f = { 0 };
   make_tasks (d, "", TRUE, &f);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                         "--local-agents", "2", "--heartbeat-ms", "200", "--agent-timeout-ms",
-                         "3000", f.tasks, NULL };
+  const char *argv[]
+      = { tb_datc (),       "run", "--dir",          dir,   "--local-slots",      "4",
+          "--local-agents", "2",   "--heartbeat-ms", "200", "--agent-timeout-ms", "3000",
+          f.tasks,          NULL };
   gint64 start = g_get_monotonic_time ();
   g_autoptr (TbProc) first = tb_spawn (d, "master", argv);
   g_assert_true (tb_await_file (f.copy_started, 60));

@@ -51,10 +51,24 @@ test_master_killed_repeatedly (void)
   guint n = 800;
   g_autofree gchar *file = make_tasks (d, n, log, "; sleep 0.01");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-agents", "2", "--local-slots",
-                         "4", "--agent-timeout-ms", "3000", "--heartbeat-ms", "200", file, NULL };
-  g_autoptr (GPtrArray) snap_results = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
-  g_autoptr (GPtrArray) snap_exec = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+  const char *argv[] = { tb_datc (),
+                         "run",
+                         "--dir",
+                         dir,
+                         "--local-agents",
+                         "2",
+                         "--local-slots",
+                         "4",
+                         "--agent-timeout-ms",
+                         "3000",
+                         "--heartbeat-ms",
+                         "200",
+                         file,
+                         NULL };
+  g_autoptr (GPtrArray) snap_results
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
+  g_autoptr (GPtrArray) snap_exec
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) g_hash_table_unref);
   /* Kills that cut a campaign with some results recorded and some not:
    * the case the test is about. */
   guint mid_run = 0;
@@ -105,7 +119,8 @@ test_master_killed_repeatedly (void)
           guint now = GPOINTER_TO_UINT (g_hash_table_lookup (ex, key));
           if (then != now)
             g_error ("task %" G_GINT64_FORMAT " had a result after kill %u, yet ran again "
-                     "(%u executions then, %u now)", *(gint64 *) key, k + 1, then, now);
+                     "(%u executions then, %u now)",
+                     *(gint64 *) key, k + 1, then, now);
           checked++;
         }
     }
@@ -147,7 +162,6 @@ test_journal_truncated (void)
     }
 }
 
-
 typedef struct {
   const char *path;
   guint want;
@@ -171,12 +185,13 @@ test_running_tasks_reattach (void)
   g_autoptr (GString) t = g_string_new (NULL);
   /* Each task logs its start, then waits for the gate file. */
   for (guint i = 1; i <= 4; i++)
-    g_string_append_printf (t, "sh -c 'echo %u >> %s; while [ ! -e %s ]; do sleep 0.05; done'\n",
-                            i, log, gate);
+    g_string_append_printf (t, "sh -c 'echo %u >> %s; while [ ! -e %s ]; do sleep 0.05; done'\n", i,
+                            log, gate);
   g_autofree gchar *file = tb_write (d, "tasks.txt", t->str);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "4",
-                         "--heartbeat-ms", "200", "--agent-timeout-ms", "3000", file, NULL };
+  const char *argv[]
+      = { tb_datc (),           "run",  "--dir", dir, "--local-slots", "4", "--heartbeat-ms", "200",
+          "--agent-timeout-ms", "3000", file,    NULL };
   g_autoptr (TbProc) first = tb_spawn (d, "master", argv);
   LinesAtLeast all_started = { log, 4 };
   g_assert_true (tb_await (lines_at_least, &all_started, 60));
@@ -215,8 +230,8 @@ test_agent_gives_up (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *ep = g_strdup_printf ("ipc://%s/nobody.sock", d->path);
-  const char *argv[] = { tb_agent (), "--connect", ep, "--reconnect-timeout", "1", "--slots", "1",
-                         NULL };
+  const char *argv[]
+      = { tb_agent (), "--connect", ep, "--reconnect-timeout", "1", "--slots", "1", NULL };
   g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
   g_assert_cmpint (tb_wait (agent, 30), ==, 3);
   g_autofree gchar *err = tb_proc_stderr (agent);
@@ -248,10 +263,10 @@ hand_agent (TbDir *d, const char *dir, const char *endpoint)
   g_autofree gchar *server_pub = NULL;
   g_assert_true (g_file_get_contents (pub_path, &server_pub, NULL, NULL));
   g_strstrip (server_pub);
-  const char *argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server_pub,
-                         "--key-file", key_path, "--slots", "4", "--prefetch", "0",
-                         "--site", "hand",
-                         "--reconnect-timeout", "120", NULL };
+  const char *argv[] = { tb_agent (), "--connect",           endpoint, "--server-key",
+                         server_pub,  "--key-file",          key_path, "--slots",
+                         "4",         "--prefetch",          "0",      "--site",
+                         "hand",      "--reconnect-timeout", "120",    NULL };
   return tb_spawn (d, "agent", argv);
 }
 
@@ -275,9 +290,19 @@ test_listen_port_survives_resume (void)
   g_autofree gchar *file = tb_write (d, "tasks.txt", t->str);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *ep_file = g_build_filename (dir, "endpoint", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen",
-                         "tcp://127.0.0.1:0", "--heartbeat-ms", "200", "--agent-timeout-ms",
-                         "3000", file, NULL };
+  const char *argv[] = { tb_datc (),
+                         "run",
+                         "--dir",
+                         dir,
+                         "--no-local",
+                         "--listen",
+                         "tcp://127.0.0.1:0",
+                         "--heartbeat-ms",
+                         "200",
+                         "--agent-timeout-ms",
+                         "3000",
+                         file,
+                         NULL };
   g_autoptr (TbProc) first = tb_spawn (d, "master", argv);
   g_assert_true (tb_await (file_exists, ep_file, 30));
   g_autofree gchar *endpoint = read_endpoint (dir);
@@ -333,8 +358,8 @@ test_listen_port_taken_at_resume (void)
   g_autofree gchar *file = tb_write (d, "tasks.txt", "true\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *ep_file = g_build_filename (dir, "endpoint", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen",
-                         "tcp://127.0.0.1:0", file, NULL };
+  const char *argv[] = { tb_datc (),          "run", "--dir", dir, "--no-local", "--listen",
+                         "tcp://127.0.0.1:0", file,  NULL };
   g_autoptr (TbProc) first = tb_spawn (d, "master", argv);
   g_assert_true (tb_await (file_exists, ep_file, 30));
   g_autofree gchar *endpoint = read_endpoint (dir);
@@ -343,11 +368,12 @@ test_listen_port_taken_at_resume (void)
 
   /* Someone else listens on that port now. */
   guint64 port = 0;
-  g_assert_true (g_ascii_string_to_unsigned (strrchr (endpoint, ':') + 1, 10, 1, 65535, &port,
-                                             NULL));
+  g_assert_true (
+      g_ascii_string_to_unsigned (strrchr (endpoint, ':') + 1, 10, 1, 65535, &port, NULL));
   int fd = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   g_assert_cmpint (fd, >=, 0);
-  struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons ((guint16) port),
+  struct sockaddr_in sin = { .sin_family = AF_INET,
+                             .sin_port = htons ((guint16) port),
                              .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
   g_assert_cmpint (bind (fd, (struct sockaddr *) &sin, sizeof sin), ==, 0);
   g_assert_cmpint (listen (fd, 1), ==, 0);

@@ -52,8 +52,8 @@ test_keys_and_garbage (void)
   g_autofree gchar *file = tb_write (d, "t.txt", "echo one\necho two\necho three\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *ep_file = g_build_filename (dir, "endpoint", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen",
-                         "tcp://127.0.0.1:0", file, NULL };
+  const char *argv[] = { tb_datc (),          "run", "--dir", dir, "--no-local", "--listen",
+                         "tcp://127.0.0.1:0", file,  NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   g_assert_true (tb_await_file (ep_file, 30));
 
@@ -90,8 +90,9 @@ test_keys_and_garbage (void)
   g_assert_cmpint (zmq_poll (&it2, 1, 300), ==, 0);
 
   /* 3. A real agent with the issued key is served and the campaign ends. */
-  const char *agent_argv[] = { tb_agent (), "--connect", endpoint, "--server-key", server_pub,
-                               "--key-file", key_path, "--slots", "2", "--site", "tcp", NULL };
+  const char *agent_argv[]
+      = { tb_agent (), "--connect", endpoint, "--server-key", server_pub, "--key-file",
+          key_path,    "--slots",   "2",      "--site",       "tcp",      NULL };
   g_autoptr (TbProc) agent = tb_spawn (d, "agent", agent_argv);
   int status = tb_wait (master, 60);
   if (status != 0)
@@ -148,8 +149,8 @@ test_listen_only_tcp (void)
   g_autofree gchar *file = tb_write (d, "t.txt", "true\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *ep = g_strdup_printf ("ipc://%s/open.sock", d->path);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen", ep, file,
-                         NULL };
+  const char *argv[]
+      = { tb_datc (), "run", "--dir", dir, "--no-local", "--listen", ep, file, NULL };
   g_autofree gchar *err = NULL;
   g_assert_cmpint (tb_run (d, argv, 30, &err), ==, 2);
   g_assert_nonnull (strstr (err, ep));
@@ -164,10 +165,10 @@ test_listen_only_tcp (void)
  * the real /tmp is never touched. */
 typedef struct {
   TbDir *d, *fake;
-  gchar *dir;       /* the campaign, its path too long for a socket */
-  gchar *priv;      /* FAKE/datc-UID: /tmp/datc-UID inside */
+  gchar *dir;  /* the campaign, its path too long for a socket */
+  gchar *priv; /* FAKE/datc-UID: /tmp/datc-UID inside */
   gchar *file;
-  gchar *base;      /* the test directory's name, in /tmp and in FAKE */
+  gchar *base; /* the test directory's name, in /tmp and in FAKE */
 } Fallback;
 
 static void
@@ -201,10 +202,19 @@ static const char **
 in_fake_tmp (Fallback *f, const char *const *argv)
 {
   GPtrArray *a = g_ptr_array_new ();
-  const char *pre[] = { "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+  const char *pre[] = { "unshare",
+                        "--mount",
+                        "--propagation",
+                        "private",
+                        "--",
+                        "/bin/sh",
+                        "-c",
                         "mount --bind \"$1\" \"$2/$3\" && mount --rbind \"$2\" /tmp && shift 3 "
                         "&& exec \"$@\"",
-                        "sh", f->d->path, f->fake->path, f->base };
+                        "sh",
+                        f->d->path,
+                        f->fake->path,
+                        f->base };
   for (guint i = 0; i < G_N_ELEMENTS (pre); i++)
     g_ptr_array_add (a, (gpointer) pre[i]);
   for (guint i = 0; argv[i]; i++)
@@ -231,8 +241,8 @@ test_fallback_made_private (void)
 {
   Fallback f;
   fallback_init (&f);
-  const char *run[] = { tb_datc (), "run", "--dir", f.dir, "--open", "--local-slots", "1", f.file,
-                        NULL };
+  const char *run[]
+      = { tb_datc (), "run", "--dir", f.dir, "--open", "--local-slots", "1", f.file, NULL };
   g_autofree const char **run_ns = in_fake_tmp (&f, run);
   g_autoptr (TbProc) master = tb_spawn (f.d, "master", run_ns);
   g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, f.dir, -1);
@@ -271,7 +281,7 @@ test_fallback_planted (gconstpointer data)
   fallback_init (&f);
   const char *reason = NULL;
   g_autofree gchar *target = g_build_filename (f.fake->path, "target", NULL);
-  const char *watched = f.priv;  /* where a socket would land */
+  const char *watched = f.priv; /* where a socket would land */
   switch (plant)
     {
     case PLANT_OPEN_DIR:
@@ -333,21 +343,27 @@ test_agent_refuses_others_socket (void)
   g_assert_cmpint (chown (theirs, 65534, 65534), ==, 0);
   g_assert_cmpint (g_mkdir (ours, 0700), ==, 0);
   g_autofree gchar *sock = g_build_filename (theirs, "m.sock", NULL);
-  const char *listener_argv[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                  "--", "/usr/bin/python3", "-c",
+  const char *listener_argv[] = { "setpriv",
+                                  "--reuid=65534",
+                                  "--regid=65534",
+                                  "--clear-groups",
+                                  "--",
+                                  "/usr/bin/python3",
+                                  "-c",
                                   "import socket,sys,time\n"
                                   "s=socket.socket(socket.AF_UNIX)\n"
                                   "s.bind(sys.argv[1])\n"
                                   "s.listen(8)\n"
                                   "time.sleep(600)\n",
-                                  sock, NULL };
+                                  sock,
+                                  NULL };
   g_autoptr (TbProc) listener = tb_spawn (d, "listener", listener_argv);
   g_assert_true (tb_await_file (sock, 30));
 
   /* 1. In another user's directory: refused before anything is sent. */
   g_autofree gchar *ep1 = g_strconcat ("ipc://", sock, NULL);
-  const char *a1[] = { tb_agent (), "--connect", ep1, "--slots", "1", "--reconnect-timeout",
-                       "600", NULL };
+  const char *a1[]
+      = { tb_agent (), "--connect", ep1, "--slots", "1", "--reconnect-timeout", "600", NULL };
   g_autofree gchar *err1 = NULL;
   g_assert_cmpint (tb_run (d, a1, 30, &err1), ==, 3);
   g_assert_nonnull (strstr (err1, theirs));
@@ -358,8 +374,8 @@ test_agent_refuses_others_socket (void)
   g_autofree gchar *moved = g_build_filename (ours, "agents.sock", NULL);
   g_assert_cmpint (rename (sock, moved), ==, 0);
   g_autofree gchar *ep2 = g_strconcat ("ipc://", moved, NULL);
-  const char *a2[] = { tb_agent (), "--connect", ep2, "--slots", "1", "--reconnect-timeout",
-                       "600", NULL };
+  const char *a2[]
+      = { tb_agent (), "--connect", ep2, "--slots", "1", "--reconnect-timeout", "600", NULL };
   g_autofree gchar *err2 = NULL;
   g_assert_cmpint (tb_run (d, a2, 30, &err2), ==, 3);
   g_assert_nonnull (strstr (err2, ep2));

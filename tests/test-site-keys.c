@@ -14,10 +14,10 @@
 #include "harness.h"
 #include "message.h"
 
-static const char *const two_sites =
-    "[master]\nlisten = tcp://127.0.0.1:0\n\n"
-    "[site a]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 1\n\n"
-    "[site b]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 1\n";
+static const char *const two_sites
+    = "[master]\nlisten = tcp://127.0.0.1:0\n\n"
+      "[site a]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 1\n\n"
+      "[site b]\nscheduler = fork\nslots_per_proxy = 1\nmax_proxies = 1\n";
 
 /* `n` tasks; each writes, into MARKS/ID, its agent's pid and command line
  * (so the test knows which site runs it), then sleeps `secs`. */
@@ -28,7 +28,8 @@ marked_tasks (TbDir *d, guint n, guint secs)
   g_autofree gchar *marks = g_build_filename (d->path, "marks", NULL);
   g_assert_cmpint (g_mkdir_with_parents (marks, 0700), ==, 0);
   for (guint i = 1; i <= n; i++)
-    g_string_append_printf (t, "{ echo $PPID; tr '\\0' ' ' < /proc/$PPID/cmdline; } > %s/%u.tmp "
+    g_string_append_printf (t,
+                            "{ echo $PPID; tr '\\0' ' ' < /proc/$PPID/cmdline; } > %s/%u.tmp "
                             "&& mv %s/%u.tmp %s/%u; sleep %u\n",
                             marks, i, marks, i, marks, i, secs);
   return tb_write (d, "t.txt", t->str);
@@ -36,11 +37,11 @@ marked_tasks (TbDir *d, guint n, guint secs)
 
 typedef struct {
   TbDir *d;
-  const char *site;   /* in: "--site NAME" to look for */
+  const char *site; /* in: "--site NAME" to look for */
   guint n;
-  guint64 id;         /* out: a task running there */
-  int agent_pid;      /* out: its agent */
-  gchar *proxy;       /* out: its agent's proxy id */
+  guint64 id;    /* out: a task running there */
+  int agent_pid; /* out: its agent */
+  gchar *proxy;  /* out: its agent's proxy id */
 } Running;
 
 static gboolean
@@ -80,8 +81,8 @@ trace_has (gpointer p)
       JsonObject *o = trace->pdata[i];
       const char *ev = json_object_get_string_member_with_default (o, "event", "");
       const char *site = json_object_get_string_member_with_default (o, "site", "");
-      const char *m = w->member ? json_object_get_string_member_with_default (o, w->member, "")
-                                : "";
+      const char *m
+          = w->member ? json_object_get_string_member_with_default (o, w->member, "") : "";
       if (g_str_equal (ev, w->event) && (w->site == NULL || g_str_equal (site, w->site))
           && (w->contains == NULL || strstr (m, w->contains) != NULL))
         return TRUE;
@@ -100,8 +101,7 @@ count_events (const char *dir, const char *event, const char *site, const char *
       n += g_str_equal (json_object_get_string_member_with_default (o, "event", ""), event)
            && g_str_equal (json_object_get_string_member_with_default (o, "site", ""), site)
            && (proxy == NULL
-               || g_str_equal (json_object_get_string_member_with_default (o, "proxy", ""),
-                               proxy));
+               || g_str_equal (json_object_get_string_member_with_default (o, "proxy", ""), proxy));
     }
   return n;
 }
@@ -227,8 +227,8 @@ peer_next (Peer *p, int timeout_ms)
       zmq_msg_init (&msg);
       g_assert_cmpint (zmq_msg_recv (&msg, p->sock, 0), >=, 0);
       g_autoptr (GError) error = NULL;
-      DatcMsg *m = datc_msg_decode (zmq_msg_data (&msg), zmq_msg_size (&msg), DATC_FRAME_MAX,
-                                    &error);
+      DatcMsg *m
+          = datc_msg_decode (zmq_msg_data (&msg), zmq_msg_size (&msg), DATC_FRAME_MAX, &error);
       zmq_msg_close (&msg);
       g_assert_no_error (error);
       if (m->type != DATC_MSG_HEARTBEAT)
@@ -295,9 +295,9 @@ test_other_sites_proxy (void)
   Running on_b = { d, "b", 4, 0, 0, NULL };
   g_assert_true (tb_await (running_at, &on_b, 60));
   g_autofree gchar *key_a = g_build_filename (dir, "keys", "sites", "a.key", NULL);
-  const char *impostor[] = { tb_agent (), "--connect", endpoint, "--site", "b", "--proxy",
-                             on_b.proxy, "--slots", "4", "--server-key", server_pub,
-                             "--key-file", key_a, NULL };
+  const char *impostor[]
+      = { tb_agent (), "--connect", endpoint,       "--site",   "b",          "--proxy", on_b.proxy,
+          "--slots",   "4",         "--server-key", server_pub, "--key-file", key_a,     NULL };
   g_autoptr (TbProc) agent = tb_spawn (d, "impostor", impostor);
   g_assert_cmpint (tb_wait (agent, 30), ==, 3);
   g_autofree gchar *said = tb_proc_stderr (agent);
@@ -432,8 +432,8 @@ test_done_with_site (void)
   Peer stale;
   peer_open (&stale, endpoint, server_pub, key_b, "stale-1");
   peer_hello (&stale, "stale-1", "b", 0);
-  g_assert_true (tb_await_stderr (resumed, "the key of site b, which this campaign is done with",
-                                  30));
+  g_assert_true (
+      tb_await_stderr (resumed, "the key of site b, which this campaign is done with", 30));
   g_autoptr (DatcMsg) nothing = peer_next (&stale, 500);
   g_assert_null (nothing);
   peer_close (&stale);

@@ -159,8 +159,8 @@ test_offline_status_keeps_site_errors (void)
   JsonObject *s = json_array_get_object_element (list, 0);
   g_assert_cmpstr (json_object_get_string_member (s, "name"), ==, "broken");
   g_assert_cmpstr (json_object_get_string_member (s, "state"), ==, "degraded");
-  g_assert_nonnull (strstr (json_object_get_string_member (s, "last_error"),
-                            "ended before its agent connected"));
+  g_assert_nonnull (
+      strstr (json_object_get_string_member (s, "last_error"), "ended before its agent connected"));
 }
 
 /* Site `name` in the live status of the campaign in `dir` (transfer
@@ -181,7 +181,7 @@ live_site (const char *dir, const char *name)
 
 typedef struct {
   const char *dir;
-  JsonObject *site;  /* its last live status of site "tight" */
+  JsonObject *site; /* its last live status of site "tight" */
 } BudgetWatch;
 
 static gboolean
@@ -218,7 +218,8 @@ test_status_shows_the_call_budget (void)
   g_assert_cmpint (json_object_get_int_member (w.site, "max_calls_per_minute"), ==, 4);
   g_assert_cmpint (json_object_get_int_member (w.site, "calls_last_minute"), ==, 2);
   g_assert_cmpint (json_object_get_int_member (
-                     json_object_get_object_member (w.site, "commands_by_kind"), "submit"), ==, 1);
+                       json_object_get_object_member (w.site, "commands_by_kind"), "submit"),
+                   ==, 1);
   json_object_unref (w.site);
 
   const char *text_argv[] = { tb_datc (), "status", dir, NULL };
@@ -278,7 +279,8 @@ test_status_bounds_the_queue_wait_from_earlier_campaigns (void)
                                       "max_proxies = 1\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   g_autofree gchar *xdg = g_strdup_printf ("XDG_CACHE_HOME=%s", cache);
-  const char *argv[] = { "env", xdg, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
+  const char *argv[]
+      = { "env", xdg, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   BoundWatch w = { dir, 81, NULL };
   g_assert_true (tb_await (bound_rests_on, &w, 60));
@@ -295,7 +297,8 @@ test_status_bounds_the_queue_wait_from_earlier_campaigns (void)
   g_autofree gchar *out = tb_proc_stdout (text);
   g_autofree gchar *line = g_strdup_printf ("site here: 95 %% of queue waits end within %u s "
                                             "(QBETS, 95 %% confidence, 81 waits of this and "
-                                            "earlier campaigns)\n", (guint) (k - 1));
+                                            "earlier campaigns)\n",
+                                            (guint) (k - 1));
   g_assert_nonnull (strstr (out, line));
   g_assert_true (tb_proc_signal (master, SIGTERM));
   tb_wait (master, 60);
@@ -377,10 +380,11 @@ test_unreachable_master_is_reported (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *file = tasks_file (d, 4);
-  g_autofree gchar *sites = tb_write (d, "sites.ini",
-                                      "[master]\nlisten = tcp://127.0.0.1:0\nadvertise = 127.0.0.2\n\n"
-                                      "[site far]\nscheduler = fork\nslots_per_proxy = 1\n"
-                                      "max_proxies = 2\nconnect_wait = 1s\n");
+  g_autofree gchar *sites
+      = tb_write (d, "sites.ini",
+                  "[master]\nlisten = tcp://127.0.0.1:0\nadvertise = 127.0.0.2\n\n"
+                  "[site far]\nscheduler = fork\nslots_per_proxy = 1\n"
+                  "max_proxies = 2\nconnect_wait = 1s\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
@@ -455,16 +459,17 @@ test_sites_check (void)
   g_assert_nonnull (strstr (out2, "agent deployable       FAIL agent /nonexistent/agent not "
                                   "found on site beta"));
   /* HTCondor refuses a queue: the check says so before any proxy would. */
-  g_assert_nonnull (strstr (out2, "pool           queue exists           FAIL HTCondor has no queues"));
+  g_assert_nonnull (
+      strstr (out2, "pool           queue exists           FAIL HTCondor has no queues"));
   /* Its commands go through `sh -c`, yet each program is looked for (this
    * machine has no HTCondor). */
-  static const char *const condor[] = { "condor_submit", "condor_q", "condor_history",
-                                        "condor_rm" };
+  static const char *const condor[]
+      = { "condor_submit", "condor_q", "condor_history", "condor_rm" };
   for (guint i = 0; i < G_N_ELEMENTS (condor); i++)
     {
       g_autofree gchar *what = g_strdup_printf ("%s found", condor[i]);
-      g_autofree gchar *want = g_strdup_printf ("%-14s %-22s %-4s %s", "pool", what, "FAIL",
-                                                "not on the PATH");
+      g_autofree gchar *want
+          = g_strdup_printf ("%-14s %-22s %-4s %s", "pool", what, "FAIL", "not on the PATH");
       g_assert_nonnull (strstr (out2, want));
     }
 }
@@ -504,13 +509,17 @@ test_sites_check_workdir (void)
   g_autoptr (TbProc) p = tb_spawn (d, "check", argv);
   g_assert_cmpint (tb_wait (p, 120), ==, 1);
   g_autofree gchar *out = tb_proc_stdout (p);
-  g_autofree gchar *no_dir = g_strdup_printf ("cannot create %s: %s is not a directory",
-                                              under_file, file);
-  g_autofree gchar *is_open = g_strdup_printf ("%s is drwxr-xr-x, open to other users: chmod 700 it",
-                                               open_dir);
+  g_autofree gchar *no_dir
+      = g_strdup_printf ("cannot create %s: %s is not a directory", under_file, file);
+  g_autofree gchar *is_open
+      = g_strdup_printf ("%s is drwxr-xr-x, open to other users: chmod 700 it", open_dir);
   g_autofree gchar *is_good = g_strdup_printf ("%s: yours, 0700, writable", good);
   g_autofree gchar *can = g_strdup_printf ("%s: can be created (0700) in %s", fresh, good);
-  struct { const char *site; gboolean ok; const char *detail; } want[] = {
+  struct {
+    const char *site;
+    gboolean ok;
+    const char *detail;
+  } want[] = {
     { "file", FALSE, no_dir },
     { "open", FALSE, is_open },
     { "good", TRUE, is_good },
@@ -519,12 +528,12 @@ test_sites_check_workdir (void)
   };
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
     {
-      g_autofree gchar *l = check_line (want[i].site, "workdir writable", want[i].ok,
-                                        want[i].detail);
+      g_autofree gchar *l
+          = check_line (want[i].site, "workdir writable", want[i].ok, want[i].detail);
       g_assert_nonnull (strstr (out, l));
     }
-  g_autofree gchar *not_run = check_line ("file", "probe", FALSE,
-                                          "not run: the checks above failed");
+  g_autofree gchar *not_run
+      = check_line ("file", "probe", FALSE, "not run: the checks above failed");
   g_assert_nonnull (strstr (out, not_run));
   g_assert_nonnull (strstr (out, "good           probe                  ok   "
                                  "a proxy ran one task and ended"));
@@ -537,15 +546,16 @@ test_sites_check_workdir (void)
   g_autofree gchar *inside = g_build_filename (closed, "datc", NULL);
   g_assert_cmpint (g_mkdir (closed, 0555), ==, 0);
   g_assert_cmpint (chmod (closed, 0555), ==, 0);
-  g_autofree gchar *ini2 = g_strdup_printf ("[site locked]\nscheduler = fork\nworkdir = %s\n", inside);
+  g_autofree gchar *ini2
+      = g_strdup_printf ("[site locked]\nscheduler = fork\nworkdir = %s\n", inside);
   g_autofree gchar *sites2 = tb_write (d, "locked.ini", ini2);
   g_autoptr (TbProc) p2 = NULL;
   if (geteuid () == 0)
     {
       g_assert_cmpint (chmod (d->path, 0755), ==, 0);
       g_assert_cmpint (chmod (sites2, 0644), ==, 0);
-      const char *a2[] = { "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
-                           tb_datc (), "sites", "check", sites2, NULL };
+      const char *a2[] = { "setpriv",  "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                           tb_datc (), "sites",         "check",         sites2,           NULL };
       p2 = tb_spawn (d, "locked", a2);
     }
   else
@@ -556,7 +566,8 @@ test_sites_check_workdir (void)
   g_assert_cmpint (tb_wait (p2, 60), ==, 1);
   g_autofree gchar *out2 = tb_proc_stdout (p2);
   g_autofree gchar *locked = g_strdup_printf ("locked         workdir writable       FAIL "
-                                              "cannot create %s: ", inside);
+                                              "cannot create %s: ",
+                                              inside);
   g_assert_nonnull (strstr (out2, locked));
   g_assert_nonnull (strstr (out2, "Permission denied"));
   g_assert_nonnull (strstr (out2, "1 check failed"));
@@ -581,7 +592,8 @@ pid_file_gone (gpointer data)
 {
   g_autofree gchar *text = NULL;
   gint64 pid = 0;
-  if (!g_file_get_contents (data, &text, NULL, NULL) || (pid = g_ascii_strtoll (text, NULL, 10)) <= 1)
+  if (!g_file_get_contents (data, &text, NULL, NULL)
+      || (pid = g_ascii_strtoll (text, NULL, 10)) <= 1)
     return FALSE;
   return tb_pid_gone ((int) pid);
 }
@@ -595,16 +607,17 @@ test_probe_deadline (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
   g_autofree gchar *pid_file = g_build_filename (d->path, "sleeper.pid", NULL);
-  g_autofree gchar *script = g_strdup_printf ("#!/bin/sh\necho $$ > '%s'\nexec sleep 600\n",
-                                              pid_file);
+  g_autofree gchar *script
+      = g_strdup_printf ("#!/bin/sh\necho $$ > '%s'\nexec sleep 600\n", pid_file);
   g_autofree gchar *sleeper = tb_write (d, "sleeper.sh", script);
   g_assert_cmpint (chmod (sleeper, 0755), ==, 0);
   g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n"
-                                           "[site slow]\nscheduler = fork\nagent = %s\n", sleeper);
+                                           "[site slow]\nscheduler = fork\nagent = %s\n",
+                                           sleeper);
   g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
   g_autoptr (GHashTable) before = probe_dirs ();
-  const char *argv[] = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "3",
-                         NULL };
+  const char *argv[]
+      = { tb_datc (), "sites", "check", sites, "--probe", "--probe-timeout", "3", NULL };
   g_autoptr (TbProc) p = tb_spawn (d, "check", argv);
   g_assert_cmpint (tb_wait (p, 90), ==, 1);
   g_autofree gchar *out = tb_proc_stdout (p);
@@ -673,8 +686,8 @@ test_campaign_no_site_can_run_stops (void)
                                       "[site nosuch]\nscheduler = slurm\nqueue = nosuch\n"
                                       "max_calls_per_minute = 0\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
-                         file, NULL };
+  const char *argv[]
+      = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autofree gchar *err = NULL;
   gint64 t0 = g_get_monotonic_time ();
   int status = tb_run (d, argv, 120, &err);
@@ -694,8 +707,8 @@ test_campaign_no_site_can_run_stops (void)
 
   /* Resumable: the same command opens the journal again (and stops
    * again, sooner with --give-up-after). */
-  const char *again[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
-                          "--give-up-after", "1s", file, NULL };
+  const char *again[] = { "/usr/bin/env", path,  tb_datc (),        "run", "--dir", dir,
+                          "--sites",      sites, "--give-up-after", "1s",  file,    NULL };
   g_clear_pointer (&err, g_free);
   g_assert_cmpint (tb_run (d, again, 120, &err), ==, 3);
   g_assert_nonnull (strstr (err, "every site has been degraded for 1 s"));
@@ -731,14 +744,14 @@ test_run_refuses_a_workdir_that_is_a_symlink (void)
                                            link);
   g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites,
-                         "--give-up-after", "1s", file, NULL };
+  const char *argv[]
+      = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--give-up-after", "1s", file, NULL };
   g_autofree gchar *err = NULL;
   g_assert_cmpint (tb_run (d, argv, 120, &err), ==, 3);
   g_test_message ("%s", err);
   g_assert_nonnull (strstr (err, "datc: no site can run the campaign"));
-  g_autofree gchar *said = g_strdup_printf ("site linked: workdir %s: %s is a symbolic link",
-                                            link, link);
+  g_autofree gchar *said
+      = g_strdup_printf ("site linked: workdir %s: %s is a symbolic link", link, link);
   g_assert_nonnull (strstr (err, said));
   g_autoptr (GDir) listing = g_dir_open (real, 0, NULL);
   g_assert_nonnull (listing);
@@ -784,8 +797,8 @@ test_status_answered_while_the_run_ends (void)
                                       "[site slow]\nscheduler = slurm\npoll_interval = 1s\n"
                                       "max_calls_per_minute = 0\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
-                         file, NULL };
+  const char *argv[]
+      = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
   g_autofree gchar *results = g_build_filename (dir, "results.jsonl", NULL);
   while (tb_count_lines (results) < 4)
@@ -799,10 +812,10 @@ test_status_answered_while_the_run_ends (void)
   gint64 took = g_get_monotonic_time () - t0;
   g_assert_nonnull (st);
   g_assert_false (tb_pid_gone (tb_proc_pid (master)));
-  g_assert_true (json_object_get_boolean_member (json_object_get_object_member (st, "master"),
-                                                 "running"));
-  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (st, "tasks"),
-                                               "done"), ==, 4);
+  g_assert_true (
+      json_object_get_boolean_member (json_object_get_object_member (st, "master"), "running"));
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (st, "tasks"), "done"),
+                   ==, 4);
   g_test_message ("answered in %.3f s while the run ended", took / 1e6);
   g_assert_cmpint (took, <, 2 * G_USEC_PER_SEC);
   /* Anything else is refused, said so. */
@@ -835,8 +848,8 @@ test_failing_site_beside_a_working_one_goes_on (void)
                                       "max_calls_per_minute = 0\n\n"
                                       "[site good]\nscheduler = fork\nslots_per_proxy = 1\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites,
-                         file, NULL };
+  const char *argv[]
+      = { "/usr/bin/env", path, tb_datc (), "run", "--dir", dir, "--sites", sites, file, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 120, &err);
   g_test_message ("%s", err);
@@ -857,14 +870,15 @@ test_failing_site_beside_a_working_one_goes_on (void)
 static gchar *
 run_good_and_dying (TbDir *d, const char *name, const char *extra)
 {
-  g_autofree gchar *bad = tb_write (d, "bad-agent",
-                                    "#!/bin/sh\necho 'bad agent: cannot start' >&2\nexit 1\n");
+  g_autofree gchar *bad
+      = tb_write (d, "bad-agent", "#!/bin/sh\necho 'bad agent: cannot start' >&2\nexit 1\n");
   g_assert_cmpint (chmod (bad, 0755), ==, 0);
   g_autofree gchar *file = tasks_file (d, 60);
   g_autofree gchar *ini = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n\n"
                                            "[site dies]\nscheduler = fork\nagent = %s\n\n"
                                            "[site good]\nscheduler = fork\nslots_per_proxy = 1\n"
-                                           "max_proxies = 3\n", bad);
+                                           "max_proxies = 3\n",
+                                           bad);
   g_autofree gchar *sites = tb_write (d, "sites.ini", ini);
   gchar *dir = g_build_filename (d->path, name, NULL);
   const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, file, extra, NULL };

@@ -29,10 +29,10 @@ env_path (const char *name)
 }
 
 typedef struct {
-  guint16 type;      /* e_type: ET_EXEC, ET_DYN */
-  gboolean interp;   /* has a PT_INTERP: needs a dynamic loader */
-  gboolean dynamic;  /* has a PT_DYNAMIC */
-  guint needed;      /* DT_NEEDED entries: shared libraries it names */
+  guint16 type;     /* e_type: ET_EXEC, ET_DYN */
+  gboolean interp;  /* has a PT_INTERP: needs a dynamic loader */
+  gboolean dynamic; /* has a PT_DYNAMIC */
+  guint needed;     /* DT_NEEDED entries: shared libraries it names */
 } Linkage;
 
 /* Reads the linkage of an x86-64 ELF file from its program headers; every
@@ -92,7 +92,7 @@ test_elf_is_static (void)
   Linkage d = elf_linkage (tb_agent ());
   g_assert_true (d.interp);
   g_assert_true (d.dynamic);
-  g_assert_cmpuint (d.needed, >=, 3);  /* libc, glib, zmq at least */
+  g_assert_cmpuint (d.needed, >=, 3); /* libc, glib, zmq at least */
 }
 
 /* An agent wrapper that starts the static agent on a "node" unlike this
@@ -164,13 +164,14 @@ test_runs_on_a_node_without_libraries (void)
       wrapper);
   g_autofree gchar *sites = tb_write (d, "sites.ini", sites_text);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--no-progress",
-                         "--keep-site-files", tasks, NULL };
+  const char *argv[]
+      = { tb_datc (),          "run", "--dir", dir, "--sites", sites, "--no-progress",
+          "--keep-site-files", tasks, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 120, &err);
   if (status != 1)
     g_printerr ("%s", err);
-  g_assert_cmpint (status, ==, 1);  /* one task failed: the control */
+  g_assert_cmpint (status, ==, 1); /* one task failed: the control */
 
   /* The agent was told a host name and the master's CURVE key. */
   g_autofree gchar *wd = g_build_filename (dir, "proxies", "bare", NULL);
@@ -224,15 +225,16 @@ test_upload_sends_the_static_agent (void)
     g_string_append (lines, "true\n");
   g_autofree gchar *tasks = tb_write (d, "t.txt", lines->str);
   g_autofree gchar *work = g_build_filename (d->path, "work", NULL);
-  g_autofree gchar *sites_text = g_strdup_printf (
-      "[master]\nlisten = tcp://127.0.0.1:0\n\n"
-      "[site up]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n"
-      "agent = upload\nworkdir = %s\n",
-      work);
+  g_autofree gchar *sites_text
+      = g_strdup_printf ("[master]\nlisten = tcp://127.0.0.1:0\n\n"
+                         "[site up]\nscheduler = fork\nslots_per_proxy = 2\nmax_proxies = 2\n"
+                         "agent = upload\nworkdir = %s\n",
+                         work);
   g_autofree gchar *sites = tb_write (d, "sites.ini", sites_text);
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--sites", sites, "--no-progress",
-                         "--keep-site-files", tasks, NULL };
+  const char *argv[]
+      = { tb_datc (),          "run", "--dir", dir, "--sites", sites, "--no-progress",
+          "--keep-site-files", tasks, NULL };
   g_autofree gchar *err = NULL;
   int status = tb_run (d, argv, 120, &err);
   if (status != 0)
@@ -245,8 +247,8 @@ test_upload_sends_the_static_agent (void)
   g_autofree gchar *bytes = NULL;
   gsize len = 0;
   g_assert_true (g_file_get_contents (static_agent, &bytes, &len, NULL));
-  g_autofree gchar *sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) bytes,
-                                                       len);
+  g_autofree gchar *sum
+      = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) bytes, len);
   g_autofree gchar *name = g_strdup_printf ("datc-agent-%.16s", sum);
   g_autofree gchar *cached = g_build_filename (work, name, NULL);
   g_autofree gchar *copy = NULL;
@@ -265,6 +267,7 @@ main (int argc, char **argv)
   g_test_add_func ("/static-agent/elf-has-no-interpreter-and-needs-no-library", test_elf_is_static);
   g_test_add_func ("/static-agent/runs-tasks-over-curve-on-a-node-without-libraries",
                    test_runs_on_a_node_without_libraries);
-  g_test_add_func ("/static-agent/upload-sends-the-static-agent", test_upload_sends_the_static_agent);
+  g_test_add_func ("/static-agent/upload-sends-the-static-agent",
+                   test_upload_sends_the_static_agent);
   return g_test_run ();
 }

@@ -44,28 +44,28 @@
 #define DATC_AGENT_ERROR (datc_agent_error_quark ())
 static G_DEFINE_QUARK (datc-agent-error-quark, datc_agent_error)
 
-typedef enum {
-  DATC_AGENT_ERROR_USAGE,    /* options that do not go together, a bad key */
-  DATC_AGENT_ERROR_ADDRESS,  /* the master's host or ipc path cannot be used */
-  DATC_AGENT_ERROR_UNSAFE,   /* the ipc socket or its directory is another user's */
-  DATC_AGENT_ERROR_ZMQ,      /* a libzmq call failed */
-} DatcAgentError;
+        typedef enum {
+          DATC_AGENT_ERROR_USAGE,   /* options that do not go together, a bad key */
+          DATC_AGENT_ERROR_ADDRESS, /* the master's host or ipc path cannot be used */
+          DATC_AGENT_ERROR_UNSAFE,  /* the ipc socket or its directory is another user's */
+          DATC_AGENT_ERROR_ZMQ,     /* a libzmq call failed */
+        } DatcAgentError;
 
 #define RESULT_FRAME_BUDGET (DATC_FRAME_MAX / 2)
 
 typedef struct {
-  DatcTaskKey key;      /* the table's key points here */
+  DatcTaskKey key; /* the table's key points here */
   DatcResult *result;
-  gint64 sent_us;       /* 0: never sent */
+  gint64 sent_us; /* 0: never sent */
 } Unacked;
 
 typedef struct {
   const DatcAgentOptions *o;
   void *ctx, *sock;
-  int zfd;                  /* the socket's ZMQ_FD: its mailbox has news */
-  gboolean zmq_used;        /* the socket was used since it was last asked */
+  int zfd;           /* the socket's ZMQ_FD: its mailbox has news */
+  gboolean zmq_used; /* the socket was used since it was last asked */
   int sfd;
-  DatcReach *reach;         /* says why the socket does not connect */
+  DatcReach *reach; /* says why the socket does not connect */
   DatcRunner *runner;
   gchar *agent_id, *host;
 
@@ -75,22 +75,22 @@ typedef struct {
   guint heartbeat_ms, timeout_ms;
   guint64 received, limit_sent;
 
-  GQueue queue;             /* DatcTask* received, not started */
-  GHashTable *unacked;      /* DatcTaskKey* -> Unacked* */
-  GPtrArray *outbox;        /* DatcResult* (owned by unacked) to send */
-  gint64 outbox_since_us;   /* when the oldest of them joined (0: empty) */
-  gint64 task_us;           /* recent run time of a task (moving average; 0: none yet) */
-  gint64 asked_us;          /* when a slot began waiting on a CREDIT (0: none does) */
-  gint64 rtt_us;            /* recent wait from such a CREDIT to its TASKS (0: none yet) */
+  GQueue queue;           /* DatcTask* received, not started */
+  GHashTable *unacked;    /* DatcTaskKey* -> Unacked* */
+  GPtrArray *outbox;      /* DatcResult* (owned by unacked) to send */
+  gint64 outbox_since_us; /* when the oldest of them joined (0: empty) */
+  gint64 task_us;         /* recent run time of a task (moving average; 0: none yet) */
+  gint64 asked_us;        /* when a slot began waiting on a CREDIT (0: none does) */
+  gint64 rtt_us;          /* recent wait from such a CREDIT to its TASKS (0: none yet) */
 
-  gint64 last_master_us;    /* last frame from the master */
+  gint64 last_master_us; /* last frame from the master */
   gint64 hello_sent_us;
   gint64 next_hello_us;
   guint hello_backoff_ms;
-  gint64 master_lost_us;    /* when it went silent; 0 while it talks */
+  gint64 master_lost_us; /* when it went silent; 0 while it talks */
   gint64 last_heartbeat_us;
   gboolean draining, leaving;
-  gboolean dismissed;     /* the master said BYE: it has forgotten us */
+  gboolean dismissed; /* the master said BYE: it has forgotten us */
   gint64 leave_deadline_us;
   int status;
   GByteArray *buf;
@@ -689,10 +689,11 @@ check_endpoint_host (const char *endpoint, GError **error)
     freeaddrinfo (res);
   if (rc == EAI_NONAME || rc == EAI_NODATA)
     {
-      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS,
-                   "%s: the master's host \"%s\" is not known here (%s); give the "
-                   "master's address instead (advertise = ADDRESS under [master] in the sites file)",
-                   endpoint, name, gai_strerror (rc));
+      g_set_error (
+          error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS,
+          "%s: the master's host \"%s\" is not known here (%s); give the "
+          "master's address instead (advertise = ADDRESS under [master] in the sites file)",
+          endpoint, name, gai_strerror (rc));
       return FALSE;
     }
   if (rc != 0)
@@ -730,8 +731,8 @@ check_ipc_peer (const char *endpoint, GError **error)
       struct stat st;
       if (lstat (dir, &st) != 0)
         {
-          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s: %s", endpoint, dir,
-                       g_strerror (errno));
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s: %s", endpoint,
+                       dir, g_strerror (errno));
           return FALSE;
         }
       if (!S_ISDIR (st.st_mode) || st.st_uid != geteuid () || (st.st_mode & 022) != 0)
@@ -748,7 +749,8 @@ check_ipc_peer (const char *endpoint, GError **error)
   int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     {
-      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: socket: %s", endpoint, g_strerror (errno));
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: socket: %s", endpoint,
+                   g_strerror (errno));
       return FALSE;
     }
   /* A full backlog makes connect wait: not for ever. */
@@ -761,14 +763,15 @@ check_ipc_peer (const char *endpoint, GError **error)
     {
       if (errno != ENOENT && errno != ECONNREFUSED)
         {
-          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s", endpoint, g_strerror (errno));
+          g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ADDRESS, "%s: %s", endpoint,
+                       g_strerror (errno));
           ok = FALSE;
         }
     }
   else if (getsockopt (fd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0)
     {
-      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_UNSAFE, "%s: SO_PEERCRED: %s", endpoint,
-                   g_strerror (errno));
+      g_set_error (error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_UNSAFE, "%s: SO_PEERCRED: %s",
+                   endpoint, g_strerror (errno));
       ok = FALSE;
     }
   else if (cred.uid != geteuid ())
@@ -1026,11 +1029,11 @@ datc_agent_run (const DatcAgentOptions *o)
     opts.slots = slots_that_fit (a.runner, opts.slots);
   a.ctx = zmq_ctx_new ();
   size_t zfd_len = sizeof a.zfd;
-  if (!open_socket (&a, &error)
-      || zmq_getsockopt (a.sock, ZMQ_FD, &a.zfd, &zfd_len) != 0)
+  if (!open_socket (&a, &error) || zmq_getsockopt (a.sock, ZMQ_FD, &a.zfd, &zfd_len) != 0)
     {
       if (error == NULL)
-        g_set_error (&error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ZMQ, "ZMQ_FD: %s", zmq_strerror (errno));
+        g_set_error (&error, DATC_AGENT_ERROR, DATC_AGENT_ERROR_ZMQ, "ZMQ_FD: %s",
+                     zmq_strerror (errno));
       g_printerr ("datc-agent: %s\n", error->message);
       datc_reach_free (a.reach);
       if (a.sock)

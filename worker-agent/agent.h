@@ -6,19 +6,19 @@
 G_BEGIN_DECLS
 
 typedef struct {
-  const char *connect;          /* master endpoint */
-  const char *server_key;       /* Z85 public key of the master (tcp), or NULL */
-  const char *key_file;         /* this agent's key file (tcp), or NULL */
+  const char *connect;    /* master endpoint */
+  const char *server_key; /* Z85 public key of the master (tcp), or NULL */
+  const char *key_file;   /* this agent's key file (tcp), or NULL */
   const char *site;
   const char *proxy;
   guint slots;
-  guint prefetch;               /* tasks asked for beyond free slots (unused when auto) */
-  gboolean prefetch_auto;       /* grow prefetch when tasks are short (no --prefetch given) */
-  gint64 walltime_end_us;       /* 0: none */
-  gboolean exec_none;           /* benchmarks: acknowledge without running */
+  guint prefetch;         /* tasks asked for beyond free slots (unused when auto) */
+  gboolean prefetch_auto; /* grow prefetch when tasks are short (no --prefetch given) */
+  gint64 walltime_end_us; /* 0: none */
+  gboolean exec_none;     /* benchmarks: acknowledge without running */
   gsize output_limit;
   guint kill_grace_ms;
-  guint reconnect_timeout_s;    /* give up on a silent master after this */
+  guint reconnect_timeout_s; /* give up on a silent master after this */
 } DatcAgentOptions;
 
 /* Runs until told to leave, drained, or the master stays away too long.

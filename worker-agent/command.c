@@ -28,15 +28,15 @@ static const char shell_special[] = "'\"$`\\;&|<>(){}[]*?~#!\n";
  * too: under a dash /bin/sh they would fail either way, and a shell is the
  * right place to fail. */
 static const char *const shell_words[] = {
-  ".", ":", "alias", "bg", "bind", "break", "builtin", "caller", "case",
-  "cd", "command", "compgen", "complete", "continue", "coproc", "declare",
-  "dirs", "disown", "do", "done", "elif", "else", "enable", "esac", "eval",
-  "exec", "exit", "export", "fc", "fg", "fi", "for", "function", "getopts",
-  "hash", "help", "history", "if", "in", "jobs", "let", "local", "logout",
-  "mapfile", "popd", "pushd", "read", "readarray", "readonly", "return",
-  "select", "set", "shift", "shopt", "source", "suspend", "then", "time",
-  "times", "trap", "type", "typeset", "ulimit", "umask", "unalias",
-  "unset", "until", "wait", "while",
+  ".",        ":",       "alias",   "bg",      "bind",     "break",    "builtin", "caller",
+  "case",     "cd",      "command", "compgen", "complete", "continue", "coproc",  "declare",
+  "dirs",     "disown",  "do",      "done",    "elif",     "else",     "enable",  "esac",
+  "eval",     "exec",    "exit",    "export",  "fc",       "fg",       "fi",      "for",
+  "function", "getopts", "hash",    "help",    "history",  "if",       "in",      "jobs",
+  "let",      "local",   "logout",  "mapfile", "popd",     "pushd",    "read",    "readarray",
+  "readonly", "return",  "select",  "set",     "shift",    "shopt",    "source",  "suspend",
+  "then",     "time",    "times",   "trap",    "type",     "typeset",  "ulimit",  "umask",
+  "unalias",  "unset",   "until",   "wait",    "while",
 };
 
 static gboolean

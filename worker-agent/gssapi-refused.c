@@ -47,11 +47,10 @@ gss_acquire_cred (OM_uint32 *minor, gss_name_t name, OM_uint32 time_req, gss_OID
 }
 
 OM_uint32 KRB5_CALLCONV
-gss_init_sec_context (OM_uint32 *minor, gss_cred_id_t cred, gss_ctx_id_t *ctx,
-                      gss_name_t target, gss_OID mech, OM_uint32 flags, OM_uint32 time_req,
-                      gss_channel_bindings_t bindings, gss_buffer_t input,
-                      gss_OID *actual_mech, gss_buffer_t output, OM_uint32 *ret_flags,
-                      OM_uint32 *time_rec)
+gss_init_sec_context (OM_uint32 *minor, gss_cred_id_t cred, gss_ctx_id_t *ctx, gss_name_t target,
+                      gss_OID mech, OM_uint32 flags, OM_uint32 time_req,
+                      gss_channel_bindings_t bindings, gss_buffer_t input, gss_OID *actual_mech,
+                      gss_buffer_t output, OM_uint32 *ret_flags, OM_uint32 *time_rec)
 {
   if (output != NULL)
     {
@@ -62,10 +61,10 @@ gss_init_sec_context (OM_uint32 *minor, gss_cred_id_t cred, gss_ctx_id_t *ctx,
 }
 
 OM_uint32 KRB5_CALLCONV
-gss_accept_sec_context (OM_uint32 *minor, gss_ctx_id_t *ctx, gss_cred_id_t cred,
-                        gss_buffer_t input, gss_channel_bindings_t bindings,
-                        gss_name_t *src_name, gss_OID *mech, gss_buffer_t output,
-                        OM_uint32 *ret_flags, OM_uint32 *time_rec, gss_cred_id_t *delegated)
+gss_accept_sec_context (OM_uint32 *minor, gss_ctx_id_t *ctx, gss_cred_id_t cred, gss_buffer_t input,
+                        gss_channel_bindings_t bindings, gss_name_t *src_name, gss_OID *mech,
+                        gss_buffer_t output, OM_uint32 *ret_flags, OM_uint32 *time_rec,
+                        gss_cred_id_t *delegated)
 {
   if (output != NULL)
     {

@@ -25,19 +25,30 @@ main (int argc, char **argv)
   gint64 output_limit = DATC_OUTPUT_DEFAULT;
   GOptionEntry entries[] = {
     { "connect", 'c', 0, G_OPTION_ARG_STRING, &connect, "Master endpoint", "ENDPOINT" },
-    { "server-key", 0, 0, G_OPTION_ARG_STRING, &server_key, "Master's CURVE public key (Z85)", "KEY" },
-    { "key-file", 0, 0, G_OPTION_ARG_FILENAME, &key_file, "This agent's CURVE key file (mode 0600)", "FILE" },
-    { "slots", 'n', 0, G_OPTION_ARG_INT, &slots, "Tasks run at once (default: $DATC_SLOTS, else CPUs)", "N" },
-    { "prefetch", 0, 0, G_OPTION_ARG_INT, &prefetch, "Tasks asked for beyond free slots (default: none until a task ran, then what the slots run in 20 ms or two round trips)", "N" },
+    { "server-key", 0, 0, G_OPTION_ARG_STRING, &server_key, "Master's CURVE public key (Z85)",
+      "KEY" },
+    { "key-file", 0, 0, G_OPTION_ARG_FILENAME, &key_file, "This agent's CURVE key file (mode 0600)",
+      "FILE" },
+    { "slots", 'n', 0, G_OPTION_ARG_INT, &slots,
+      "Tasks run at once (default: $DATC_SLOTS, else CPUs)", "N" },
+    { "prefetch", 0, 0, G_OPTION_ARG_INT, &prefetch,
+      "Tasks asked for beyond free slots (default: none until a task ran, then what the slots run "
+      "in 20 ms or two round trips)",
+      "N" },
     { "walltime", 0, 0, G_OPTION_ARG_INT, &walltime, "Seconds this agent may live", "SECONDS" },
-    { "walltime-end", 0, 0, G_OPTION_ARG_INT64, &walltime_end, "Epoch second the allocation ends (default: $DATC_WALLTIME_END)", "EPOCH" },
+    { "walltime-end", 0, 0, G_OPTION_ARG_INT64, &walltime_end,
+      "Epoch second the allocation ends (default: $DATC_WALLTIME_END)", "EPOCH" },
     { "site", 0, 0, G_OPTION_ARG_STRING, &site, "Site name reported to the master", "NAME" },
     { "proxy", 0, 0, G_OPTION_ARG_STRING, &proxy, "Proxy id reported to the master", "ID" },
-    { "output-limit", 0, 0, G_OPTION_ARG_INT64, &output_limit, "Bytes kept per stream per task (default 1 MiB)", "BYTES" },
-    { "kill-grace-ms", 0, 0, G_OPTION_ARG_INT, &grace_ms, "Between SIGTERM and SIGKILL (default 2000)", "MS" },
-    { "reconnect-timeout", 0, 0, G_OPTION_ARG_INT, &reconnect_s, "Give up on a silent master after this (default 600)", "SECONDS" },
-    { "exec", 0, 0, G_OPTION_ARG_STRING, &exec, "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
-    { NULL }
+    { "output-limit", 0, 0, G_OPTION_ARG_INT64, &output_limit,
+      "Bytes kept per stream per task (default 1 MiB)", "BYTES" },
+    { "kill-grace-ms", 0, 0, G_OPTION_ARG_INT, &grace_ms,
+      "Between SIGTERM and SIGKILL (default 2000)", "MS" },
+    { "reconnect-timeout", 0, 0, G_OPTION_ARG_INT, &reconnect_s,
+      "Give up on a silent master after this (default 600)", "SECONDS" },
+    { "exec", 0, 0, G_OPTION_ARG_STRING, &exec,
+      "Benchmarks only: 'none' acknowledges tasks without running them", "none" },
+    { NULL },
   };
   g_autoptr (GOptionContext) ctx = g_option_context_new ("- pull and run datc tasks");
   g_autoptr (GError) error = NULL;
@@ -77,7 +88,8 @@ main (int argc, char **argv)
     }
   guint64 v;
   if (slots == 0)
-    slots = env_uint ("DATC_SLOTS", 100000, &v) && v > 0 ? (gint) v : (gint) g_get_num_processors ();
+    slots
+        = env_uint ("DATC_SLOTS", 100000, &v) && v > 0 ? (gint) v : (gint) g_get_num_processors ();
   if (walltime > 0)
     walltime_end = g_get_real_time () / G_USEC_PER_SEC + walltime;
   else if (walltime_end == 0 && env_uint ("DATC_WALLTIME_END", G_MAXINT32, &v))

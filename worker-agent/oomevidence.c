@@ -24,7 +24,7 @@
 #define EVIDENCE_MAX 1024
 
 struct DatcOomWatch {
-  int counter_fd;     /* -1: no counter */
+  int counter_fd; /* -1: no counter */
   gchar *counter_path;
   gchar *kmsg;
 };
@@ -200,7 +200,7 @@ kmsg_evidence (const char *kmsg, pid_t pid, gint64 started_mono_us)
       if (n < 0 && (errno == EINTR || errno == EPIPE))
         continue; /* EPIPE: records overwritten while we read: go on */
       if (n <= 0)
-        break;    /* EAGAIN: the end; anything else: give up */
+        break; /* EAGAIN: the end; anything else: give up */
       rec[n] = '\0';
       guint64 usec;
       const char *message;
@@ -230,8 +230,7 @@ fit_evidence (gchar *text)
 }
 
 gchar *
-datc_oom_watch_evidence (DatcOomWatch *w, gint64 kills_at_start, pid_t pid,
-                         gint64 started_mono_us)
+datc_oom_watch_evidence (DatcOomWatch *w, gint64 kills_at_start, pid_t pid, gint64 started_mono_us)
 {
   if (w == NULL)
     return NULL;
@@ -240,7 +239,8 @@ datc_oom_watch_evidence (DatcOomWatch *w, gint64 kills_at_start, pid_t pid,
   g_autofree gchar *counter = NULL;
   if (kills_at_start >= 0 && now > kills_at_start)
     counter = g_strdup_printf ("oom_kill %" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT
-                               " in %s while it ran", kills_at_start, now, w->counter_path);
+                               " in %s while it ran",
+                               kills_at_start, now, w->counter_path);
   if (counter != NULL && log != NULL)
     return fit_evidence (g_strdup_printf ("%s; %s", counter, log));
   if (counter != NULL)

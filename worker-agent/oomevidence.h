@@ -56,7 +56,6 @@ void datc_oom_parse_proc_cgroup (const char *text, gchar **v2_path, gchar **v1_m
 gint64 datc_oom_parse_counter (const char *text);
 /* One /dev/kmsg record ("prio,seq,usec,flags;message"): TRUE when its
  * message says the OOM killer killed `pid`; its time since boot in `usec`. */
-gboolean datc_oom_parse_kmsg (const char *record, pid_t pid, guint64 *usec,
-                              const char **message);
+gboolean datc_oom_parse_kmsg (const char *record, pid_t pid, guint64 *usec, const char **message);
 
 G_END_DECLS

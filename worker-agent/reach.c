@@ -35,17 +35,17 @@ static G_DEFINE_QUARK (datc-reach-error-quark, datc_reach_error)
  * connect whose SYNs are dropped fails only after minutes). */
 #define SILENT_US (3 * G_USEC_PER_SEC)
 
-struct DatcReach {
-  void *mon;                 /* PAIR socket that receives the monitor's events */
+                          struct DatcReach {
+  void *mon; /* PAIR socket that receives the monitor's events */
   int mon_fd;
-  gboolean unread;           /* events may wait that mon_fd will not signal */
+  gboolean unread; /* events may wait that mon_fd will not signal */
   gchar *endpoint, *host;
-  gboolean connected;        /* a handshake succeeded, and no disconnect since */
-  gint64 down_since_us;      /* when it last was not connected */
-  gboolean attempt_failed;   /* an attempt failed since the last probe */
-  int probe_fd;              /* -1: none out */
+  gboolean connected;      /* a handshake succeeded, and no disconnect since */
+  gint64 down_since_us;    /* when it last was not connected */
+  gboolean attempt_failed; /* an attempt failed since the last probe */
+  int probe_fd;            /* -1: none out */
   gint64 probe_deadline_us, last_probe_us;
-  gchar *said;               /* the reason last printed, until it connects */
+  gchar *said; /* the reason last printed, until it connects */
 };
 
 static guint reach_serial;
@@ -260,15 +260,18 @@ on_event (DatcReach *r, guint16 event, guint32 value, gint64 now)
       return;
     case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       why = g_strdup_printf ("the handshake failed (%s): is this the campaign's master, and "
-                             "--server-key its key?", g_strerror ((int) value));
+                             "--server-key its key?",
+                             g_strerror ((int) value));
       break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
       why = g_strdup_printf ("the handshake failed (ZeroMQ protocol error 0x%x): is a datc "
-                             "master listening there, with the --server-key given?", value);
+                             "master listening there, with the --server-key given?",
+                             value);
       break;
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       why = g_strdup_printf ("the master refused this agent's key (status %u): --key-file is "
-                             "not this campaign's agent key", value);
+                             "not this campaign's agent key",
+                             value);
       break;
     default:
       return;

@@ -40,14 +40,14 @@
 
 typedef struct {
   int listen_fd, sig_fd;
-  GHashTable *conns;        /* id -> DatcRelayConn* */
+  GHashTable *conns; /* id -> DatcRelayConn* */
   guint32 next_id;
-  GByteArray *in, *up;      /* from stdin not yet parsed; to stdout not yet written */
+  GByteArray *in, *up; /* from stdin not yet parsed; to stdout not yet written */
   gint64 last_master_us;
   guint idle_timeout_s;
   gchar *pidfile;
-  guint64 carried, to_master, to_agents;  /* connections and bytes, said at the exit */
-  const char *ended;        /* why the loop ended, for stderr */
+  guint64 carried, to_master, to_agents; /* connections and bytes, said at the exit */
+  const char *ended;                     /* why the loop ended, for stderr */
   int status;
 } Relay;
 
@@ -99,8 +99,7 @@ take_over (const char *pidfile)
   int pfd = (int) syscall (SYS_pidfd_open, (pid_t) pid, 0);
   if (pfd < 0)
     return;
-  g_printerr ("datc-agent relay: stopping the older relay %d that holds this workdir\n",
-              (int) pid);
+  g_printerr ("datc-agent relay: stopping the older relay %d that holds this workdir\n", (int) pid);
   syscall (SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0);
   struct pollfd p = { pfd, POLLIN, 0 };
   if (poll (&p, 1, TAKEOVER_MS) <= 0)
@@ -120,8 +119,7 @@ write_pidfile (const char *pidfile, GError **error)
                    dir, g_strerror (errno));
       return FALSE;
     }
-  return g_file_set_contents_full (pidfile, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                   error);
+  return g_file_set_contents_full (pidfile, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, error);
 }
 
 /* Removes the pid file if it still names this process. */
@@ -142,7 +140,8 @@ remove_pidfile (const char *pidfile)
 static int
 listen_on (const char *host, guint port, guint *bound_port, GError **error)
 {
-  struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+  struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                            .ai_socktype = SOCK_STREAM,
                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
   g_autofree gchar *service = g_strdup_printf ("%u", port);
   gint64 give_up = g_get_monotonic_time () + BIND_RETRY_MS * (gint64) 1000;
@@ -182,9 +181,8 @@ listen_on (const char *host, guint port, guint *bound_port, GError **error)
           struct sockaddr_storage ss;
           socklen_t sl = sizeof ss;
           getsockname (fd, (struct sockaddr *) &ss, &sl);
-          *bound_port = ntohs (ss.ss_family == AF_INET6
-                                   ? ((struct sockaddr_in6 *) &ss)->sin6_port
-                                   : ((struct sockaddr_in *) &ss)->sin_port);
+          *bound_port = ntohs (ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *) &ss)->sin6_port
+                                                        : ((struct sockaddr_in *) &ss)->sin_port);
           return fd;
         }
       if (err == EADDRINUSE && port != 0 && g_get_monotonic_time () > give_up)
@@ -371,8 +369,10 @@ loop (Relay *r)
       while (g_hash_table_iter_next (&it, NULL, &v))
         {
           DatcRelayConn *c = v;
-          struct pollfd p = { c->fd, (short) ((up_full || c->closing ? 0 : POLLIN)
-                                              | (c->out->len > 0 ? POLLOUT : 0)), 0 };
+          struct pollfd p
+              = { c->fd,
+                  (short) ((up_full || c->closing ? 0 : POLLIN) | (c->out->len > 0 ? POLLOUT : 0)),
+                  0 };
           g_array_append_val (fds, p);
           g_ptr_array_add (polled, c);
         }
@@ -440,14 +440,19 @@ datc_relay_main (int argc, char **argv)
   g_autofree gchar *listen = NULL, *advertise = NULL, *pidfile = NULL;
   gint port = 0, idle_timeout = 30;
   GOptionEntry entries[] = {
-    { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Address agents connect to (default: every address)", "ADDR" },
+    { "listen", 0, 0, G_OPTION_ARG_STRING, &listen,
+      "Address agents connect to (default: every address)", "ADDR" },
     { "port", 0, 0, G_OPTION_ARG_INT, &port, "Port (default 0: any free one)", "PORT" },
-    { "advertise", 0, 0, G_OPTION_ARG_STRING, &advertise, "Host name agents are told (default: ADDR, else this host's name)", "HOST" },
-    { "pidfile", 0, 0, G_OPTION_ARG_FILENAME, &pidfile, "This relay's pid file; an older relay it names is stopped first", "FILE" },
-    { "idle-timeout", 0, 0, G_OPTION_ARG_INT, &idle_timeout, "Exit after this long without a word from the master (default 30)", "SECONDS" },
-    { NULL }
+    { "advertise", 0, 0, G_OPTION_ARG_STRING, &advertise,
+      "Host name agents are told (default: ADDR, else this host's name)", "HOST" },
+    { "pidfile", 0, 0, G_OPTION_ARG_FILENAME, &pidfile,
+      "This relay's pid file; an older relay it names is stopped first", "FILE" },
+    { "idle-timeout", 0, 0, G_OPTION_ARG_INT, &idle_timeout,
+      "Exit after this long without a word from the master (default 30)", "SECONDS" },
+    { NULL },
   };
-  g_autoptr (GOptionContext) ctx = g_option_context_new ("- carry agents' connections to the master over stdin and stdout");
+  g_autoptr (GOptionContext) ctx
+      = g_option_context_new ("- carry agents' connections to the master over stdin and stdout");
   g_autoptr (GError) error = NULL;
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error))
@@ -474,7 +479,8 @@ datc_relay_main (int argc, char **argv)
   guint bound = 0;
   Relay r = { .sig_fd = signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK),
               .idle_timeout_s = (guint) idle_timeout,
-              .in = g_byte_array_new (), .up = g_byte_array_new (),
+              .in = g_byte_array_new (),
+              .up = g_byte_array_new (),
               .conns = g_hash_table_new_full (NULL, NULL, NULL, datc_relay_conn_free) };
   r.listen_fd = listen_on (host, (guint) port, &bound, &error);
   g_autofree gchar *endpoint = r.listen_fd >= 0 ? endpoint_of (advertise, listen, bound) : NULL;
@@ -503,13 +509,13 @@ datc_relay_main (int argc, char **argv)
   /* What it cost the login node, for its admins (and bench-relay). */
   struct rusage ru;
   getrusage (RUSAGE_SELF, &ru);
-  g_printerr ("datc-agent relay: exiting: %s (carried %" G_GUINT64_FORMAT " connections, %"
-              G_GUINT64_FORMAT " bytes to the master, %" G_GUINT64_FORMAT " to agents; cpu "
-              "%.3f s, max RSS %ld KiB)\n",
-              r.ended, r.carried, r.to_master, r.to_agents,
-              ru.ru_utime.tv_sec + ru.ru_stime.tv_sec
-                  + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
-              ru.ru_maxrss);
+  g_printerr (
+      "datc-agent relay: exiting: %s (carried %" G_GUINT64_FORMAT " connections, %" G_GUINT64_FORMAT
+      " bytes to the master, %" G_GUINT64_FORMAT " to agents; cpu "
+      "%.3f s, max RSS %ld KiB)\n",
+      r.ended, r.carried, r.to_master, r.to_agents,
+      ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+      ru.ru_maxrss);
   g_hash_table_destroy (r.conns);
   close (r.listen_fd);
   remove_pidfile (pidfile);

@@ -78,9 +78,9 @@ typedef enum {
 } StopReason;
 
 typedef struct {
-  int fd;            /* read end of the pipe, -1 once closed */
-  int hold;          /* our copy of the write end while the leader lives */
-  GByteArray *kept;  /* NULL until the first byte is kept */
+  int fd;           /* read end of the pipe, -1 once closed */
+  int hold;         /* our copy of the write end while the leader lives */
+  GByteArray *kept; /* NULL until the first byte is kept */
   guint64 dropped;
   gboolean nonblocking; /* O_NONBLOCK set: only without RWF_NOWAIT */
 } Capture;
@@ -88,17 +88,17 @@ typedef struct {
 typedef struct {
   DatcTaskKey key;
   guint64 serial;
-  guint index;        /* position in runner->tasks */
-  pid_t pid;          /* the leader; also the pgid */
+  guint index; /* position in runner->tasks */
+  pid_t pid;   /* the leader; also the pgid */
   int pidfd;
   Capture out;
   Capture err;
-  gint64 started_us;  /* real time */
+  gint64 started_us; /* real time */
   gint64 started_mono;
-  gint64 oom_kills;   /* the OOM-kill counter when it started; -1: none */
+  gint64 oom_kills; /* the OOM-kill counter when it started; -1: none */
   guint32 timeout_ms;
-  gint64 deadline;    /* monotonic; 0: no timeout */
-  gint64 kill_at;     /* monotonic; 0: no SIGKILL scheduled */
+  gint64 deadline; /* monotonic; 0: no timeout */
+  gint64 kill_at;  /* monotonic; 0: no SIGKILL scheduled */
   StopReason stop;
   DatcTaskStatus stop_status;
 } RunTask;
@@ -111,7 +111,7 @@ typedef struct {
 struct DatcRunner {
   int epfd;
   int devnull;
-  int wakefd;             /* readable while spawn failures wait in `failed` */
+  int wakefd; /* readable while spawn failures wait in `failed` */
   gsize output_limit;
   guint kill_grace_ms;
   guint64 next_serial;
@@ -125,14 +125,14 @@ struct DatcRunner {
   guint8 *stack;          /* CHILD_STACK_SIZE bytes, the lowest page a guard */
   struct rlimit nofile;   /* a child's RLIMIT_NOFILE, when we raised ours */
   gboolean restore_nofile;
-  DatcOomWatch *oom;      /* the node's OOM-killer evidence for tasks killed by SIGKILL */
+  DatcOomWatch *oom; /* the node's OOM-killer evidence for tasks killed by SIGKILL */
 };
 
 static gboolean
 set_errno_error (GError **error, int errsv, const char *what)
 {
-  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errsv),
-               "%s: %s", what, g_strerror (errsv));
+  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errsv), "%s: %s", what,
+               g_strerror (errsv));
   return FALSE;
 }
 
@@ -159,15 +159,14 @@ fd_above_stdio (int fd)
   return moved;
 }
 
-
 DatcRunner *
 datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
 {
   if (output_limit > DATC_OUTPUT_MAX)
     {
       g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-                   "output limit %" G_GSIZE_FORMAT " is over the maximum %u",
-                   output_limit, DATC_OUTPUT_MAX);
+                   "output limit %" G_GSIZE_FORMAT " is over the maximum %u", output_limit,
+                   DATC_OUTPUT_MAX);
       return NULL;
     }
 
@@ -191,7 +190,7 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
    * and a handler cannot run in the child before that: every signal stays
    * blocked there until the call before execve.  Each reset is one system
    * call in every spawn, so the rest (some 50 signals) are left alone. */
-  static const int usual[] = { SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
+  static const int usual[] = { SIGHUP,  SIGINT,  SIGQUIT, SIGPIPE, SIGALRM, SIGTERM, SIGUSR1,
                                SIGUSR2, SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGXFSZ };
   sigemptyset (&runner->reset);
   for (gsize i = 0; i < G_N_ELEMENTS (usual); i++)
@@ -290,8 +289,8 @@ datc_runner_free (DatcRunner *runner)
 
 /* Queues a result for a task that never ran. */
 static void
-queue_spawn_failure (DatcRunner *runner, const DatcTask *task,
-                     gint32 exit_code, char *message /* transfer full */)
+queue_spawn_failure (DatcRunner *runner, const DatcTask *task, gint32 exit_code,
+                     char *message /* transfer full */)
 {
   DatcResult *result = datc_result_new (task->id, task->attempt);
   result->status = DATC_STATUS_SPAWN_FAILED;
@@ -405,15 +404,15 @@ search_path (const char *name, const char *path)
  * through execve or _exit. */
 
 typedef struct {
-  const char *file;        /* what to exec; searched in `search` if it has no '/' */
-  const char *search;      /* PATH to search, or NULL to exec `file` as is */
+  const char *file;   /* what to exec; searched in `search` if it has no '/' */
+  const char *search; /* PATH to search, or NULL to exec `file` as is */
   char *const *argv;
   char *const *envp;
   const sigset_t *reset;
-  const char *cwd;         /* or NULL */
+  const char *cwd;             /* or NULL */
   const struct rlimit *nofile; /* or NULL: the agent's own */
   int devnull, out_w, err_w;
-  int err;                 /* set by the child when it did not exec */
+  int err; /* set by the child when it did not exec */
 } SpawnRequest;
 
 /* execvp's search, as glibc's posix_spawnp does it: each PATH entry in
@@ -545,8 +544,7 @@ spawn (DatcRunner *runner, SpawnRequest *r, const char *task_path, pid_t *pid, i
 /* Why did the spawn fail?  Checked only after a failure, so a task with a
  * cwd pays nothing when all is well.  (chdir and exec both say ENOENT.) */
 static void
-queue_spawn_errno (DatcRunner *runner, const DatcTask *task, const char *name,
-                   int errsv)
+queue_spawn_errno (DatcRunner *runner, const DatcTask *task, const char *name, int errsv)
 {
   const char *cwd = task->spec.cwd;
   if (cwd != NULL)
@@ -561,22 +559,19 @@ queue_spawn_errno (DatcRunner *runner, const DatcTask *task, const char *name,
         cwd_errno = errno;
       if (cwd_errno != 0)
         {
-          queue_spawn_failure (runner, task, 126,
-                               g_strdup_printf ("cannot change to directory %s: %s",
-                                                cwd, g_strerror (cwd_errno)));
+          queue_spawn_failure (
+              runner, task, 126,
+              g_strdup_printf ("cannot change to directory %s: %s", cwd, g_strerror (cwd_errno)));
           return;
         }
     }
 
   if (errsv == ENOENT)
-    queue_spawn_failure (runner, task, 127,
-                         g_strdup_printf ("%s: command not found", name));
+    queue_spawn_failure (runner, task, 127, g_strdup_printf ("%s: command not found", name));
   else if (errsv == EACCES)
-    queue_spawn_failure (runner, task, 126,
-                         g_strdup_printf ("%s: permission denied", name));
+    queue_spawn_failure (runner, task, 126, g_strdup_printf ("%s: permission denied", name));
   else
-    queue_spawn_failure (runner, task, 126,
-                         g_strdup_printf ("%s: %s", name, g_strerror (errsv)));
+    queue_spawn_failure (runner, task, 126, g_strdup_printf ("%s: %s", name, g_strerror (errsv)));
 }
 
 /* Both ends stay blocking: O_NONBLOCK would be shared with the child's
@@ -618,8 +613,7 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
   if (g_hash_table_contains (runner->by_key, &key))
     {
       g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
-                   "task %" G_GUINT64_FORMAT ".%u is already running",
-                   task->id, task->attempt);
+                   "task %" G_GUINT64_FORMAT ".%u is already running", task->id, task->attempt);
       return FALSE;
     }
 
@@ -773,9 +767,8 @@ datc_runner_reserve_fds (DatcRunner *runner, guint tasks, guint reserved)
     }
   if (now.rlim_cur == RLIM_INFINITY || now.rlim_cur >= need)
     return tasks;
-  return now.rlim_cur > reserved
-           ? (guint) ((now.rlim_cur - reserved) / DATC_RUNNER_FDS_PER_TASK)
-           : 0;
+  return now.rlim_cur > reserved ? (guint) ((now.rlim_cur - reserved) / DATC_RUNNER_FDS_PER_TASK)
+                                 : 0;
 }
 
 guint
@@ -836,8 +829,7 @@ capture_read_once (DatcRunner *runner, Capture *cap)
  * at that moment, which is all reading the leftovers after the leader's
  * death needs. */
 static void
-capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
-              gboolean until_short)
+capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads, gboolean until_short)
 {
   for (int i = 0; cap->fd >= 0 && i < max_reads; i++)
     {
@@ -854,8 +846,7 @@ capture_read (DatcRunner *runner, RunTask *task, Capture *cap, int max_reads,
       if (n < 0 && errno == EAGAIN)
         return;
       if (n < 0)
-        g_debug ("runner: task %" G_GUINT64_FORMAT ": read: %s",
-                 task->key.id, g_strerror (errno));
+        g_debug ("runner: task %" G_GUINT64_FORMAT ": read: %s", task->key.id, g_strerror (errno));
       close_fd (&cap->fd);
     }
 }
@@ -919,8 +910,8 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
       /* ECHILD: someone else reaped our child (SIGCHLD set to SIG_IGN, or a
        * stray waitpid(-1)).  The status is lost and the pgid may be reused,
        * so do not signal it. */
-      g_warning ("runner: task %" G_GUINT64_FORMAT ": leader %d: waitid: %s",
-                 task->key.id, (int) task->pid, g_strerror (errno));
+      g_warning ("runner: task %" G_GUINT64_FORMAT ": leader %d: waitid: %s", task->key.id,
+                 (int) task->pid, g_strerror (errno));
     }
   else if (info.si_pid == 0)
     {
@@ -970,8 +961,8 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
       /* The OOM killer sends SIGKILL; so do users and schedulers: only
        * what the node recorded tells them apart. */
       if (info.si_status == SIGKILL && task->stop == STOP_NONE)
-        result->oom_evidence = datc_oom_watch_evidence (runner->oom, task->oom_kills, task->pid,
-                                                        task->started_mono);
+        result->oom_evidence
+            = datc_oom_watch_evidence (runner->oom, task->oom_kills, task->pid, task->started_mono);
     }
   if (task->stop == STOP_TIMEOUT)
     {
@@ -996,8 +987,7 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
 
 /* SIGTERM now, SIGKILL after the grace.  The first reason sticks. */
 static void
-task_stop (DatcRunner *runner, RunTask *task, StopReason reason,
-           DatcTaskStatus status, gint64 now)
+task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus status, gint64 now)
 {
   if (task->stop != STOP_NONE)
     return;
@@ -1071,8 +1061,8 @@ handle_event (DatcRunner *runner, guint64 data, GPtrArray *finished)
   if (kind == WATCH_PID)
     task_finish (runner, task, finished);
   else
-    capture_read (runner, task, kind == WATCH_OUT ? &task->out : &task->err,
-                  READS_PER_EVENT, FALSE);
+    capture_read (runner, task, kind == WATCH_OUT ? &task->out : &task->err, READS_PER_EVENT,
+                  FALSE);
 }
 
 void
@@ -1108,12 +1098,10 @@ datc_runner_dispatch (DatcRunner *runner, GPtrArray *finished)
 }
 
 gboolean
-datc_runner_cancel (DatcRunner *runner, guint64 id, guint32 attempt,
-                    DatcTaskStatus status)
+datc_runner_cancel (DatcRunner *runner, guint64 id, guint32 attempt, DatcTaskStatus status)
 {
   g_return_val_if_fail (runner != NULL, FALSE);
-  g_return_val_if_fail (status == DATC_STATUS_CANCELLED
-                        || status == DATC_STATUS_DRAINED, FALSE);
+  g_return_val_if_fail (status == DATC_STATUS_CANCELLED || status == DATC_STATUS_DRAINED, FALSE);
 
   DatcTaskKey key = { .id = id, .attempt = attempt };
   RunTask *task = g_hash_table_lookup (runner->by_key, &key);
@@ -1127,13 +1115,11 @@ void
 datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status)
 {
   g_return_if_fail (runner != NULL);
-  g_return_if_fail (status == DATC_STATUS_CANCELLED
-                    || status == DATC_STATUS_DRAINED);
+  g_return_if_fail (status == DATC_STATUS_CANCELLED || status == DATC_STATUS_DRAINED);
 
   gint64 now = g_get_monotonic_time ();
   for (guint i = 0; i < runner->tasks->len; i++)
-    task_stop (runner, g_ptr_array_index (runner->tasks, i), STOP_CANCEL,
-               status, now);
+    task_stop (runner, g_ptr_array_index (runner->tasks, i), STOP_CANCEL, status, now);
 }
 
 void

@@ -25,8 +25,7 @@ typedef struct DatcRunner DatcRunner;
 
 /* output_limit: bytes kept per stream (<= DATC_OUTPUT_MAX).
  * kill_grace_ms: time between SIGTERM and SIGKILL. */
-DatcRunner *datc_runner_new (gsize output_limit, guint kill_grace_ms,
-                             GError **error);
+DatcRunner *datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error);
 void datc_runner_free (DatcRunner *runner);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcRunner, datc_runner_free)
 
@@ -35,8 +34,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcRunner, datc_runner_free)
  * runner: a result with DATC_STATUS_SPAWN_FAILED is queued and returned by
  * the next datc_runner_dispatch().  Returns FALSE only when the runner
  * itself failed (out of fds, pipe() failed). */
-gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task,
-                            GError **error);
+gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error);
 
 guint datc_runner_running (DatcRunner *runner);
 

@@ -19,22 +19,22 @@
 #define WAIT_MS 30000
 
 /* Recorded: a Debian 12 VM with cgroup v1 beside an empty v2 tree. */
-static const char proc_cgroup_hybrid[] =
-  "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/71440fa2\n3:cpuset:/\n0::/\n";
+static const char proc_cgroup_hybrid[]
+    = "9:name=systemd:/\n8:pids:/\n4:memory:/process_api/71440fa2\n3:cpuset:/\n0::/\n";
 /* Recorded: systemd on cgroup v2 alone, inside a Slurm job. */
-static const char proc_cgroup_v2[] = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n";
+static const char proc_cgroup_v2[]
+    = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n";
 static const char memory_events[] = "low 0\nhigh 0\nmax 17\noom 2\noom_kill 2\noom_group_kill 0\n";
 static const char oom_control[] = "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n";
 static const char oom_control_before_4_13[] = "oom_kill_disable 0\nunder_oom 0\n";
 /* Recorded from /dev/kmsg after a task went over its cgroup's limit. */
-static const char kmsg_record[] =
-  "3,1742,31713519118,-;Memory cgroup out of memory: Killed process 10977 (dd) "
-  "total-vm:310176kB, anon-rss:32512kB, file-rss:1632kB, shmem-rss:0kB, UID:0 "
-  "pgtables:112kB oom_score_adj:0\n";
-static const char kmsg_global[] =
-  "3,90,5000000,-;Out of memory: Killed process 4242 (python3) total-vm:8000000kB\n";
-static const char kmsg_other[] =
-  "6,1637,13370910731,-;p1: entered promiscuous mode\n";
+static const char kmsg_record[]
+    = "3,1742,31713519118,-;Memory cgroup out of memory: Killed process 10977 (dd) "
+      "total-vm:310176kB, anon-rss:32512kB, file-rss:1632kB, shmem-rss:0kB, UID:0 "
+      "pgtables:112kB oom_score_adj:0\n";
+static const char kmsg_global[]
+    = "3,90,5000000,-;Out of memory: Killed process 4242 (python3) total-vm:8000000kB\n";
+static const char kmsg_other[] = "6,1637,13370910731,-;p1: entered promiscuous mode\n";
 
 static void
 test_parse_proc_cgroup (void)
@@ -127,9 +127,9 @@ test_watch_finds_counters (void)
   g_assert_cmpint (datc_oom_watch_kills (w), ==, 1);
 
   /* v2 alone */
-  g_autofree gchar *v2 = make_tree (dir, proc_cgroup_v2,
-                                    "system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
-                                    "memory.events", memory_events);
+  g_autofree gchar *v2
+      = make_tree (dir, proc_cgroup_v2, "system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+                   "memory.events", memory_events);
   g_autoptr (DatcOomWatch) w2 = datc_oom_watch_new (proc, root, NULL);
   g_assert_cmpstr (datc_oom_watch_counter_path (w2), ==, v2);
   g_assert_cmpint (datc_oom_watch_kills (w2), ==, 2);
@@ -198,15 +198,16 @@ test_runner_sigkill_with_a_rise_carries_evidence (void)
   g_autofree gchar *dir = g_dir_make_tmp ("datc-oom-XXXXXX", NULL);
   g_autofree gchar *proc = g_build_filename (dir, "proc-cgroup", NULL);
   g_autofree gchar *root = g_build_filename (dir, "root", NULL);
-  g_autofree gchar *counter = make_tree (dir, proc_cgroup_v2,
-                                         "system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
-                                         "memory.events", "oom 0\noom_kill 0\n");
+  g_autofree gchar *counter
+      = make_tree (dir, proc_cgroup_v2, "system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+                   "memory.events", "oom 0\noom_kill 0\n");
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcRunner) runner = datc_runner_new (DATC_OUTPUT_DEFAULT, 100, &error);
   g_assert_no_error (error);
   datc_runner_set_oom_watch (runner, datc_oom_watch_new (proc, root, NULL));
 
-  g_autofree gchar *oom = g_strdup_printf ("printf 'oom 1\\noom_kill 1\\n' > %s; kill -9 $$", counter);
+  g_autofree gchar *oom
+      = g_strdup_printf ("printf 'oom 1\\noom_kill 1\\n' > %s; kill -9 $$", counter);
   const char *const lines[] = { oom, NULL };
   g_autoptr (GPtrArray) results = run_tasks (runner, lines, 0);
   const DatcResult *r = result_for (results, 1);

@@ -24,7 +24,7 @@
 
 typedef struct {
   DatcRunner *runner;
-  GPtrArray *results;  /* DatcResult*, owned */
+  GPtrArray *results; /* DatcResult*, owned */
   gchar *tmpdir;
 } Fixture;
 
@@ -67,8 +67,7 @@ remove_tree (const char *path)
   while (dir != NULL && (name = g_dir_read_name (dir)) != NULL)
     {
       g_autofree gchar *child = g_build_filename (path, name, NULL);
-      if (g_file_test (child, G_FILE_TEST_IS_DIR)
-          && !g_file_test (child, G_FILE_TEST_IS_SYMLINK))
+      if (g_file_test (child, G_FILE_TEST_IS_DIR) && !g_file_test (child, G_FILE_TEST_IS_SYMLINK))
         remove_tree (child);
       else
         g_unlink (child);
@@ -185,9 +184,8 @@ group_alive (pid_t pgid)
     {
       char state;
       pid_t group;
-      if (g_ascii_isdigit (name[0])
-          && proc_stat (atoi (name), &state, &group)
-          && group == pgid && state != 'Z' && state != 'X')
+      if (g_ascii_isdigit (name[0]) && proc_stat (atoi (name), &state, &group) && group == pgid
+          && state != 'Z' && state != 'X')
         return TRUE;
     }
   return FALSE;
@@ -317,9 +315,9 @@ test_output_escaped_writer_does_not_hold_the_task (Fixture *f, gconstpointer dat
   g_assert_cmpint (mkfifo (hold_path, 0600), ==, 0);
   int hold = open (hold_path, O_RDWR | O_CLOEXEC);
   g_assert_cmpint (hold, >=, 0);
-  g_autofree gchar *line = g_strdup_printf (
-      "setsid sh -c 'echo $$ > %s; exec cat < %s' & read pid < %s; echo $pid", fifo,
-      hold_path, fifo);
+  g_autofree gchar *line
+      = g_strdup_printf ("setsid sh -c 'echo $$ > %s; exec cat < %s' & read pid < %s; echo $pid",
+                         fifo, hold_path, fifo);
   DatcResult *r = run_line (f, line);
   g_autofree gchar *out = bytes_str (r->out);
   pid_t escapee = (pid_t) g_ascii_strtoll (out, NULL, 10);
@@ -358,14 +356,14 @@ test_output_truncates_over_the_limit_with_marker (Fixture *f, gconstpointer data
   for (gsize i = 0; i < DATC_OUTPUT_DEFAULT; i++)
     if (out[i] != 0)
       g_error ("byte %" G_GSIZE_FORMAT " of kept stdout is %u", i, out[i]);
-  g_assert_cmpmem (out + DATC_OUTPUT_DEFAULT, len - DATC_OUTPUT_DEFAULT,
-                   out_marker, strlen (out_marker));
+  g_assert_cmpmem (out + DATC_OUTPUT_DEFAULT, len - DATC_OUTPUT_DEFAULT, out_marker,
+                   strlen (out_marker));
 
   const char err_marker[] = "\n[datc: 1 bytes of stderr dropped]\n";
   const guint8 *err = g_bytes_get_data (r->err, &len);
   g_assert_cmpuint (len, ==, DATC_OUTPUT_DEFAULT + strlen (err_marker));
-  g_assert_cmpmem (err + DATC_OUTPUT_DEFAULT, len - DATC_OUTPUT_DEFAULT,
-                   err_marker, strlen (err_marker));
+  g_assert_cmpmem (err + DATC_OUTPUT_DEFAULT, len - DATC_OUTPUT_DEFAULT, err_marker,
+                   strlen (err_marker));
 }
 
 static void
@@ -378,9 +376,8 @@ test_output_with_maximum_limit_stays_within_wire_maximum (Fixture *f, gconstpoin
 
   DatcResult *r = run_line (f, "head -c 4194304 /dev/zero");
   g_assert_cmpuint (g_bytes_get_size (r->out), ==, DATC_OUTPUT_MAX);
-  g_autofree gchar *marker = g_strdup_printf ("\n[datc: %" G_GUINT64_FORMAT
-                                              " bytes of stdout dropped]\n",
-                                              r->out_dropped);
+  g_autofree gchar *marker = g_strdup_printf (
+      "\n[datc: %" G_GUINT64_FORMAT " bytes of stdout dropped]\n", r->out_dropped);
   gsize kept = DATC_OUTPUT_MAX - strlen (marker);
   g_assert_cmpuint (kept + r->out_dropped, ==, 4194304);
   gsize len;
@@ -525,8 +522,10 @@ test_spawn_child_has_default_signals (Fixture *f, gconstpointer data)
   DatcResult *r = g_ptr_array_index (f->results, 0);
   g_autofree gchar *out = bytes_str (r->out);
   guint64 blocked = 0, ignored = 0;
-  g_assert_cmpint (sscanf (out, "SigBlk:\t%" G_GINT64_MODIFIER "x\nSigIgn:\t%"
-                           G_GINT64_MODIFIER "x", &blocked, &ignored), ==, 2);
+  g_assert_cmpint (sscanf (out,
+                           "SigBlk:\t%" G_GINT64_MODIFIER "x\nSigIgn:\t%" G_GINT64_MODIFIER "x",
+                           &blocked, &ignored),
+                   ==, 2);
   g_assert_cmphex (blocked, ==, 0);
   /* glibc's posix_spawn leaves its two internal signals (32, 33: below
    * SIGRTMIN) ignored; the child's libc installs its own handlers. */
@@ -767,8 +766,7 @@ test_timeout_kills_forked_children (Fixture *f, gconstpointer data)
 }
 
 static void
-test_timeout_kills_term_ignoring_children_when_leader_dies (Fixture *f,
-                                                            gconstpointer data)
+test_timeout_kills_term_ignoring_children_when_leader_dies (Fixture *f, gconstpointer data)
 {
   /* The leader dies of SIGTERM; its child ignores it.  The grace is long,
    * so only the group kill after the leader's death can end the child. */
@@ -914,10 +912,10 @@ test_concurrency_fifty_tasks_complete (Fixture *f, gconstpointer data)
   const guint n = 50;
   for (guint64 id = 1; id <= n; id++)
     {
-      g_autofree gchar *line = g_strdup_printf ("echo task-%" G_GUINT64_FORMAT
-                                                "; echo e%" G_GUINT64_FORMAT
-                                                " >&2; exit %" G_GUINT64_FORMAT,
-                                                id, id, id % 7);
+      g_autofree gchar *line
+          = g_strdup_printf ("echo task-%" G_GUINT64_FORMAT "; echo e%" G_GUINT64_FORMAT
+                             " >&2; exit %" G_GUINT64_FORMAT,
+                             id, id, id % 7);
       g_autoptr (DatcTask) task = task_new (id, line);
       start (f, task);
     }
@@ -940,8 +938,8 @@ static void
 test_free_kills_running_tasks (Fixture *f, gconstpointer data)
 {
   g_autofree gchar *pidfile = g_build_filename (f->tmpdir, "pids", NULL);
-  g_autofree gchar *line = g_strdup_printf ("echo $$ > %s; sleep 300 & echo $! >> %s; wait",
-                                            pidfile, pidfile);
+  g_autofree gchar *line
+      = g_strdup_printf ("echo $$ > %s; sleep 300 & echo $! >> %s; wait", pidfile, pidfile);
   g_autoptr (DatcTask) task = task_new (1, line);
   start (f, task);
 
@@ -960,8 +958,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
 
-#define ADD(path, fn) \
-  g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
+#define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_setup, fn, fixture_teardown)
 
   ADD ("/runner/exit/reports-exit-code", test_exit_reports_exit_code);
   ADD ("/runner/exit/reports-signal", test_exit_reports_signal);
@@ -986,10 +983,8 @@ main (int argc, char **argv)
   ADD ("/runner/spawn/stdin-is-dev-null", test_spawn_stdin_is_dev_null);
   ADD ("/runner/spawn/child-inherits-only-stdio", test_spawn_child_inherits_only_stdio);
   ADD ("/runner/spawn/child-has-default-signals", test_spawn_child_has_default_signals);
-  ADD ("/runner/spawn/runs-in-its-own-process-group",
-       test_spawn_runs_in_its_own_process_group);
-  ADD ("/runner/spawn/plain-line-runs-without-shell",
-       test_spawn_plain_line_runs_without_shell);
+  ADD ("/runner/spawn/runs-in-its-own-process-group", test_spawn_runs_in_its_own_process_group);
+  ADD ("/runner/spawn/plain-line-runs-without-shell", test_spawn_plain_line_runs_without_shell);
   ADD ("/runner/spawn/argv-is-passed-as-is", test_spawn_argv_is_passed_as_is);
   ADD ("/runner/spawn/missing-program-is-127", test_spawn_missing_program_is_127);
   ADD ("/runner/spawn/not-executable-is-126", test_spawn_not_executable_is_126);
