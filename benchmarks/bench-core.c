@@ -47,28 +47,6 @@ own_cpu_s (void)
          + tv_s (children.ru_stime);
 }
 
-/* CPU seconds the whole machine spent busy (every process, all cores),
- * from /proc/stat; minus our own children's, it tells how much other work
- * shared the machine during a measurement. */
-static double
-machine_busy_s (void)
-{
-  g_autofree gchar *text = NULL;
-  if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
-    return 0;
-  guint64 v[8] = { 0 };
-  if (sscanf (text,
-              "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
-              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
-              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
-              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7])
-      != 8)
-    return 0;
-  /* user nice system [idle iowait] irq softirq steal */
-  guint64 busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  return (double) busy / (double) sysconf (_SC_CLK_TCK);
-}
-
 /* Reaps orphans that were reparented here (the detached agent). */
 static void
 reap_orphans (void)
@@ -113,7 +91,7 @@ phase_begin (Phase *p)
 {
   p->wall_s = g_get_monotonic_time () / 1e6;
   p->cpu_s = own_cpu_s ();
-  p->other_s = machine_busy_s ();
+  p->other_s = bench_machine_busy_s ();
 }
 
 static void
@@ -121,7 +99,7 @@ phase_end (Phase *p)
 {
   p->wall_s = g_get_monotonic_time () / 1e6 - p->wall_s;
   p->cpu_s = own_cpu_s () - p->cpu_s;
-  p->other_s = MAX (0.0, machine_busy_s () - p->other_s - p->cpu_s);
+  p->other_s = MAX (0.0, bench_machine_busy_s () - p->other_s - p->cpu_s);
 }
 
 /* Of the machine's cores during the phase: the share nobody used. */

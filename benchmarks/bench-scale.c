@@ -332,26 +332,6 @@ journal_records (const char *dir)
   return n;
 }
 
-/* CPU seconds the whole machine spent busy, from /proc/stat (as in
- * bench-core). */
-static double
-machine_busy_s (void)
-{
-  g_autofree gchar *text = NULL;
-  if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
-    return 0;
-  guint64 v[8] = { 0 };
-  if (sscanf (text,
-              "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
-              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
-              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
-              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7])
-      != 8)
-    return 0;
-  /* user nice system [idle iowait] irq softirq steal */
-  return (double) (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double) sysconf (_SC_CLK_TCK);
-}
-
 static double tv_s (struct timeval tv);
 
 /* CPU of this process and every child reaped so far. */
@@ -589,7 +569,7 @@ run_point (const Bench *b, const char *task_file, Point *p)
   Setup s;
   setup (b, &s);
   p->loadavg = loadavg ();
-  double busy0 = machine_busy_s (), own0 = own_cpu_s ();
+  double busy0 = bench_machine_busy_s (), own0 = own_cpu_s ();
   p->samples = g_array_new (FALSE, FALSE, sizeof (StatusSample));
   g_autoptr (GArray) agents = start_agents (b, &s, b->tcp ? p->agents : p->agents - 1);
   gint64 t0_real = g_get_real_time ();
@@ -601,7 +581,7 @@ run_point (const Bench *b, const char *task_file, Point *p)
   end_agents (agents, 10000);
   end_strays ();
   double whole_s = (g_get_monotonic_time () - t0) / 1e6;
-  p->others = MAX (0.0, machine_busy_s () - busy0 - (own_cpu_s () - own0)) / whole_s;
+  p->others = MAX (0.0, bench_machine_busy_s () - busy0 - (own_cpu_s () - own0)) / whole_s;
 
   p->cpu_s = tv_s (ru.ru_utime) + tv_s (ru.ru_stime);
   p->maxrss_kib = ru.ru_maxrss;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -78,4 +79,23 @@ bench_cmp_double (const void *a, const void *b)
 {
   double x = *(const double *) a, y = *(const double *) b;
   return x < y ? -1 : x > y;
+}
+
+double
+bench_machine_busy_s (void)
+{
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents ("/proc/stat", &text, NULL, NULL))
+    return 0;
+  guint64 v[8] = { 0 };
+  if (sscanf (text,
+              "cpu %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+              " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT,
+              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7])
+      != 8)
+    return 0;
+  /* user nice system [idle iowait] irq softirq steal */
+  guint64 busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return (double) busy / (double) sysconf (_SC_CLK_TCK);
 }

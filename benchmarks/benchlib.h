@@ -22,6 +22,10 @@ void bench_rm_rf (const char *path);
 gchar *bench_write_tasks (const char *dir, guint n, const char *prefix, gboolean numbered);
 /* $DATC, or exit 2 saying it is needed. */
 const char *bench_datc (void);
+/* CPU seconds the whole machine spent busy (every process, all cores),
+ * from /proc/stat, 0 when unreadable; less a benchmark's own processes',
+ * it tells how much other work shared the machine during a measurement. */
+double bench_machine_busy_s (void);
 /* qsort comparison of doubles. */
 int bench_cmp_double (const void *a, const void *b);
 

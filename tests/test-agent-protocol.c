@@ -98,31 +98,42 @@ fake_send (FakeMaster *f, const DatcMsg *m)
   g_assert_cmpint (zmq_send (f->router, frame->data, frame->len, 0), ==, (int) frame->len);
 }
 
+/* A fake master in a private directory of `d`, and the real agent with
+ * `slots` connected to it, welcomed (epoch 7, heartbeats every
+ * `heartbeat_ms`): returns its HELLO, leaves its first CREDIT in *credit. */
+static DatcMsg *
+fake_welcome_agent (TbDir *d, FakeMaster *f, const char *slots, guint heartbeat_ms, TbProc **agent,
+                    DatcMsg **credit)
+{
+  g_autofree gchar *sockdir = g_build_filename (d->path, "s", NULL);
+  g_assert_cmpint (g_mkdir (sockdir, 0700), ==, 0);
+  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/m.sock", sockdir);
+  fake_open (f, endpoint);
+  const char *argv[] = { tb_agent (), "--connect", endpoint,  "--slots", slots,
+                         "--site",    "here",      "--proxy", "p1",      NULL };
+  *agent = tb_spawn (d, "agent", argv);
+  DatcMsg *hello = fake_await (f, DATC_MSG_HELLO, 10000);
+  g_assert_nonnull (hello);
+  g_autoptr (DatcMsg) welcome = datc_msg_new (DATC_MSG_WELCOME);
+  welcome->u.welcome.epoch = 7;
+  welcome->u.welcome.session = hello->u.hello.session;
+  welcome->u.welcome.heartbeat_ms = heartbeat_ms;
+  welcome->u.welcome.timeout_ms = 10000;
+  fake_send (f, welcome);
+  /* Welcomed: it asks for work. */
+  *credit = fake_await (f, DATC_MSG_CREDIT, 10000);
+  g_assert_nonnull (*credit);
+  return hello;
+}
+
 static void
 test_dismissed_agent_does_not_come_back (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *sockdir = g_build_filename (d->path, "s", NULL);
-  g_assert_cmpint (g_mkdir (sockdir, 0700), ==, 0);
-  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/m.sock", sockdir);
   FakeMaster f;
-  fake_open (&f, endpoint);
-
-  const char *argv[] = { tb_agent (), "--connect", endpoint,  "--slots", "1",
-                         "--site",    "here",      "--proxy", "p1",      NULL };
-  g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
-  g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
-  g_assert_nonnull (hello);
-
-  g_autoptr (DatcMsg) welcome = datc_msg_new (DATC_MSG_WELCOME);
-  welcome->u.welcome.epoch = 7;
-  welcome->u.welcome.session = hello->u.hello.session;
-  welcome->u.welcome.heartbeat_ms = 1000;
-  welcome->u.welcome.timeout_ms = 10000;
-  fake_send (&f, welcome);
-  /* Welcomed: it asks for work. */
-  g_autoptr (DatcMsg) credit = fake_await (&f, DATC_MSG_CREDIT, 10000);
-  g_assert_nonnull (credit);
+  g_autoptr (TbProc) agent = NULL;
+  g_autoptr (DatcMsg) credit = NULL;
+  g_autoptr (DatcMsg) hello = fake_welcome_agent (d, &f, "1", 1000, &agent, &credit);
 
   /* BYE, then at once the request a master sends a peer it does not know. */
   g_autoptr (DatcMsg) bye = datc_msg_new (DATC_MSG_BYE);
@@ -152,25 +163,10 @@ static void
 test_lost_credit_is_asked_again (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *sockdir = g_build_filename (d->path, "s", NULL);
-  g_assert_cmpint (g_mkdir (sockdir, 0700), ==, 0);
-  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/m.sock", sockdir);
   FakeMaster f;
-  fake_open (&f, endpoint);
-
-  const char *argv[] = { tb_agent (), "--connect", endpoint,  "--slots", "3",
-                         "--site",    "here",      "--proxy", "p1",      NULL };
-  g_autoptr (TbProc) agent = tb_spawn (d, "agent", argv);
-  g_autoptr (DatcMsg) hello = fake_await (&f, DATC_MSG_HELLO, 10000);
-  g_assert_nonnull (hello);
-  g_autoptr (DatcMsg) welcome = datc_msg_new (DATC_MSG_WELCOME);
-  welcome->u.welcome.epoch = 7;
-  welcome->u.welcome.session = hello->u.hello.session;
-  welcome->u.welcome.heartbeat_ms = 300;
-  welcome->u.welcome.timeout_ms = 10000;
-  fake_send (&f, welcome);
-  g_autoptr (DatcMsg) credit = fake_await (&f, DATC_MSG_CREDIT, 10000);
-  g_assert_nonnull (credit);
+  g_autoptr (TbProc) agent = NULL;
+  g_autoptr (DatcMsg) credit = NULL;
+  g_autoptr (DatcMsg) hello = fake_welcome_agent (d, &f, "3", 300, &agent, &credit);
   g_assert_cmpuint (credit->u.credit.limit, ==, 3);
 
   /* That one is "lost": the master sends no task, only heartbeats (so the
