@@ -509,6 +509,22 @@ run_scenario (MsBed *bed, const char *root, const char *which, guint runs)
   return 0;
 }
 
+/* The multi-site bed in /tmp/datc-bench-sites-PID (*root, transfer full),
+ * or exit 1 saying why. */
+static MsBed *
+bed_up (gchar **root)
+{
+  g_autoptr (GError) error = NULL;
+  *root = g_strdup_printf ("/tmp/datc-bench-sites-%d", (int) getpid ());
+  gint64 t0 = g_get_monotonic_time ();
+  MsBed *bed = ms_bed_up (*root, &error);
+  if (bed == NULL)
+    die ("test bed", error);
+  g_printerr ("bench-sites: test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,
+              *root);
+  return bed;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -522,13 +538,8 @@ main (int argc, char **argv)
           return 2;
         }
       g_autoptr (GError) error = NULL;
-      g_autofree gchar *root = g_strdup_printf ("/tmp/datc-bench-sites-%d", (int) getpid ());
-      gint64 t0 = g_get_monotonic_time ();
-      g_autoptr (MsBed) bed = ms_bed_up (root, &error);
-      if (bed == NULL)
-        die ("test bed", error);
-      g_printerr ("bench-sites: test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,
-                  root);
+      g_autofree gchar *root = NULL;
+      g_autoptr (MsBed) bed = bed_up (&root);
       int rc = run_scenario (bed, root, argv[1], runs);
       if (!ms_bed_down (bed, &error))
         {
@@ -550,13 +561,8 @@ main (int argc, char **argv)
       return 2;
     }
   g_autoptr (GError) error = NULL;
-  g_autofree gchar *root = g_strdup_printf ("/tmp/datc-bench-sites-%d", (int) getpid ());
-  gint64 t0 = g_get_monotonic_time ();
-  g_autoptr (MsBed) bed = ms_bed_up (root, &error);
-  if (bed == NULL)
-    die ("test bed", error);
-  g_printerr ("bench-sites: test bed up in %.1f s (%s)\n", (g_get_monotonic_time () - t0) / 1e6,
-              root);
+  g_autofree gchar *root = NULL;
+  g_autoptr (MsBed) bed = bed_up (&root);
 
   g_autoptr (GString) t = g_string_new (NULL);
   for (guint i = 0; i < n; i++)
@@ -577,7 +583,7 @@ main (int argc, char **argv)
         print_row (modes[m], r, &o);
       }
 
-  t0 = g_get_monotonic_time ();
+  gint64 t0 = g_get_monotonic_time ();
   int rc = 0;
   if (!ms_bed_down (bed, &error))
     {
