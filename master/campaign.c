@@ -19,6 +19,7 @@ struct DatcCampaign {
   gchar *master_key, *agent_key, *agents_dir, *sites_dir;
   int lock_fd;
   gboolean resumed;
+  gboolean made_dir; /* DIR did not exist before datc_campaign_lock */
 };
 
 void
@@ -214,11 +215,9 @@ datc_campaign_socket_path (const char *dir, const char *name, GError **error)
 }
 
 DatcCampaign *
-datc_campaign_open (const char *dir, const char *task_file, const char *sha256, const char *format,
-                    const char *mode, GError **error)
+datc_campaign_lock (const char *dir, GError **error)
 {
   g_autoptr (DatcCampaign) c = g_new0 (DatcCampaign, 1);
-  g_autofree gchar *json = g_build_filename (dir, "campaign.json", NULL);
   g_autofree gchar *lock = g_build_filename (dir, "lock", NULL);
 
   c->lock_fd = -1;
@@ -228,6 +227,7 @@ datc_campaign_open (const char *dir, const char *task_file, const char *sha256, 
   c->agent_key = g_build_filename (c->agents_dir, "default.key", NULL);
   c->sites_dir = g_build_filename (c->dir, "keys", "sites", NULL);
 
+  c->made_dir = !g_file_test (c->dir, G_FILE_TEST_EXISTS);
   if (g_mkdir_with_parents (c->dir, 0700) != 0)
     {
       io_fail (error, c->dir);
@@ -251,13 +251,21 @@ datc_campaign_open (const char *dir, const char *task_file, const char *sha256, 
       if (write (c->lock_fd, pid, strlen (pid)) < 0)
         g_debug ("%s: %s", lock, g_strerror (errno));
     }
+  return g_steal_pointer (&c);
+}
+
+gboolean
+datc_campaign_bind (DatcCampaign *c, const char *task_file, const char *sha256, const char *format,
+                    const char *mode, GError **error)
+{
+  g_autofree gchar *json = g_build_filename (c->dir, "campaign.json", NULL);
 
   if (g_file_test (json, G_FILE_TEST_EXISTS))
     {
       g_autoptr (JsonParser) parser = json_parser_new ();
       JsonObject *o = read_json (json, parser, error);
       if (o == NULL)
-        return NULL;
+        return FALSE;
       const char *old_sha = json_object_get_string_member_with_default (o, "task_file_sha256", "");
       const char *old_file = json_object_get_string_member_with_default (o, "task_file", "?");
       if (g_strcmp0 (old_sha, sha256) != 0)
@@ -266,7 +274,7 @@ datc_campaign_open (const char *dir, const char *task_file, const char *sha256, 
                        "%s was started with task file %s; %s is a different file (sha256 "
                        "%.12s… instead of %.12s…). Use another --dir for a new campaign",
                        c->dir, old_file, task_file, sha256, old_sha);
-          return NULL;
+          return FALSE;
         }
       c->resumed = TRUE;
     }
@@ -274,11 +282,22 @@ datc_campaign_open (const char *dir, const char *task_file, const char *sha256, 
     {
       g_autofree gchar *abs = g_canonicalize_filename (task_file, NULL);
       if (!write_json (json, abs, sha256, format, mode, error))
-        return NULL;
+        return FALSE;
     }
-  if (!make_keys (c, error))
-    return NULL;
-  return g_steal_pointer (&c);
+  return make_keys (c, error);
+}
+
+void
+datc_campaign_abandon (DatcCampaign *c)
+{
+  if (!c->made_dir || c->resumed)
+    return;
+  g_autofree gchar *lock = g_build_filename (c->dir, "lock", NULL);
+  g_autofree gchar *json = g_build_filename (c->dir, "campaign.json", NULL);
+  if (g_file_test (json, G_FILE_TEST_EXISTS))
+    return; /* bound: a campaign now, whatever failed after */
+  unlink (lock);
+  rmdir (c->dir); /* only if nothing else is in it */
 }
 
 gboolean

@@ -26,10 +26,18 @@ typedef enum {
 
 typedef struct DatcCampaign DatcCampaign;
 
-/* Creates DIR (or reopens it when it holds a campaign.json).
- * `task_file` and its `sha256` are what this run was asked to do. */
-DatcCampaign *datc_campaign_open (const char *dir, const char *task_file, const char *sha256,
-                                  const char *format, const char *mode, GError **error);
+/* Creates DIR (or reopens it) and takes its lock: this process is its
+ * master from here (DATC_CAMPAIGN_ERROR_BUSY when another is). */
+DatcCampaign *datc_campaign_lock (const char *dir, GError **error);
+/* Then, once the task file is read: makes DIR the campaign of `task_file`
+ * (its `sha256`) or checks that it is (DATC_CAMPAIGN_ERROR_MISMATCH), and
+ * makes its keys. */
+gboolean datc_campaign_bind (DatcCampaign *c, const char *task_file, const char *sha256,
+                             const char *format, const char *mode, GError **error);
+/* A run that stopped before binding (its task file refused): a DIR that
+ * datc_campaign_lock made is removed again, lock and all, when it holds
+ * nothing else.  Call before datc_campaign_free. */
+void datc_campaign_abandon (DatcCampaign *c);
 void datc_campaign_free (DatcCampaign *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcCampaign, datc_campaign_free)
 

@@ -28,7 +28,7 @@ datc_cmd_take_dir (int *argc, char **argv)
 {
   /* Anywhere before "--", as users put options first as often as last
    * (`datc status --json DIR`); only a directory holding campaign.json
-   * counts, so option values and task ids are never taken for it. */
+   * (or a master's lock) counts, so option values and task ids are never taken for it. */
   const char *first_word = NULL;
   for (int i = 1; i < *argc && strcmp (argv[i], "--") != 0; i++)
     {
@@ -38,7 +38,9 @@ datc_cmd_take_dir (int *argc, char **argv)
         first_word = argv[i];
       g_autofree gchar *json = g_build_filename (argv[i], "campaign.json", NULL);
       GStatBuf st;
-      if (g_stat (json, &st) == 0)
+      /* A master that is reading a new campaign's task file holds DIR
+       * before campaign.json is written: it answers `status`. */
+      if (g_stat (json, &st) == 0 || datc_control_master_running (argv[i]))
         {
           gchar *dir = g_strdup (argv[i]);
           memmove (argv + i, argv + i + 1, (size_t) (*argc - i) * sizeof *argv);

@@ -28,7 +28,14 @@ typedef struct {
 struct DatcControl {
   void *sock;
   gchar *path;
-  GPtrArray *pending; /* Pending* */
+  GPtrArray *pending;  /* Pending* */
+  GPtrArray *deferred; /* GPtrArray* of frames: requests kept while loading */
+  /* While the campaign loads, a thread serves `status` (see
+   * datc_control_start_loading). */
+  GThread *loader;
+  gint loader_stop;
+  DatcControlHandler loading;
+  gpointer loading_data;
 };
 
 static gchar *
@@ -53,6 +60,7 @@ datc_control_new (void *ctx, const char *dir, GError **error)
   int zero = 0;
   int64_t max = CONTROL_FRAME_MAX;
   c->pending = g_ptr_array_new_with_free_func (pending_free);
+  c->deferred = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
   c->path = control_path (dir, error);
   if (c->path == NULL)
     return NULL;
@@ -79,12 +87,14 @@ datc_control_free (DatcControl *c)
 {
   if (c == NULL)
     return;
+  datc_control_stop_loading (c);
   if (c->sock)
     zmq_close (c->sock);
   if (c->path)
     unlink (c->path);
   g_free (c->path);
   g_ptr_array_unref (c->pending);
+  g_ptr_array_unref (c->deferred);
   g_free (c);
 }
 
@@ -190,47 +200,137 @@ decode_request (JsonParser *parser, const char *text, gsize len, gchar **why)
   return o;
 }
 
+static void
+send_one (DatcControl *c, const Pending *p)
+{
+  for (guint j = 0; j < p->envelope->len; j++)
+    {
+      gsize n;
+      const void *d = g_bytes_get_data (p->envelope->pdata[j], &n);
+      zmq_send (c->sock, d, n, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    }
+  zmq_send (c->sock, p->reply, strlen (p->reply), ZMQ_DONTWAIT);
+}
+
+/* One request's frames (the envelope, then the body), or NULL when none
+ * waits. */
+static GPtrArray *
+read_request (DatcControl *c)
+{
+  g_autoptr (GPtrArray) frames = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  int more = 1;
+  while (more)
+    {
+      zmq_msg_t m;
+      zmq_msg_init (&m);
+      if (zmq_msg_recv (&m, c->sock, frames->len ? 0 : ZMQ_DONTWAIT) < 0)
+        {
+          zmq_msg_close (&m);
+          break;
+        }
+      g_ptr_array_add (frames, g_bytes_new (zmq_msg_data (&m), zmq_msg_size (&m)));
+      more = zmq_msg_more (&m);
+      zmq_msg_close (&m);
+    }
+  return frames->len >= 2 ? g_steal_pointer (&frames) : NULL;
+}
+
+/* Answers one request (its frames: transfer full).  A refused request
+ * has nothing to wait for: it leaves now.  Other replies wait for the
+ * next commit, `status` included (what it counts is then in
+ * results.jsonl).  With `loading` set, `status` is answered now and any
+ * other request kept for the loop (`deferred`). */
+static void
+serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer user_data,
+       gboolean loading)
+{
+  g_autoptr (GPtrArray) envelope = frames;
+  GBytes *body = envelope->pdata[envelope->len - 1];
+  gsize len;
+  const char *text = g_bytes_get_data (body, &len);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_autoptr (JsonNode) reply = NULL;
+  g_autofree gchar *why = NULL;
+  JsonObject *request = decode_request (parser, text, len, &why);
+  gboolean status
+      = request != NULL
+        && g_str_equal (json_object_get_string_member_with_default (request, "cmd", ""), "status");
+  gboolean at_once = request == NULL || (loading && status);
+  if (loading && !at_once)
+    {
+      g_ptr_array_add (c->deferred, g_steal_pointer (&envelope));
+      return;
+    }
+  reply = request == NULL ? datc_control_error_reply (why) : handler (request, user_data);
+
+  g_ptr_array_remove_index (envelope, envelope->len - 1);
+  Pending *p = g_new0 (Pending, 1);
+  p->envelope = g_steal_pointer (&envelope);
+  p->reply = json_to_string (reply, FALSE);
+  if (at_once)
+    {
+      send_one (c, p);
+      pending_free (p);
+    }
+  else
+    g_ptr_array_add (c->pending, p);
+}
+
 void
 datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data)
 {
+  g_return_if_fail (c->loader == NULL);
+  /* What came while the campaign loaded, in the order it came. */
+  g_autoptr (GPtrArray) deferred = g_steal_pointer (&c->deferred);
+  c->deferred = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+  g_ptr_array_set_free_func (deferred, NULL); /* each goes to serve */
+  for (guint i = 0; i < deferred->len; i++)
+    serve (c, deferred->pdata[i], handler, user_data, FALSE);
   for (guint n = 0; n < 64; n++)
     {
-      g_autoptr (GPtrArray) frames
-          = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-      int more = 1;
-      while (more)
-        {
-          zmq_msg_t m;
-          zmq_msg_init (&m);
-          if (zmq_msg_recv (&m, c->sock, frames->len ? 0 : ZMQ_DONTWAIT) < 0)
-            {
-              zmq_msg_close (&m);
-              break;
-            }
-          g_ptr_array_add (frames, g_bytes_new (zmq_msg_data (&m), zmq_msg_size (&m)));
-          more = zmq_msg_more (&m);
-          zmq_msg_close (&m);
-        }
-      if (frames->len < 2)
+      GPtrArray *frames = read_request (c);
+      if (frames == NULL)
         return;
-
-      g_autoptr (GBytes) body = g_ptr_array_steal_index (frames, frames->len - 1);
-      gsize len;
-      const char *text = g_bytes_get_data (body, &len);
-      g_autoptr (JsonParser) parser = json_parser_new ();
-      g_autoptr (JsonNode) reply = NULL;
-      g_autofree gchar *why = NULL;
-      JsonObject *request = decode_request (parser, text, len, &why);
-      if (request == NULL)
-        reply = datc_control_error_reply (why);
-      else
-        reply = handler (request, user_data);
-
-      Pending *p = g_new0 (Pending, 1);
-      p->envelope = g_ptr_array_ref (frames);
-      p->reply = json_to_string (reply, FALSE);
-      g_ptr_array_add (c->pending, p);
+      serve (c, frames, handler, user_data, FALSE);
     }
+}
+
+/* The loading thread: owns the socket until told to stop. */
+static gpointer
+serve_loading (gpointer data)
+{
+  DatcControl *c = data;
+  zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
+  while (!g_atomic_int_get (&c->loader_stop))
+    {
+      if (zmq_poll (&it, 1, 20) <= 0)
+        continue;
+      GPtrArray *frames;
+      while ((frames = read_request (c)) != NULL)
+        serve (c, frames, c->loading, c->loading_data, TRUE);
+    }
+  return NULL;
+}
+
+void
+datc_control_start_loading (DatcControl *c, DatcControlHandler loading, gpointer user_data)
+{
+  g_return_if_fail (c->loader == NULL);
+  c->loading = loading;
+  c->loading_data = user_data;
+  g_atomic_int_set (&c->loader_stop, 0);
+  c->loader = g_thread_new ("datc-control", serve_loading, c);
+}
+
+void
+datc_control_stop_loading (DatcControl *c)
+{
+  if (c->loader == NULL)
+    return;
+  g_atomic_int_set (&c->loader_stop, 1);
+  /* The join hands the socket back to this thread (ZeroMQ: a socket may
+   * move between threads across a full memory barrier). */
+  g_thread_join (g_steal_pointer (&c->loader));
 }
 
 gboolean
@@ -243,16 +343,7 @@ void
 datc_control_send_replies (DatcControl *c)
 {
   for (guint i = 0; i < c->pending->len; i++)
-    {
-      Pending *p = c->pending->pdata[i];
-      for (guint j = 0; j < p->envelope->len; j++)
-        {
-          gsize n;
-          const void *d = g_bytes_get_data (p->envelope->pdata[j], &n);
-          zmq_send (c->sock, d, n, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        }
-      zmq_send (c->sock, p->reply, strlen (p->reply), ZMQ_DONTWAIT);
-    }
+    send_one (c, c->pending->pdata[i]);
   g_ptr_array_set_size (c->pending, 0);
 }
 

@@ -36,8 +36,18 @@ DatcControl *datc_control_new (void *zmq_ctx, const char *dir, GError **error);
 void datc_control_free (DatcControl *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcControl, datc_control_free)
 void datc_control_poll_items (DatcControl *c, GArray *items);
-/* Reads every waiting request and queues the handler's replies. */
+/* Reads every waiting request (first those kept while loading) and
+ * queues the handler's replies until the ledger has committed (a refused
+ * request's reply leaves at once). */
 void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* While the campaign loads (the task file read, the journal replayed:
+ * seconds at 10M tasks), a thread answers `status` with `loading`'s
+ * reply (called on that thread: it may only read what is safe to read
+ * from there) and keeps every other request, in order, for the first
+ * datc_control_receive after datc_control_stop_loading.  The socket is
+ * the thread's until then. */
+void datc_control_start_loading (DatcControl *c, DatcControlHandler loading, gpointer user_data);
+void datc_control_stop_loading (DatcControl *c);
 /* TRUE when replies wait to be sent. */
 gboolean datc_control_replies_pending (DatcControl *c);
 /* Sends the queued replies (call after the ledger committed). */

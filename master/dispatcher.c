@@ -67,6 +67,12 @@ typedef struct {
 /* ACKs may only leave after the sync; a few hundred of them waiting is
  * reason enough to sync early. */
 #define SYNC_BATCH 256
+/* A turn reads agents' messages for at most this long (checked every
+ * RECEIVE_CHECK messages), so that the control socket, the ticks and the
+ * flush come round often: with 1,000 agents a turn that read all 4,096
+ * messages it may take held `datc status` for 300 ms and more. */
+#define RECEIVE_BUDGET_US (10 * 1000)
+#define RECEIVE_CHECK 16
 
 /* How long the end game's list of tasks worth a copy stands. */
 #define REPLICA_RECOMPUTE_US (100 * 1000)
@@ -1160,8 +1166,11 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
   if (d->zap)
     while (zap_handle (d))
       ;
+  gint64 until = datc_clock_monotonic (d->clock) + RECEIVE_BUDGET_US;
   for (guint n = 0; n < 4096; n++)
     {
+      if (n > 0 && n % RECEIVE_CHECK == 0 && datc_clock_monotonic (d->clock) >= until)
+        break;
       zmq_msg_t id, body;
       zmq_msg_init (&id);
       if (zmq_msg_recv (&id, d->router, ZMQ_DONTWAIT) < 0)

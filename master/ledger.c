@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agentoutput.h"
@@ -144,6 +145,7 @@ struct DatcLedger {
   Compaction *compaction;  /* under way, or NULL */
   DatcLedgerJournalInfo jinfo;
   guint64 replayed_bytes; /* of the journal, while it replays */
+  guint64 replayed_records;
 };
 
 /* ---- small helpers ------------------------------------------------- */
@@ -1204,6 +1206,8 @@ replay_record (const guint8 *payload, gsize len, gpointer user_data, GError **er
   if (l->replayed_bytes == 0)
     l->replayed_bytes = DATC_JOURNAL_MAGIC_BYTES;
   l->replayed_bytes += DATC_JOURNAL_FRAME_BYTES + len;
+  if (l->options.load != NULL && (++l->replayed_records & 4095) == 0)
+    __atomic_store_n (&l->options.load->replayed, l->replayed_bytes, __ATOMIC_RELAXED);
   /* The checkpoint's size, as far as its TASKS and LINES go (what
    * follows them in it is a few records). */
   if (rec.type == DATC_REC_TASKS || rec.type == DATC_REC_LINES)
@@ -1321,9 +1325,14 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (l->results == NULL)
     return NULL;
 
+  struct stat jst;
+  if (l->options.load != NULL && stat (journal_path, &jst) == 0)
+    __atomic_store_n (&l->options.load->journal_bytes, (guint64) jst.st_size, __ATOMIC_RELAXED);
   l->replaying = TRUE;
   l->journal = datc_journal_open (journal_path, replay_record, l, &rec, error);
   l->replaying = FALSE;
+  if (l->options.load != NULL)
+    __atomic_store_n (&l->options.load->replayed, l->replayed_bytes, __ATOMIC_RELAXED);
   if (l->journal == NULL)
     {
       g_prefix_error (error, "%s: ", journal_path);

@@ -70,6 +70,14 @@ DatcEndClass datc_end_class_of_status_name (const char *status, gint64 signal);
 /* Default re-attach window: twice the default agent timeout. */
 #define DATC_LEDGER_REATTACH_WINDOW_MS 60000u
 
+/* How far datc_ledger_open has come replaying the journal, for another
+ * thread to read (`datc status` while a master loads): bytes, stored
+ * with __atomic_store_n every few thousand records. */
+typedef struct {
+  guint64 journal_bytes; /* the journal's size when the replay began */
+  guint64 replayed;      /* bytes of it replayed so far */
+} DatcLedgerLoad;
+
 typedef struct {
   guint crash_limit;        /* agent losses before a task fails as lost */
   guint reattach_window_ms; /* 0: DATC_LEDGER_REATTACH_WINDOW_MS */
@@ -81,6 +89,7 @@ typedef struct {
    * (0: DATC_LEDGER_COMPACT_FACTOR) times the last checkpoint's size. */
   guint64 compact_min_bytes;
   guint compact_factor;
+  DatcLedgerLoad *load; /* NULL, or where the replay says how far it is */
 } DatcLedgerOptions;
 
 #define DATC_LEDGER_COMPACT_MIN_BYTES (64u * 1024u * 1024u)

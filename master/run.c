@@ -10,6 +10,7 @@
 #include "run.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -461,14 +462,53 @@ raise_fd_limit (void)
     datc_site_set_child_fd_limit ((guint64) user);
 }
 
-/* Steps 0 to 2: the sites file and the bag, each checked whole before
- * anything starts (a bad line: EXIT_INPUT), then the campaign directory
- * and its ledger, replayed from the journal.  Returns EXIT_ALL_OK, or the
- * exit status once it has said why.  The ledger refers to the bag: the
- * caller frees the ledger first. */
+/* What `datc status` is told while the campaign loads (on the control
+ * socket's loading thread: only `phase` and `load` change meanwhile). */
+typedef struct {
+  const char *dir;
+  gint phase; /* DatcStatusLoading, g_atomic */
+  DatcLedgerLoad load;
+} Loading;
+
+static JsonNode *
+status_while_loading (JsonObject *req, gpointer user_data)
+{
+  Loading *ld = user_data;
+  return datc_status_loading (ld->dir, (DatcStatusLoading) g_atomic_int_get (&ld->phase),
+                              __atomic_load_n (&ld->load.replayed, __ATOMIC_RELAXED),
+                              __atomic_load_n (&ld->load.journal_bytes, __ATOMIC_RELAXED));
+}
+
+/* The control socket, from the moment DIR is ours, with a thread that
+ * answers `status` until the loop takes over: ZeroMQ's threads and that
+ * one start with the loop's signals blocked (signals_fd below), and the
+ * caller's mask is put back, so that a signal during the load ends the
+ * process as before. */
+static DatcControl *
+control_for_loading (void *ctx, DatcCampaign *campaign, Loading *ld, GError **error)
+{
+  sigset_t mask, old;
+  sigemptyset (&mask);
+  sigaddset (&mask, SIGINT);
+  sigaddset (&mask, SIGTERM);
+  sigaddset (&mask, SIGHUP);
+  pthread_sigmask (SIG_BLOCK, &mask, &old);
+  DatcControl *control = datc_control_new (ctx, datc_campaign_dir (campaign), error);
+  if (control != NULL)
+    datc_control_start_loading (control, status_while_loading, ld);
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  return control;
+}
+
+/* Steps 0 to 2: the sites file, the campaign directory (locked, its
+ * control socket answering `status` from then on), the bag, each checked
+ * whole before anything starts (a bad line: EXIT_INPUT, and a directory
+ * made for it removed), then the ledger, replayed from the journal.
+ * Returns EXIT_ALL_OK, or the exit status once it has said why.  The
+ * ledger refers to the bag: the caller frees the ledger first. */
 static int
-open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **bag,
-               DatcCampaign **campaign, DatcLedger **ledger)
+open_campaign (const DatcRunOptions *o, void *ctx, DatcSitesFile **sites_file, DatcBag **bag,
+               DatcCampaign **campaign, DatcLedger **ledger, DatcControl **control)
 {
   g_autoptr (GError) error = NULL;
   DatcTaskFileFormat format;
@@ -489,45 +529,64 @@ open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **ba
         }
     }
 
-  *bag = datc_bag_new ();
-  g_autofree gchar *sha = NULL;
-  if (!datc_bag_load_file (*bag, o->task_file, format, &sha, &error))
-    {
-      g_printerr ("datc: %s\n", error->message);
-      return EXIT_INPUT;
-    }
-
   g_autofree gchar *dir = o->dir ? g_strdup (o->dir) : default_dir (o->task_file);
-  *campaign = datc_campaign_open (dir, o->task_file, sha, o->format ? o->format : "auto",
-                                  datc_mode_name (o->mode), &error);
+  *campaign = datc_campaign_lock (dir, &error);
   if (*campaign == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
-      return g_error_matches (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_MISMATCH)
-                 ? EXIT_INPUT
-                 : EXIT_CANNOT_RUN;
+      return EXIT_CANNOT_RUN;
     }
-  DatcLedgerOptions lopt = {
-    .crash_limit = o->crash_limit ? o->crash_limit : 5,
-    /* Twice the agent timeout: an agent notices a silent master within
-     * it and then says HELLO at least every half timeout. */
-    .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
-    .retry_cancelled = o->retry_cancelled,
-    .compact_min_bytes = o->compact_min_bytes  ? o->compact_min_bytes
-                         : *sites_file != NULL ? (*sites_file)->compact_min_bytes
-                                               : 0,
-    .compact_factor = *sites_file != NULL ? (*sites_file)->compact_factor : 0,
-  };
-  *ledger
-      = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt, &error);
-  if (*ledger == NULL)
+  g_autofree Loading *ld = g_new0 (Loading, 1);
+  ld->dir = datc_campaign_dir (*campaign);
+  ld->phase = DATC_STATUS_LOADING_TASKS;
+  *control = control_for_loading (ctx, *campaign, ld, &error);
+  if (*control == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
-      return g_error_matches (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH)
+      return EXIT_CANNOT_RUN;
+    }
+
+  *bag = datc_bag_new ();
+  g_autofree gchar *sha = NULL;
+  int status = EXIT_ALL_OK;
+  if (!datc_bag_load_file (*bag, o->task_file, format, &sha, &error))
+    status = EXIT_INPUT;
+  else if (!datc_campaign_bind (*campaign, o->task_file, sha, o->format ? o->format : "auto",
+                                datc_mode_name (o->mode), &error))
+    status = g_error_matches (error, DATC_CAMPAIGN_ERROR, DATC_CAMPAIGN_ERROR_MISMATCH)
                  ? EXIT_INPUT
                  : EXIT_CANNOT_RUN;
+  if (status == EXIT_ALL_OK)
+    {
+      DatcLedgerOptions lopt = {
+        .crash_limit = o->crash_limit ? o->crash_limit : 5,
+        /* Twice the agent timeout: an agent notices a silent master within
+         * it and then says HELLO at least every half timeout. */
+        .reattach_window_ms = 2 * (o->timeout_ms ? o->timeout_ms : 30000u),
+        .retry_cancelled = o->retry_cancelled,
+        .compact_min_bytes = o->compact_min_bytes  ? o->compact_min_bytes
+                             : *sites_file != NULL ? (*sites_file)->compact_min_bytes
+                                                   : 0,
+        .compact_factor = *sites_file != NULL ? (*sites_file)->compact_factor : 0,
+        .load = &ld->load,
+      };
+      g_atomic_int_set (&ld->phase, DATC_STATUS_LOADING_JOURNAL);
+      *ledger = datc_ledger_open (datc_campaign_dir (*campaign), *bag, o->task_file, sha, &lopt,
+                                  &error);
+      if (*ledger == NULL)
+        status = g_error_matches (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH)
+                     ? EXIT_INPUT
+                     : EXIT_CANNOT_RUN;
     }
-  return EXIT_ALL_OK;
+  /* `ld` goes with this frame: the thread that reads it stops first. */
+  datc_control_stop_loading (*control);
+  if (status != EXIT_ALL_OK)
+    {
+      g_printerr ("datc: %s\n", error->message);
+      g_clear_pointer (control, datc_control_free);
+      datc_campaign_abandon (*campaign);
+    }
+  return status;
 }
 
 /* Step 3: signals become readable on a fd; blocked before ZeroMQ starts
@@ -804,9 +863,13 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcBag) bag = NULL;
   g_autoptr (DatcCampaign) campaign = NULL;
   g_autoptr (DatcLedger) ledger = NULL;
-  int opened = open_campaign (o, &sites_file, &bag, &campaign, &ledger);
+  void *ctx = zmq_ctx_new ();
+  int opened = open_campaign (o, ctx, &sites_file, &bag, &campaign, &ledger, &control);
   if (opened != EXIT_ALL_OK)
-    return opened;
+    {
+      zmq_ctx_term (ctx);
+      return opened;
+    }
 
   g_autoptr (DatcTrace) trace = datc_trace_open (datc_campaign_dir (campaign));
   {
@@ -821,13 +884,13 @@ datc_run (const DatcRunOptions *o)
 
   /* 3. Signals on a fd, then the dispatcher. */
   int sfd = signals_fd ();
-  void *ctx = zmq_ctx_new ();
   g_autoptr (GHashTable) site_keys = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
   g_autoptr (DatcDispatcher) disp
       = start_dispatcher (o, ctx, campaign, sites_file, ledger, trace, site_keys);
   if (disp == NULL)
     {
       g_clear_pointer (&ledger, datc_ledger_free);
+      g_clear_pointer (&control, datc_control_free);
       zmq_ctx_term (ctx);
       return EXIT_CANNOT_RUN;
     }
@@ -872,9 +935,6 @@ datc_run (const DatcRunOptions *o)
   prov = datc_provisioner_new (ledger, disp, g_steal_pointer (&specs), &popt);
   m.prov = prov;
 
-  control = datc_control_new (ctx, datc_campaign_dir (campaign), &error);
-  if (control == NULL)
-    goto fatal;
   rate = datc_rate_new ();
   m.rate = rate;
 

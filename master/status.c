@@ -235,6 +235,69 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
 }
 
 JsonNode *
+datc_status_loading (const char *dir, DatcStatusLoading phase, guint64 replayed,
+                     guint64 journal_bytes)
+{
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "dir");
+  json_builder_add_string_value (b, dir);
+  json_builder_set_member_name (b, "master");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "running");
+  json_builder_add_boolean_value (b, TRUE);
+  json_builder_set_member_name (b, "loading");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "phase");
+  json_builder_add_string_value (b, phase == DATC_STATUS_LOADING_TASKS ? "task file" : "journal");
+  if (phase == DATC_STATUS_LOADING_JOURNAL)
+    {
+      add_int (b, "journal_bytes", (gint64) journal_bytes);
+      add_int (b, "replayed_bytes", (gint64) MIN (replayed, journal_bytes));
+    }
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  /* The members every status has, nothing counted yet: a reader that
+   * does not know `loading` sees an empty campaign, not a missing key. */
+  json_builder_set_member_name (b, "tasks");
+  json_builder_begin_object (b);
+  static const char *const counts[]
+      = { "total", "queued", "running", "prefetched", "done", "failed", "cancelled" };
+  for (guint i = 0; i < G_N_ELEMENTS (counts); i++)
+    add_int (b, counts[i], 0);
+  json_builder_end_object (b);
+  const char *const lists[] = { "sites", "agents" };
+  for (guint i = 0; i < G_N_ELEMENTS (lists); i++)
+    {
+      json_builder_set_member_name (b, lists[i]);
+      json_builder_begin_array (b);
+      json_builder_end_array (b);
+    }
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* "reading the task file", "replaying the journal: 45% of 268.3 MiB",
+ * or NULL when the master is not loading (transfer full). */
+static gchar *
+loading_text (JsonObject *st)
+{
+  JsonObject *m = json_object_get_object_member (st, "master");
+  JsonObject *ld = m && json_object_has_member (m, "loading")
+                       ? json_object_get_object_member (m, "loading")
+                       : NULL;
+  if (ld == NULL)
+    return NULL;
+  if (g_strcmp0 (json_object_get_string_member_with_default (ld, "phase", ""), "journal") != 0)
+    return g_strdup ("loading: reading the task file");
+  gint64 of = json_object_get_int_member_with_default (ld, "journal_bytes", 0);
+  gint64 done = json_object_get_int_member_with_default (ld, "replayed_bytes", 0);
+  return g_strdup_printf ("loading: replaying the journal, %.0f%% of %.1f MiB",
+                          of > 0 ? 100.0 * (double) done / (double) of : 0.0,
+                          (double) of / (1024.0 * 1024.0));
+}
+
+JsonNode *
 datc_status_offline (const char *dir, GError **error)
 {
   g_autoptr (DatcBag) bag = datc_bag_new ();
@@ -335,6 +398,9 @@ waiting_part (JsonObject *st)
 gchar *
 datc_status_line (JsonObject *st)
 {
+  gchar *loading = loading_text (st);
+  if (loading != NULL)
+    return loading;
   JsonArray *agents = json_object_get_array_member (st, "agents");
   double rate = json_object_get_double_member_with_default (st, "rate_per_s", 0);
   JsonNode *eta = json_object_get_member (st, "eta_s");
@@ -475,6 +541,12 @@ datc_status_print (JsonObject *st, FILE *out)
   fprintf (out, "campaign %s: %s%s\n", json_object_get_string_member_with_default (st, "dir", "?"),
            running ? "running" : "no master running",
            m && json_object_get_boolean_member_with_default (m, "open", FALSE) ? " (open)" : "");
+  g_autofree gchar *loading = loading_text (st);
+  if (loading != NULL)
+    {
+      fprintf (out, "%s\n", loading);
+      return;
+    }
   gint64 prefetched = tasks_member (st, "prefetched");
   g_autofree gchar *ahead = prefetched > 0
                                 ? g_strdup_printf (", %" G_GINT64_FORMAT " prefetched", prefetched)

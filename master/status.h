@@ -37,6 +37,16 @@ double datc_rate_per_s (DatcRate *r);
 /* Live status (transfer full).  d, p and rate may be NULL. */
 JsonNode *datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d,
                              DatcProvisioner *p, DatcRate *rate, gboolean running, gboolean open);
+/* What a master says while it loads its campaign (`phase`), before it
+ * can say anything else: `replayed` of `journal_bytes` bytes of the
+ * journal replayed so far (transfer full).  Built on the control
+ * socket's loading thread: it reads nothing else. */
+typedef enum {
+  DATC_STATUS_LOADING_TASKS,   /* reading the task file */
+  DATC_STATUS_LOADING_JOURNAL, /* replaying the journal */
+} DatcStatusLoading;
+JsonNode *datc_status_loading (const char *dir, DatcStatusLoading phase, guint64 replayed,
+                               guint64 journal_bytes);
 /* Status of a campaign no master runs, from its journal (read-only). */
 JsonNode *datc_status_offline (const char *dir, GError **error);
 

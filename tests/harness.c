@@ -327,15 +327,25 @@ tb_status (const char *campaign_dir)
 {
   /* timeout(1): a master that stops answering must not hang the test. */
   const char *argv[] = { "timeout", "30", tb_datc (), "status", "--json", campaign_dir, NULL };
-  int status;
-  g_autofree gchar *out = tb_capture (argv, &status);
-  if (status != 0)
-    return NULL;
-  g_autoptr (JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, out, -1, NULL)
-      || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return NULL;
-  return json_object_ref (json_node_get_object (json_parser_get_root (parser)));
+  gint64 until = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  for (;;)
+    {
+      int status;
+      g_autofree gchar *out = tb_capture (argv, &status);
+      if (status != 0)
+        return NULL;
+      g_autoptr (JsonParser) parser = json_parser_new ();
+      if (!json_parser_load_from_data (parser, out, -1, NULL)
+          || !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+        return NULL;
+      JsonObject *st = json_node_get_object (json_parser_get_root (parser));
+      /* A master still loading its campaign says only that: the callers
+       * want the campaign, asked again once it is loaded. */
+      JsonObject *m = json_object_get_object_member (st, "master");
+      if (m == NULL || !json_object_has_member (m, "loading") || g_get_monotonic_time () >= until)
+        return json_object_ref (st);
+      g_usleep (20 * 1000);
+    }
 }
 
 guint64

@@ -3,6 +3,7 @@
  * open campaigns with waves of submits, the progress line in a real
  * terminal (tmux), and the control socket's permissions. */
 #include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
@@ -170,6 +171,80 @@ test_open_campaign (void)
   check_status_matches_results (d, dir, FALSE);
   g_autoptr (GHashTable) res = tb_results (dir);
   g_assert_cmpuint (g_hash_table_size (res), ==, idle.total + 1);
+}
+
+/* ---- while the master loads ------------------------------------------ */
+
+typedef struct {
+  TbDir *d;
+  const char *dir;
+  JsonObject *st; /* the loading status, once seen */
+} Loading;
+
+static gboolean
+says_loading (gpointer p)
+{
+  Loading *w = p;
+  g_autoptr (JsonObject) st = try_status_json (w->d, w->dir);
+  JsonObject *m = st ? json_object_get_object_member (st, "master") : NULL;
+  if (m == NULL || !json_object_has_member (m, "loading"))
+    return FALSE;
+  w->st = json_object_ref (st);
+  return TRUE;
+}
+
+/* The task file is a FIFO, so the master sits in its load until the test
+ * writes it: meanwhile `status` answers (loading, what it reads) and a
+ * `submit` is kept, then applied once the campaign is loaded. */
+static void
+test_answers_while_loading (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *fifo = g_build_filename (d->path, "t.fifo", NULL);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--local-slots", "2", fifo, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+
+  Loading w = { d, dir, NULL };
+  g_assert_true (tb_await (says_loading, &w, 30));
+  g_autoptr (JsonObject) st = w.st;
+  JsonObject *loading
+      = json_object_get_object_member (json_object_get_object_member (st, "master"), "loading");
+  g_assert_cmpstr (json_object_get_string_member (loading, "phase"), ==, "task file");
+  g_assert_cmpint (tasks (st, "total"), ==, 0);
+  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) text = tb_spawn (d, "status-text", text_argv);
+  g_assert_cmpint (tb_wait (text, 30), ==, 0);
+  g_autofree gchar *out = tb_proc_stdout (text);
+  g_assert_nonnull (strstr (out, "loading: reading the task file"));
+
+  const char *sub_argv[] = { tb_datc (), "submit", dir, "--", "echo", "kept", NULL };
+  g_autoptr (TbProc) sub = tb_spawn (d, "submit", sub_argv);
+  int fd = open (fifo, O_WRONLY | O_CLOEXEC);
+  g_assert_cmpint (fd, >=, 0);
+  const char tasks_text[] = "echo a\necho b\necho c\n";
+  g_assert_cmpint (write (fd, tasks_text, sizeof tasks_text - 1), ==, sizeof tasks_text - 1);
+  close (fd);
+  g_assert_cmpint (tb_wait (sub, 30), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  g_autoptr (GHashTable) res = tb_results (dir);
+  g_assert_cmpuint (g_hash_table_size (res), ==, 4);
+}
+
+/* A task file refused while the master holds the directory it made: the
+ * directory is gone again, as before any lock was taken. */
+static void
+test_bad_task_file_leaves_no_directory (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "bad.jsonl", "{\"sh\": \"true\"}\n{\"sh\": 5}\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_autofree gchar *err = NULL;
+  g_assert_cmpint (tb_run (d, argv, 30, &err), ==, 2);
+  g_assert_nonnull (strstr (err, ":2:"));
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
 }
 
 /* ---- cancel mid-run --------------------------------------------------- */
@@ -720,6 +795,10 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/living/open-campaign-takes-waves-of-submits-and-closes", test_open_campaign);
   g_test_add_func ("/living/cancel-stops-everything-and-resumes-only-when-asked", test_cancel);
+  g_test_add_func ("/living/status-and-submit-are-answered-while-the-master-loads",
+                   test_answers_while_loading);
+  g_test_add_func ("/living/a-refused-task-file-leaves-no-directory",
+                   test_bad_task_file_leaves_no_directory);
   g_test_add_func ("/living/progress-line-updates-in-place-on-a-terminal-only", test_progress_line);
   g_test_add_func ("/living/status-watch-into-a-pipe-ends-with-the-final-counts",
                    test_watch_into_a_pipe);
