@@ -271,15 +271,43 @@ credit_batch (Agent *a)
 /* Results wait to go out with the next credit, at most this long. */
 #define RESULT_LINGER_US (20 * 1000)
 
-static void
-send_credit (Agent *a)
+/* The cumulative credit that keeps every slot and the prefetch full. */
+static guint64
+credit_limit (Agent *a)
 {
-  if (!a->welcomed || a->draining)
-    return;
   guint64 busy = datc_runner_running (a->runner) + a->queue.length;
   guint64 capacity = (guint64) a->o->slots + prefetch (a);
   guint64 want = capacity > busy ? capacity - busy : 0;
-  guint64 limit = a->received + want;
+  return a->received + want;
+}
+
+/* Nothing queued here and nothing asked for that has not come: a slot
+ * that frees now would idle. */
+static gboolean
+starving (Agent *a)
+{
+  return a->queue.length == 0 && a->limit_sent <= a->received;
+}
+
+/* A CREDIT is due on its own account: half a prefetch can be asked for,
+ * or a slot would otherwise idle. */
+static gboolean
+credit_due (Agent *a)
+{
+  if (!a->welcomed || a->draining)
+    return FALSE;
+  guint64 limit = credit_limit (a);
+  return limit > a->limit_sent && (starving (a) || limit - a->limit_sent >= credit_batch (a));
+}
+
+/* `along`: results leave in this turn, so whatever can be asked for goes
+ * with them, however little: the master hears from us once, not twice. */
+static void
+send_credit (Agent *a, gboolean along)
+{
+  if (!a->welcomed || a->draining)
+    return;
+  guint64 limit = credit_limit (a);
   gint64 now = g_get_monotonic_time ();
   if (limit <= a->limit_sent)
     {
@@ -302,16 +330,15 @@ send_credit (Agent *a)
   /* Ask in batches, at a low-water mark: one CREDIT (and one TASKS back)
    * per half a prefetch, not per finished task.  Ask at once when a slot
    * would otherwise idle. */
-  guint64 unspent = a->limit_sent > a->received ? a->limit_sent - a->received : 0;
-  gboolean starving = a->queue.length == 0 && unspent == 0;
-  if (!starving && limit - a->limit_sent < credit_batch (a))
+  gboolean starved = starving (a);
+  if (!starved && !along && limit - a->limit_sent < credit_batch (a))
     return;
   DatcMsg m = { .type = DATC_MSG_CREDIT };
   m.u.credit.session = a->session;
   m.u.credit.limit = limit;
   send_msg (a, &m);
   a->limit_sent = limit;
-  if (starving && a->asked_us == 0)
+  if (starved && a->asked_us == 0)
     a->asked_us = now;
 }
 
@@ -370,22 +397,24 @@ result_unrun (const DatcTask *t, DatcTaskStatus status, const char *message)
   return r;
 }
 
-static void
-send_results (Agent *a)
+/* `along`: a CREDIT leaves in this turn; the results go with it.  TRUE
+ * when results went. */
+static gboolean
+send_results (Agent *a, gboolean along)
 {
   if (!a->welcomed)
-    return;
+    return FALSE;
   gint64 now = g_get_monotonic_time ();
   if (a->outbox->len == 0)
-    return;
+    return FALSE;
   /* Grouped like credit: a batch, or when they have waited long enough,
    * or when nothing else is running (no reason to wait), or when leaving. */
   if (a->outbox_since_us == 0)
     a->outbox_since_us = now;
   gboolean busy = datc_runner_running (a->runner) > 0 || a->queue.length > 0;
-  if (!a->leaving && busy && a->outbox->len < credit_batch (a)
+  if (!a->leaving && !along && busy && a->outbox->len < credit_batch (a)
       && now - a->outbox_since_us < RESULT_LINGER_US)
-    return;
+    return FALSE;
   a->outbox_since_us = 0;
   guint i = 0;
   while (i < a->outbox->len)
@@ -413,6 +442,7 @@ send_results (Agent *a)
       send_msg (a, m);
     }
   g_ptr_array_set_size (a->outbox, 0);
+  return TRUE;
 }
 
 /* Results not acknowledged after a while go out again (the master
@@ -526,7 +556,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
       a->hello_backoff_ms = 5;
       resend_stale (a, G_MAXINT64);
       if (a->draining)
-        send_results (a);
+        send_results (a, FALSE);
       break;
     case DATC_MSG_TASKS:
       if (m->u.tasks.session != a->session || !a->welcomed)
@@ -1114,8 +1144,10 @@ datc_agent_run (const DatcAgentOptions *o)
               send_heartbeat (&a);
               resend_stale (&a, now - 2 * (gint64) a.heartbeat_ms * 1000 - 1000000);
             }
-          send_results (&a);
-          send_credit (&a);
+          /* Results and credit leave together when either is due: the
+           * master then wakes once for both. */
+          gboolean went = send_results (&a, credit_due (&a));
+          send_credit (&a, went);
         }
 
       if (a.leaving && leave_now (&a, now))
