@@ -17,9 +17,15 @@
  *    unknown, and a bag of long tasks is not taken whole by one agent).
  *  - Credit goes with results: a result that leaves after its linger
  *    takes along whatever credit is wanted, under the batch or not, so
- *    the master is woken once for both. */
+ *    the master is woken once for both.
+ *  - The agent preempts its tasks: it runs with a short time slice of
+ *    its own (Linux 6.12), which its tasks do not inherit. */
+#include <linux/sched.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 #include <glib/gstdio.h>
 
@@ -270,6 +276,82 @@ test_credit_goes_with_results (void)
   fake_close (&f);
 }
 
+/* The se.slice line of a /proc/PID/sched text, in ns; -1 if none. */
+static gint64
+slice_in (const char *sched)
+{
+  const char *line = sched != NULL ? strstr (sched, "se.slice") : NULL;
+  if (line == NULL)
+    return -1;
+  const char *colon = strchr (line, ':');
+  return colon != NULL ? g_ascii_strtoll (colon + 1, NULL, 10) : -1;
+}
+
+static gint64
+slice_of (const char *pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%s/sched", pid);
+  g_autofree gchar *text = NULL;
+  g_file_get_contents (path, &text, NULL, NULL);
+  return slice_in (text);
+}
+
+/* Whether this kernel gives a thread the slice it asks for (Linux 6.12):
+ * asked in a child, so that nothing here (and no agent started from here)
+ * inherits it. */
+static gboolean
+kernel_takes_slices (void)
+{
+  pid_t pid = fork ();
+  if (pid == 0)
+    {
+      struct {
+        guint32 size, policy;
+        guint64 flags;
+        gint32 nice;
+        guint32 priority;
+        guint64 runtime, deadline, period;
+      } attr = { .size = sizeof attr, .policy = SCHED_NORMAL, .runtime = 200 * 1000 };
+      _exit (syscall (SYS_sched_setattr, 0, &attr, 0) == 0 && slice_of ("self") == 200 * 1000 ? 0
+                                                                                              : 1);
+    }
+  int status = 0;
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  return WIFEXITED (status) && WEXITSTATUS (status) == 0;
+}
+
+static void
+test_agent_preempts_its_tasks (void)
+{
+  gint64 own = slice_of ("self");
+  if (own < 0 || !kernel_takes_slices ())
+    {
+      g_test_skip ("this kernel shows no se.slice or takes no slice of one's own (Linux < 6.12)");
+      return;
+    }
+  g_autoptr (TbDir) d = tb_dir_new ();
+  FakeMaster f;
+  g_autoptr (TbProc) agent = NULL;
+  g_autoptr (DatcMsg) credit = NULL;
+  g_autoptr (DatcMsg) hello = fake_welcome_agent (d, &f, "1", NULL, 1000, &agent, &credit);
+
+  /* The agent's own slice is short... */
+  g_autofree gchar *pid = g_strdup_printf ("%d", tb_proc_pid (agent));
+  g_assert_cmpint (slice_of (pid), ==, 100 * 1000);
+  /* ...and its tasks do not inherit it: they get the default, as we have. */
+  const char *cat_argv[] = { "cat", "/proc/self/sched", NULL };
+  fake_send_tasks (&f, hello, 1, 1, cat_argv);
+  g_autoptr (DatcMsg) result = fake_await (&f, DATC_MSG_RESULT, 10000);
+  g_assert_nonnull (result);
+  DatcResult *r = result->u.results.results->pdata[0];
+  g_autofree gchar *out = g_strndup (g_bytes_get_data (r->out, NULL), g_bytes_get_size (r->out));
+  g_assert_cmpint (slice_in (out), ==, own);
+
+  g_assert_true (tb_proc_signal (agent, SIGTERM));
+  tb_wait (agent, 10);
+  fake_close (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -278,5 +360,6 @@ main (int argc, char **argv)
                    test_dismissed_agent_does_not_come_back);
   g_test_add_func ("/agent-protocol/a-lost-credit-is-asked-again", test_lost_credit_is_asked_again);
   g_test_add_func ("/agent-protocol/credit-goes-with-results", test_credit_goes_with_results);
+  g_test_add_func ("/agent-protocol/agent-preempts-its-tasks", test_agent_preempts_its_tasks);
   return g_test_run ();
 }
