@@ -19,7 +19,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "agentoutput.h"
 #include "journal.h"
@@ -70,19 +74,26 @@ typedef struct {
                    * checkpoint copies (the bag keeps no raw bytes) */
 } SourceInfo;
 
-/* A compaction under way: the checkpoint was framed by the loop's thread
- * (the snapshot), the writer thread adds results.jsonl and syncs; a commit
- * sees `done` and puts the new journal in place. */
+/* A compaction under way.  A forked child writes all of it from its
+ * copy-on-write image of the ledger (the snapshot, results.jsonl packed, a
+ * sync) and exits, so the loop's thread is held only for the fork; a
+ * commit that sees the child ended puts the new journal in place.  When
+ * fork fails, the loop's thread frames the snapshot and a writer thread
+ * does the rest, as before forking was tried. */
 typedef struct Compaction Compaction;
 struct Compaction {
   DatcJournalRewrite *rewrite;
-  GThread *writer;
+  pid_t child;     /* the process writing it (0: none, or reaped) */
+  int report;      /* read end of the child's pipe: its error's message */
+  pid_t master;    /* in the child: the process that forked it */
+  GThread *writer; /* when fork failed */
   gchar *results_path;
   guint64 results_len;
   gint done;     /* atomic: the writer has finished */
-  GError *error; /* the writer's */
+  GError *error; /* the writer's, or the child's as it reported it */
   gint64 time_us;
   guint64 from_bytes;
+  char kill_at; /* test hook: 'w' kill the master once written, 'c' the child only */
 };
 
 /* Direct mode: the task a proxy was submitted for.  Its task stays
@@ -430,7 +441,7 @@ static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void journal_agent_gone (DatcLedger *l, guint32 agent);
 static void open_orphan_window (DatcLedger *l);
 static gboolean compact_tick (DatcLedger *l, GError **error);
-static gboolean compact_finish (DatcLedger *l, GError **error);
+static gboolean compact_finish (DatcLedger *l, gboolean wait, GError **error);
 static void compaction_free (Compaction *c);
 
 static gboolean
@@ -1383,7 +1394,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (!datc_journal_commit (l->journal, error))
     return NULL;
   /* A resume is a good moment to compact: nothing runs yet. */
-  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, error)))
+  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, TRUE, error)))
     return NULL;
   return g_steal_pointer (&l);
 }
@@ -2522,6 +2533,9 @@ datc_ledger_commit (DatcLedger *l, GError **error)
 
 /* ---- compaction ---------------------------------------------------- */
 
+/* The most of a compaction's error its child reports (one write, below
+ * PIPE_BUF: never blocks on the empty pipe). */
+#define COMPACT_REPORT_MAX 4000
 /* Tasks per TASKS record: 1.25 MiB, far below DATC_JOURNAL_RECORD_MAX. */
 #define TASKS_PER_RECORD 65536u
 /* results.jsonl bytes per LINES record before packing (whole lines; a
@@ -2716,11 +2730,11 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
     }
 }
 
-/* The writer's thread: results.jsonl as it was at the snapshot, packed
- * into LINES records (read back from the file, not derived from the
- * ledger, whose agents' indices may since belong to others), then one
- * sync.  The file only grows meanwhile (the loop appends
- * after what is copied here). */
+/* The writer (the child, or the thread when fork failed): results.jsonl
+ * as it was at the snapshot, packed into LINES records (read back from
+ * the file, not derived from the ledger, whose agents' indices may since
+ * belong to others), then one sync.  The file only grows meanwhile (the
+ * loop appends after what is copied here). */
 static gpointer
 compact_writer (gpointer data)
 {
@@ -2774,7 +2788,14 @@ compact_writer (gpointer data)
       if (!datc_journal_rewrite_flush (c->rewrite, error))
         goto out;
     }
-  datc_journal_rewrite_sync (c->rewrite, error);
+  if (datc_journal_rewrite_sync (c->rewrite, error) && c->kill_at == 'w')
+    {
+      /* The master killed once the new file is written (for the crash
+       * tests): its child, which wrote it, goes too. */
+      if (c->master > 0)
+        kill (c->master, SIGKILL);
+      raise (SIGKILL);
+    }
 out:
   if (fd >= 0)
     close (fd);
@@ -2787,6 +2808,15 @@ compaction_free (Compaction *c)
 {
   if (c == NULL)
     return;
+  if (c->child > 0)
+    {
+      /* Abandoned (the ledger is freed): its file is removed below. */
+      kill (c->child, SIGKILL);
+      while (waitpid (c->child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    }
+  if (c->report >= 0)
+    close (c->report);
   if (c->writer != NULL)
     g_thread_join (c->writer);
   datc_journal_rewrite_free (c->rewrite);
@@ -2803,8 +2833,98 @@ note_pause (DatcLedger *l, gint64 since)
     l->jinfo.pause_max_us = us;
 }
 
-/* Takes the snapshot (nothing pending: right after a commit) and starts
- * the writer. */
+/* The forked child: the whole compaction from its copy of the ledger, its
+ * outcome as its exit status, an error's message on the pipe.  It is a
+ * copy of one thread of a process that has others (ZeroMQ's, the sites'
+ * workers, relays), so it touches no socket, main context or stdio (their
+ * locks may be held by a thread that is not here), and leaves by _exit:
+ * no atexit handler, no buffer of the master's flushed twice.  Memory is
+ * plain malloc, which glibc makes safe across fork. */
+static void G_GNUC_NORETURN
+compact_child (DatcLedger *l, Compaction *c, int report)
+{
+#ifdef __linux__
+  /* Never left writing when the master dies: it would hold the
+   * campaign's lock (a flock on a descriptor it shares) meanwhile. */
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+#endif
+  if (getppid () != c->master)
+    _exit (1);
+  compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes);
+  compact_writer (c);
+  if (c->error == NULL && c->kill_at == 'c')
+    raise (SIGKILL); /* a child that crashes (for the tests) */
+  if (c->error == NULL)
+    _exit (0);
+  gsize len = MIN (strlen (c->error->message), (gsize) COMPACT_REPORT_MAX);
+  if (write (report, c->error->message, len) < 0)
+    _exit (2);
+  _exit (1);
+}
+
+/* Whether the writer has ended, its outcome then in c->error; `block`
+ * waits for it.  Only this child's pid is reaped (nothing in the master
+ * reaps with waitpid (-1) or a SIGCHLD handler of its own; GLib's child
+ * watches wait for their own pids). */
+static gboolean
+compact_ended (Compaction *c, gboolean block)
+{
+  if (c->writer != NULL)
+    {
+      if (!block && !g_atomic_int_get (&c->done))
+        return FALSE;
+      g_thread_join (c->writer);
+      c->writer = NULL;
+      return TRUE;
+    }
+  if (c->child == 0)
+    return TRUE;
+  int status = 0;
+  pid_t got;
+  do
+    got = waitpid (c->child, &status, block ? 0 : WNOHANG);
+  while (got < 0 && errno == EINTR);
+  if (got == 0)
+    return FALSE;
+  pid_t pid = c->child;
+  c->child = 0;
+  if (got > 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0)
+    datc_journal_rewrite_take_written (c->rewrite, &c->error);
+  else if (got < 0)
+    g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                 "waiting for the compaction's process %d: %s", (int) pid, g_strerror (errno));
+  else if (WIFSIGNALED (status))
+    g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                 "the compaction's process %d was killed by signal %d (%s)", (int) pid,
+                 WTERMSIG (status), g_strsignal (WTERMSIG (status)));
+  else
+    {
+      char msg[COMPACT_REPORT_MAX + 1];
+      ssize_t n = read (c->report, msg, COMPACT_REPORT_MAX);
+      msg[MAX (n, 0)] = '\0';
+      if (n > 0)
+        g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s", msg);
+      else
+        g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                     "the compaction's process %d failed (status %d) without saying why", (int) pid,
+                     WIFEXITED (status) ? WEXITSTATUS (status) : status);
+    }
+  close (c->report);
+  c->report = -1;
+  return TRUE;
+}
+
+static char
+test_kill_at (void)
+{
+  const char *at = g_getenv ("DATC_TEST_COMPACT_KILL_AT");
+  return at == NULL ? 0 : g_str_equal (at, "written") ? 'w' : g_str_equal (at, "child") ? 'c' : 0;
+}
+
+/* Starts the writer (nothing pending: right after a commit): a child
+ * forked from here, or when fork fails the snapshot framed here and a
+ * thread for the rest.  The loop's thread is held for the fork: the
+ * master's page tables copied, not its memory. */
 static gboolean
 compact_start (DatcLedger *l, GError **error)
 {
@@ -2812,14 +2932,49 @@ compact_start (DatcLedger *l, GError **error)
   g_autoptr (DatcJournalRewrite) w = datc_journal_rewrite_new (l->journal, error);
   if (w == NULL)
     return FALSE;
+  int fds[2];
+  if (pipe2 (fds, O_CLOEXEC | O_NONBLOCK) < 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                   "a pipe for the compaction's process: %s", g_strerror (errno));
+      return FALSE;
+    }
   Compaction *c = g_new0 (Compaction, 1);
+  c->report = -1;
   c->time_us = g_get_real_time ();
   c->from_bytes = datc_journal_size (l->journal);
-  compact_snapshot (l, w, c->time_us, c->from_bytes);
   c->rewrite = g_steal_pointer (&w);
   c->results_path = g_strdup (datc_results_file_path (l->results));
   c->results_len = datc_results_file_written (l->results);
-  c->writer = g_thread_new ("datc-compact", compact_writer, c);
+  c->kill_at = test_kill_at ();
+  c->master = getpid ();
+  /* The error domains the child may use: their first use takes a lock
+   * (GLib's quark table) that another thread could hold at the fork. */
+  (void) DATC_LEDGER_ERROR;
+  (void) DATC_JOURNAL_ERROR;
+
+  gint64 f0 = g_get_monotonic_time ();
+  pid_t pid = g_getenv ("DATC_TEST_COMPACT_NO_FORK") != NULL ? (errno = EAGAIN, -1) : fork ();
+  int errsv = errno;
+  if (pid == 0)
+    compact_child (l, c, fds[1]);
+  l->jinfo.fork_max_us = MAX (l->jinfo.fork_max_us, g_get_monotonic_time () - f0);
+  close (fds[1]);
+  if (pid > 0)
+    {
+      c->child = pid;
+      c->report = fds[0];
+    }
+  else
+    {
+      close (fds[0]);
+      c->master = 0;
+      g_printerr ("datc: cannot fork to compact the journal (%s): the loop takes its snapshot "
+                  "itself\n",
+                  g_strerror (errsv));
+      compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes);
+      c->writer = g_thread_new ("datc-compact", compact_writer, c);
+    }
   l->compaction = c;
   l->jinfo.compacting = TRUE;
   note_pause (l, t0);
@@ -2827,19 +2982,29 @@ compact_start (DatcLedger *l, GError **error)
 }
 
 /* Puts the written checkpoint in place, behind the records committed
- * since the snapshot.  A failure before the switch costs nothing but the
+ * since the snapshot: those are copied a slice per call (one per commit)
+ * until a slice or less is left, then the switch copies the rest (all at
+ * once with `wait`).  A failure before the switch costs nothing but the
  * compaction (said, and tried again later); after it, the journal's name
  * may not be durable, so it is a commit failure. */
 static gboolean
-compact_finish (DatcLedger *l, GError **error)
+compact_finish (DatcLedger *l, gboolean wait, GError **error)
 {
   Compaction *c = l->compaction;
-  gint64 t0 = g_get_monotonic_time ();
   g_autoptr (GError) local = NULL;
   gboolean ok;
+  guint64 slice = l->options.compact_slice_bytes ? l->options.compact_slice_bytes
+                                                 : DATC_LEDGER_COMPACT_SLICE_BYTES;
 
-  g_thread_join (c->writer);
-  c->writer = NULL;
+  compact_ended (c, TRUE); /* at once after a tick; datc_ledger_compact's wait */
+  gint64 t0 = g_get_monotonic_time ();
+  if (c->error == NULL && !wait && datc_journal_rewrite_behind (l->journal, c->rewrite) > slice)
+    {
+      datc_journal_rewrite_catch_up (l->journal, c->rewrite, slice, &c->error);
+      note_pause (l, t0);
+      if (c->error == NULL)
+        return TRUE;
+    }
   l->compaction = NULL;
   l->jinfo.compacting = FALSE;
   guint64 checkpoint = 0;
@@ -2892,7 +3057,7 @@ static gboolean
 compact_tick (DatcLedger *l, GError **error)
 {
   if (l->compaction != NULL)
-    return !g_atomic_int_get (&l->compaction->done) || compact_finish (l, error);
+    return !compact_ended (l->compaction, FALSE) || compact_finish (l, FALSE, error);
   if (datc_journal_pending (l->journal) > 0 || !compact_due (l))
     return TRUE;
   g_autoptr (GError) local = NULL;
@@ -2918,7 +3083,7 @@ datc_ledger_compact (DatcLedger *l, gboolean wait, GError **error)
     }
   if (!wait)
     return TRUE;
-  return compact_finish (l, error);
+  return compact_finish (l, TRUE, error);
 }
 
 void
