@@ -2953,6 +2953,7 @@ compact_start (DatcLedger *l, GError **error)
   (void) DATC_LEDGER_ERROR;
   (void) DATC_JOURNAL_ERROR;
 
+  /* DATC_TEST_COMPACT_NO_FORK: the tests' way to a refused fork. */
   gint64 f0 = g_get_monotonic_time ();
   pid_t pid = g_getenv ("DATC_TEST_COMPACT_NO_FORK") != NULL ? (errno = EAGAIN, -1) : fork ();
   int errsv = errno;
