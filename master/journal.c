@@ -694,6 +694,13 @@ datc_journal_rewrite_sync (DatcJournalRewrite *w, GError **error)
   return TRUE;
 }
 
+guint64
+datc_journal_rewrite_written (DatcJournalRewrite *w)
+{
+  g_return_val_if_fail (w != NULL, 0);
+  return w->end;
+}
+
 gboolean
 datc_journal_rewrite_take_written (DatcJournalRewrite *w, GError **error)
 {

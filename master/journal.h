@@ -92,6 +92,8 @@ void datc_journal_rewrite_end (DatcJournalRewrite *rewrite);
 gboolean datc_journal_rewrite_flush (DatcJournalRewrite *rewrite, GError **error);
 /* Syncs what was written: the slow part, for the writer's thread. */
 gboolean datc_journal_rewrite_sync (DatcJournalRewrite *rewrite, GError **error);
+/* Bytes written to the file so far (flushed). */
+guint64 datc_journal_rewrite_written (DatcJournalRewrite *rewrite);
 /* When another process wrote the records (a child forked after
  * rewrite_new(), writing through the same descriptor): takes what it
  * wrote, the file's size, as the rewrite's end, before finish(). */
