@@ -99,7 +99,7 @@ guint64 datc_journal_rewrite_written (DatcJournalRewrite *rewrite);
  * wrote, the file's size, as the rewrite's end, before finish(). */
 gboolean datc_journal_rewrite_take_written (DatcJournalRewrite *rewrite, GError **error);
 /* How many of the journal's committed bytes are not yet in the rewrite,
- * and copying up to `max` of them (then a sync): done a slice at a time
+ * and copying up to `max` of them (their writeback started): done a slice at a time
  * between commits, the switch itself copies few. */
 guint64 datc_journal_rewrite_behind (DatcJournal *journal, DatcJournalRewrite *rewrite);
 gboolean datc_journal_rewrite_catch_up (DatcJournal *journal, DatcJournalRewrite *rewrite,

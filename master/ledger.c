@@ -1299,6 +1299,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     l->options.reattach_window_ms = DATC_LEDGER_REATTACH_WINDOW_MS;
   l->n_tasks = datc_bag_count (bag);
   l->tasks = g_new0 (TaskSlot, l->n_tasks);
+  advise_huge_pages (l->tasks, l->n_tasks * sizeof (TaskSlot));
   l->counts.total = l->n_tasks;
   l->counts.queued = l->n_tasks;
   l->queue = datc_task_queue_new (is_dispatchable, l);
