@@ -608,14 +608,16 @@ datc_journal_size (DatcJournal *journal)
 struct DatcJournalRewrite {
   char *path; /* `path`.new */
   int fd;
-  guint64 end;      /* bytes written to it */
-  guint64 snapshot; /* the journal's durable end when it began */
+  guint64 end;    /* bytes written to it */
+  guint64 copied; /* the journal's bytes before this are in it: its durable end
+                   * when it began, then as far as catch_up() went */
   GByteArray *buf;
   gsize open_record;
 };
 
-/* For the crash tests (master/test-journal.c, tests/test-resume.c): the
- * process is killed at the named step, as `kill -9` would. */
+/* For the crash tests (master/test-ledger-compact.c, tests/test-compact.c):
+ * the process is killed at the named step, as `kill -9` would.  The step
+ * before these, `written`, is the ledger's (its writer is a child). */
 static void
 test_kill_point (const char *step)
 {
@@ -637,7 +639,7 @@ datc_journal_rewrite_new (DatcJournal *journal, GError **error)
   w->path = g_strconcat (journal->path, ".new", NULL);
   w->open_record = JOURNAL_NO_RECORD;
   w->buf = g_byte_array_new ();
-  w->snapshot = journal->durable_end;
+  w->copied = journal->durable_end;
   w->fd = open (w->path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (w->fd < 0)
     {
@@ -689,14 +691,37 @@ datc_journal_rewrite_sync (DatcJournalRewrite *w, GError **error)
     return FALSE;
   if (!fsync_retrying (w->fd, TRUE))
     return set_io_error (error, errno, "Syncing", w->path);
-  test_kill_point ("written");
   return TRUE;
 }
 
-/* Copies the journal's bytes [from, to) to the end of the rewrite. */
-static gboolean
-copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 from, guint64 to, GError **error)
+guint64
+datc_journal_rewrite_written (DatcJournalRewrite *w)
 {
+  g_return_val_if_fail (w != NULL, 0);
+  return w->end;
+}
+
+gboolean
+datc_journal_rewrite_take_written (DatcJournalRewrite *w, GError **error)
+{
+  struct stat st;
+
+  g_return_val_if_fail (w != NULL && w->open_record == JOURNAL_NO_RECORD && w->buf->len == 0,
+                        FALSE);
+  if (fstat (w->fd, &st) < 0)
+    return set_io_error (error, errno, "Reading the size of", w->path);
+  /* Never shorter than what this process wrote: the magic. */
+  if ((guint64) st.st_size < w->end)
+    return set_io_error (error, EIO, "Reading the size of (shorter than begun)", w->path);
+  w->end = (guint64) st.st_size;
+  return TRUE;
+}
+
+/* Copies the journal's bytes [w->copied, to) to the end of the rewrite. */
+static gboolean
+copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 to, GError **error)
+{
+  guint64 from = w->copied;
   g_autofree guint8 *chunk = g_malloc (JOURNAL_READ_CHUNK);
   int errsv = 0;
 
@@ -712,8 +737,48 @@ copy_tail (DatcJournal *journal, DatcJournalRewrite *w, guint64 from, guint64 to
         return set_io_error (error, errsv, "Writing", w->path);
       w->end += got;
       from += got;
+      w->copied = from;
     }
   return TRUE;
+}
+
+guint64
+datc_journal_rewrite_behind (DatcJournal *journal, DatcJournalRewrite *w)
+{
+  g_return_val_if_fail (journal != NULL && w != NULL, 0);
+  return journal->durable_end - w->copied;
+}
+
+gboolean
+datc_journal_rewrite_catch_up (DatcJournal *journal, DatcJournalRewrite *w, guint64 max,
+                               GError **error)
+{
+  g_return_val_if_fail (journal != NULL && w != NULL, FALSE);
+
+  guint64 at = w->end;
+  if (!datc_journal_rewrite_flush (w, error)
+      || !copy_tail (journal, w, w->copied + MIN (max, journal->durable_end - w->copied), error))
+    return FALSE;
+#ifdef SYNC_FILE_RANGE_WRITE
+  /* Its writeback started, not waited for (an fdatasync here held the
+   * loop up to 44 ms on a busy disk): the switch's fdatasync finds little
+   * left to wait for. */
+  (void) sync_file_range (w->fd, (off_t) at, (off_t) (w->end - at), SYNC_FILE_RANGE_WRITE);
+#else
+  if (!fsync_retrying (w->fd, TRUE))
+    return set_io_error (error, errno, "Syncing", w->path);
+#endif
+  return TRUE;
+}
+
+/* The replaced journal's last descriptor: closing it frees the file's
+ * blocks (its name is gone), 37 ms for 69 MB on ext4 mounted with
+ * `discard`, so not on the thread that commits. */
+static gpointer
+close_replaced (gpointer data)
+{
+  close (GPOINTER_TO_INT (data));
+  return NULL;
 }
 
 gboolean
@@ -723,7 +788,7 @@ datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError
   g_return_val_if_fail (journal->buf->len == 0, FALSE);
 
   if (!datc_journal_rewrite_flush (w, error)
-      || !copy_tail (journal, w, w->snapshot, journal->durable_end, error))
+      || !copy_tail (journal, w, journal->durable_end, error))
     return FALSE;
   test_kill_point ("copied");
   if (!fsync_retrying (w->fd, TRUE))
@@ -734,7 +799,12 @@ datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError
   test_kill_point ("renamed");
 
   /* From here on the journal is the new file, whatever happens next. */
-  close (journal->fd);
+  GThread *closer
+      = g_thread_try_new ("datc-close", close_replaced, GINT_TO_POINTER (journal->fd), NULL);
+  if (closer != NULL)
+    g_thread_unref (closer);
+  else
+    close (journal->fd);
   journal->fd = w->fd;
   journal->durable_end = w->end;
   w->fd = -1;

@@ -81,7 +81,8 @@ guint64 datc_journal_size (DatcJournal *journal);
  * journal holds at that moment is what the new file's own records must
  * stand for.  The rewrite's records are framed like the journal's
  * (begin/end) and may be written by another thread than the journal's
- * (flush); finish() is the journal's thread's, with nothing pending. */
+ * (flush), or by a forked child (take_written); finish() is the
+ * journal's thread's, with nothing pending. */
 typedef struct DatcJournalRewrite DatcJournalRewrite;
 
 DatcJournalRewrite *datc_journal_rewrite_new (DatcJournal *journal, GError **error);
@@ -91,9 +92,22 @@ void datc_journal_rewrite_end (DatcJournalRewrite *rewrite);
 gboolean datc_journal_rewrite_flush (DatcJournalRewrite *rewrite, GError **error);
 /* Syncs what was written: the slow part, for the writer's thread. */
 gboolean datc_journal_rewrite_sync (DatcJournalRewrite *rewrite, GError **error);
-/* Appends the journal's records since rewrite_new(), syncs, renames the
- * new file into place, and goes on appending to it.  On failure before
- * the rename the journal goes on as it was (the new file is removed). */
+/* Bytes written to the file so far (flushed). */
+guint64 datc_journal_rewrite_written (DatcJournalRewrite *rewrite);
+/* When another process wrote the records (a child forked after
+ * rewrite_new(), writing through the same descriptor): takes what it
+ * wrote, the file's size, as the rewrite's end, before finish(). */
+gboolean datc_journal_rewrite_take_written (DatcJournalRewrite *rewrite, GError **error);
+/* How many of the journal's committed bytes are not yet in the rewrite,
+ * and copying up to `max` of them (their writeback started): done a slice at a time
+ * between commits, the switch itself copies few. */
+guint64 datc_journal_rewrite_behind (DatcJournal *journal, DatcJournalRewrite *rewrite);
+gboolean datc_journal_rewrite_catch_up (DatcJournal *journal, DatcJournalRewrite *rewrite,
+                                        guint64 max, GError **error);
+/* Appends the journal's records since rewrite_new() (or since the last
+ * catch_up()), syncs, renames the new file into place, and goes on
+ * appending to it.  On failure before the rename the journal goes on as
+ * it was (the new file is removed). */
 gboolean datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *rewrite,
                                       GError **error);
 /* Frees an unfinished rewrite and removes its file. */

@@ -20,7 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include "agentoutput.h"
 #include "journal.h"
@@ -71,19 +76,27 @@ typedef struct {
                    * checkpoint copies (the bag keeps no raw bytes) */
 } SourceInfo;
 
-/* A compaction under way: the checkpoint was framed by the loop's thread
- * (the snapshot), the writer thread adds results.jsonl and syncs; a commit
- * sees `done` and puts the new journal in place. */
+/* A compaction under way.  A forked child writes all of it from its
+ * copy-on-write image of the ledger (the snapshot, results.jsonl packed, a
+ * sync) and exits, so the loop's thread is held only for the fork; a
+ * commit that sees the child ended puts the new journal in place.  When
+ * fork fails, the loop's thread frames the snapshot and a writer thread
+ * does the rest, as before forking was tried. */
 typedef struct Compaction Compaction;
 struct Compaction {
   DatcJournalRewrite *rewrite;
-  GThread *writer;
+  pid_t child;     /* the process writing it (0: none, or reaped) */
+  int report;      /* read end of the child's pipe: its error's message */
+  pid_t master;    /* in the child: the process that forked it */
+  GThread *writer; /* when fork failed */
   gchar *results_path;
   guint64 results_len;
   gint done;     /* atomic: the writer has finished */
-  GError *error; /* the writer's */
+  GError *error; /* the writer's, or the child's as it reported it */
   gint64 time_us;
   guint64 from_bytes;
+  guint64 synced; /* the writer's file is synced up to here */
+  char kill_at;   /* test hook: 'w' kill the master once written, 'c' the child only */
 };
 
 /* Direct mode: the task a proxy was submitted for.  Its task stays
@@ -432,7 +445,7 @@ static void journal_requeue (DatcLedger *l, guint64 id, gboolean lost);
 static void journal_agent_gone (DatcLedger *l, guint32 agent);
 static void open_orphan_window (DatcLedger *l);
 static gboolean compact_tick (DatcLedger *l, GError **error);
-static gboolean compact_finish (DatcLedger *l, GError **error);
+static gboolean compact_finish (DatcLedger *l, gboolean wait, GError **error);
 static void compaction_free (Compaction *c);
 
 static gboolean
@@ -832,12 +845,28 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
     }
 }
 
+/* Huge pages for a big array, asked before its pages are first touched:
+ * a compaction's fork copies one page-table entry per 2 MiB of it instead
+ * of 512 (THP in `madvise` mode; nothing changes where it is off). */
+static void
+advise_huge_pages (void *p, gsize len)
+{
+#ifdef MADV_HUGEPAGE
+  gsize page = (gsize) sysconf (_SC_PAGESIZE);
+  if (len < ((gsize) 4 << 20))
+    return;
+  guintptr start = (guintptr) p & ~(guintptr) (page - 1);
+  (void) madvise ((void *) start, (guintptr) p + len - start, MADV_HUGEPAGE);
+#endif
+}
+
 static void
 grow_tasks (DatcLedger *l, guint64 n)
 {
   if (n <= l->n_tasks)
     return;
   l->tasks = g_renew (TaskSlot, l->tasks, n);
+  advise_huge_pages (l->tasks, n * sizeof (TaskSlot));
   memset (l->tasks + l->n_tasks, 0, (n - l->n_tasks) * sizeof (TaskSlot));
   l->counts.total += n - l->n_tasks;
   l->counts.queued += n - l->n_tasks;
@@ -1274,6 +1303,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     l->options.reattach_window_ms = DATC_LEDGER_REATTACH_WINDOW_MS;
   l->n_tasks = datc_bag_count (bag);
   l->tasks = g_new0 (TaskSlot, l->n_tasks);
+  advise_huge_pages (l->tasks, l->n_tasks * sizeof (TaskSlot));
   l->counts.total = l->n_tasks;
   l->counts.queued = l->n_tasks;
   l->queue = datc_task_queue_new (is_dispatchable, l);
@@ -1392,7 +1422,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (!datc_journal_commit (l->journal, error))
     return NULL;
   /* A resume is a good moment to compact: nothing runs yet. */
-  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, error)))
+  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, TRUE, error)))
     return NULL;
   return g_steal_pointer (&l);
 }
@@ -2531,6 +2561,11 @@ datc_ledger_commit (DatcLedger *l, GError **error)
 
 /* ---- compaction ---------------------------------------------------- */
 
+/* The most of a compaction's error its child reports (one write, below
+ * PIPE_BUF: never blocks on the empty pipe). */
+#define COMPACT_REPORT_MAX 4000
+/* What the writer writes between two syncs. */
+#define COMPACT_SYNC_BYTES ((guint64) 8 << 20)
 /* Tasks per TASKS record: 1.25 MiB, far below DATC_JOURNAL_RECORD_MAX. */
 #define TASKS_PER_RECORD 65536u
 /* results.jsonl bytes per LINES record before packing (whole lines; a
@@ -2551,11 +2586,15 @@ put_le32_at (guint8 *p, guint32 v)
   memcpy (p, &v, sizeof v);
 }
 
+static gboolean compact_write_some (Compaction *c, GError **error);
+
 /* The live state as records, in the order replay needs them (sources
  * grow the bag, the checkpoint's tables come before the tasks that name
- * their sites, the tasks before what refers to them). */
+ * their sites, the tasks before what refers to them).  With `writing`
+ * (in the child), the tasks are written as they are framed, not held. */
 static void
-compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from_bytes)
+compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from_bytes,
+                  Compaction *writing)
 {
   for (guint i = 0; i < l->sources->len; i++)
     {
@@ -2659,6 +2698,8 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
       DatcRecord rec
           = { .type = DATC_REC_TASKS, .u.tasks = { first, { e, n * DATC_REC_TASK_ENTRY } } };
       rewrite_record (w, &rec);
+      if (writing != NULL && !compact_write_some (writing, &writing->error))
+        return;
     }
 
   g_hash_table_iter_init (&it, l->replicas);
@@ -2725,11 +2766,27 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
     }
 }
 
-/* The writer's thread: results.jsonl as it was at the snapshot, packed
- * into LINES records (read back from the file, not derived from the
- * ledger, whose agents' indices may since belong to others), then one
- * sync.  The file only grows meanwhile (the loop appends
- * after what is copied here). */
+/* Writes what was framed, and syncs every 8 MiB or so: the disk's
+ * writeback of this file then comes in small pieces, never as a backlog
+ * of hundreds of MB that a commit's fdatasync of the journal (on ext4,
+ * one journal transaction for the file system) would wait behind. */
+static gboolean
+compact_write_some (Compaction *c, GError **error)
+{
+  if (!datc_journal_rewrite_flush (c->rewrite, error))
+    return FALSE;
+  guint64 end = datc_journal_rewrite_written (c->rewrite);
+  if (end - c->synced < COMPACT_SYNC_BYTES)
+    return TRUE;
+  c->synced = end;
+  return datc_journal_rewrite_sync (c->rewrite, error);
+}
+
+/* The writer (the child, or the thread when fork failed): results.jsonl
+ * as it was at the snapshot, packed into LINES records (read back from
+ * the file, not derived from the ledger, whose agents' indices may since
+ * belong to others), then one sync.  The file only grows meanwhile (the
+ * loop appends after what is copied here). */
 static gpointer
 compact_writer (gpointer data)
 {
@@ -2780,10 +2837,17 @@ compact_writer (gpointer data)
       rewrite_record (c->rewrite, &rec);
       memmove (buf, buf + cut, have - cut);
       have -= cut;
-      if (!datc_journal_rewrite_flush (c->rewrite, error))
+      if (!compact_write_some (c, error))
         goto out;
     }
-  datc_journal_rewrite_sync (c->rewrite, error);
+  if (datc_journal_rewrite_sync (c->rewrite, error) && c->kill_at == 'w')
+    {
+      /* The master killed once the new file is written (for the crash
+       * tests): its child, which wrote it, goes too. */
+      if (c->master > 0)
+        kill (c->master, SIGKILL);
+      raise (SIGKILL);
+    }
 out:
   if (fd >= 0)
     close (fd);
@@ -2796,6 +2860,15 @@ compaction_free (Compaction *c)
 {
   if (c == NULL)
     return;
+  if (c->child > 0)
+    {
+      /* Abandoned (the ledger is freed): its file is removed below. */
+      kill (c->child, SIGKILL);
+      while (waitpid (c->child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    }
+  if (c->report >= 0)
+    close (c->report);
   if (c->writer != NULL)
     g_thread_join (c->writer);
   datc_journal_rewrite_free (c->rewrite);
@@ -2812,8 +2885,99 @@ note_pause (DatcLedger *l, gint64 since)
     l->jinfo.pause_max_us = us;
 }
 
-/* Takes the snapshot (nothing pending: right after a commit) and starts
- * the writer. */
+/* The forked child: the whole compaction from its copy of the ledger, its
+ * outcome as its exit status, an error's message on the pipe.  It is a
+ * copy of one thread of a process that has others (ZeroMQ's, the sites'
+ * workers, relays), so it touches no socket, main context or stdio (their
+ * locks may be held by a thread that is not here), and leaves by _exit:
+ * no atexit handler, no buffer of the master's flushed twice.  Memory is
+ * plain malloc, which glibc makes safe across fork. */
+static void G_GNUC_NORETURN
+compact_child (DatcLedger *l, Compaction *c, int report)
+{
+#ifdef __linux__
+  /* Never left writing when the master dies: it would hold the
+   * campaign's lock (a flock on a descriptor it shares) meanwhile. */
+  prctl (PR_SET_PDEATHSIG, SIGKILL);
+#endif
+  if (getppid () != c->master)
+    _exit (1);
+  compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes, c);
+  if (c->error == NULL)
+    compact_writer (c);
+  if (c->error == NULL && c->kill_at == 'c')
+    raise (SIGKILL); /* a child that crashes (for the tests) */
+  if (c->error == NULL)
+    _exit (0);
+  gsize len = MIN (strlen (c->error->message), (gsize) COMPACT_REPORT_MAX);
+  if (write (report, c->error->message, len) < 0)
+    _exit (2);
+  _exit (1);
+}
+
+/* Whether the writer has ended, its outcome then in c->error; `block`
+ * waits for it.  Only this child's pid is reaped (nothing in the master
+ * reaps with waitpid (-1) or a SIGCHLD handler of its own; GLib's child
+ * watches wait for their own pids). */
+static gboolean
+compact_ended (Compaction *c, gboolean block)
+{
+  if (c->writer != NULL)
+    {
+      if (!block && !g_atomic_int_get (&c->done))
+        return FALSE;
+      g_thread_join (c->writer);
+      c->writer = NULL;
+      return TRUE;
+    }
+  if (c->child == 0)
+    return TRUE;
+  int status = 0;
+  pid_t got;
+  do
+    got = waitpid (c->child, &status, block ? 0 : WNOHANG);
+  while (got < 0 && errno == EINTR);
+  if (got == 0)
+    return FALSE;
+  pid_t pid = c->child;
+  c->child = 0;
+  if (got > 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0)
+    datc_journal_rewrite_take_written (c->rewrite, &c->error);
+  else if (got < 0)
+    g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                 "waiting for the compaction's process %d: %s", (int) pid, g_strerror (errno));
+  else if (WIFSIGNALED (status))
+    g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                 "the compaction's process %d was killed by signal %d (%s)", (int) pid,
+                 WTERMSIG (status), g_strsignal (WTERMSIG (status)));
+  else
+    {
+      char msg[COMPACT_REPORT_MAX + 1];
+      ssize_t n = read (c->report, msg, COMPACT_REPORT_MAX);
+      msg[MAX (n, 0)] = '\0';
+      if (n > 0)
+        g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s", msg);
+      else
+        g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                     "the compaction's process %d failed (status %d) without saying why", (int) pid,
+                     WIFEXITED (status) ? WEXITSTATUS (status) : status);
+    }
+  close (c->report);
+  c->report = -1;
+  return TRUE;
+}
+
+static char
+test_kill_at (void)
+{
+  const char *at = g_getenv ("DATC_TEST_COMPACT_KILL_AT");
+  return at == NULL ? 0 : g_str_equal (at, "written") ? 'w' : g_str_equal (at, "child") ? 'c' : 0;
+}
+
+/* Starts the writer (nothing pending: right after a commit): a child
+ * forked from here, or when fork fails the snapshot framed here and a
+ * thread for the rest.  The loop's thread is held for the fork: the
+ * master's page tables copied, not its memory. */
 static gboolean
 compact_start (DatcLedger *l, GError **error)
 {
@@ -2821,14 +2985,50 @@ compact_start (DatcLedger *l, GError **error)
   g_autoptr (DatcJournalRewrite) w = datc_journal_rewrite_new (l->journal, error);
   if (w == NULL)
     return FALSE;
+  int fds[2];
+  if (pipe2 (fds, O_CLOEXEC | O_NONBLOCK) < 0)
+    {
+      g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO,
+                   "a pipe for the compaction's process: %s", g_strerror (errno));
+      return FALSE;
+    }
   Compaction *c = g_new0 (Compaction, 1);
+  c->report = -1;
   c->time_us = g_get_real_time ();
   c->from_bytes = datc_journal_size (l->journal);
-  compact_snapshot (l, w, c->time_us, c->from_bytes);
   c->rewrite = g_steal_pointer (&w);
   c->results_path = g_strdup (datc_results_file_path (l->results));
   c->results_len = datc_results_file_written (l->results);
-  c->writer = g_thread_new ("datc-compact", compact_writer, c);
+  c->kill_at = test_kill_at ();
+  c->master = getpid ();
+  /* The error domains the child may use: their first use takes a lock
+   * (GLib's quark table) that another thread could hold at the fork. */
+  (void) DATC_LEDGER_ERROR;
+  (void) DATC_JOURNAL_ERROR;
+
+  /* DATC_TEST_COMPACT_NO_FORK: the tests' way to a refused fork. */
+  gint64 f0 = g_get_monotonic_time ();
+  pid_t pid = g_getenv ("DATC_TEST_COMPACT_NO_FORK") != NULL ? (errno = EAGAIN, -1) : fork ();
+  int errsv = errno;
+  if (pid == 0)
+    compact_child (l, c, fds[1]);
+  l->jinfo.fork_max_us = MAX (l->jinfo.fork_max_us, g_get_monotonic_time () - f0);
+  close (fds[1]);
+  if (pid > 0)
+    {
+      c->child = pid;
+      c->report = fds[0];
+    }
+  else
+    {
+      close (fds[0]);
+      c->master = 0;
+      g_printerr ("datc: cannot fork to compact the journal (%s): the loop takes its snapshot "
+                  "itself\n",
+                  g_strerror (errsv));
+      compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes, NULL);
+      c->writer = g_thread_new ("datc-compact", compact_writer, c);
+    }
   l->compaction = c;
   l->jinfo.compacting = TRUE;
   note_pause (l, t0);
@@ -2836,19 +3036,29 @@ compact_start (DatcLedger *l, GError **error)
 }
 
 /* Puts the written checkpoint in place, behind the records committed
- * since the snapshot.  A failure before the switch costs nothing but the
+ * since the snapshot: those are copied a slice per call (one per commit)
+ * until a slice or less is left, then the switch copies the rest (all at
+ * once with `wait`).  A failure before the switch costs nothing but the
  * compaction (said, and tried again later); after it, the journal's name
  * may not be durable, so it is a commit failure. */
 static gboolean
-compact_finish (DatcLedger *l, GError **error)
+compact_finish (DatcLedger *l, gboolean wait, GError **error)
 {
   Compaction *c = l->compaction;
-  gint64 t0 = g_get_monotonic_time ();
   g_autoptr (GError) local = NULL;
   gboolean ok;
+  guint64 slice = l->options.compact_slice_bytes ? l->options.compact_slice_bytes
+                                                 : DATC_LEDGER_COMPACT_SLICE_BYTES;
 
-  g_thread_join (c->writer);
-  c->writer = NULL;
+  compact_ended (c, TRUE); /* at once after a tick; datc_ledger_compact's wait */
+  gint64 t0 = g_get_monotonic_time ();
+  if (c->error == NULL && !wait && datc_journal_rewrite_behind (l->journal, c->rewrite) > slice)
+    {
+      datc_journal_rewrite_catch_up (l->journal, c->rewrite, slice, &c->error);
+      note_pause (l, t0);
+      if (c->error == NULL)
+        return TRUE;
+    }
   l->compaction = NULL;
   l->jinfo.compacting = FALSE;
   guint64 checkpoint = 0;
@@ -2901,7 +3111,7 @@ static gboolean
 compact_tick (DatcLedger *l, GError **error)
 {
   if (l->compaction != NULL)
-    return !g_atomic_int_get (&l->compaction->done) || compact_finish (l, error);
+    return !compact_ended (l->compaction, FALSE) || compact_finish (l, FALSE, error);
   if (datc_journal_pending (l->journal) > 0 || !compact_due (l))
     return TRUE;
   g_autoptr (GError) local = NULL;
@@ -2927,7 +3137,7 @@ datc_ledger_compact (DatcLedger *l, gboolean wait, GError **error)
     }
   if (!wait)
     return TRUE;
-  return compact_finish (l, error);
+  return compact_finish (l, TRUE, error);
 }
 
 void

@@ -90,10 +90,14 @@ typedef struct {
   guint64 compact_min_bytes;
   guint compact_factor;
   DatcLedgerLoad *load; /* NULL, or where the replay says how far it is */
+  /* The most of the records committed while a checkpoint was written
+   * copied behind it per commit (0: DATC_LEDGER_COMPACT_SLICE_BYTES). */
+  guint64 compact_slice_bytes;
 } DatcLedgerOptions;
 
 #define DATC_LEDGER_COMPACT_MIN_BYTES (64u * 1024u * 1024u)
 #define DATC_LEDGER_COMPACT_FACTOR 4u
+#define DATC_LEDGER_COMPACT_SLICE_BYTES (1024u * 1024u)
 
 typedef struct DatcLedger DatcLedger;
 
@@ -359,14 +363,15 @@ typedef struct {
   gboolean compacting;       /* one is being written now */
   guint compactions;         /* finished by this master */
   gint64 pause_max_us;       /* the longest the caller's thread was held by one */
+  gint64 fork_max_us;        /* the longest fork() for one (within the hold) */
 } DatcLedgerJournalInfo;
 
 void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);
 
 /* Compacts the journal now (nothing must be pending: call after a
  * commit).  With `wait`, returns once the compacted journal is in place;
- * otherwise a thread writes it and a later commit puts it in place (as
- * commits do on their own past the thresholds).  A compaction already
+ * otherwise a forked child writes it and a later commit puts it in place
+ * (as commits do on their own past the thresholds).  A compaction already
  * under way is waited for (`wait`) or left to go on. */
 gboolean datc_ledger_compact (DatcLedger *ledger, gboolean wait, GError **error);
 

@@ -34,14 +34,20 @@ make_bag (void)
 }
 
 static DatcLedger *
-open_ledger (const char *dir, DatcBag *bag)
+open_ledger_with (const char *dir, DatcBag *bag, const DatcLedgerOptions *o)
 {
   g_autoptr (GError) error = NULL;
-  /* Never on its own: the tests say when. */
-  DatcLedgerOptions o = { .compact_min_bytes = G_MAXUINT64 };
-  DatcLedger *l = datc_ledger_open (dir, bag, "t.txt", "00", &o, &error);
+  DatcLedger *l = datc_ledger_open (dir, bag, "t.txt", "00", o, &error);
   g_assert_no_error (error);
   return l;
+}
+
+static DatcLedger *
+open_ledger (const char *dir, DatcBag *bag)
+{
+  /* Never on its own: the tests say when. */
+  DatcLedgerOptions o = { .compact_min_bytes = G_MAXUINT64 };
+  return open_ledger_with (dir, bag, &o);
 }
 
 static void
@@ -287,16 +293,37 @@ test_round_trip (Fixture *f, gconstpointer data)
   assert_reopens_as_expected (f, f->dir);
 }
 
-/* The records committed while the writer runs land behind the checkpoint. */
+/* Commits (nothing new in them) until no compaction is under way: the
+ * child's end is seen, and the records behind it copied, by commits. */
+static void
+commit_until_compacted (DatcLedger *l)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  DatcLedgerJournalInfo info;
+  for (;;)
+    {
+      commit (l);
+      datc_ledger_journal_info (l, &info);
+      if (!info.compacting)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+      g_usleep (1000);
+    }
+}
+
+/* The records committed while the writer runs land behind the checkpoint.
+ * `data`: the most copied behind it per commit (0: all at the switch). */
 static void
 test_records_during_compaction (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autofree gchar *ref = compacted_copy (f->dir, "ref3");
+  guint64 slice = GPOINTER_TO_SIZE (data);
   {
     g_autoptr (DatcBag) bag = make_bag ();
     g_autoptr (DatcBag) rbag = make_bag ();
-    g_autoptr (DatcLedger) l = open_ledger (f->dir, bag);
+    DatcLedgerOptions o = { .compact_min_bytes = G_MAXUINT64, .compact_slice_bytes = slice };
+    g_autoptr (DatcLedger) l = open_ledger_with (f->dir, bag, &o);
     g_autoptr (DatcLedger) rl = open_ledger (ref, rbag);
     g_assert_true (datc_ledger_compact (l, FALSE, &error));
     DatcLedger *both[] = { l, rl };
@@ -311,8 +338,123 @@ test_records_during_compaction (Fixture *f, gconstpointer data)
           result (both[k], a, g_array_index (picked, DatcTaskKey, i).id, 0, 7);
         commit (both[k]);
       }
-    g_assert_true (datc_ledger_compact (l, TRUE, &error));
+    if (slice > 0)
+      commit_until_compacted (l);
+    else
+      g_assert_true (datc_ledger_compact (l, TRUE, &error));
     g_assert_no_error (error);
+    DatcLedgerJournalInfo info;
+    datc_ledger_journal_info (l, &info);
+    g_assert_cmpuint (info.compactions, >=, 1);
+  }
+  g_free (f->expected);
+  {
+    g_autoptr (DatcBag) bag = make_bag ();
+    g_autoptr (DatcLedger) l = open_ledger (ref, bag);
+    f->expected = dump (ref, l);
+  }
+  assert_reopens_as_expected (f, f->dir);
+}
+
+/* Without fork (it failed) the loop takes the snapshot and a thread
+ * writes the rest, to the same journal. */
+static void
+test_without_fork (Fixture *f, gconstpointer data)
+{
+  if (g_test_subprocess ())
+    {
+      g_setenv ("DATC_TEST_COMPACT_NO_FORK", "1", TRUE);
+      test_records_during_compaction (f, NULL);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*cannot fork to compact the journal*");
+}
+
+/* The same dispatch and give-back on both ledgers, committed. */
+static void
+churn (DatcLedger *l, guint32 agent)
+{
+  g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  DatcDispatchRequest r = { .agent = agent, .max = 20, .budget_ms = G_MAXUINT64 };
+  datc_ledger_dispatch (l, &r, picked);
+  for (guint i = 0; i < picked->len; i++)
+    {
+      DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
+      datc_ledger_requeue (l, agent, k->id, k->attempt);
+    }
+  commit (l);
+}
+
+/* Churns both until `l` has `n` compactions and none under way; with
+ * `moving` (a results.jsonl renamed there while it runs: the child
+ * cannot read it) the name is put back once a compaction has ended. */
+static void
+churn_until_compactions (DatcLedger *l, guint32 a, DatcLedger *rl, guint32 ra, guint n,
+                         const char *results, const char *moving)
+{
+  gint64 deadline = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  DatcLedgerJournalInfo info;
+  gboolean started = FALSE;
+  if (moving != NULL)
+    g_assert_cmpint (g_rename (results, moving), ==, 0);
+  for (;;)
+    {
+      churn (l, a);
+      churn (rl, ra);
+      datc_ledger_journal_info (l, &info);
+      started = started || info.compacting;
+      if (started && !info.compacting)
+        break;
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
+    }
+  if (moving != NULL)
+    g_assert_cmpint (g_rename (moving, results), ==, 0);
+  g_assert_cmpuint (info.compactions, ==, n);
+}
+
+/* A compaction whose child fails (killed, or it cannot read results.jsonl)
+ * costs nothing but itself: the campaign goes on committing, no
+ * journal.new is left, the failure is said, and the next compaction that
+ * is due (the journal twice its checkpoint here) succeeds; the journal
+ * then opens to the same state as one never compacted. */
+static void
+test_failed_child (Fixture *f, gconstpointer data)
+{
+  const char *how = data;
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      g_test_trap_assert_stderr (g_str_equal (how, "killed")
+                                     ? "*compacting the journal failed*killed by signal 9*"
+                                     : "*compacting the journal failed*results.jsonl*");
+      return;
+    }
+  g_autofree gchar *ref = compacted_copy (f->dir, "ref4");
+  g_autofree gchar *results = g_build_filename (f->dir, "results.jsonl", NULL);
+  g_autofree gchar *moved = g_build_filename (f->dir, "results.moved", NULL);
+  g_autofree gchar *leftover = g_build_filename (f->dir, "journal.new", NULL);
+  {
+    g_autoptr (DatcBag) bag = make_bag ();
+    g_autoptr (DatcBag) rbag = make_bag ();
+    /* Due from the start (compacted at the open), then at twice that. */
+    DatcLedgerOptions o = { .compact_min_bytes = 1, .compact_factor = 2 };
+    g_autoptr (DatcLedger) l = open_ledger_with (f->dir, bag, &o);
+    g_autoptr (DatcLedger) rl = open_ledger (ref, rbag);
+    guint32 a = datc_ledger_agent_hello (l, "agent-6", "a", "p6", "h6");
+    guint32 ra = datc_ledger_agent_hello (rl, "agent-6", "a", "p6", "h6");
+
+    if (g_str_equal (how, "killed"))
+      g_setenv ("DATC_TEST_COMPACT_KILL_AT", "child", TRUE);
+    churn_until_compactions (l, a, rl, ra, 1, results,
+                             g_str_equal (how, "unreadable") ? moved : NULL);
+    g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+    g_assert_false (g_file_test (leftover, G_FILE_TEST_EXISTS));
+
+    churn_until_compactions (l, a, rl, ra, 2, results, NULL);
+    g_assert_false (g_file_test (leftover, G_FILE_TEST_EXISTS));
   }
   g_free (f->expected);
   {
@@ -393,6 +535,14 @@ main (int argc, char **argv)
               setup, test_round_trip, teardown);
   g_test_add ("/ledger/compact/records-taken-meanwhile-land-behind-the-checkpoint", Fixture, NULL,
               setup, test_records_during_compaction, teardown);
+  g_test_add ("/ledger/compact/records-taken-meanwhile-are-copied-a-slice-per-commit", Fixture,
+              GSIZE_TO_POINTER (64), setup, test_records_during_compaction, teardown);
+  g_test_add ("/ledger/compact/without-fork-a-thread-writes-the-same-journal", Fixture, NULL, setup,
+              test_without_fork, teardown);
+  g_test_add ("/ledger/compact/a-killed-child-costs-only-that-compaction", Fixture, "killed", setup,
+              test_failed_child, teardown);
+  g_test_add ("/ledger/compact/a-failing-child-costs-only-that-compaction", Fixture, "unreadable",
+              setup, test_failed_child, teardown);
   g_test_add ("/ledger/compact/a-kill-at-every-step-leaves-a-journal-that-opens", Fixture, NULL,
               setup, test_killed_at_every_step, teardown);
   g_test_add ("/ledger/compact/a-new-file-cut-anywhere-is-never-the-journal", Fixture, NULL, setup,
