@@ -1,6 +1,7 @@
 /* resultsfile.c: see resultsfile.h.  The master writes a line per finished
- * task, so integers are formatted without printf, and strings go through
- * the one JSON escaper (analysis/jsonout.c). */
+ * task (and a resumed one a line per task it replays), so a line is
+ * written with a cursor into room reserved once, integers without printf,
+ * and strings through the one JSON escaper (analysis/jsonout.c). */
 #include "resultsfile.h"
 
 #include <errno.h>
@@ -16,8 +17,7 @@
 struct DatcResultsFile {
   gchar *path; /* where it is now, for messages */
   int fd;
-  GString *line; /* scratch for one line */
-  GString *out;  /* lines waiting to be written */
+  GString *out; /* lines waiting to be written */
 };
 
 DatcResultsFile *
@@ -33,7 +33,6 @@ datc_results_file_open (const char *path, GError **error)
   DatcResultsFile *f = g_new0 (DatcResultsFile, 1);
   f->path = g_strdup (path);
   f->fd = fd;
-  f->line = g_string_sized_new (512);
   f->out = g_string_sized_new (1 << 16);
   return f;
 }
@@ -45,101 +44,115 @@ datc_results_file_free (DatcResultsFile *f)
     return;
   if (f->fd >= 0)
     close (f->fd);
-  g_string_free (f->line, TRUE);
   g_string_free (f->out, TRUE);
   g_free (f->path);
   g_free (f);
 }
 
-/* Decimal integers without printf: a line holds ten of them. */
-static void
-append_u64 (GString *s, guint64 v)
-{
-  char buf[20];
-  guint i = sizeof buf;
-  do
-    buf[--i] = (char) ('0' + v % 10);
-  while ((v /= 10) != 0);
-  g_string_append_len (s, buf + i, (gssize) (sizeof buf - i));
-}
+/* A line is written with a cursor into room reserved for its longest
+ * form: one size check per line, not one per piece (a resumed master
+ * writes a line per finished task it replays, millions of them). */
+#define PUT(p, lit) (memcpy ((p), (lit), sizeof (lit) - 1), (p) + sizeof (lit) - 1)
+#define U64_DIGITS_MAX 20
 
-static void
-append_i64 (GString *s, gint64 v)
+/* Decimal integers without printf, two digits at a time: a line holds
+ * thirteen of them. */
+static char *
+put_u64 (char *p, guint64 v)
 {
-  if (v < 0)
+  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
+                              "34353637383940414243444546474849505152535455565758596061626364656667"
+                              "6869707172737475767778798081828384858687888990919293949596979899";
+  char buf[U64_DIGITS_MAX];
+  char *d = buf + sizeof buf;
+  while (v >= 100)
     {
-      g_string_append_c (s, '-');
-      append_u64 (s, (guint64) 0 - (guint64) v);
+      d -= 2;
+      memcpy (d, pairs + (v % 100) * 2, 2);
+      v /= 100;
+    }
+  if (v >= 10)
+    {
+      d -= 2;
+      memcpy (d, pairs + v * 2, 2);
     }
   else
-    append_u64 (s, (guint64) v);
+    *--d = (char) ('0' + v);
+  gsize n = (gsize) (buf + sizeof buf - d);
+  memcpy (p, d, n);
+  return p + n;
 }
 
-/* `,"name":` then the value. */
-static void
-append_member_u64 (GString *s, const char *name, guint64 v)
+static char *
+put_i64 (char *p, gint64 v)
 {
-  g_string_append (s, name);
-  append_u64 (s, v);
+  if (v >= 0)
+    return put_u64 (p, (guint64) v);
+  *p++ = '-';
+  return put_u64 (p, (guint64) 0 - (guint64) v);
 }
 
-static void
-append_member_i64 (GString *s, const char *name, gint64 v)
+static char *
+put_raw (char *p, const char *s, gsize len)
 {
-  g_string_append (s, name);
-  append_i64 (s, v);
+  memcpy (p, s, len);
+  return p + len;
 }
 
 void
 datc_result_line_format (GString *s, const DatcResultLine *r)
 {
-  append_member_u64 (s, "{\"id\":", r->id);
-  append_member_u64 (s, ",\"line\":", r->line);
-  append_member_u64 (s, ",\"attempt\":", r->attempt);
-  g_string_append (s, ",\"status\":\"");
-  g_string_append (s, r->status);
-  g_string_append (s, "\",\"class\":\"");
-  g_string_append (s, r->end_class);
-  append_member_i64 (s, "\",\"exit_code\":", r->exit_code);
-  append_member_i64 (s, ",\"signal\":", r->signal);
-  g_string_append (s, ",\"site\":");
-  datc_json_append_string (s, r->site);
-  g_string_append (s, ",\"proxy\":");
-  datc_json_append_string (s, r->proxy);
-  g_string_append (s, ",\"host\":");
-  datc_json_append_string (s, r->host);
-  g_string_append (s, ",\"agent\":");
-  datc_json_append_string (s, r->agent);
-  append_member_i64 (s, ",\"submitted\":", r->submitted);
-  append_member_i64 (s, ",\"started\":", r->started);
-  append_member_i64 (s, ",\"finished\":", r->finished);
-  g_string_append (s, ",\"output\":");
-  datc_json_append_string (s, r->output);
-  append_member_u64 (s, ",\"stdout_offset\":", r->out_off);
-  append_member_u64 (s, ",\"stdout_bytes\":", r->out_len);
-  append_member_u64 (s, ",\"stderr_offset\":", r->err_off);
-  append_member_u64 (s, ",\"stderr_bytes\":", r->err_len);
-  append_member_u64 (s, ",\"stdout_dropped\":", r->out_dropped);
-  append_member_u64 (s, ",\"stderr_dropped\":", r->err_dropped);
+  enum { STATUS, CLASS, SITE, PROXY, HOST, AGENT, OUTPUT, MESSAGE, OOM, N_STR };
+  const char *str[N_STR] = { r->status, r->end_class, r->site,    r->proxy,       r->host,
+                             r->agent,  r->output,    r->message, r->oom_evidence };
+  gsize len[N_STR];
+  /* The names and punctuation (under 400 bytes), 13 numbers, the strings
+   * at their worst escaped. */
+  gsize room = 512 + 13 * (U64_DIGITS_MAX + 1);
+  for (guint i = 0; i < N_STR; i++)
+    {
+      if (str[i] == NULL && i < MESSAGE)
+        str[i] = ""; /* as the escaper writes NULL */
+      len[i] = str[i] != NULL ? strlen (str[i]) : 0;
+      room += DATC_JSON_STRING_MAX (len[i]);
+    }
+  gsize at = s->len;
+  g_string_set_size (s, at + room);
+  char *p = s->str + at;
+
+  p = put_u64 (PUT (p, "{\"id\":"), r->id);
+  p = put_u64 (PUT (p, ",\"line\":"), r->line);
+  p = put_u64 (PUT (p, ",\"attempt\":"), r->attempt);
+  p = put_raw (PUT (p, ",\"status\":\""), str[STATUS], len[STATUS]);
+  p = put_raw (PUT (p, "\",\"class\":\""), str[CLASS], len[CLASS]);
+  p = put_i64 (PUT (p, "\",\"exit_code\":"), r->exit_code);
+  p = put_i64 (PUT (p, ",\"signal\":"), r->signal);
+  p = datc_json_put_string (PUT (p, ",\"site\":"), str[SITE], len[SITE]);
+  p = datc_json_put_string (PUT (p, ",\"proxy\":"), str[PROXY], len[PROXY]);
+  p = datc_json_put_string (PUT (p, ",\"host\":"), str[HOST], len[HOST]);
+  p = datc_json_put_string (PUT (p, ",\"agent\":"), str[AGENT], len[AGENT]);
+  p = put_i64 (PUT (p, ",\"submitted\":"), r->submitted);
+  p = put_i64 (PUT (p, ",\"started\":"), r->started);
+  p = put_i64 (PUT (p, ",\"finished\":"), r->finished);
+  p = datc_json_put_string (PUT (p, ",\"output\":"), str[OUTPUT], len[OUTPUT]);
+  p = put_u64 (PUT (p, ",\"stdout_offset\":"), r->out_off);
+  p = put_u64 (PUT (p, ",\"stdout_bytes\":"), r->out_len);
+  p = put_u64 (PUT (p, ",\"stderr_offset\":"), r->err_off);
+  p = put_u64 (PUT (p, ",\"stderr_bytes\":"), r->err_len);
+  p = put_u64 (PUT (p, ",\"stdout_dropped\":"), r->out_dropped);
+  p = put_u64 (PUT (p, ",\"stderr_dropped\":"), r->err_dropped);
   if (r->message != NULL)
-    {
-      g_string_append (s, ",\"message\":");
-      datc_json_append_string (s, r->message);
-    }
+    p = datc_json_put_string (PUT (p, ",\"message\":"), r->message, len[MESSAGE]);
   if (r->oom_evidence != NULL)
-    {
-      g_string_append (s, ",\"oom_evidence\":");
-      datc_json_append_string (s, r->oom_evidence);
-    }
-  g_string_append (s, "}\n");
+    p = datc_json_put_string (PUT (p, ",\"oom_evidence\":"), r->oom_evidence, len[OOM]);
+  p = PUT (p, "}\n");
+  g_string_truncate (s, (gsize) (p - s->str));
 }
 
 void
 datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
 {
-  g_string_truncate (f->line, 0);
-  datc_result_line_format (f->line, r);
-  g_string_append_len (f->out, f->line->str, (gssize) f->line->len);
+  datc_result_line_format (f->out, r);
 }
 
 /* ---- reading back a line written above ------------------------------ */
