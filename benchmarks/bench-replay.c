@@ -163,8 +163,8 @@ main (int argc, char **argv)
       datc_bag_free (bag);
       printf ("round %u: load %.3f s | read+crc %.3f s (%.0f records/s) | + decode %.3f s "
               "(%.0f/s) | ledger open %.3f s: %.0f records/s, %.0f with the load\n",
-              r + 1, load_s, scan_s, rec.records / scan_s, decode_s, rec.records / decode_s,
-              open_s, rec.records / open_s, rec.records / (open_s + load_s));
+              r + 1, load_s, scan_s, rec.records / scan_s, decode_s, rec.records / decode_s, open_s,
+              rec.records / open_s, rec.records / (open_s + load_s));
     }
   g_string_free (text, TRUE);
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);

@@ -1317,7 +1317,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
                    g_strerror (errno));
       return NULL;
     }
-  l->results = datc_results_file_open (results_tmp, error);
+  l->results = datc_results_file_rebuild (results_path, results_tmp, error);
   if (l->results == NULL)
     return NULL;
 

@@ -18,7 +18,23 @@ struct DatcResultsFile {
   gchar *path; /* where it is now, for messages */
   int fd;
   GString *out; /* lines waiting to be written */
+  /* Rebuilt over the file an earlier master left (datc_results_file_rebuild):
+   * while the lines match its bytes, nothing is written (`checking`, fd
+   * is that file); from the first that differs they go to `tmp_path`. */
+  gboolean checking;
+  gboolean in_place; /* still the earlier file: no rename at the end */
+  guint64 checked;   /* its bytes that matched */
+  gchar *tmp_path;
+  guint8 *old; /* scratch: the earlier file's bytes to compare */
+  gsize old_cap;
 };
+
+static gboolean
+io_error (GError **error, int errsv, const char *path)
+{
+  g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path, g_strerror (errsv));
+  return FALSE;
+}
 
 DatcResultsFile *
 datc_results_file_open (const char *path, GError **error)
@@ -46,7 +62,112 @@ datc_results_file_free (DatcResultsFile *f)
     close (f->fd);
   g_string_free (f->out, TRUE);
   g_free (f->path);
+  g_free (f->tmp_path);
+  g_free (f->old);
   g_free (f);
+}
+
+DatcResultsFile *
+datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error)
+{
+  /* A rebuild a crash cut short: never renamed, so never the file. */
+  if (unlink (tmp_path) < 0 && errno != ENOENT)
+    {
+      io_error (error, errno, tmp_path);
+      return NULL;
+    }
+  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    {
+      io_error (error, errno, path);
+      return NULL;
+    }
+  DatcResultsFile *f = g_new0 (DatcResultsFile, 1);
+  f->path = g_strdup (path);
+  f->fd = fd;
+  f->out = g_string_sized_new (1 << 16);
+  f->checking = TRUE;
+  f->in_place = TRUE;
+  f->tmp_path = g_strdup (tmp_path);
+  return f;
+}
+
+/* The lines differ from the earlier file's from `checked` on: the file is
+ * written anew beside it, starting with the part that matched, so that
+ * the earlier one stays as it was until finish renames over it. */
+static gboolean
+diverge (DatcResultsFile *f, GError **error)
+{
+  int tmp = open (f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp < 0)
+    return io_error (error, errno, f->tmp_path);
+  loff_t from = 0;
+  while ((guint64) from < f->checked)
+    {
+      ssize_t n = copy_file_range (f->fd, &from, tmp, NULL, f->checked - (guint64) from, 0);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          int errsv = n < 0 ? errno : EIO;
+          close (tmp);
+          return io_error (error, errsv, f->tmp_path);
+        }
+    }
+  close (f->fd);
+  f->fd = tmp;
+  g_free (f->path);
+  f->path = g_strdup (f->tmp_path);
+  f->checking = FALSE;
+  f->in_place = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  return TRUE;
+}
+
+/* Compares the lines waiting with the earlier file's next bytes: *same
+ * gets how many match (nothing to write for those).  Past the first
+ * difference, or the earlier file's end, they are written anew. */
+static gboolean
+check_earlier (DatcResultsFile *f, gsize *same, GError **error)
+{
+  gsize want = f->out->len, got = 0;
+  if (f->old_cap < want)
+    {
+      g_free (f->old);
+      f->old = g_malloc (want);
+      f->old_cap = want;
+    }
+  while (got < want)
+    {
+      ssize_t n = pread (f->fd, f->old + got, want - got, (off_t) (f->checked + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return io_error (error, errno, f->path);
+      if (n == 0)
+        break;
+      got += (gsize) n;
+    }
+  gsize n = 0;
+  if (memcmp (f->old, f->out->str, got) == 0)
+    n = got;
+  else
+    while (f->old[n] == (guint8) f->out->str[n])
+      n++;
+  f->checked += n;
+  *same = n;
+  return n == want || diverge (f, error);
+}
+
+/* The earlier file holds every line: what it has beyond them goes. */
+static gboolean
+end_check (DatcResultsFile *f, GError **error)
+{
+  f->checking = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  if (ftruncate (f->fd, (off_t) f->checked) < 0 || lseek (f->fd, 0, SEEK_END) < 0)
+    return io_error (error, errno, f->path);
+  return TRUE;
 }
 
 /* A line is written with a cursor into room reserved for its longest
@@ -359,6 +480,8 @@ datc_results_file_path (DatcResultsFile *f)
 guint64
 datc_results_file_written (DatcResultsFile *f)
 {
+  if (f->checking)
+    return f->checked;
   off_t at = lseek (f->fd, 0, SEEK_CUR);
   return at > 0 ? (guint64) at : 0;
 }
@@ -367,6 +490,11 @@ gboolean
 datc_results_file_write (DatcResultsFile *f, GError **error)
 {
   gsize done = 0;
+  if (f->checking && f->out->len > 0 && !check_earlier (f, &done, error))
+    {
+      g_string_erase (f->out, 0, (gssize) done);
+      return FALSE;
+    }
   while (done < f->out->len)
     {
       ssize_t w = write (f->fd, f->out->str + done, f->out->len - done);
@@ -390,6 +518,8 @@ gboolean
 datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFunc keep,
                           gpointer user_data, GError **error)
 {
+  if (f->checking && !end_check (f, error))
+    return FALSE;
   g_autofree gchar *out_path = g_strconcat (f->path, ".filtered", NULL);
   FILE *in = fopen (f->path, "re");
   int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -433,6 +563,12 @@ datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFu
 gboolean
 datc_results_file_finish (DatcResultsFile *f, const char *path, GError **error)
 {
+  if (f->checking && !end_check (f, error))
+    return FALSE;
+  /* Never rewritten: what it holds was there (and its lines derive from
+   * the journal, which is durable): no copy to sync and swap. */
+  if (f->in_place && g_str_equal (f->path, path))
+    return TRUE;
   if (fsync (f->fd) != 0 || rename (f->path, path) != 0)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path,
