@@ -176,32 +176,74 @@ end_check (DatcResultsFile *f, GError **error)
 #define PUT(p, lit) (memcpy ((p), (lit), sizeof (lit) - 1), (p) + sizeof (lit) - 1)
 #define U64_DIGITS_MAX 20
 
-/* Decimal integers without printf, two digits at a time: a line holds
- * thirteen of them. */
-static char *
-put_u64 (char *p, guint64 v)
+static const char digit_pairs[] = "0001020304050607080910111213141516171819"
+                                  "2021222324252627282930313233343536373839"
+                                  "4041424344454647484950515253545556575859"
+                                  "6061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+/* Exactly eight digits of v < 10^8, in 32-bit arithmetic. */
+static void
+put_8_digits (char *p, guint32 v)
 {
-  static const char pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233"
-                              "34353637383940414243444546474849505152535455565758596061626364656667"
-                              "6869707172737475767778798081828384858687888990919293949596979899";
-  char buf[U64_DIGITS_MAX];
-  char *d = buf + sizeof buf;
+  guint32 hi = v / 10000, lo = v % 10000;
+  memcpy (p, digit_pairs + (hi / 100) * 2, 2);
+  memcpy (p + 2, digit_pairs + (hi % 100) * 2, 2);
+  memcpy (p + 4, digit_pairs + (lo / 100) * 2, 2);
+  memcpy (p + 6, digit_pairs + (lo % 100) * 2, 2);
+}
+
+/* Up to eight digits, no leading zero, written in place from the last. */
+static char *
+put_u32_short (char *p, guint32 v)
+{
+  if (v < 10)
+    {
+      *p = (char) ('0' + v);
+      return p + 1;
+    }
+  char *end = p
+              + (v < 100        ? 2
+                 : v < 1000     ? 3
+                 : v < 10000    ? 4
+                 : v < 100000   ? 5
+                 : v < 1000000  ? 6
+                 : v < 10000000 ? 7
+                                : 8);
+  char *d = end;
   while (v >= 100)
     {
       d -= 2;
-      memcpy (d, pairs + (v % 100) * 2, 2);
+      memcpy (d, digit_pairs + (v % 100) * 2, 2);
       v /= 100;
     }
   if (v >= 10)
-    {
-      d -= 2;
-      memcpy (d, pairs + v * 2, 2);
-    }
+    memcpy (d - 2, digit_pairs + v * 2, 2);
   else
-    *--d = (char) ('0' + v);
-  gsize n = (gsize) (buf + sizeof buf - d);
-  memcpy (p, d, n);
-  return p + n;
+    d[-1] = (char) ('0' + v);
+  return end;
+}
+
+/* Decimal integers without printf, in blocks of eight digits: a line
+ * holds thirteen of them, three of them 16-digit times. */
+static char *
+put_u64 (char *p, guint64 v)
+{
+  if (v < 100000000u)
+    return put_u32_short (p, (guint32) v);
+  guint64 high = v / 100000000u;
+  guint32 low = (guint32) (v % 100000000u);
+  if (high < 100000000u)
+    p = put_u32_short (p, (guint32) high);
+  else
+    {
+      /* Up to 20 digits: at most four, then eight. */
+      p = put_u32_short (p, (guint32) (high / 100000000u));
+      put_8_digits (p, (guint32) (high % 100000000u));
+      p += 8;
+    }
+  put_8_digits (p, low);
+  return p + 8;
 }
 
 static char *
