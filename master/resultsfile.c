@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jsonout.h"
@@ -67,31 +68,6 @@ datc_results_file_free (DatcResultsFile *f)
   g_free (f);
 }
 
-DatcResultsFile *
-datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error)
-{
-  /* A rebuild a crash cut short: never renamed, so never the file. */
-  if (unlink (tmp_path) < 0 && errno != ENOENT)
-    {
-      io_error (error, errno, tmp_path);
-      return NULL;
-    }
-  int fd = open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    {
-      io_error (error, errno, path);
-      return NULL;
-    }
-  DatcResultsFile *f = g_new0 (DatcResultsFile, 1);
-  f->path = g_strdup (path);
-  f->fd = fd;
-  f->out = g_string_sized_new (1 << 16);
-  f->checking = TRUE;
-  f->in_place = TRUE;
-  f->tmp_path = g_strdup (tmp_path);
-  return f;
-}
-
 /* The lines differ from the earlier file's from `checked` on: the file is
  * written anew beside it, starting with the part that matched, so that
  * the earlier one stays as it was until finish renames over it. */
@@ -101,20 +77,24 @@ diverge (DatcResultsFile *f, GError **error)
   int tmp = open (f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (tmp < 0)
     return io_error (error, errno, f->tmp_path);
-  loff_t from = 0;
-  while ((guint64) from < f->checked)
+  g_autofree guint8 *chunk = f->checked > 0 ? g_malloc (1 << 20) : NULL;
+  for (guint64 from = 0; from < f->checked;)
     {
-      ssize_t n = copy_file_range (f->fd, &from, tmp, NULL, f->checked - (guint64) from, 0);
+      ssize_t n = pread (f->fd, chunk, (gsize) MIN (f->checked - from, 1u << 20), (off_t) from);
       if (n < 0 && errno == EINTR)
         continue;
-      if (n <= 0)
+      ssize_t w = n > 0 ? write (tmp, chunk, (gsize) n) : 0;
+      if (n <= 0 || w != n)
         {
-          int errsv = n < 0 ? errno : EIO;
+          /* Shorter than what matched (cut meanwhile), or a short write. */
+          int errsv = n < 0 || w < 0 ? errno : EIO;
           close (tmp);
-          return io_error (error, errsv, f->tmp_path);
+          return io_error (error, errsv, n < 0 ? f->path : f->tmp_path);
         }
+      from += (guint64) n;
     }
-  close (f->fd);
+  if (f->fd >= 0)
+    close (f->fd);
   f->fd = tmp;
   g_free (f->path);
   f->path = g_strdup (f->tmp_path);
@@ -122,6 +102,41 @@ diverge (DatcResultsFile *f, GError **error)
   f->in_place = FALSE;
   g_clear_pointer (&f->old, g_free);
   return TRUE;
+}
+
+DatcResultsFile *
+datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error)
+{
+  /* A rebuild a crash cut short: never renamed, so never the file. */
+  if (unlink (tmp_path) < 0 && errno != ENOENT)
+    {
+      io_error (error, errno, tmp_path);
+      return NULL;
+    }
+  int fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  struct stat st;
+  if (fd < 0 && errno != ELOOP)
+    {
+      io_error (error, errno, path);
+      return NULL;
+    }
+  if (fd >= 0 && (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode)))
+    {
+      close (fd);
+      fd = -1;
+    }
+  g_autoptr (DatcResultsFile) f = g_new0 (DatcResultsFile, 1);
+  f->path = g_strdup (path);
+  f->fd = fd;
+  f->out = g_string_sized_new (1 << 16);
+  f->checking = TRUE;
+  f->in_place = TRUE;
+  f->tmp_path = g_strdup (tmp_path);
+  /* Not a regular file (a symlink, say): nothing to compare with, and
+   * never written through; made anew and renamed over it. */
+  if (fd < 0 && !diverge (f, error))
+    return NULL;
+  return g_steal_pointer (&f);
 }
 
 /* Compares the lines waiting with the earlier file's next bytes: *same

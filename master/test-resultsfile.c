@@ -1,11 +1,16 @@
 /* test-resultsfile.c: results.jsonl's writer: the exact line for a result
- * (strings escaped: quotes, newlines, control bytes, UTF-8 kept), lines
- * held until written, the filter that keeps one line per task after a
- * retry, and the rename into place. */
+ * (strings escaped: quotes, newlines, control bytes, UTF-8 kept; integers
+ * of every width as printf writes them), lines held until written, the
+ * filter that keeps one line per task after a retry, and the rename into
+ * place; the rebuild at a start: the lines already there kept (the same
+ * file), a line beyond them cut, a torn or different one written anew and
+ * renamed into place, nothing changed by a start that fails, a symlink
+ * replaced rather than written through. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "resultsfile.h"
 
@@ -319,6 +324,37 @@ test_rebuild_then_filter (void)
   g_assert_cmpint (system (cmd), ==, 0);
 }
 
+/* A results.jsonl that is a symlink is replaced, never written through:
+ * what it points to stays as it was. */
+static void
+test_rebuild_replaces_a_symlink (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *other = g_build_filename (dir, "other", NULL);
+  g_autofree gchar *abcx = lines_of ("abcx");
+  g_autofree gchar *abc = lines_of ("abc");
+  g_assert_true (g_file_set_contents (other, abcx, -1, &error));
+  g_assert_cmpint (symlink (other, path), ==, 0);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < 3; i++)
+    add_task (f, i + 1, (const char[]) { (char) ('a' + i), '\0' });
+  g_assert_true (datc_results_file_write (f, &error));
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (path, G_FILE_TEST_IS_SYMLINK));
+  g_autofree gchar *got = read_text (path);
+  g_assert_cmpstr (got, ==, abc);
+  g_autofree gchar *kept = read_text (other);
+  g_assert_cmpstr (kept, ==, abcx);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
 /* Integers at every width, as printf writes them. */
 static void
 test_integers_as_printf (void)
@@ -359,5 +395,7 @@ main (int argc, char **argv)
                    test_rebuild_not_finished_changes_nothing);
   g_test_add_func ("/resultsfile/rebuild/filter-sees-only-the-replayed-lines",
                    test_rebuild_then_filter);
+  g_test_add_func ("/resultsfile/rebuild/replaces-a-symlink-never-writes-through-it",
+                   test_rebuild_replaces_a_symlink);
   return g_test_run ();
 }
