@@ -178,9 +178,12 @@ check_earlier (DatcResultsFile *f, gsize *same, GError **error)
 static gboolean
 end_check (DatcResultsFile *f, GError **error)
 {
+  struct stat st;
   f->checking = FALSE;
   g_clear_pointer (&f->old, g_free);
-  if (ftruncate (f->fd, (off_t) f->checked) < 0 || lseek (f->fd, 0, SEEK_END) < 0)
+  if (fstat (f->fd, &st) < 0
+      || ((guint64) st.st_size > f->checked && ftruncate (f->fd, (off_t) f->checked) < 0)
+      || lseek (f->fd, (off_t) f->checked, SEEK_SET) < 0)
     return io_error (error, errno, f->path);
   return TRUE;
 }
