@@ -25,6 +25,10 @@ struct DatcResultsFile {
   gboolean checking;
   gboolean in_place; /* still the earlier file: no rename at the end */
   guint64 checked;   /* its bytes that matched */
+  /* Lines were appended to the earlier file past its end (every byte of
+   * it matched): a start that fails cuts it back to `restore_len`. */
+  gboolean restore;
+  guint64 restore_len;
   gchar *tmp_path;
   guint8 *old; /* scratch: the earlier file's bytes to compare */
   gsize old_cap;
@@ -59,6 +63,8 @@ datc_results_file_free (DatcResultsFile *f)
 {
   if (f == NULL)
     return;
+  if (f->restore && ftruncate (f->fd, (off_t) f->restore_len) < 0)
+    g_warning ("%s: %s", f->path, g_strerror (errno));
   if (f->fd >= 0)
     close (f->fd);
   g_string_free (f->out, TRUE);
@@ -113,9 +119,9 @@ datc_results_file_rebuild (const char *path, const char *tmp_path, GError **erro
       io_error (error, errno, tmp_path);
       return NULL;
     }
-  int fd = open (path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = open (path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
   struct stat st;
-  if (fd < 0 && errno != ELOOP)
+  if (fd < 0 && errno != ENOENT && errno != ELOOP)
     {
       io_error (error, errno, path);
       return NULL;
@@ -132,8 +138,8 @@ datc_results_file_rebuild (const char *path, const char *tmp_path, GError **erro
   f->checking = TRUE;
   f->in_place = TRUE;
   f->tmp_path = g_strdup (tmp_path);
-  /* Not a regular file (a symlink, say): nothing to compare with, and
-   * never written through; made anew and renamed over it. */
+  /* None yet, or not a regular file (a symlink, say): nothing to compare
+   * with, and never written through; made anew and renamed into place. */
   if (fd < 0 && !diverge (f, error))
     return NULL;
   return g_steal_pointer (&f);
@@ -171,7 +177,20 @@ check_earlier (DatcResultsFile *f, gsize *same, GError **error)
       n++;
   f->checked += n;
   *same = n;
-  return n == want || diverge (f, error);
+  if (n == want)
+    return TRUE;
+  if (n < got)
+    return diverge (f, error);
+  /* The earlier file ends here, every byte of it right (results the last
+   * master had not written yet, a torn last line): the rest follows at its
+   * end, not in a copy of it; a start that fails takes them back. */
+  f->checking = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  f->restore = TRUE;
+  f->restore_len = f->checked;
+  if (lseek (f->fd, (off_t) f->checked, SEEK_SET) < 0)
+    return io_error (error, errno, f->path);
+  return TRUE;
 }
 
 /* The earlier file holds every line: what it has beyond them goes. */
@@ -580,6 +599,7 @@ datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFu
 {
   if (f->checking && !end_check (f, error))
     return FALSE;
+  f->restore = FALSE; /* the start went through: the lines stay */
   g_autofree gchar *out_path = g_strconcat (f->path, ".filtered", NULL);
   FILE *in = fopen (f->path, "re");
   int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -625,8 +645,10 @@ datc_results_file_finish (DatcResultsFile *f, const char *path, GError **error)
 {
   if (f->checking && !end_check (f, error))
     return FALSE;
-  /* Never rewritten: what it holds was there (and its lines derive from
-   * the journal, which is durable): no copy to sync and swap. */
+  f->restore = FALSE;
+  /* Never copied: the lines it held were right and the others follow
+   * them (all derive from the journal, which is durable): nothing to sync
+   * and swap. */
   if (f->in_place && g_str_equal (f->path, path))
     return TRUE;
   if (fsync (f->fd) != 0 || rename (f->path, path) != 0)

@@ -5,10 +5,11 @@
  * back.  The file is rebuilt from the journal at every start
  * (datc_results_file_rebuild): the lines the replay makes are compared with
  * the bytes results.jsonl already holds, and as long as they match nothing
- * is written (a resume after a crash replays millions of them); from the
- * first that differs the file is written anew to DIR/results.jsonl.tmp and
- * renamed over results.jsonl (datc_results_file_finish), so a start that
- * fails leaves results.jsonl as it was.  Readers: results.c, and analysis/
+ * is written (a resume after a crash replays millions of them); those past
+ * its end follow at its end; from the first that differs the file is
+ * written anew to DIR/results.jsonl.tmp and renamed over results.jsonl
+ * (datc_results_file_finish).  A start that fails leaves results.jsonl as
+ * it was.  Readers: results.c, and analysis/
  * (campaignlog.c). */
 #pragma once
 
@@ -49,11 +50,12 @@ typedef struct DatcResultsFile DatcResultsFile;
 /* Creates (or empties) `path`.  Errors in the ledger's domain
  * (DATC_LEDGER_ERROR_IO), naming the file. */
 DatcResultsFile *datc_results_file_open (const char *path, GError **error);
-/* Rebuilds `path` (created if missing): lines that are the bytes it holds
- * are only compared; from the first that differs (or its end), the file is
- * written anew at `tmp_path`, the part that matched copied first.  Nothing
- * changes `path` before finish (or filter), which cut what it holds beyond
- * the lines. */
+/* Rebuilds `path`: lines that are the bytes it holds are only compared,
+ * those past its end are appended to it (and cut again if the file is
+ * freed before finish); from the first that differs, the file is written
+ * anew at `tmp_path`, the part that matched copied first (so too when
+ * `path` is missing or not a regular file).  Finish (or filter) cuts what
+ * `path` holds beyond the lines. */
 DatcResultsFile *datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error);
 void datc_results_file_free (DatcResultsFile *file);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)

@@ -302,6 +302,17 @@ test_resume_keeps_results (void)
   g_assert_true (g_file_get_contents (path, &got, NULL, &error));
   g_assert_cmpstr (got, ==, want);
 
+  /* Short (a master killed before it wrote its last lines), cut in the
+   * middle of task 4's: completed in place. */
+  g_assert_cmpint (truncate (path, (off_t) (strstr (want, "{\"id\":4,") - want + 20)), ==, 0);
+  g_assert_true (reopen (&f, "00", &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stat (path, &after), ==, 0);
+  g_assert_cmpuint (after.st_ino, ==, before.st_ino);
+  g_free (got);
+  g_assert_true (g_file_get_contents (path, &got, NULL, &error));
+  g_assert_cmpstr (got, ==, want);
+
   /* Damaged: task 5's exit code, and a torn end. */
   g_autofree gchar *damaged = g_strdup (want);
   char *five = strstr (damaged, "{\"id\":5,");

@@ -3,8 +3,9 @@
  * of every width as printf writes them), lines held until written, the
  * filter that keeps one line per task after a retry, and the rename into
  * place; the rebuild at a start: the lines already there kept (the same
- * file), a line beyond them cut, a torn or different one written anew and
- * renamed into place, nothing changed by a start that fails, a symlink
+ * file), a line beyond them cut, a torn end or missing lines completed in
+ * place, a different line written anew and renamed into place (and a file
+ * not there yet), nothing changed by a start that fails, a symlink
  * replaced rather than written through. */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -253,11 +254,18 @@ test_rebuild_keeps_matching_lines (void)
   got = rebuild_abc (dir, abcx, &same);
   g_assert_cmpstr (got, ==, want);
   g_assert_true (same);
-  /* A torn last line (a master killed while it wrote): completed. */
+  /* A torn last line (a master killed while it wrote), or lines not yet
+   * written: completed in place. */
   g_free (got);
   g_autofree gchar *torn = g_strndup (abc, strlen (abc) - 30);
   got = rebuild_abc (dir, torn, &same);
   g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+  g_free (got);
+  g_autofree gchar *ab = lines_of ("ab");
+  got = rebuild_abc (dir, ab, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
   /* One line that differs (an older datc's, a damaged file): written anew
    * from there, and renamed into place. */
   g_free (got);
@@ -267,13 +275,32 @@ test_rebuild_keeps_matching_lines (void)
   g_free (got);
   got = rebuild_abc (dir, "", &same);
   g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+
+  /* None yet (a new campaign): written beside, renamed into place. */
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_assert_cmpint (unlink (path), ==, 0);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  add_task (f, 1, "a");
+  g_assert_true (datc_results_file_write (f, &error));
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_free (got);
+  got = read_text (path);
+  g_autofree gchar *a = lines_of ("a");
+  g_assert_cmpstr (got, ==, a);
 
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   g_assert_cmpint (system (cmd), ==, 0);
 }
 
-/* A start that fails after lines differed (the journal is of another task
- * file, a record makes no sense) leaves results.jsonl as it was. */
+/* A start that fails after lines differed, or after lines were appended
+ * (the journal is of another task file, a record makes no sense), leaves
+ * results.jsonl as it was. */
 static void
 test_rebuild_not_finished_changes_nothing (void)
 {
@@ -292,6 +319,24 @@ test_rebuild_not_finished_changes_nothing (void)
   }
   g_autofree gchar *after = read_text (path);
   g_assert_cmpstr (after, ==, abcx);
+
+  /* Lines appended past its end are taken back too. */
+  g_autofree gchar *ab = lines_of ("ab");
+  g_assert_true (g_file_set_contents (path, ab, -1, &error));
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+    add_task (f, 1, "a");
+    add_task (f, 2, "b");
+    add_task (f, 3, "c");
+    g_assert_true (datc_results_file_write (f, &error));
+    g_assert_no_error (error);
+    g_autofree gchar *during = read_text (path);
+    g_autofree gchar *abc = lines_of ("abc");
+    g_assert_cmpstr (during, ==, abc);
+  }
+  g_free (after);
+  after = read_text (path);
+  g_assert_cmpstr (after, ==, ab);
 
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   g_assert_cmpint (system (cmd), ==, 0);
