@@ -18,6 +18,11 @@ G_BEGIN_DECLS
  * `"` and `\` escaped, \n \r \t as such, other control characters and DEL
  * as \u00XX, so the string is safe on a terminal too. */
 void datc_json_append_string (GString *out, const char *s);
+/* The same into a buffer with room for DATC_JSON_STRING_MAX (len) bytes,
+ * for writers that reserve a whole line at once; `s` stops at `len`, not at
+ * a NUL.  Returns the end of what was written. */
+#define DATC_JSON_STRING_MAX(len) (6 * (gsize) (len) + 2)
+char *datc_json_put_string (char *out, const char *s, gsize len);
 void datc_json_number (GString *out, double v, int decimals);
 /* `"key":` with the comma before it unless `*first`. */
 void datc_json_key (GString *out, gboolean *first, const char *key);

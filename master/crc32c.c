@@ -2,12 +2,15 @@
  * checksum of every journal record.
  *
  * The journal checksums every record it writes and every record it replays,
- * so this sits on the master's hot path.  Slicing by 8 consumes eight bytes
- * per step with eight independent table lookups instead of one dependent
- * lookup per byte, which is several times faster than the classic byte-wise
- * table.  The 8 x 256 tables (8 KiB) are computed once, under g_once, the
- * first time a checksum is asked for; the words are loaded little-endian with
- * memcpy so the code is correct on any alignment and byte order. */
+ * so this sits on the master's hot path (a resume checksums hundreds of MiB
+ * at once).  Where the CPU has the CRC-32C instruction (x86-64 with SSE4.2,
+ * asked once at the first call) it takes eight bytes per instruction.
+ * Elsewhere, slicing by 8 consumes eight bytes per step with eight
+ * independent table lookups instead of one dependent lookup per byte, which
+ * is several times faster than the classic byte-wise table.  The 8 x 256
+ * tables (8 KiB) are computed once, under g_once, the first time they are
+ * needed; the words are loaded little-endian with memcpy so the code is
+ * correct on any alignment and byte order. */
 #include "crc32c.h"
 
 #include <string.h>
@@ -61,7 +64,7 @@ load_le32 (const guint8 *p)
 }
 
 guint32
-datc_crc32c (guint32 crc, const void *data, gsize len)
+datc_crc32c_sliced (guint32 crc, const void *data, gsize len)
 {
   const guint8 *p = data;
 
@@ -98,4 +101,51 @@ datc_crc32c (guint32 crc, const void *data, gsize len)
     }
 
   return ~crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <nmmintrin.h>
+
+__attribute__ ((target ("sse4.2"))) static guint32
+crc32c_sse42 (guint32 crc, const guint8 *p, gsize len)
+{
+  guint64 c = ~crc;
+
+  for (; len >= 8; p += 8, len -= 8)
+    {
+      guint64 word;
+
+      memcpy (&word, p, sizeof word);
+      c = _mm_crc32_u64 (c, word);
+    }
+  guint32 c32 = (guint32) c;
+  for (; len > 0; p++, len--)
+    c32 = _mm_crc32_u8 (c32, *p);
+  return ~c32;
+}
+
+static gboolean
+have_sse42 (void)
+{
+  static gsize answer = 0; /* 1: no, 2: yes */
+
+  if (g_once_init_enter (&answer))
+    {
+      __builtin_cpu_init ();
+      g_once_init_leave (&answer, __builtin_cpu_supports ("sse4.2") ? 2 : 1);
+    }
+  return answer == 2;
+}
+#endif
+
+guint32
+datc_crc32c (guint32 crc, const void *data, gsize len)
+{
+  g_return_val_if_fail (data != NULL || len == 0, crc);
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (have_sse42 ())
+    return crc32c_sse42 (crc, data, len);
+#endif
+  return datc_crc32c_sliced (crc, data, len);
 }

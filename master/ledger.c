@@ -59,6 +59,7 @@ typedef struct {
   gboolean awaited;        /* known to the last master, not back since this one started */
   guint32 idx;
   gint64 walltime_end_us; /* as its HELLO said, 0: none (not journaled) */
+  guint32 site_id;        /* its site's index in site_names + 1, once known (site_id ()) */
 } AgentInfo;
 
 /* Tasks an earlier master left running, kept for their agents until
@@ -298,6 +299,21 @@ tasks_on_free (gpointer p)
     g_hash_table_unref (p);
 }
 
+/* Which tasks, too: an agent that leaves or comes back is reconciled
+ * over its own tasks, not over the bag. */
+static void
+tasks_on_add (DatcLedger *l, guint32 agent, guint64 id, gint delta)
+{
+  GHashTable *ids = l->tasks_on->pdata[agent];
+  if (ids == NULL)
+    ids = l->tasks_on->pdata[agent] = g_hash_table_new (NULL, NULL);
+  guint on = GPOINTER_TO_UINT (g_hash_table_lookup (ids, TASK_KEY (id))) + delta;
+  if (on > 0)
+    g_hash_table_insert (ids, TASK_KEY (id), GUINT_TO_POINTER (on));
+  else
+    g_hash_table_remove (ids, TASK_KEY (id));
+}
+
 static void
 attempts_add (DatcLedger *l, guint32 agent, guint64 id, gint delta)
 {
@@ -311,16 +327,32 @@ attempts_add (DatcLedger *l, guint32 agent, guint64 id, gint delta)
   guint32 *n = &g_array_index (l->attempts_on, guint32, agent);
   g_return_if_fail (delta > 0 || *n > 0);
   *n += delta;
-  /* Which tasks, too: an agent that leaves or comes back is reconciled
-   * over its own tasks, not over the bag. */
-  GHashTable *ids = l->tasks_on->pdata[agent];
-  if (ids == NULL)
-    ids = l->tasks_on->pdata[agent] = g_hash_table_new (NULL, NULL);
-  guint on = GPOINTER_TO_UINT (g_hash_table_lookup (ids, TASK_KEY (id))) + delta;
-  if (on > 0)
-    g_hash_table_insert (ids, TASK_KEY (id), GUINT_TO_POINTER (on));
-  else
-    g_hash_table_remove (ids, TASK_KEY (id));
+  /* A replay adds and removes nearly every task it replays: the sets are
+   * made once at its end, from the tasks left running (index_running). */
+  if (!l->replaying)
+    tasks_on_add (l, agent, id, delta);
+}
+
+/* After a replay: each agent's set of live attempts, from the running
+ * tasks and their copies, as the transitions would have left them. */
+static void
+index_running (DatcLedger *l)
+{
+  GHashTableIter it;
+  gpointer k;
+  g_hash_table_iter_init (&it, l->running);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    {
+      guint64 id = GPOINTER_TO_SIZE (k);
+      const TaskSlot *t = &l->tasks[id - 1];
+      GArray *copies = copies_of (l, id, t);
+      for (guint i = 0; i < (copies != NULL ? copies->len : 1); i++)
+        {
+          guint32 agent = copies != NULL ? g_array_index (copies, Copy, i).agent : t->agent;
+          if (agent <= AGENT_INDEX_MAX)
+            tasks_on_add (l, agent, id, +1);
+        }
+    }
 }
 
 static void
@@ -606,14 +638,18 @@ site_id (DatcLedger *l, guint32 agent)
   AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
   if (a == NULL || a->site == NULL)
     return 0;
+  /* Kept with the agent: asked for every task handed to it. */
+  if (a->site_id != 0)
+    return (guint16) (a->site_id - 1);
   gpointer v = g_hash_table_lookup (l->site_ids, a->site);
-  if (v != NULL)
-    return (guint16) GPOINTER_TO_UINT (v);
-  if (l->site_names->len > G_MAXUINT16)
-    return 0;
-  guint16 id = (guint16) l->site_names->len;
-  g_ptr_array_add (l->site_names, g_strdup (a->site));
-  g_hash_table_insert (l->site_ids, l->site_names->pdata[id], GUINT_TO_POINTER (id));
+  guint16 id = (guint16) GPOINTER_TO_UINT (v);
+  if (v == NULL && l->site_names->len <= G_MAXUINT16)
+    {
+      id = (guint16) l->site_names->len;
+      g_ptr_array_add (l->site_names, g_strdup (a->site));
+      g_hash_table_insert (l->site_ids, l->site_names->pdata[id], GUINT_TO_POINTER (id));
+    }
+  a->site_id = (guint32) id + 1;
   return id;
 }
 
@@ -1339,6 +1375,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
       l->replaying = FALSE;
       if (!ok)
         return NULL;
+      index_running (l);
       for (guint64 id = 1; id <= l->n_tasks; id++)
         if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
           set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
@@ -1351,7 +1388,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
                    g_strerror (errno));
       return NULL;
     }
-  l->results = datc_results_file_open (results_tmp, error);
+  l->results = datc_results_file_rebuild (results_path, results_tmp, error);
   if (l->results == NULL)
     return NULL;
 
@@ -1369,6 +1406,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
       unlink (results_tmp);
       return NULL;
     }
+  index_running (l);
   if (rec.torn_bytes > 0)
     g_warning ("%s: ignored a torn tail of %" G_GUINT64_FORMAT " bytes after %" G_GUINT64_FORMAT
                " records",

@@ -1,6 +1,7 @@
 /* resultsfile.c: see resultsfile.h.  The master writes a line per finished
- * task, so integers are formatted without printf, and strings go through
- * the one JSON escaper (analysis/jsonout.c). */
+ * task (and a resumed one a line per task it replays), so a line is
+ * written with a cursor into room reserved once, integers without printf,
+ * and strings through the one JSON escaper (analysis/jsonout.c). */
 #include "resultsfile.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jsonout.h"
@@ -16,9 +18,28 @@
 struct DatcResultsFile {
   gchar *path; /* where it is now, for messages */
   int fd;
-  GString *line; /* scratch for one line */
-  GString *out;  /* lines waiting to be written */
+  GString *out; /* lines waiting to be written */
+  /* Rebuilt over the file an earlier master left (datc_results_file_rebuild):
+   * while the lines match its bytes, nothing is written (`checking`, fd
+   * is that file); from the first that differs they go to `tmp_path`. */
+  gboolean checking;
+  gboolean in_place; /* still the earlier file: no rename at the end */
+  guint64 checked;   /* its bytes that matched */
+  /* Lines were appended to the earlier file past its end (every byte of
+   * it matched): a start that fails cuts it back to `restore_len`. */
+  gboolean restore;
+  guint64 restore_len;
+  gchar *tmp_path;
+  guint8 *old; /* scratch: the earlier file's bytes to compare */
+  gsize old_cap;
 };
+
+static gboolean
+io_error (GError **error, int errsv, const char *path)
+{
+  g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path, g_strerror (errsv));
+  return FALSE;
+}
 
 DatcResultsFile *
 datc_results_file_open (const char *path, GError **error)
@@ -33,7 +54,6 @@ datc_results_file_open (const char *path, GError **error)
   DatcResultsFile *f = g_new0 (DatcResultsFile, 1);
   f->path = g_strdup (path);
   f->fd = fd;
-  f->line = g_string_sized_new (512);
   f->out = g_string_sized_new (1 << 16);
   return f;
 }
@@ -43,103 +63,296 @@ datc_results_file_free (DatcResultsFile *f)
 {
   if (f == NULL)
     return;
+  if (f->restore && ftruncate (f->fd, (off_t) f->restore_len) < 0)
+    g_warning ("%s: %s", f->path, g_strerror (errno));
   if (f->fd >= 0)
     close (f->fd);
-  g_string_free (f->line, TRUE);
   g_string_free (f->out, TRUE);
   g_free (f->path);
+  g_free (f->tmp_path);
+  g_free (f->old);
   g_free (f);
 }
 
-/* Decimal integers without printf: a line holds ten of them. */
-static void
-append_u64 (GString *s, guint64 v)
+/* The lines differ from the earlier file's from `checked` on: the file is
+ * written anew beside it, starting with the part that matched, so that
+ * the earlier one stays as it was until finish renames over it. */
+static gboolean
+diverge (DatcResultsFile *f, GError **error)
 {
-  char buf[20];
-  guint i = sizeof buf;
-  do
-    buf[--i] = (char) ('0' + v % 10);
-  while ((v /= 10) != 0);
-  g_string_append_len (s, buf + i, (gssize) (sizeof buf - i));
-}
-
-static void
-append_i64 (GString *s, gint64 v)
-{
-  if (v < 0)
+  int tmp = open (f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp < 0)
+    return io_error (error, errno, f->tmp_path);
+  g_autofree guint8 *chunk = f->checked > 0 ? g_malloc (1 << 20) : NULL;
+  for (guint64 from = 0; from < f->checked;)
     {
-      g_string_append_c (s, '-');
-      append_u64 (s, (guint64) 0 - (guint64) v);
+      ssize_t n = pread (f->fd, chunk, (gsize) MIN (f->checked - from, 1u << 20), (off_t) from);
+      if (n < 0 && errno == EINTR)
+        continue;
+      ssize_t w = n > 0 ? write (tmp, chunk, (gsize) n) : 0;
+      if (n <= 0 || w != n)
+        {
+          /* Shorter than what matched (cut meanwhile), or a short write. */
+          int errsv = n < 0 || w < 0 ? errno : EIO;
+          close (tmp);
+          return io_error (error, errsv, n < 0 ? f->path : f->tmp_path);
+        }
+      from += (guint64) n;
     }
+  if (f->fd >= 0)
+    close (f->fd);
+  f->fd = tmp;
+  g_free (f->path);
+  f->path = g_strdup (f->tmp_path);
+  f->checking = FALSE;
+  f->in_place = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  return TRUE;
+}
+
+DatcResultsFile *
+datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error)
+{
+  /* A rebuild a crash cut short: never renamed, so never the file. */
+  if (unlink (tmp_path) < 0 && errno != ENOENT)
+    {
+      io_error (error, errno, tmp_path);
+      return NULL;
+    }
+  int fd = open (path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 && errno != ENOENT && errno != ELOOP)
+    {
+      io_error (error, errno, path);
+      return NULL;
+    }
+  if (fd >= 0 && (fstat (fd, &st) < 0 || !S_ISREG (st.st_mode)))
+    {
+      close (fd);
+      fd = -1;
+    }
+  g_autoptr (DatcResultsFile) f = g_new0 (DatcResultsFile, 1);
+  f->path = g_strdup (path);
+  f->fd = fd;
+  f->out = g_string_sized_new (1 << 16);
+  f->checking = TRUE;
+  f->in_place = TRUE;
+  f->tmp_path = g_strdup (tmp_path);
+  /* None yet, or not a regular file (a symlink, say): nothing to compare
+   * with, and never written through; made anew and renamed into place. */
+  if (fd < 0 && !diverge (f, error))
+    return NULL;
+  return g_steal_pointer (&f);
+}
+
+/* Compares the lines waiting with the earlier file's next bytes: *same
+ * gets how many match (nothing to write for those).  Past the first
+ * difference, or the earlier file's end, they are written anew. */
+static gboolean
+check_earlier (DatcResultsFile *f, gsize *same, GError **error)
+{
+  gsize want = f->out->len, got = 0;
+  if (f->old_cap < want)
+    {
+      g_free (f->old);
+      f->old = g_malloc (want);
+      f->old_cap = want;
+    }
+  while (got < want)
+    {
+      ssize_t n = pread (f->fd, f->old + got, want - got, (off_t) (f->checked + got));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return io_error (error, errno, f->path);
+      if (n == 0)
+        break;
+      got += (gsize) n;
+    }
+  gsize n = 0;
+  if (memcmp (f->old, f->out->str, got) == 0)
+    n = got;
   else
-    append_u64 (s, (guint64) v);
+    while (f->old[n] == (guint8) f->out->str[n])
+      n++;
+  f->checked += n;
+  *same = n;
+  if (n == want)
+    return TRUE;
+  if (n < got)
+    return diverge (f, error);
+  /* The earlier file ends here, every byte of it right (results the last
+   * master had not written yet, a torn last line): the rest follows at its
+   * end, not in a copy of it; a start that fails takes them back. */
+  f->checking = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  f->restore = TRUE;
+  f->restore_len = f->checked;
+  if (lseek (f->fd, (off_t) f->checked, SEEK_SET) < 0)
+    return io_error (error, errno, f->path);
+  return TRUE;
 }
 
-/* `,"name":` then the value. */
-static void
-append_member_u64 (GString *s, const char *name, guint64 v)
+/* The earlier file holds every line: what it has beyond them goes. */
+static gboolean
+end_check (DatcResultsFile *f, GError **error)
 {
-  g_string_append (s, name);
-  append_u64 (s, v);
+  struct stat st;
+  f->checking = FALSE;
+  g_clear_pointer (&f->old, g_free);
+  if (fstat (f->fd, &st) < 0
+      || ((guint64) st.st_size > f->checked && ftruncate (f->fd, (off_t) f->checked) < 0)
+      || lseek (f->fd, (off_t) f->checked, SEEK_SET) < 0)
+    return io_error (error, errno, f->path);
+  return TRUE;
 }
 
+/* A line is written with a cursor into room reserved for its longest
+ * form: one size check per line, not one per piece (a resumed master
+ * writes a line per finished task it replays, millions of them). */
+#define PUT(p, lit) (memcpy ((p), (lit), sizeof (lit) - 1), (p) + sizeof (lit) - 1)
+#define U64_DIGITS_MAX 20
+
+static const char digit_pairs[] = "0001020304050607080910111213141516171819"
+                                  "2021222324252627282930313233343536373839"
+                                  "4041424344454647484950515253545556575859"
+                                  "6061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+/* Exactly eight digits of v < 10^8, in 32-bit arithmetic. */
 static void
-append_member_i64 (GString *s, const char *name, gint64 v)
+put_8_digits (char *p, guint32 v)
 {
-  g_string_append (s, name);
-  append_i64 (s, v);
+  guint32 hi = v / 10000, lo = v % 10000;
+  memcpy (p, digit_pairs + (hi / 100) * 2, 2);
+  memcpy (p + 2, digit_pairs + (hi % 100) * 2, 2);
+  memcpy (p + 4, digit_pairs + (lo / 100) * 2, 2);
+  memcpy (p + 6, digit_pairs + (lo % 100) * 2, 2);
+}
+
+/* Up to eight digits, no leading zero, written in place from the last. */
+static char *
+put_u32_short (char *p, guint32 v)
+{
+  if (v < 10)
+    {
+      *p = (char) ('0' + v);
+      return p + 1;
+    }
+  char *end = p
+              + (v < 100        ? 2
+                 : v < 1000     ? 3
+                 : v < 10000    ? 4
+                 : v < 100000   ? 5
+                 : v < 1000000  ? 6
+                 : v < 10000000 ? 7
+                                : 8);
+  char *d = end;
+  while (v >= 100)
+    {
+      d -= 2;
+      memcpy (d, digit_pairs + (v % 100) * 2, 2);
+      v /= 100;
+    }
+  if (v >= 10)
+    memcpy (d - 2, digit_pairs + v * 2, 2);
+  else
+    d[-1] = (char) ('0' + v);
+  return end;
+}
+
+/* Decimal integers without printf, in blocks of eight digits: a line
+ * holds thirteen of them, three of them 16-digit times. */
+static char *
+put_u64 (char *p, guint64 v)
+{
+  if (v < 100000000u)
+    return put_u32_short (p, (guint32) v);
+  guint64 high = v / 100000000u;
+  guint32 low = (guint32) (v % 100000000u);
+  if (high < 100000000u)
+    p = put_u32_short (p, (guint32) high);
+  else
+    {
+      /* Up to 20 digits: at most four, then eight. */
+      p = put_u32_short (p, (guint32) (high / 100000000u));
+      put_8_digits (p, (guint32) (high % 100000000u));
+      p += 8;
+    }
+  put_8_digits (p, low);
+  return p + 8;
+}
+
+static char *
+put_i64 (char *p, gint64 v)
+{
+  if (v >= 0)
+    return put_u64 (p, (guint64) v);
+  *p++ = '-';
+  return put_u64 (p, (guint64) 0 - (guint64) v);
+}
+
+static char *
+put_raw (char *p, const char *s, gsize len)
+{
+  memcpy (p, s, len);
+  return p + len;
 }
 
 void
 datc_result_line_format (GString *s, const DatcResultLine *r)
 {
-  append_member_u64 (s, "{\"id\":", r->id);
-  append_member_u64 (s, ",\"line\":", r->line);
-  append_member_u64 (s, ",\"attempt\":", r->attempt);
-  g_string_append (s, ",\"status\":\"");
-  g_string_append (s, r->status);
-  g_string_append (s, "\",\"class\":\"");
-  g_string_append (s, r->end_class);
-  append_member_i64 (s, "\",\"exit_code\":", r->exit_code);
-  append_member_i64 (s, ",\"signal\":", r->signal);
-  g_string_append (s, ",\"site\":");
-  datc_json_append_string (s, r->site);
-  g_string_append (s, ",\"proxy\":");
-  datc_json_append_string (s, r->proxy);
-  g_string_append (s, ",\"host\":");
-  datc_json_append_string (s, r->host);
-  g_string_append (s, ",\"agent\":");
-  datc_json_append_string (s, r->agent);
-  append_member_i64 (s, ",\"submitted\":", r->submitted);
-  append_member_i64 (s, ",\"started\":", r->started);
-  append_member_i64 (s, ",\"finished\":", r->finished);
-  g_string_append (s, ",\"output\":");
-  datc_json_append_string (s, r->output);
-  append_member_u64 (s, ",\"stdout_offset\":", r->out_off);
-  append_member_u64 (s, ",\"stdout_bytes\":", r->out_len);
-  append_member_u64 (s, ",\"stderr_offset\":", r->err_off);
-  append_member_u64 (s, ",\"stderr_bytes\":", r->err_len);
-  append_member_u64 (s, ",\"stdout_dropped\":", r->out_dropped);
-  append_member_u64 (s, ",\"stderr_dropped\":", r->err_dropped);
+  enum { STATUS, CLASS, SITE, PROXY, HOST, AGENT, OUTPUT, MESSAGE, OOM, N_STR };
+  const char *str[N_STR] = { r->status, r->end_class, r->site,    r->proxy,       r->host,
+                             r->agent,  r->output,    r->message, r->oom_evidence };
+  gsize len[N_STR];
+  /* The names and punctuation (under 400 bytes), 13 numbers, the strings
+   * at their worst escaped. */
+  gsize room = 512 + 13 * (U64_DIGITS_MAX + 1);
+  for (guint i = 0; i < N_STR; i++)
+    {
+      if (str[i] == NULL && i < MESSAGE)
+        str[i] = ""; /* as the escaper writes NULL */
+      len[i] = str[i] != NULL ? strlen (str[i]) : 0;
+      room += DATC_JSON_STRING_MAX (len[i]);
+    }
+  gsize at = s->len;
+  g_string_set_size (s, at + room);
+  char *p = s->str + at;
+
+  p = put_u64 (PUT (p, "{\"id\":"), r->id);
+  p = put_u64 (PUT (p, ",\"line\":"), r->line);
+  p = put_u64 (PUT (p, ",\"attempt\":"), r->attempt);
+  p = put_raw (PUT (p, ",\"status\":\""), str[STATUS], len[STATUS]);
+  p = put_raw (PUT (p, "\",\"class\":\""), str[CLASS], len[CLASS]);
+  p = put_i64 (PUT (p, "\",\"exit_code\":"), r->exit_code);
+  p = put_i64 (PUT (p, ",\"signal\":"), r->signal);
+  p = datc_json_put_string (PUT (p, ",\"site\":"), str[SITE], len[SITE]);
+  p = datc_json_put_string (PUT (p, ",\"proxy\":"), str[PROXY], len[PROXY]);
+  p = datc_json_put_string (PUT (p, ",\"host\":"), str[HOST], len[HOST]);
+  p = datc_json_put_string (PUT (p, ",\"agent\":"), str[AGENT], len[AGENT]);
+  p = put_i64 (PUT (p, ",\"submitted\":"), r->submitted);
+  p = put_i64 (PUT (p, ",\"started\":"), r->started);
+  p = put_i64 (PUT (p, ",\"finished\":"), r->finished);
+  p = datc_json_put_string (PUT (p, ",\"output\":"), str[OUTPUT], len[OUTPUT]);
+  p = put_u64 (PUT (p, ",\"stdout_offset\":"), r->out_off);
+  p = put_u64 (PUT (p, ",\"stdout_bytes\":"), r->out_len);
+  p = put_u64 (PUT (p, ",\"stderr_offset\":"), r->err_off);
+  p = put_u64 (PUT (p, ",\"stderr_bytes\":"), r->err_len);
+  p = put_u64 (PUT (p, ",\"stdout_dropped\":"), r->out_dropped);
+  p = put_u64 (PUT (p, ",\"stderr_dropped\":"), r->err_dropped);
   if (r->message != NULL)
-    {
-      g_string_append (s, ",\"message\":");
-      datc_json_append_string (s, r->message);
-    }
+    p = datc_json_put_string (PUT (p, ",\"message\":"), r->message, len[MESSAGE]);
   if (r->oom_evidence != NULL)
-    {
-      g_string_append (s, ",\"oom_evidence\":");
-      datc_json_append_string (s, r->oom_evidence);
-    }
-  g_string_append (s, "}\n");
+    p = datc_json_put_string (PUT (p, ",\"oom_evidence\":"), r->oom_evidence, len[OOM]);
+  p = PUT (p, "}\n");
+  g_string_truncate (s, (gsize) (p - s->str));
 }
 
 void
 datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
 {
-  g_string_truncate (f->line, 0);
-  datc_result_line_format (f->line, r);
-  g_string_append_len (f->out, f->line->str, (gssize) f->line->len);
+  datc_result_line_format (f->out, r);
 }
 
 /* ---- reading back a line written above ------------------------------ */
@@ -346,6 +559,8 @@ datc_results_file_path (DatcResultsFile *f)
 guint64
 datc_results_file_written (DatcResultsFile *f)
 {
+  if (f->checking)
+    return f->checked;
   off_t at = lseek (f->fd, 0, SEEK_CUR);
   return at > 0 ? (guint64) at : 0;
 }
@@ -354,6 +569,11 @@ gboolean
 datc_results_file_write (DatcResultsFile *f, GError **error)
 {
   gsize done = 0;
+  if (f->checking && f->out->len > 0 && !check_earlier (f, &done, error))
+    {
+      g_string_erase (f->out, 0, (gssize) done);
+      return FALSE;
+    }
   while (done < f->out->len)
     {
       ssize_t w = write (f->fd, f->out->str + done, f->out->len - done);
@@ -377,6 +597,9 @@ gboolean
 datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFunc keep,
                           gpointer user_data, GError **error)
 {
+  if (f->checking && !end_check (f, error))
+    return FALSE;
+  f->restore = FALSE; /* the start went through: the lines stay */
   g_autofree gchar *out_path = g_strconcat (f->path, ".filtered", NULL);
   FILE *in = fopen (f->path, "re");
   int out = open (out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -420,6 +643,14 @@ datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFu
 gboolean
 datc_results_file_finish (DatcResultsFile *f, const char *path, GError **error)
 {
+  if (f->checking && !end_check (f, error))
+    return FALSE;
+  f->restore = FALSE;
+  /* Never copied: the lines it held were right and the others follow
+   * them (all derive from the journal, which is durable): nothing to sync
+   * and swap. */
+  if (f->in_place && g_str_equal (f->path, path))
+    return TRUE;
   if (fsync (f->fd) != 0 || rename (f->path, path) != 0)
     {
       g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", path,

@@ -2,10 +2,15 @@
  * finished task.  Lines wait in memory until the ledger has made the
  * journal records behind them durable (datc_results_file_write after the
  * journal's commit), so the file never shows a result a crash could take
- * back.  The file is rebuilt from the journal at every start: written to
- * DIR/results.jsonl.tmp while the journal replays, then renamed over
- * results.jsonl (datc_results_file_finish).  Readers: results.c, and
- * analysis/ (campaignlog.c). */
+ * back.  The file is rebuilt from the journal at every start
+ * (datc_results_file_rebuild): the lines the replay makes are compared with
+ * the bytes results.jsonl already holds, and as long as they match nothing
+ * is written (a resume after a crash replays millions of them); those past
+ * its end follow at its end; from the first that differs the file is
+ * written anew to DIR/results.jsonl.tmp and renamed over results.jsonl
+ * (datc_results_file_finish).  A start that fails leaves results.jsonl as
+ * it was.  Readers: results.c, and analysis/
+ * (campaignlog.c). */
 #pragma once
 
 #include <glib.h>
@@ -45,6 +50,13 @@ typedef struct DatcResultsFile DatcResultsFile;
 /* Creates (or empties) `path`.  Errors in the ledger's domain
  * (DATC_LEDGER_ERROR_IO), naming the file. */
 DatcResultsFile *datc_results_file_open (const char *path, GError **error);
+/* Rebuilds `path`: lines that are the bytes it holds are only compared,
+ * those past its end are appended to it (and cut again if the file is
+ * freed before finish); from the first that differs, the file is written
+ * anew at `tmp_path`, the part that matched copied first (so too when
+ * `path` is missing or not a regular file).  Finish (or filter) cuts what
+ * `path` holds beyond the lines. */
+DatcResultsFile *datc_results_file_rebuild (const char *path, const char *tmp_path, GError **error);
 void datc_results_file_free (DatcResultsFile *file);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)
 
@@ -72,7 +84,8 @@ typedef gboolean (*DatcResultsKeepFunc) (guint64 id, gboolean cancelled, gpointe
  * Call after a write, with nothing kept. */
 gboolean datc_results_file_filter (DatcResultsFile *file, guint64 n_tasks, DatcResultsKeepFunc keep,
                                    gpointer user_data, GError **error);
-/* fsync()s the file and renames it to `path`, where it goes on. */
+/* fsync()s the file and renames it to `path`, where it goes on; a file
+ * rebuilt in place (every line matched) is only cut to its lines. */
 gboolean datc_results_file_finish (DatcResultsFile *file, const char *path, GError **error);
 
 G_END_DECLS

@@ -6,7 +6,8 @@
  * if its data were safe (the kernel may have dropped the pages and cleared
  * the error: the test gives the ledger's descriptor a file whose sync
  * succeeds, as that second call would); an output write that fails is an
- * error, not a duplicate. */
+ * error, not a duplicate; a resume keeps a results.jsonl that is right
+ * (the same file) and rebuilds a damaged one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
@@ -260,6 +261,83 @@ test_failed_output_write_is_an_error (void)
   teardown (&f);
 }
 
+/* Opens the campaign again as a resumed master does (sha "00": its task
+ * file; another sha: a different one, refused) and frees it. */
+static gboolean
+reopen (Fixture *f, const char *sha, GError **error)
+{
+  DatcLedgerOptions o = { 0 };
+  DatcLedger *l = datc_ledger_open (f->dir, f->bag, "t.txt", sha, &o, error);
+  datc_ledger_free (l);
+  return l != NULL;
+}
+
+/* A resume leaves a results.jsonl that holds the replayed lines as it
+ * is (the same file: compared, not written again and swapped), and
+ * rebuilds a damaged one from the journal; a resume refused (another
+ * task file) leaves it as it was found. */
+static void
+test_resume_keeps_results (void)
+{
+  Fixture f;
+  setup (&f, 10);
+  g_autoptr (GError) error = NULL;
+  for (guint64 id = 1; id <= 10; id++)
+    finish (&f, id, "out");
+  g_assert_true (datc_ledger_commit (f.ledger, &error));
+  datc_ledger_free (f.ledger);
+  f.ledger = NULL;
+  g_autofree gchar *path = g_build_filename (f.dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (f.dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *want = NULL;
+  g_assert_true (g_file_get_contents (path, &want, NULL, &error));
+  struct stat before, after;
+  g_assert_cmpint (stat (path, &before), ==, 0);
+
+  g_assert_true (reopen (&f, "00", &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stat (path, &after), ==, 0);
+  g_assert_cmpuint (after.st_ino, ==, before.st_ino);
+  g_autofree gchar *got = NULL;
+  g_assert_true (g_file_get_contents (path, &got, NULL, &error));
+  g_assert_cmpstr (got, ==, want);
+
+  /* Short (a master killed before it wrote its last lines), cut in the
+   * middle of task 4's: completed in place. */
+  g_assert_cmpint (truncate (path, (off_t) (strstr (want, "{\"id\":4,") - want + 20)), ==, 0);
+  g_assert_true (reopen (&f, "00", &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (stat (path, &after), ==, 0);
+  g_assert_cmpuint (after.st_ino, ==, before.st_ino);
+  g_free (got);
+  g_assert_true (g_file_get_contents (path, &got, NULL, &error));
+  g_assert_cmpstr (got, ==, want);
+
+  /* Damaged: task 5's exit code, and a torn end. */
+  g_autofree gchar *damaged = g_strdup (want);
+  char *five = strstr (damaged, "{\"id\":5,");
+  g_assert_nonnull (five);
+  five = strstr (five, "\"exit_code\":0");
+  five[strlen ("\"exit_code\":")] = '7';
+  gsize damaged_len = strlen (damaged) - 40;
+  g_assert_true (g_file_set_contents (path, damaged, (gssize) damaged_len, &error));
+  g_assert_false (reopen (&f, "11", &error));
+  g_assert_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_MISMATCH);
+  g_clear_error (&error);
+  g_free (got);
+  g_assert_true (g_file_get_contents (path, &got, NULL, &error));
+  g_assert_cmpmem (got, strlen (got), damaged, damaged_len);
+  g_assert_false (g_file_test (tmp, G_FILE_TEST_EXISTS));
+
+  g_assert_true (reopen (&f, "00", &error));
+  g_assert_no_error (error);
+  g_free (got);
+  g_assert_true (g_file_get_contents (path, &got, NULL, &error));
+  g_assert_cmpstr (got, ==, want);
+  g_assert_false (g_file_test (tmp, G_FILE_TEST_EXISTS));
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -270,5 +348,7 @@ main (int argc, char **argv)
                    test_failed_output_sync_is_final);
   g_test_add_func ("/ledger/commit/a-failed-output-write-is-an-error-not-a-duplicate",
                    test_failed_output_write_is_an_error);
+  g_test_add_func ("/ledger/commit/a-resume-keeps-results-jsonl-and-rebuilds-a-damaged-one",
+                   test_resume_keeps_results);
   return g_test_run ();
 }

@@ -398,6 +398,24 @@ test_attempts_counted_per_agent (void)
   teardown (&f);
 }
 
+/* A replay makes each agent's list from the tasks left running: plain
+ * ones and the copies of replicated ones, on either agent. */
+static void
+test_attempts_replayed_with_copies (void)
+{
+  Fixture f;
+  setup (&f, 6, "");
+  g_assert_cmpuint (dispatch (&f, f.a, 3), ==, 3); /* 1 2 3 */
+  g_assert_cmpuint (dispatch (&f, f.b, 2), ==, 2); /* 4 5 */
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.b, 1, f.picked), ==, 1);
+  g_assert_cmpuint (datc_ledger_replicate (f.ledger, f.a, 4, f.picked), ==, 1);
+  g_assert_cmpint (report (&f, f.a, 2, 1, 0, 50, NULL), ==, DATC_RESULT_ACCEPTED);
+  expect_attempts (&f, 3, 3);
+  reopen (&f);
+  expect_attempts (&f, 3, 3);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -412,5 +430,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ledger/replicate/a-task-on-time-gets-no-copy", test_no_copy_of_a_task_on_time);
   g_test_add_func ("/ledger/replicate/each-agent-s-live-attempts-are-counted-live-and-replayed",
                    test_attempts_counted_per_agent);
+  g_test_add_func (
+      "/ledger/replicate/each-agent-s-live-attempts-and-copies-come-back-from-a-replay",
+      test_attempts_replayed_with_copies);
   return g_test_run ();
 }

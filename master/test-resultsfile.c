@@ -1,10 +1,17 @@
 /* test-resultsfile.c: results.jsonl's writer: the exact line for a result
- * (strings escaped: quotes, newlines, control bytes, UTF-8 kept), lines
- * held until written, the filter that keeps one line per task after a
- * retry, and the rename into place. */
+ * (strings escaped: quotes, newlines, control bytes, UTF-8 kept; integers
+ * of every width as printf writes them), lines held until written, the
+ * filter that keeps one line per task after a retry, and the rename into
+ * place; the rebuild at a start: the lines already there kept (the same
+ * file), a line beyond them cut, a torn end or missing lines completed in
+ * place, a different line written anew and renamed into place (and a file
+ * not there yet), nothing changed by a start that fails, a symlink
+ * replaced rather than written through. */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "resultsfile.h"
 
@@ -165,6 +172,260 @@ test_filter_keeps_one_line_per_task (void)
   g_assert_cmpint (system (cmd), ==, 0);
 }
 
+/* The line of task `id` as the sample, `tag` its message. */
+static void
+add_task (DatcResultsFile *f, guint64 id, const char *tag)
+{
+  DatcResultLine l = sample;
+  l.id = id;
+  l.message = tag;
+  datc_results_file_add (f, &l);
+}
+
+static gchar *
+lines_of (const char *tags)
+{
+  g_autoptr (GString) s = g_string_new (NULL);
+  for (guint i = 0; tags[i] != '\0'; i++)
+    {
+      DatcResultLine l = sample;
+      char tag[2] = { tags[i], '\0' };
+      l.id = i + 1;
+      l.message = tag;
+      datc_result_line_format (s, &l);
+    }
+  return g_string_free (g_steal_pointer (&s), FALSE);
+}
+
+static guint64
+inode_of (const char *path)
+{
+  GStatBuf st;
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  return st.st_ino;
+}
+
+/* Rebuilds `path`, which holds `before`, from the lines of "abc" (one
+ * write per line, as a replay streams them); returns what it holds then,
+ * and whether it is still the same file (nothing renamed over it). */
+static gchar *
+rebuild_abc (const char *dir, const char *before, gboolean *same_file)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_assert_true (g_file_set_contents (path, before, -1, &error));
+  guint64 ino = inode_of (path);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < 3; i++)
+    {
+      add_task (f, i + 1, (const char[]) { (char) ('a' + i), '\0' });
+      g_assert_true (datc_results_file_write (f, &error));
+      g_assert_no_error (error);
+    }
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (tmp, G_FILE_TEST_EXISTS));
+  *same_file = inode_of (path) == ino;
+  /* Lines go on at the end, as after any start. */
+  add_task (f, 4, "d");
+  g_assert_true (datc_results_file_write (f, &error));
+  return read_text (path);
+}
+
+static void
+test_rebuild_keeps_matching_lines (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *want = lines_of ("abcd");
+  g_autofree gchar *abc = lines_of ("abc");
+  g_autofree gchar *abx = lines_of ("abx");
+  g_autofree gchar *abcx = lines_of ("abcx");
+  gboolean same;
+
+  /* Every line there already: the same file, nothing rewritten. */
+  g_autofree gchar *got = rebuild_abc (dir, abc, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+  /* A line beyond the journal's (a line the journal no longer backs): cut. */
+  g_free (got);
+  got = rebuild_abc (dir, abcx, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+  /* A torn last line (a master killed while it wrote), or lines not yet
+   * written: completed in place. */
+  g_free (got);
+  g_autofree gchar *torn = g_strndup (abc, strlen (abc) - 30);
+  got = rebuild_abc (dir, torn, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+  g_free (got);
+  g_autofree gchar *ab = lines_of ("ab");
+  got = rebuild_abc (dir, ab, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+  /* One line that differs (an older datc's, a damaged file): written anew
+   * from there, and renamed into place. */
+  g_free (got);
+  got = rebuild_abc (dir, abx, &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_false (same);
+  g_free (got);
+  got = rebuild_abc (dir, "", &same);
+  g_assert_cmpstr (got, ==, want);
+  g_assert_true (same);
+
+  /* None yet (a new campaign): written beside, renamed into place. */
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_assert_cmpint (unlink (path), ==, 0);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  add_task (f, 1, "a");
+  g_assert_true (datc_results_file_write (f, &error));
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_free (got);
+  got = read_text (path);
+  g_autofree gchar *a = lines_of ("a");
+  g_assert_cmpstr (got, ==, a);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* A start that fails after lines differed, or after lines were appended
+ * (the journal is of another task file, a record makes no sense), leaves
+ * results.jsonl as it was. */
+static void
+test_rebuild_not_finished_changes_nothing (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *abcx = lines_of ("abcx");
+  g_assert_true (g_file_set_contents (path, abcx, -1, &error));
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+    add_task (f, 1, "a");
+    add_task (f, 2, "y");
+    g_assert_true (datc_results_file_write (f, &error));
+    g_assert_no_error (error);
+  }
+  g_autofree gchar *after = read_text (path);
+  g_assert_cmpstr (after, ==, abcx);
+
+  /* Lines appended past its end are taken back too. */
+  g_autofree gchar *ab = lines_of ("ab");
+  g_assert_true (g_file_set_contents (path, ab, -1, &error));
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+    add_task (f, 1, "a");
+    add_task (f, 2, "b");
+    add_task (f, 3, "c");
+    g_assert_true (datc_results_file_write (f, &error));
+    g_assert_no_error (error);
+    g_autofree gchar *during = read_text (path);
+    g_autofree gchar *abc = lines_of ("abc");
+    g_assert_cmpstr (during, ==, abc);
+  }
+  g_free (after);
+  after = read_text (path);
+  g_assert_cmpstr (after, ==, ab);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* The filter reads the file: the earlier file's lines beyond the replayed
+ * ones are gone before it does. */
+static void
+test_rebuild_then_filter (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *abc = lines_of ("abc");
+  g_assert_true (g_file_set_contents (path, abc, -1, &error));
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  add_task (f, 1, "a");
+  g_assert_true (datc_results_file_write (f, &error));
+  guint asked = 0;
+  g_assert_true (datc_results_file_filter (f, 3, keep, &asked, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (asked, ==, 1); /* task 1's line only */
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_autofree gchar *got = read_text (path);
+  g_autofree gchar *a = lines_of ("a");
+  g_assert_cmpstr (got, ==, a);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* A results.jsonl that is a symlink is replaced, never written through:
+ * what it points to stays as it was. */
+static void
+test_rebuild_replaces_a_symlink (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *other = g_build_filename (dir, "other", NULL);
+  g_autofree gchar *abcx = lines_of ("abcx");
+  g_autofree gchar *abc = lines_of ("abc");
+  g_assert_true (g_file_set_contents (other, abcx, -1, &error));
+  g_assert_cmpint (symlink (other, path), ==, 0);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < 3; i++)
+    add_task (f, i + 1, (const char[]) { (char) ('a' + i), '\0' });
+  g_assert_true (datc_results_file_write (f, &error));
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (path, G_FILE_TEST_IS_SYMLINK));
+  g_autofree gchar *got = read_text (path);
+  g_assert_cmpstr (got, ==, abc);
+  g_autofree gchar *kept = read_text (other);
+  g_assert_cmpstr (kept, ==, abcx);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* Integers at every width, as printf writes them. */
+static void
+test_integers_as_printf (void)
+{
+  g_autoptr (GString) s = g_string_new (NULL);
+  for (guint64 v = 1, k = 0; k < 20; k++, v *= 10)
+    {
+      const guint64 cases[] = { v - 1, v, v + 1, v * 5, G_MAXUINT64 - v };
+      for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+        {
+          DatcResultLine l = sample;
+          l.id = cases[c];
+          l.exit_code = -(gint64) (cases[c] >> 1);
+          l.started = G_MININT64;
+          g_string_truncate (s, 0);
+          datc_result_line_format (s, &l);
+          g_autofree gchar *head = g_strdup_printf (
+              "{\"id\":%" G_GUINT64_FORMAT ",\"line\":7,\"attempt\":2,"
+              "\"status\":\"exited\",\"class\":\"exit\",\"exit_code\":%" G_GINT64_FORMAT ",",
+              l.id, l.exit_code);
+          g_assert_true (g_str_has_prefix (s->str, head));
+          g_assert_nonnull (strstr (s->str, ",\"started\":-9223372036854775808,"));
+        }
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -172,5 +433,14 @@ main (int argc, char **argv)
   g_test_add_func ("/resultsfile/a-line-is-exact-escaped-json", test_line_is_exact_json);
   g_test_add_func ("/resultsfile/the-filter-keeps-one-line-per-task",
                    test_filter_keeps_one_line_per_task);
+  g_test_add_func ("/resultsfile/integers-as-printf-writes-them", test_integers_as_printf);
+  g_test_add_func ("/resultsfile/rebuild/keeps-the-lines-already-there",
+                   test_rebuild_keeps_matching_lines);
+  g_test_add_func ("/resultsfile/rebuild/a-start-that-fails-changes-nothing",
+                   test_rebuild_not_finished_changes_nothing);
+  g_test_add_func ("/resultsfile/rebuild/filter-sees-only-the-replayed-lines",
+                   test_rebuild_then_filter);
+  g_test_add_func ("/resultsfile/rebuild/replaces-a-symlink-never-writes-through-it",
+                   test_rebuild_replaces_a_symlink);
   return g_test_run ();
 }
