@@ -1459,8 +1459,11 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     return NULL;
   if (!datc_journal_commit (l->journal, error))
     return NULL;
-  /* A resume is a good moment to compact: nothing runs yet. */
-  if (!compact_tick (l, error) || (l->compaction != NULL && !compact_finish (l, TRUE, error)))
+  /* A resume is a good moment to compact: nothing runs yet.  The child
+   * writes the checkpoint while the master starts serving (at 10M tasks
+   * that is 7 s of packing results); later commits put it in place, or
+   * datc_ledger_finish_compaction at the end. */
+  if (!compact_tick (l, error))
     return NULL;
   return g_steal_pointer (&l);
 }
@@ -3160,6 +3163,16 @@ compact_tick (DatcLedger *l, GError **error)
       l->jinfo.checkpoint_bytes = datc_journal_size (l->journal);
     }
   return TRUE;
+}
+
+gboolean
+datc_ledger_finish_compaction (DatcLedger *l, GError **error)
+{
+  if (l->compaction == NULL)
+    return TRUE;
+  if (!datc_ledger_commit (l, error))
+    return FALSE;
+  return l->compaction == NULL || compact_finish (l, TRUE, error);
 }
 
 gboolean

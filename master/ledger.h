@@ -374,5 +374,10 @@ void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);
  * (as commits do on their own past the thresholds).  A compaction already
  * under way is waited for (`wait`) or left to go on. */
 gboolean datc_ledger_compact (DatcLedger *ledger, gboolean wait, GError **error);
+/* A compaction under way (one a resume started, say) is waited for and
+ * put in place, so that a master that ends well leaves the compacted
+ * journal; FALSE only when the switch failed after the rename (a commit
+ * failure).  Nothing under way: TRUE at once. */
+gboolean datc_ledger_finish_compaction (DatcLedger *ledger, GError **error);
 
 G_END_DECLS

@@ -808,7 +808,7 @@ finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us
                                         control_items->len, serve_ending, &ending);
   if (!end_run (m->disp, m->prov, stop ? stop_why : "campaign finished", TRUE, error))
     status = EXIT_CANNOT_RUN;
-  if (*error != NULL)
+  if (*error != NULL || !datc_ledger_finish_compaction (m->ledger, error))
     return EXIT_CANNOT_RUN;
   summary (m->ledger, m->dir, started_us, json);
   DatcLedgerCounts c;
