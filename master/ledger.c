@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -84,12 +86,17 @@ typedef struct {
  * fork fails, the loop's thread frames the snapshot and a writer thread
  * does the rest, as before forking was tried. */
 typedef struct Compaction Compaction;
+/* Seconds a compaction's child may write, plus 10 per million tasks
+ * (it takes about 1 s per million here). */
+#define COMPACT_CHILD_MIN_S 120
+
 struct Compaction {
   DatcJournalRewrite *rewrite;
-  pid_t child;     /* the process writing it (0: none, or reaped) */
-  int report;      /* read end of the child's pipe: its error's message */
-  pid_t master;    /* in the child: the process that forked it */
-  GThread *writer; /* when fork failed */
+  pid_t child;           /* the process writing it (0: none, or reaped) */
+  gint64 child_deadline; /* monotonic µs: a child still writing then is killed */
+  int report;            /* read end of the child's pipe: its error's message */
+  pid_t master;          /* in the child: the process that forked it */
+  GThread *writer;       /* when fork failed */
   gchar *results_path;
   guint64 results_len;
   gint done;     /* atomic: the writer has finished */
@@ -2956,6 +2963,23 @@ compact_child (DatcLedger *l, Compaction *c, int report)
   _exit (1);
 }
 
+/* Until `pid` ends or `deadline` (monotonic µs) passes, whichever is
+ * first (a pidfd; a short sleep where there is none). */
+static void
+wait_child_until (pid_t pid, gint64 deadline)
+{
+  gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000 + 1;
+  int fd = (int) syscall (SYS_pidfd_open, pid, 0);
+  if (fd < 0)
+    {
+      g_usleep (10 * 1000);
+      return;
+    }
+  struct pollfd p = { fd, POLLIN, 0 };
+  (void) poll (&p, 1, (int) CLAMP (left_ms, 0, G_MAXINT));
+  close (fd);
+}
+
 /* Whether the writer has ended, its outcome then in c->error; `block`
  * waits for it.  Only this child's pid is reaped (nothing in the master
  * reaps with waitpid (-1) or a SIGCHLD handler of its own; GLib's child
@@ -2975,11 +2999,27 @@ compact_ended (Compaction *c, gboolean block)
     return TRUE;
   int status = 0;
   pid_t got;
-  do
-    got = waitpid (c->child, &status, block ? 0 : WNOHANG);
-  while (got < 0 && errno == EINTR);
-  if (got == 0)
-    return FALSE;
+  /* A child that never ends (it could block on a lock another thread of
+   * the master held at the fork: GLib 2.74's slice allocator has one) is
+   * killed at its deadline, which fails that compaction like any other
+   * death; a master that waits for it at its end waits no longer. */
+  for (;;)
+    {
+      do
+        got = waitpid (c->child, &status, WNOHANG);
+      while (got < 0 && errno == EINTR);
+      if (got != 0)
+        break;
+      if (g_get_monotonic_time () >= c->child_deadline)
+        {
+          kill (c->child, SIGKILL);
+          c->child_deadline = G_MAXINT64;
+          continue;
+        }
+      if (!block)
+        return FALSE;
+      wait_child_until (c->child, c->child_deadline);
+    }
   pid_t pid = c->child;
   c->child = 0;
   if (got > 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0)
@@ -3059,6 +3099,9 @@ compact_start (DatcLedger *l, GError **error)
     {
       c->child = pid;
       c->report = fds[0];
+      c->child_deadline
+          = g_get_monotonic_time ()
+            + (COMPACT_CHILD_MIN_S + (gint64) (l->n_tasks / 1000000) * 10) * G_USEC_PER_SEC;
     }
   else
     {
