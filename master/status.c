@@ -145,6 +145,20 @@ describe_sites_from_trace (const char *dir, JsonBuilder *b)
   json_builder_end_array (b);
 }
 
+/* A status object begun: its `dir`, and its `master` object with
+ * `running`, left open for the caller's members. */
+static void
+begin_status (JsonBuilder *b, const char *dir, gboolean running)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "dir");
+  json_builder_add_string_value (b, dir);
+  json_builder_set_member_name (b, "master");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "running");
+  json_builder_add_boolean_value (b, running);
+}
+
 JsonNode *
 datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
                    DatcRate *rate, gboolean running, gboolean open)
@@ -153,13 +167,7 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
   DatcLedgerCounts c;
   datc_ledger_counts (ledger, &c);
 
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "dir");
-  json_builder_add_string_value (b, dir);
-  json_builder_set_member_name (b, "master");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "running");
-  json_builder_add_boolean_value (b, running);
+  begin_status (b, dir, running);
   json_builder_set_member_name (b, "open");
   json_builder_add_boolean_value (b, open);
   json_builder_end_object (b);
@@ -239,13 +247,7 @@ datc_status_loading (const char *dir, DatcStatusLoading phase, guint64 replayed,
                      guint64 journal_bytes)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "dir");
-  json_builder_add_string_value (b, dir);
-  json_builder_set_member_name (b, "master");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "running");
-  json_builder_add_boolean_value (b, TRUE);
+  begin_status (b, dir, TRUE);
   json_builder_set_member_name (b, "loading");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "phase");
