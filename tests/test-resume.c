@@ -319,12 +319,14 @@ test_listen_port_survives_resume (void)
   /* The gated tasks finish while no master runs; their results wait in
    * the agent. */
   g_autofree gchar *unused = tb_write (d, "gate", "");
-  /* The control socket is bound after DIR/endpoint is written: once it is
-   * there again, the endpoint is the new master's. */
+  /* The new master's control socket, then its live status (tb_status
+   * waits out the load): its loop runs, so DIR/endpoint is its own. */
   g_autofree gchar *control = g_build_filename (dir, "control", NULL);
   g_assert_cmpint (unlink (control), ==, 0);
   g_autoptr (TbProc) second = tb_spawn (d, "master", argv);
   g_assert_true (tb_await (file_exists, control, 30));
+  g_autoptr (JsonObject) live = tb_status (dir);
+  g_assert_nonnull (live);
   g_autofree gchar *again = read_endpoint (dir);
   g_assert_cmpstr (again, ==, endpoint);
   int status = tb_wait (second, 120);

@@ -248,7 +248,10 @@ test_fallback_made_private (void)
   g_autofree gchar *hash = g_compute_checksum_for_string (G_CHECKSUM_SHA256, f.dir, -1);
   g_autofree gchar *control = g_strdup_printf ("%s/%.24s.control", f.priv, hash);
   g_autofree gchar *agents = g_strdup_printf ("%s/%.24s.agents.sock", f.priv, hash);
+  /* The control socket is bound first (once DIR is locked), the agents'
+   * once the campaign is loaded. */
   g_assert_true (tb_await_file (control, 30));
+  g_assert_true (tb_await_file (agents, 30));
 
   GStatBuf st;
   g_assert_cmpint (lstat (f.priv, &st), ==, 0);
