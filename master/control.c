@@ -236,10 +236,10 @@ read_request (DatcControl *c)
 }
 
 /* Answers one request (its frames: transfer full).  A refused request
- * has nothing to wait for: it leaves now.  Other replies wait for the
- * next commit, `status` included (what it counts is then in
- * results.jsonl).  With `loading` set, `status` is answered now and any
- * other request kept for the loop (`deferred`). */
+ * and `status` (which counts what is committed: datc_ledger_counts_committed)
+ * have nothing to wait for: they leave now.  Other replies wait for the
+ * next commit.  With `loading` set, any request but `status` is kept
+ * for the loop (`deferred`). */
 static void
 serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer user_data,
        gboolean loading)
@@ -255,7 +255,7 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
   gboolean status
       = request != NULL
         && g_str_equal (json_object_get_string_member_with_default (request, "cmd", ""), "status");
-  gboolean at_once = request == NULL || (loading && status);
+  gboolean at_once = request == NULL || status;
   if (loading && !at_once)
     {
       g_ptr_array_add (c->deferred, g_steal_pointer (&envelope));

@@ -37,8 +37,9 @@ void datc_control_free (DatcControl *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcControl, datc_control_free)
 void datc_control_poll_items (DatcControl *c, GArray *items);
 /* Reads every waiting request (first those kept while loading) and
- * queues the handler's replies until the ledger has committed (a refused
- * request's reply leaves at once). */
+ * queues the handler's replies until the ledger has committed (those to
+ * `status`, which says what is committed, and to refused requests leave
+ * at once). */
 void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data);
 /* While the campaign loads (the task file read, the journal replayed:
  * seconds at 10M tasks), a thread answers `status` with `loading`'s

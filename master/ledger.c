@@ -131,36 +131,37 @@ struct DatcLedger {
   TaskSlot *tasks; /* index id - 1 */
   guint64 n_tasks;
   DatcLedgerCounts counts;
-  DatcTaskQueue *queue;     /* which queued task goes next */
-  GHashTable *bindings;     /* direct mode: "site\tproxy" -> Binding*, from its submit to its
-                             * end: the one record of which task a proxy is for */
-  GHashTable *binders;      /* id -> the Binding* its task is reserved for: exactly the tasks
-                             * with `bound` set */
-  DatcRuntimes *runtimes;   /* observed run times */
-  GHashTable *running;      /* id -> dispatch time (Copy.since_ms) of running tasks: the
-                             * end game looks only at these, never at the whole bag */
-  GHashTable *replicas;     /* id -> GArray of Copy: tasks running as more than one copy */
-  GPtrArray *agents;        /* AgentInfo* by index; NULL: free */
-  GArray *attempts_on;      /* guint32 by agent index: its live attempts (attempts_add) */
-  GPtrArray *tasks_on;      /* by agent index: GHashTable id -> live attempts of it there
-                             * (NULL: none yet), the ids behind attempts_on */
-  GArray *free_agents;      /* guint32 indices of departed agents, reused first */
-  guint live_agents;        /* non-NULL entries of agents */
-  guint awaited;            /* agents with `awaited` set */
-  GPtrArray *windows;       /* OrphanWindow*, oldest first */
-  guint64 orphans;          /* tasks with `orphan` set */
-  GHashTable *agent_index;  /* agent_id -> index + 1 */
-  GPtrArray *site_names;    /* gchar*, the sites tasks went to; [0] is none */
-  GHashTable *site_ids;     /* site -> its index in site_names */
-  GHashTable *proxies_seen; /* "site\nproxy" of every agent that said HELLO */
-  GPtrArray *sources;       /* SourceInfo* */
-  GHashTable *proxies;      /* "site\tproxy" -> job_id, open ones */
-  GHashTable *submits;      /* "site\tid" -> k, submissions whose outcome is not journaled */
-  DatcResultsFile *results; /* NULL when read-only */
-  GArray *pick;             /* scratch: ids picked by dispatch */
-  GArray *deferred;         /* scratch: ids that did not fit */
-  GArray *dirty_outputs;    /* guint32 agents whose output file needs a sync */
-  gchar *sync_failed;       /* an output file's fdatasync failed: no commit after it */
+  DatcLedgerCounts committed; /* as of the last commit: what results.jsonl holds */
+  DatcTaskQueue *queue;       /* which queued task goes next */
+  GHashTable *bindings;       /* direct mode: "site\tproxy" -> Binding*, from its submit to its
+                               * end: the one record of which task a proxy is for */
+  GHashTable *binders;        /* id -> the Binding* its task is reserved for: exactly the tasks
+                               * with `bound` set */
+  DatcRuntimes *runtimes;     /* observed run times */
+  GHashTable *running;        /* id -> dispatch time (Copy.since_ms) of running tasks: the
+                               * end game looks only at these, never at the whole bag */
+  GHashTable *replicas;       /* id -> GArray of Copy: tasks running as more than one copy */
+  GPtrArray *agents;          /* AgentInfo* by index; NULL: free */
+  GArray *attempts_on;        /* guint32 by agent index: its live attempts (attempts_add) */
+  GPtrArray *tasks_on;        /* by agent index: GHashTable id -> live attempts of it there
+                               * (NULL: none yet), the ids behind attempts_on */
+  GArray *free_agents;        /* guint32 indices of departed agents, reused first */
+  guint live_agents;          /* non-NULL entries of agents */
+  guint awaited;              /* agents with `awaited` set */
+  GPtrArray *windows;         /* OrphanWindow*, oldest first */
+  guint64 orphans;            /* tasks with `orphan` set */
+  GHashTable *agent_index;    /* agent_id -> index + 1 */
+  GPtrArray *site_names;      /* gchar*, the sites tasks went to; [0] is none */
+  GHashTable *site_ids;       /* site -> its index in site_names */
+  GHashTable *proxies_seen;   /* "site\nproxy" of every agent that said HELLO */
+  GPtrArray *sources;         /* SourceInfo* */
+  GHashTable *proxies;        /* "site\tproxy" -> job_id, open ones */
+  GHashTable *submits;        /* "site\tid" -> k, submissions whose outcome is not journaled */
+  DatcResultsFile *results;   /* NULL when read-only */
+  GArray *pick;               /* scratch: ids picked by dispatch */
+  GArray *deferred;           /* scratch: ids that did not fit */
+  GArray *dirty_outputs;      /* guint32 agents whose output file needs a sync */
+  gchar *sync_failed;         /* an output file's fdatasync failed: no commit after it */
   gboolean replaying;
   gboolean filter_results; /* a retry record was seen: drop superseded lines */
   Compaction *compaction;  /* under way, or NULL */
@@ -1386,6 +1387,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
       for (guint64 id = 1; id <= l->n_tasks; id++)
         if (l->tasks[id - 1].state == DATC_TASK_RUNNING)
           set_state (l, &l->tasks[id - 1], DATC_TASK_QUEUED);
+      l->committed = l->counts;
       return g_steal_pointer (&l);
     }
 
@@ -1466,6 +1468,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
     return NULL;
   if (!datc_journal_commit (l->journal, error))
     return NULL;
+  l->committed = l->counts;
   /* A resume is a good moment to compact: nothing runs yet.  The child
    * writes the checkpoint while the master starts serving (at 10M tasks
    * that is 7 s of packing results); later commits put it in place, or
@@ -1712,6 +1715,12 @@ void
 datc_ledger_counts (DatcLedger *l, DatcLedgerCounts *counts)
 {
   *counts = l->counts;
+}
+
+void
+datc_ledger_counts_committed (DatcLedger *l, DatcLedgerCounts *counts)
+{
+  *counts = l->committed;
 }
 
 gboolean
@@ -2604,7 +2613,10 @@ datc_ledger_commit (DatcLedger *l, GError **error)
     }
   if (!datc_journal_commit (l->journal, error))
     return FALSE;
-  return write_results (l, error) && compact_tick (l, error);
+  if (!write_results (l, error))
+    return FALSE;
+  l->committed = l->counts;
+  return compact_tick (l, error);
 }
 
 /* ---- compaction ---------------------------------------------------- */

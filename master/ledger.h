@@ -116,6 +116,10 @@ void datc_ledger_free (DatcLedger *ledger);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcLedger, datc_ledger_free)
 
 void datc_ledger_counts (DatcLedger *ledger, DatcLedgerCounts *counts);
+/* The counts as of the last commit (or the open): they agree with
+ * results.jsonl, which a commit writes.  `datc status` says these, so it
+ * need not wait for a commit to answer. */
+void datc_ledger_counts_committed (DatcLedger *ledger, DatcLedgerCounts *counts);
 /* No task is queued or running. */
 gboolean datc_ledger_finished (DatcLedger *ledger);
 DatcTaskState datc_ledger_task_state (DatcLedger *ledger, guint64 id);

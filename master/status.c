@@ -165,7 +165,7 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   DatcLedgerCounts c;
-  datc_ledger_counts (ledger, &c);
+  datc_ledger_counts_committed (ledger, &c);
 
   begin_status (b, dir, running);
   json_builder_set_member_name (b, "open");
