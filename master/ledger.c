@@ -2435,8 +2435,9 @@ datc_ledger_agent_tasks (DatcLedger *l, guint32 agent, GArray *keys)
   /* In id order, as a scan of the bag would give them: the order they go
    * back to the queue in.  Copies after. */
   g_array_sort (copied, key_by_id);
-  qsort (keys->data + first * sizeof (DatcTaskKey), keys->len - first, sizeof (DatcTaskKey),
-         key_by_id);
+  if (keys->len > first) /* an empty GArray's data is NULL: no qsort of it */
+    qsort (keys->data + first * sizeof (DatcTaskKey), keys->len - first, sizeof (DatcTaskKey),
+           key_by_id);
   g_array_append_vals (keys, copied->data, copied->len);
 }
 
