@@ -205,6 +205,16 @@ typedef struct {
   gchar *expected; /* what reopening it gives without compaction */
 } Fixture;
 
+/* What `dir` opens to becomes the state every later check expects. */
+static void
+expect_state_of (Fixture *f, const char *dir)
+{
+  g_autoptr (DatcBag) bag = make_bag ();
+  g_autoptr (DatcLedger) l = open_ledger (dir, bag);
+  g_free (f->expected);
+  f->expected = dump (dir, l);
+}
+
 static void
 setup (Fixture *f, gconstpointer data)
 {
@@ -216,9 +226,7 @@ setup (Fixture *f, gconstpointer data)
   build_campaign (f->dir);
   /* The reference: a copy reopened from its raw journal. */
   g_autofree gchar *ref = compacted_copy (f->dir, "ref");
-  g_autoptr (DatcBag) bag = make_bag ();
-  g_autoptr (DatcLedger) l = open_ledger (ref, bag);
-  f->expected = dump (ref, l);
+  expect_state_of (f, ref);
 }
 
 static void
@@ -284,12 +292,7 @@ test_round_trip (Fixture *f, gconstpointer data)
     g_assert_cmpuint (info.bytes, <, before / 4);
     g_assert_cmpuint (journal_size (f->dir), ==, info.bytes);
   }
-  g_free (f->expected);
-  {
-    g_autoptr (DatcBag) bag = make_bag ();
-    g_autoptr (DatcLedger) l = open_ledger (ref, bag);
-    f->expected = dump (ref, l);
-  }
+  expect_state_of (f, ref);
   assert_reopens_as_expected (f, f->dir);
 }
 
@@ -347,12 +350,7 @@ test_records_during_compaction (Fixture *f, gconstpointer data)
     datc_ledger_journal_info (l, &info);
     g_assert_cmpuint (info.compactions, >=, 1);
   }
-  g_free (f->expected);
-  {
-    g_autoptr (DatcBag) bag = make_bag ();
-    g_autoptr (DatcLedger) l = open_ledger (ref, bag);
-    f->expected = dump (ref, l);
-  }
+  expect_state_of (f, ref);
   assert_reopens_as_expected (f, f->dir);
 }
 
@@ -461,12 +459,7 @@ test_failed_child (Fixture *f, gconstpointer data)
     churn_until_compactions (l, a, rl, ra, 2, results, NULL);
     g_assert_false (g_file_test (leftover, G_FILE_TEST_EXISTS));
   }
-  g_free (f->expected);
-  {
-    g_autoptr (DatcBag) bag = make_bag ();
-    g_autoptr (DatcLedger) l = open_ledger (ref, bag);
-    f->expected = dump (ref, l);
-  }
+  expect_state_of (f, ref);
   assert_reopens_as_expected (f, f->dir);
 }
 
