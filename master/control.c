@@ -249,7 +249,6 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
   gsize len;
   const char *text = g_bytes_get_data (body, &len);
   g_autoptr (JsonParser) parser = json_parser_new ();
-  g_autoptr (JsonNode) reply = NULL;
   g_autofree gchar *why = NULL;
   JsonObject *request = decode_request (parser, text, len, &why);
   gboolean status
@@ -261,12 +260,16 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
       g_ptr_array_add (c->deferred, g_steal_pointer (&envelope));
       return;
     }
-  reply = request == NULL ? datc_control_error_reply (why) : handler (request, user_data);
-
   g_ptr_array_remove_index (envelope, envelope->len - 1);
   Pending *p = g_new0 (Pending, 1);
   p->envelope = g_steal_pointer (&envelope);
-  p->reply = json_to_string (reply, FALSE);
+  if (request == NULL)
+    {
+      g_autoptr (JsonNode) refused = datc_control_error_reply (why);
+      p->reply = json_to_string (refused, FALSE);
+    }
+  else
+    p->reply = handler (request, user_data);
   if (at_once)
     {
       send_one (c, p);

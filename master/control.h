@@ -29,8 +29,10 @@ typedef enum {
 
 typedef struct DatcControl DatcControl;
 
-/* Handles one request; returns the reply (transfer full). */
-typedef JsonNode *(*DatcControlHandler) (JsonObject *request, gpointer user_data);
+/* Handles one request; returns the reply as JSON text (transfer full):
+ * text, so that a reply that grows with the campaign (`status` lists
+ * every agent) can be written without building a node per member. */
+typedef gchar *(*DatcControlHandler) (JsonObject *request, gpointer user_data);
 
 DatcControl *datc_control_new (void *zmq_ctx, const char *dir, GError **error);
 void datc_control_free (DatcControl *c);

@@ -17,6 +17,7 @@
 #include "curve.h"
 #include "datc-limits.h"
 #include "driver.h"
+#include "jsonout.h"
 #include "message.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"
@@ -1795,39 +1796,36 @@ datc_dispatcher_prefetched (DatcDispatcher *d)
 }
 
 void
-datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b)
+datc_dispatcher_describe_agents (DatcDispatcher *d, GString *out)
 {
   gint64 now = datc_clock_monotonic (d->clock);
   GHashTableIter it;
   gpointer v;
-  json_builder_set_member_name (b, "agents");
-  json_builder_begin_array (b);
+  const char *sep = "";
+  g_string_append_c (out, '[');
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
     {
       Agent *a = v;
-      json_builder_begin_object (b);
-      json_builder_set_member_name (b, "id");
-      json_builder_add_string_value (b, a->agent_id);
-      json_builder_set_member_name (b, "site");
-      json_builder_add_string_value (b, a->site);
-      json_builder_set_member_name (b, "proxy");
-      json_builder_add_string_value (b, a->proxy);
-      json_builder_set_member_name (b, "host");
-      json_builder_add_string_value (b, a->host);
-      json_builder_set_member_name (b, "slots");
-      json_builder_add_int_value (b, a->slots);
-      json_builder_set_member_name (b, "running");
-      json_builder_add_int_value (b, (gint64) agent_running (d, a));
-      json_builder_set_member_name (b, "prefetched");
-      json_builder_add_int_value (b, (gint64) (held (d, a) - agent_running (d, a)));
-      json_builder_set_member_name (b, "done");
-      json_builder_add_int_value (b, (gint64) a->done);
-      json_builder_set_member_name (b, "last_seen_s");
-      json_builder_add_double_value (b, a->last_seen_us ? (now - a->last_seen_us) / 1e6 : 0.0);
-      json_builder_end_object (b);
+      guint64 running = agent_running (d, a);
+      g_string_append_printf (out, "%s{\"id\":", sep);
+      datc_json_append_string (out, a->agent_id);
+      g_string_append (out, ",\"site\":");
+      datc_json_append_string (out, a->site);
+      g_string_append (out, ",\"proxy\":");
+      datc_json_append_string (out, a->proxy);
+      g_string_append (out, ",\"host\":");
+      datc_json_append_string (out, a->host);
+      g_string_append_printf (out,
+                              ",\"slots\":%u,\"running\":%" G_GUINT64_FORMAT
+                              ",\"prefetched\":%" G_GUINT64_FORMAT ",\"done\":%" G_GUINT64_FORMAT
+                              ",\"last_seen_s\":",
+                              (guint) a->slots, running, held (d, a) - running, (guint64) a->done);
+      datc_json_number (out, a->last_seen_us ? (now - a->last_seen_us) / 1e6 : 0.0, 3);
+      g_string_append_c (out, '}');
+      sep = ",";
     }
-  json_builder_end_array (b);
+  g_string_append_c (out, ']');
 }
 
 guint64

@@ -96,9 +96,11 @@ guint64 datc_dispatcher_free_slots (DatcDispatcher *d);
 /* Connected agents of `site` (proxy ids appended to `proxies` if not NULL). */
 guint datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArray *proxies);
 
-/* Adds "agents": [{id, site, proxy, host, slots, running, prefetched, done,
- * last_seen_s}] to an object being built. */
-void datc_dispatcher_describe_agents (DatcDispatcher *d, JsonBuilder *b);
+/* Appends the JSON array [{id, site, proxy, host, slots, running,
+ * prefetched, done, last_seen_s}] of the connected agents to `out`:
+ * written as text, since at 1,000 agents a node per member cost the
+ * status reply ~8 ms of the loop. */
+void datc_dispatcher_describe_agents (DatcDispatcher *d, GString *out);
 /* Tasks agents hold but have not started (prefetched), by their heartbeats. */
 guint64 datc_dispatcher_prefetched (DatcDispatcher *d);
 /* Tasks finished (any outcome) by agents of `site`, over the whole run. */

@@ -49,15 +49,12 @@ typedef struct {
   gboolean cancelled_all;
 } Master;
 
+/* A request that changes the campaign (submit, cancel, close; its reply
+ * leaves once the change is committed), or one not known. */
 static JsonNode *
-handle_control (JsonObject *req, gpointer user_data)
+handle_change (Master *m, const char *cmd, JsonObject *req)
 {
-  Master *m = user_data;
-  const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
   g_autoptr (JsonBuilder) b = json_builder_new ();
-
-  if (g_str_equal (cmd, "status"))
-    return datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
 
   if (g_str_equal (cmd, "submit"))
     {
@@ -129,17 +126,30 @@ handle_control (JsonObject *req, gpointer user_data)
   return datc_control_error_reply (msg);
 }
 
+static gchar *
+handle_control (JsonObject *req, gpointer user_data)
+{
+  Master *m = user_data;
+  const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
+  if (g_str_equal (cmd, "status"))
+    return datc_status_text (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
+  g_autoptr (JsonNode) reply = handle_change (m, cmd, req);
+  return json_to_string (reply, FALSE);
+}
+
 /* While the run ends (agents released, sites cleaned: up to SHUTDOWN_MS)
  * the control socket still answers `status`; anything that would change
  * the campaign is refused, since nothing more will run in this master. */
-static JsonNode *
+static gchar *
 handle_control_ending (JsonObject *req, gpointer user_data)
 {
   const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
   if (g_str_equal (cmd, "status"))
     return handle_control (req, user_data);
-  return datc_control_error_reply ("the campaign is ending: this master takes no more requests "
-                                   "(run the same command again to resume)");
+  g_autoptr (JsonNode) refused
+      = datc_control_error_reply ("the campaign is ending: this master takes no more requests "
+                                  "(run the same command again to resume)");
+  return json_to_string (refused, FALSE);
 }
 
 typedef struct {
@@ -470,13 +480,15 @@ typedef struct {
   DatcLedgerLoad load;
 } Loading;
 
-static JsonNode *
+static gchar *
 status_while_loading (JsonObject *req, gpointer user_data)
 {
   Loading *ld = user_data;
-  return datc_status_loading (ld->dir, (DatcStatusLoading) g_atomic_int_get (&ld->phase),
-                              __atomic_load_n (&ld->load.replayed, __ATOMIC_RELAXED),
-                              __atomic_load_n (&ld->load.journal_bytes, __ATOMIC_RELAXED));
+  g_autoptr (JsonNode) st
+      = datc_status_loading (ld->dir, (DatcStatusLoading) g_atomic_int_get (&ld->phase),
+                             __atomic_load_n (&ld->load.replayed, __ATOMIC_RELAXED),
+                             __atomic_load_n (&ld->load.journal_bytes, __ATOMIC_RELAXED));
+  return json_to_string (st, FALSE);
 }
 
 /* The control socket, from the moment DIR is ours, with a thread that

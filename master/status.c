@@ -159,9 +159,10 @@ begin_status (JsonBuilder *b, const char *dir, gboolean running)
   json_builder_add_boolean_value (b, running);
 }
 
-JsonNode *
-datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
-                   DatcRate *rate, gboolean running, gboolean open)
+/* Every member but "agents" (datc_status_text adds it). */
+static JsonNode *
+build_without_agents (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
+                      DatcRate *rate, gboolean running, gboolean open)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   DatcLedgerCounts c;
@@ -197,15 +198,6 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
       json_builder_begin_array (b);
       json_builder_end_array (b);
     }
-  if (d != NULL)
-    datc_dispatcher_describe_agents (d, b);
-  else
-    {
-      json_builder_set_member_name (b, "agents");
-      json_builder_begin_array (b);
-      json_builder_end_array (b);
-    }
-
   /* The journal's size and its last compaction (master/README.md,
    * Compaction). */
   DatcLedgerJournalInfo ji;
@@ -240,6 +232,35 @@ datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcP
     json_builder_add_null_value (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);
+}
+
+gchar *
+datc_status_text (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
+                  DatcRate *rate, gboolean running, gboolean open)
+{
+  g_autoptr (JsonNode) rest = build_without_agents (dir, ledger, d, p, rate, running, open);
+  g_autofree gchar *text = json_to_string (rest, FALSE);
+  gsize len = strlen (text);
+  g_assert (len >= 2 && text[len - 1] == '}');
+  GString *out = g_string_sized_new (len + 64 + (d != NULL ? 160 * datc_dispatcher_agents (d) : 0));
+  g_string_append_len (out, text, (gssize) len - 1);
+  g_string_append (out, len > 2 ? ",\"agents\":" : "\"agents\":");
+  if (d != NULL)
+    datc_dispatcher_describe_agents (d, out);
+  else
+    g_string_append (out, "[]");
+  g_string_append_c (out, '}');
+  return g_string_free (out, FALSE);
+}
+
+JsonNode *
+datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
+                   DatcRate *rate, gboolean running, gboolean open)
+{
+  g_autofree gchar *text = datc_status_text (dir, ledger, d, p, rate, running, open);
+  JsonNode *st = json_from_string (text, NULL);
+  g_assert (st != NULL); /* written here: a failure is a bug */
+  return st;
 }
 
 JsonNode *

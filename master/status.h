@@ -34,7 +34,12 @@ void datc_rate_sample (DatcRate *r, guint64 finished);
 /* Tasks per second over the last minute (0 before two samples). */
 double datc_rate_per_s (DatcRate *r);
 
-/* Live status (transfer full).  d, p and rate may be NULL. */
+/* Live status as JSON text, the reply to `status` (transfer full).  d, p
+ * and rate may be NULL.  The agents' list is written as text
+ * (datc_dispatcher_describe_agents), the rest built as nodes. */
+gchar *datc_status_text (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
+                         DatcRate *rate, gboolean running, gboolean open);
+/* The same, parsed (transfer full). */
 JsonNode *datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d,
                              DatcProvisioner *p, DatcRate *rate, gboolean running, gboolean open);
 /* What a master says while it loads its campaign (`phase`), before it

@@ -4,8 +4,10 @@
  * departure leaves through the ledger (a BYE gives the tasks back without a
  * crash, silence loses them, and either way the ledger no longer keeps the
  * agent), and a direct-mode agent gets the task the ledger bound to its
- * proxy. */
+ * proxy; the agents' list of `datc status`, written as text, is JSON that
+ * says what the ledger says. */
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -250,6 +252,45 @@ test_direct_agent_gets_its_proxy_s_task (void)
   teardown (&f);
 }
 
+/* The agents' list is written by hand: it must parse, escape what it
+ * quotes (the proxy id comes from the agent), and count what the ledger
+ * counts. */
+static void
+test_described_as_json (void)
+{
+  Fixture f;
+  setup (&f, 4, 10000);
+  hello (&f, "p\"1\\ \n", 4, 3);
+  await_tasks (&f, 3);
+  report_success (&f, f.first_id);
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (datc_ledger_task_state (f.ledger, f.first_id) != DATC_TASK_DONE
+         && g_get_monotonic_time () < deadline)
+    turn (&f);
+
+  g_autoptr (GString) text = g_string_new (NULL);
+  datc_dispatcher_describe_agents (f.disp, text);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (JsonNode) root = json_from_string (text->str, &error);
+  g_assert_no_error (error);
+  JsonArray *agents = json_node_get_array (root);
+  g_assert_cmpuint (json_array_get_length (agents), ==, 1);
+  JsonObject *a = json_array_get_object_element (agents, 0);
+  g_assert_cmpstr (json_object_get_string_member (a, "id"), ==, "agent-1");
+  g_assert_cmpstr (json_object_get_string_member (a, "site"), ==, "here");
+  g_assert_cmpstr (json_object_get_string_member (a, "proxy"), ==, "p\"1\\ \n");
+  g_assert_cmpstr (json_object_get_string_member (a, "host"), ==, "host");
+  g_assert_cmpint (json_object_get_int_member (a, "slots"), ==, 4);
+  g_assert_cmpint (json_object_get_int_member (a, "running")
+                       + json_object_get_int_member (a, "prefetched"),
+                   ==, 2);
+  g_assert_cmpint (json_object_get_int_member (a, "done"), ==, 1);
+  double seen = json_object_get_double_member (a, "last_seen_s");
+  g_assert_cmpfloat (seen, >=, 0.0);
+  g_assert_cmpfloat (seen, <, 10.0);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -258,6 +299,7 @@ main (int argc, char **argv)
                    test_bye_gives_tasks_back);
   g_test_add_func ("/dispatcher/agents/a-silent-agent-is-lost-with-its-tasks",
                    test_silent_agent_is_lost);
+  g_test_add_func ("/dispatcher/agents/described-as-json", test_described_as_json);
   g_test_add_func ("/dispatcher/agents/direct-agent-gets-the-task-bound-to-its-proxy",
                    test_direct_agent_gets_its_proxy_s_task);
   return g_test_run ();
