@@ -110,12 +110,17 @@ open_offline (const char *dir, DatcBag *bag, GError **error)
 /* ---- status -------------------------------------------------------- */
 
 static JsonNode *
-fetch_status (const char *dir, guint timeout_ms, GError **error)
+fetch_status (const char *dir, gint agents_max, guint timeout_ms, GError **error)
 {
   g_autoptr (JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "cmd");
   json_builder_add_string_value (b, "status");
+  if (agents_max >= 0)
+    {
+      json_builder_set_member_name (b, "agents_max");
+      json_builder_add_int_value (b, agents_max);
+    }
   json_builder_end_object (b);
   g_autoptr (JsonNode) req = json_builder_get_root (b);
   g_autoptr (GError) local = NULL;
@@ -131,9 +136,9 @@ fetch_status (const char *dir, guint timeout_ms, GError **error)
 }
 
 JsonNode *
-datc_cmd_fetch_status (const char *dir, GError **error)
+datc_cmd_fetch_status (const char *dir, gint agents_max, GError **error)
 {
-  return fetch_status (dir, CALL_TIMEOUT_MS, error);
+  return fetch_status (dir, agents_max, CALL_TIMEOUT_MS, error);
 }
 
 /* How long --watch asks before asking again, and how long a master that
@@ -145,13 +150,13 @@ datc_cmd_fetch_status (const char *dir, GError **error)
 #define WATCH_SILENCE_MS 90000
 
 static JsonNode *
-watch_fetch (const char *dir, GError **error)
+watch_fetch (const char *dir, gint agents_max, GError **error)
 {
   gint64 until = g_get_monotonic_time () + (gint64) WATCH_SILENCE_MS * 1000;
   for (;;)
     {
       g_autoptr (GError) local = NULL;
-      JsonNode *st = fetch_status (dir, WATCH_CALL_MS, &local);
+      JsonNode *st = fetch_status (dir, agents_max, WATCH_CALL_MS, &local);
       if (st != NULL)
         return st;
       gboolean silent = g_error_matches (local, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_TIMEOUT)
@@ -170,15 +175,22 @@ watch_fetch (const char *dir, GError **error)
     }
 }
 
+/* Agents the text form lists (--agents: all; --json always all).  A
+ * thousand agents are a thousand lines no one reads, and their reply is
+ * most of what `datc status` costs the master and itself. */
+#define STATUS_TEXT_AGENTS 20
+
 int
 datc_cmd_status (int argc, char **argv)
 {
-  gboolean json = FALSE, watch = FALSE;
+  gboolean json = FALSE, watch = FALSE, all_agents = FALSE;
   gdouble interval = 1.0;
   GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object", NULL },
     { "watch", 'w', 0, G_OPTION_ARG_NONE, &watch, "Refresh in place until the campaign ends",
       NULL },
+    { "agents", 0, 0, G_OPTION_ARG_NONE, &all_agents,
+      "List every agent (the text lists " G_STRINGIFY (STATUS_TEXT_AGENTS) ")", NULL },
     { "interval", 0, 0, G_OPTION_ARG_DOUBLE, &interval, "Seconds between refreshes (default 1)",
       "S" },
     { NULL },
@@ -199,10 +211,11 @@ datc_cmd_status (int argc, char **argv)
   /* Refreshed in place on a terminal only: into a pipe or a file, frames
    * follow each other (JSON: one object per line) with no control codes. */
   gboolean in_place = watch && isatty (STDOUT_FILENO);
+  gint agents_max = json || all_agents ? -1 : STATUS_TEXT_AGENTS;
   for (guint frame = 0;; frame++)
     {
-      g_autoptr (JsonNode) st
-          = watch ? watch_fetch (dir, &error) : datc_cmd_fetch_status (dir, &error);
+      g_autoptr (JsonNode) st = watch ? watch_fetch (dir, agents_max, &error)
+                                      : datc_cmd_fetch_status (dir, agents_max, &error);
       if (st == NULL)
         {
           g_printerr ("datc status: %s\n", error->message);

@@ -21,7 +21,8 @@ int datc_cmd_shell (int argc, char **argv);
 gchar *datc_cmd_take_dir (int *argc, char **argv);
 
 /* The campaign's status object (as `datc status --json` prints it): from
- * the running master, else read from DIR's journal (transfer full). */
-JsonNode *datc_cmd_fetch_status (const char *dir, GError **error);
+ * the running master, else read from DIR's journal (transfer full).  Its
+ * "agents" lists at most `agents_max` agents (-1: all). */
+JsonNode *datc_cmd_fetch_status (const char *dir, gint agents_max, GError **error);
 
 G_END_DECLS

@@ -1795,18 +1795,30 @@ datc_dispatcher_prefetched (DatcDispatcher *d)
   return n;
 }
 
+static gint
+by_site_then_id (gconstpointer x, gconstpointer y)
+{
+  const Agent *a = *(Agent *const *) x, *b = *(Agent *const *) y;
+  int c = g_strcmp0 (a->site, b->site);
+  return c != 0 ? c : g_strcmp0 (a->agent_id, b->agent_id);
+}
+
 void
-datc_dispatcher_describe_agents (DatcDispatcher *d, GString *out)
+datc_dispatcher_describe_agents (DatcDispatcher *d, guint max, GString *out)
 {
   gint64 now = datc_clock_monotonic (d->clock);
+  g_autoptr (GPtrArray) sorted = g_ptr_array_sized_new (g_hash_table_size (d->agents));
   GHashTableIter it;
   gpointer v;
-  const char *sep = "";
-  g_string_append_c (out, '[');
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
+    g_ptr_array_add (sorted, v);
+  g_ptr_array_sort (sorted, by_site_then_id);
+  const char *sep = "";
+  g_string_append_c (out, '[');
+  for (guint i = 0; i < sorted->len && i < max; i++)
     {
-      Agent *a = v;
+      Agent *a = sorted->pdata[i];
       guint64 running = agent_running (d, a);
       g_string_append_printf (out, "%s{\"id\":", sep);
       datc_json_append_string (out, a->agent_id);

@@ -97,10 +97,10 @@ guint64 datc_dispatcher_free_slots (DatcDispatcher *d);
 guint datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArray *proxies);
 
 /* Appends the JSON array [{id, site, proxy, host, slots, running,
- * prefetched, done, last_seen_s}] of the connected agents to `out`:
- * written as text, since at 1,000 agents a node per member cost the
- * status reply ~8 ms of the loop. */
-void datc_dispatcher_describe_agents (DatcDispatcher *d, GString *out);
+ * prefetched, done, last_seen_s}] of the connected agents, by site then
+ * id, the first `max` of them, to `out`: written as text, since at 1,000
+ * agents a node per member cost the status reply ~8 ms of the loop. */
+void datc_dispatcher_describe_agents (DatcDispatcher *d, guint max, GString *out);
 /* Tasks agents hold but have not started (prefetched), by their heartbeats. */
 guint64 datc_dispatcher_prefetched (DatcDispatcher *d);
 /* Tasks finished (any outcome) by agents of `site`, over the whole run. */

@@ -57,7 +57,7 @@ copy_range (const char *path, guint64 off, guint64 len)
 static void
 say_no_result (const char *dir, guint64 id)
 {
-  g_autoptr (JsonNode) st = datc_cmd_fetch_status (dir, NULL);
+  g_autoptr (JsonNode) st = datc_cmd_fetch_status (dir, 0, NULL);
   JsonNode *tasks = st && JSON_NODE_HOLDS_OBJECT (st)
                         ? json_object_get_member (json_node_get_object (st), "tasks")
                         : NULL;

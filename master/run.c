@@ -126,13 +126,34 @@ handle_change (Master *m, const char *cmd, JsonObject *req)
   return datc_control_error_reply (msg);
 }
 
+/* `status`, with "agents_max" N (optional) to list only the first N
+ * agents. */
+static gchar *
+handle_status (Master *m, JsonObject *req)
+{
+  guint agents_max = G_MAXUINT;
+  JsonNode *max = json_object_get_member (req, "agents_max");
+  if (max != NULL)
+    {
+      if (!JSON_NODE_HOLDS_VALUE (max) || json_node_get_value_type (max) != G_TYPE_INT64
+          || json_node_get_int (max) < 0)
+        {
+          g_autoptr (JsonNode) refused
+              = datc_control_error_reply ("\"agents_max\" must be a count of agents (0 or more)");
+          return json_to_string (refused, FALSE);
+        }
+      agents_max = (guint) MIN (json_node_get_int (max), (gint64) G_MAXUINT);
+    }
+  return datc_status_text (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open, agents_max);
+}
+
 static gchar *
 handle_control (JsonObject *req, gpointer user_data)
 {
   Master *m = user_data;
   const char *cmd = json_object_get_string_member_with_default (req, "cmd", "");
   if (g_str_equal (cmd, "status"))
-    return datc_status_text (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
+    return handle_status (m, req);
   g_autoptr (JsonNode) reply = handle_change (m, cmd, req);
   return json_to_string (reply, FALSE);
 }
@@ -176,7 +197,7 @@ progress (Master *m, gboolean final)
   if (!final)
     {
       g_autoptr (JsonNode) st
-          = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open);
+          = datc_status_build (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open, 0);
       g_autofree gchar *line = datc_status_line (json_node_get_object (st));
       fputs (line, stderr);
     }

@@ -236,17 +236,18 @@ build_without_agents (const char *dir, DatcLedger *ledger, DatcDispatcher *d, Da
 
 gchar *
 datc_status_text (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
-                  DatcRate *rate, gboolean running, gboolean open)
+                  DatcRate *rate, gboolean running, gboolean open, guint agents_max)
 {
   g_autoptr (JsonNode) rest = build_without_agents (dir, ledger, d, p, rate, running, open);
   g_autofree gchar *text = json_to_string (rest, FALSE);
   gsize len = strlen (text);
   g_assert (len >= 2 && text[len - 1] == '}');
-  GString *out = g_string_sized_new (len + 64 + (d != NULL ? 160 * datc_dispatcher_agents (d) : 0));
+  guint total = d != NULL ? datc_dispatcher_agents (d) : 0;
+  GString *out = g_string_sized_new (len + 64 + 160 * (gsize) MIN (total, agents_max));
   g_string_append_len (out, text, (gssize) len - 1);
-  g_string_append (out, len > 2 ? ",\"agents\":" : "\"agents\":");
+  g_string_append_printf (out, "%s\"agents_total\":%u,\"agents\":", len > 2 ? "," : "", total);
   if (d != NULL)
-    datc_dispatcher_describe_agents (d, out);
+    datc_dispatcher_describe_agents (d, agents_max, out);
   else
     g_string_append (out, "[]");
   g_string_append_c (out, '}');
@@ -255,9 +256,9 @@ datc_status_text (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcPr
 
 JsonNode *
 datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
-                   DatcRate *rate, gboolean running, gboolean open)
+                   DatcRate *rate, gboolean running, gboolean open, guint agents_max)
 {
-  g_autofree gchar *text = datc_status_text (dir, ledger, d, p, rate, running, open);
+  g_autofree gchar *text = datc_status_text (dir, ledger, d, p, rate, running, open, agents_max);
   JsonNode *st = json_from_string (text, NULL);
   g_assert (st != NULL); /* written here: a failure is a bug */
   return st;
@@ -289,6 +290,7 @@ datc_status_loading (const char *dir, DatcStatusLoading phase, guint64 replayed,
   for (guint i = 0; i < G_N_ELEMENTS (counts); i++)
     add_int (b, counts[i], 0);
   json_builder_end_object (b);
+  add_int (b, "agents_total", 0);
   const char *const lists[] = { "sites", "agents" };
   for (guint i = 0; i < G_N_ELEMENTS (lists); i++)
     {
@@ -328,7 +330,7 @@ datc_status_offline (const char *dir, GError **error)
   g_autoptr (DatcLedger) l = datc_campaign_open_ledger (dir, bag, &o, error);
   if (l == NULL)
     return NULL;
-  return datc_status_build (dir, l, NULL, NULL, NULL, FALSE, FALSE);
+  return datc_status_build (dir, l, NULL, NULL, NULL, FALSE, FALSE, 0);
 }
 
 static gint64
@@ -418,13 +420,24 @@ waiting_part (JsonObject *st)
   return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
+/* Connected agents: "agents_total", or (a status from before it) the
+ * length of "agents". */
+static gint64
+agents_total (JsonObject *st)
+{
+  if (json_object_has_member (st, "agents_total"))
+    return json_object_get_int_member (st, "agents_total");
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  return agents != NULL ? json_array_get_length (agents) : 0;
+}
+
 gchar *
 datc_status_line (JsonObject *st)
 {
   gchar *loading = loading_text (st);
   if (loading != NULL)
     return loading;
-  JsonArray *agents = json_object_get_array_member (st, "agents");
+  gint64 agents = agents_total (st);
   double rate = json_object_get_double_member_with_default (st, "rate_per_s", 0);
   JsonNode *eta = json_object_get_member (st, "eta_s");
   g_autofree gchar *eta_s = eta && !JSON_NODE_HOLDS_NULL (eta)
@@ -439,8 +452,7 @@ datc_status_line (JsonObject *st)
       "done %" G_GINT64_FORMAT " / failed %" G_GINT64_FORMAT " / running %" G_GINT64_FORMAT
       "%s / queued %" G_GINT64_FORMAT " | %.1f/s | ETA %s | %u agent%s%s",
       tasks_member (st, "done"), tasks_member (st, "failed"), tasks_member (st, "running"), ahead,
-      tasks_member (st, "queued"), rate, eta_s, agents ? json_array_get_length (agents) : 0,
-      agents && json_array_get_length (agents) == 1 ? "" : "s", waiting);
+      tasks_member (st, "queued"), rate, eta_s, (guint) agents, agents == 1 ? "" : "s", waiting);
 }
 
 static gint64
@@ -705,5 +717,10 @@ datc_status_print (JsonObject *st, FILE *out)
                    json_object_get_int_member_with_default (a, "done", 0),
                    json_object_get_double_member_with_default (a, "last_seen_s", 0));
         }
+      gint64 more = agents_total (st) - (gint64) json_array_get_length (agents);
+      if (more > 0)
+        fprintf (out,
+                 "... and %" G_GINT64_FORMAT " more agent%s (datc status --agents lists all)\n",
+                 more, more == 1 ? "" : "s");
     }
 }

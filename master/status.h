@@ -35,13 +35,18 @@ void datc_rate_sample (DatcRate *r, guint64 finished);
 double datc_rate_per_s (DatcRate *r);
 
 /* Live status as JSON text, the reply to `status` (transfer full).  d, p
- * and rate may be NULL.  The agents' list is written as text
- * (datc_dispatcher_describe_agents), the rest built as nodes. */
+ * and rate may be NULL.  "agents_total" counts the connected agents and
+ * "agents" lists the first `agents_max` of them (G_MAXUINT: all), by site
+ * then id: a terminal shows a few, and 1,000 of them cost the master ~2
+ * ms to write and the reader ~10 ms to parse.  The agents' list is
+ * written as text (datc_dispatcher_describe_agents), the rest built as
+ * nodes. */
 gchar *datc_status_text (const char *dir, DatcLedger *ledger, DatcDispatcher *d, DatcProvisioner *p,
-                         DatcRate *rate, gboolean running, gboolean open);
+                         DatcRate *rate, gboolean running, gboolean open, guint agents_max);
 /* The same, parsed (transfer full). */
 JsonNode *datc_status_build (const char *dir, DatcLedger *ledger, DatcDispatcher *d,
-                             DatcProvisioner *p, DatcRate *rate, gboolean running, gboolean open);
+                             DatcProvisioner *p, DatcRate *rate, gboolean running, gboolean open,
+                             guint agents_max);
 /* What a master says while it loads its campaign (`phase`), before it
  * can say anything else: `replayed` of `journal_bytes` bytes of the
  * journal replayed so far (transfer full).  Built on the control

@@ -269,7 +269,10 @@ test_described_as_json (void)
     turn (&f);
 
   g_autoptr (GString) text = g_string_new (NULL);
-  datc_dispatcher_describe_agents (f.disp, text);
+  datc_dispatcher_describe_agents (f.disp, 0, text);
+  g_assert_cmpstr (text->str, ==, "[]");
+  g_string_truncate (text, 0);
+  datc_dispatcher_describe_agents (f.disp, G_MAXUINT, text);
   g_autoptr (GError) error = NULL;
   g_autoptr (JsonNode) root = json_from_string (text->str, &error);
   g_assert_no_error (error);

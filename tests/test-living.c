@@ -534,6 +534,68 @@ test_prefetched_apart (void)
   tb_wait (master, 60);
 }
 
+/* All 22 agents connected (live status, which lists them all). */
+static gboolean
+all_agents_listed (gpointer data)
+{
+  g_autoptr (JsonObject) st = tb_status (data);
+  return st != NULL && json_object_has_member (st, "agents_total")
+         && json_object_get_int_member (st, "agents_total") == 22
+         && json_array_get_length (json_object_get_array_member (st, "agents")) == 22;
+}
+
+/* `--json` lists every agent, by id within a site; the text lists 20 and
+ * says how many it left out; `--agents` lists them all. */
+static void
+test_status_lists_agents (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autoptr (GString) t = g_string_new (NULL);
+  for (guint i = 0; i < 22; i++)
+    g_string_append (t, "sleep 60\n");
+  g_autofree gchar *file = tb_write (d, "t.txt", t->str);
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run",           "--dir", dir,  "--local-agents",
+                         "22",       "--local-slots", "22",    file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  g_assert_true (tb_await (all_agents_listed, dir, 60));
+
+  g_autoptr (JsonObject) st = tb_status (dir);
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  for (guint i = 1; i < json_array_get_length (agents); i++)
+    g_assert_cmpstr (
+        json_object_get_string_member (json_array_get_object_element (agents, i - 1), "id"), <,
+        json_object_get_string_member (json_array_get_object_element (agents, i), "id"));
+  struct {
+    const char *flag;
+    guint rows;
+    const char *more;
+  } forms[] = { { NULL, 20, "... and 2 more agents (datc status --agents lists all)\n" },
+                { "--agents", 22, NULL } };
+  for (guint f = 0; f < G_N_ELEMENTS (forms); f++)
+    {
+      const char *text_argv[] = { tb_datc (), "status", dir, forms[f].flag, NULL };
+      g_autoptr (TbProc) text = tb_spawn (d, "status-text", text_argv);
+      g_assert_cmpint (tb_wait (text, 60), ==, 0);
+      g_autofree gchar *out = tb_proc_stdout (text);
+      guint rows = 0;
+      for (guint i = 0; i < json_array_get_length (agents); i++)
+        {
+          const char *id
+              = json_object_get_string_member (json_array_get_object_element (agents, i), "id");
+          g_autofree gchar *row = g_strconcat ("\n", id, " ", NULL);
+          rows += strstr (out, row) != NULL;
+        }
+      g_assert_cmpuint (rows, ==, forms[f].rows);
+      if (forms[f].more != NULL)
+        g_assert_nonnull (strstr (out, forms[f].more));
+      else
+        g_assert_null (strstr (out, "more agent"));
+    }
+  g_assert_true (tb_proc_signal (master, SIGTERM));
+  tb_wait (master, 60);
+}
+
 /* ---- the control socket is the owner's alone ------------------------- */
 
 static void
@@ -660,6 +722,10 @@ test_control_refuses_garbage (void)
       "\"name\" must be a string" },
     { "ids a string", FRAME ("{\"cmd\":\"cancel\",\"ids\":\"1\"}"), "\"ids\" must be an array" },
     { "ids nested", FRAME ("{\"cmd\":\"cancel\",\"ids\":[[1]]}"), "\"ids\" must be an array" },
+    { "agents_max a string", FRAME ("{\"cmd\":\"status\",\"agents_max\":\"5\"}"),
+      "\"agents_max\" must be a count" },
+    { "agents_max negative", FRAME ("{\"cmd\":\"status\",\"agents_max\":-1}"),
+      "\"agents_max\" must be a count" },
   };
   g_autofree gchar *ep = g_strconcat ("ipc://", dir, "/control", NULL);
   void *ctx = zmq_ctx_new ();
@@ -804,6 +870,8 @@ main (int argc, char **argv)
                    test_watch_into_a_pipe);
   g_test_add_func ("/living/status-shows-prefetched-tasks-apart-from-running",
                    test_prefetched_apart);
+  g_test_add_func ("/living/status-lists-a-few-agents-and-all-when-asked",
+                   test_status_lists_agents);
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);
