@@ -238,11 +238,12 @@ read_request (DatcControl *c)
 /* Answers one request (its frames: transfer full).  A refused request
  * and `status` (which counts what is committed: datc_ledger_counts_committed)
  * have nothing to wait for: they leave now.  Other replies wait for the
- * next commit.  With `loading` set, any request but `status` is kept
- * for the loop (`deferred`). */
+ * next commit.  With `status_only` set (while loading, or in the middle
+ * of a turn), any request but `status` is kept for the loop's next
+ * datc_control_receive (`deferred`). */
 static void
 serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer user_data,
-       gboolean loading)
+       gboolean status_only)
 {
   g_autoptr (GPtrArray) envelope = frames;
   GBytes *body = envelope->pdata[envelope->len - 1];
@@ -255,7 +256,7 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
       = request != NULL
         && g_str_equal (json_object_get_string_member_with_default (request, "cmd", ""), "status");
   gboolean at_once = request == NULL || status;
-  if (loading && !at_once)
+  if (status_only && !at_once)
     {
       g_ptr_array_add (c->deferred, g_steal_pointer (&envelope));
       return;
@@ -296,6 +297,25 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
         return;
       serve (c, frames, handler, user_data, FALSE);
     }
+}
+
+void
+datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data)
+{
+  g_return_if_fail (c->loader == NULL);
+  for (guint n = 0; n < 64; n++)
+    {
+      GPtrArray *frames = read_request (c);
+      if (frames == NULL)
+        return;
+      serve (c, frames, handler, user_data, TRUE);
+    }
+}
+
+gboolean
+datc_control_requests_kept (DatcControl *c)
+{
+  return c->deferred->len > 0;
 }
 
 /* The loading thread: owns the socket until told to stop. */

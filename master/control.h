@@ -43,6 +43,14 @@ void datc_control_poll_items (DatcControl *c, GArray *items);
  * `status`, which says what is committed, and to refused requests leave
  * at once). */
 void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* Answers the `status` requests waiting now, at once, and keeps every
+ * other request, in order, for the next datc_control_receive: for the
+ * middle of a turn (datc_dispatcher_set_interlude), where a change's
+ * reply could leave before the change is committed. */
+void datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* TRUE when requests were kept for the next datc_control_receive (the
+ * socket no longer shows them: poll without waiting). */
+gboolean datc_control_requests_kept (DatcControl *c);
 /* While the campaign loads (the task file read, the journal replayed:
  * seconds at 10M tasks), a thread answers `status` with `loading`'s
  * reply (called on that thread: it may only read what is safe to read

@@ -69,9 +69,10 @@ typedef struct {
  * reason enough to sync early. */
 #define SYNC_BATCH 256
 /* A turn reads agents' messages for at most this long (checked every
- * RECEIVE_CHECK messages), so that the control socket, the ticks and the
- * flush come round often: with 1,000 agents a turn that read all 4,096
- * messages it may take held `datc status` for 300 ms and more. */
+ * RECEIVE_CHECK messages, where the interlude runs too), so that the
+ * ticks and the flush come round often: with 1,000 agents a turn that
+ * read all 4,096 messages it may take held `datc status` for 300 ms and
+ * more. */
 #define RECEIVE_BUDGET_US (10 * 1000)
 #define RECEIVE_CHECK 16
 
@@ -97,6 +98,8 @@ typedef struct {
 
 struct DatcDispatcher {
   void *router, *zap;
+  DatcDispatcherInterlude interlude; /* datc_dispatcher_set_interlude */
+  gpointer interlude_data;
   DatcLedger *ledger;
   gchar *endpoint;
   gboolean curve;
@@ -1161,6 +1164,20 @@ handle_frame (DatcDispatcher *d, GBytes *rid, const guint8 *data, gsize len, con
   return TRUE;
 }
 
+void
+datc_dispatcher_set_interlude (DatcDispatcher *d, DatcDispatcherInterlude fn, gpointer data)
+{
+  d->interlude = fn;
+  d->interlude_data = data;
+}
+
+static void
+interlude (DatcDispatcher *d)
+{
+  if (d->interlude != NULL)
+    d->interlude (d->interlude_data);
+}
+
 gboolean
 datc_dispatcher_receive (DatcDispatcher *d, GError **error)
 {
@@ -1170,8 +1187,12 @@ datc_dispatcher_receive (DatcDispatcher *d, GError **error)
   gint64 until = datc_clock_monotonic (d->clock) + RECEIVE_BUDGET_US;
   for (guint n = 0; n < 4096; n++)
     {
-      if (n > 0 && n % RECEIVE_CHECK == 0 && datc_clock_monotonic (d->clock) >= until)
-        break;
+      if (n > 0 && n % RECEIVE_CHECK == 0)
+        {
+          interlude (d);
+          if (datc_clock_monotonic (d->clock) >= until)
+            break;
+        }
       zmq_msg_t id, body;
       zmq_msg_init (&id);
       if (zmq_msg_recv (&id, d->router, ZMQ_DONTWAIT) < 0)
@@ -1446,6 +1467,10 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
         {
           if (!datc_ledger_commit (d->ledger, error))
             return FALSE;
+          /* Not between the hand-out and the commit: the status says
+           * what is committed, and tasks handed out but not committed
+           * would be counted neither running nor prefetched. */
+          interlude (d);
           send_queue (d, d->after_sync);
           d->pending_since_us = 0;
           if (synced != NULL)

@@ -89,6 +89,13 @@ gboolean datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *syn
                                 GError **error);
 /* Milliseconds until tick() has work. */
 int datc_dispatcher_next_timeout_ms (DatcDispatcher *d);
+/* `fn` is called between the parts of a turn that take long under load
+ * (every few messages received, and in flush once it committed), so that
+ * what must not wait for the whole turn is answered: run.c answers
+ * `datc status` there.  It must not change the dispatcher, the ledger or
+ * the provisioner.  NULL: none. */
+typedef void (*DatcDispatcherInterlude) (gpointer data);
+void datc_dispatcher_set_interlude (DatcDispatcher *d, DatcDispatcherInterlude fn, gpointer data);
 
 guint datc_dispatcher_agents (DatcDispatcher *d);
 /* Free slots of connected agents (slots minus running tasks). */

@@ -759,8 +759,8 @@ site_specs (const DatcRunOptions *o, DatcSitesFile *sites_file, DatcCampaign *ca
  * then ACKs and the control replies it made durable.  FALSE on a failure
  * that stops the campaign (the ledger could not commit). */
 static gboolean
-run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
-          gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
+run_turns (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
+           gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
 {
   gint64 next_progress = 0;
 
@@ -773,6 +773,8 @@ run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int 
       int prov_timeout = datc_provisioner_next_timeout_ms (m->prov);
       if (prov_timeout >= 0 && prov_timeout < timeout)
         timeout = prov_timeout;
+      if (datc_control_requests_kept (control))
+        timeout = 0;
       if (zmq_poll ((zmq_pollitem_t *) items->data, (int) items->len, timeout) < 0
           && errno != EINTR)
         {
@@ -824,6 +826,33 @@ run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int 
   if (show_progress)
     progress (m, TRUE);
   return TRUE;
+}
+
+typedef struct {
+  Master *m;
+  DatcControl *control;
+} Interlude;
+
+/* In the middle of a turn: `datc status` now, the rest at its end. */
+static void
+answer_status (gpointer data)
+{
+  Interlude *il = data;
+  datc_control_answer_status (il->control, handle_control, il->m);
+}
+
+/* The turns, with `datc status` answered in the middle of each
+ * (datc_dispatcher_set_interlude): under load a turn's receive, hand-out
+ * and commit take tens of ms each. */
+static gboolean
+run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
+          gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
+{
+  Interlude il = { m, control };
+  datc_dispatcher_set_interlude (m->disp, answer_status, &il);
+  gboolean ok = run_turns (m, control, trace, items, sfd, show_progress, stop, stop_why, error);
+  datc_dispatcher_set_interlude (m->disp, NULL, NULL);
+  return ok;
 }
 
 /* Step 6: everyone goes home (agents exit, proxies end; `datc status` is

@@ -294,6 +294,53 @@ test_described_as_json (void)
   teardown (&f);
 }
 
+static void
+count_interlude (gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+/* The interlude (where run.c answers `datc status`) comes round in the
+ * middle of a turn: while many messages are read, and in the flush
+ * around its commit. */
+static void
+test_interlude_in_the_turn (void)
+{
+  Fixture f;
+  setup (&f, 4, 10000);
+  guint calls = 0;
+  datc_dispatcher_set_interlude (f.disp, count_interlude, &calls);
+  hello (&f, "p1", 4, 0);
+  for (guint i = 0; i < 62; i++)
+    {
+      g_autoptr (DatcMsg) c = datc_msg_new (DATC_MSG_CREDIT);
+      c->u.credit.session = 1;
+      c->u.credit.limit = 0;
+      send_msg (&f, c);
+    }
+  /* 64 messages once they are all there: every 16th read calls it. */
+  g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_dispatcher_poll_items (f.disp, items);
+  zmq_pollitem_t it = g_array_index (items, zmq_pollitem_t, 0);
+  g_assert_cmpint (zmq_poll (&it, 1, 10000), ==, 1);
+  g_autoptr (GError) error = NULL;
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (calls < 3 && g_get_monotonic_time () < deadline)
+    {
+      g_assert_true (datc_dispatcher_receive (f.disp, &error));
+      g_assert_no_error (error);
+      zmq_poll (&it, 1, 100); /* the rest of the 64 */
+    }
+  g_assert_cmpuint (calls, >=, 3);
+  calls = 0;
+  gboolean synced = FALSE;
+  g_assert_true (datc_dispatcher_flush (f.disp, TRUE, &synced, &error));
+  g_assert_true (synced);
+  g_assert_cmpuint (calls, ==, 1); /* after the commit */
+  datc_dispatcher_set_interlude (f.disp, NULL, NULL);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -303,6 +350,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dispatcher/agents/a-silent-agent-is-lost-with-its-tasks",
                    test_silent_agent_is_lost);
   g_test_add_func ("/dispatcher/agents/described-as-json", test_described_as_json);
+  g_test_add_func ("/dispatcher/agents/interlude-in-the-middle-of-a-turn",
+                   test_interlude_in_the_turn);
   g_test_add_func ("/dispatcher/agents/direct-agent-gets-the-task-bound-to-its-proxy",
                    test_direct_agent_gets_its_proxy_s_task);
   return g_test_run ();
