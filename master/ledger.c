@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #endif
 
 #include "agentoutput.h"
+#include "hugemem.h"
 #include "journal.h"
 #include "journalrec.h"
 #include "resultpack.h"
@@ -889,28 +889,12 @@ apply_proxy (DatcLedger *l, const char *site, const char *proxy, const char *job
     }
 }
 
-/* Huge pages for a big array, asked before its pages are first touched:
- * a compaction's fork copies one page-table entry per 2 MiB of it instead
- * of 512 (THP in `madvise` mode; nothing changes where it is off). */
-static void
-advise_huge_pages (void *p, gsize len)
-{
-#ifdef MADV_HUGEPAGE
-  gsize page = (gsize) sysconf (_SC_PAGESIZE);
-  if (len < ((gsize) 4 << 20))
-    return;
-  guintptr start = (guintptr) p & ~(guintptr) (page - 1);
-  (void) madvise ((void *) start, (guintptr) p + len - start, MADV_HUGEPAGE);
-#endif
-}
-
 static void
 grow_tasks (DatcLedger *l, guint64 n)
 {
   if (n <= l->n_tasks)
     return;
-  l->tasks = g_renew (TaskSlot, l->tasks, n);
-  advise_huge_pages (l->tasks, n * sizeof (TaskSlot));
+  l->tasks = datc_huge_realloc (l->tasks, l->n_tasks * sizeof (TaskSlot), n * sizeof (TaskSlot));
   memset (l->tasks + l->n_tasks, 0, (n - l->n_tasks) * sizeof (TaskSlot));
   l->counts.total += n - l->n_tasks;
   l->counts.queued += n - l->n_tasks;
@@ -1346,8 +1330,8 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (l->options.reattach_window_ms == 0)
     l->options.reattach_window_ms = DATC_LEDGER_REATTACH_WINDOW_MS;
   l->n_tasks = datc_bag_count (bag);
-  l->tasks = g_new0 (TaskSlot, l->n_tasks);
-  advise_huge_pages (l->tasks, l->n_tasks * sizeof (TaskSlot));
+  /* Huge pages (hugemem.h): a compaction's fork copies its page tables. */
+  l->tasks = datc_huge_alloc (l->n_tasks * sizeof (TaskSlot));
   l->counts.total = l->n_tasks;
   l->counts.queued = l->n_tasks;
   l->queue = datc_task_queue_new (is_dispatchable, l);
@@ -1704,7 +1688,7 @@ datc_ledger_free (DatcLedger *l)
   datc_runtimes_free (l->runtimes);
   g_hash_table_unref (l->running);
   g_hash_table_unref (l->replicas);
-  g_free (l->tasks);
+  datc_huge_free (l->tasks, l->n_tasks * sizeof (TaskSlot));
   g_free (l->dir);
   g_free (l);
 }
