@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <poll.h>
 #include <sys/syscall.h>
@@ -2615,6 +2616,8 @@ datc_ledger_commit (DatcLedger *l, GError **error)
  * written and out on the disk, then a rest this many times as long as
  * that took. */
 #define COMPACT_REST_FACTOR 1
+/* The child's nice value: its CPU goes to the loop's thread first. */
+#define COMPACT_CHILD_NICE 10
 /* Tasks per TASKS record: 1.25 MiB, far below DATC_JOURNAL_RECORD_MAX. */
 #define TASKS_PER_RECORD 65536u
 /* results.jsonl bytes per LINES record before packing (whole lines; a
@@ -2959,6 +2962,11 @@ compact_child (DatcLedger *l, Compaction *c, int report)
 #endif
   if (getppid () != c->master)
     _exit (1);
+  /* Background work: the loop's thread, waking from a commit's fdatasync,
+   * gets the CPU before it (at 10M tasks on 2 busy cores, commits of up
+   * to 17 ms meanwhile became 7.6 ms at most; refused, it only runs as
+   * before). */
+  (void) setpriority (PRIO_PROCESS, 0, COMPACT_CHILD_NICE);
   compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes, c);
   if (c->error == NULL)
     compact_writer (c);
