@@ -3,8 +3,10 @@
  * a checkpoint forgets), then finished; the journal is compacted while
  * dispatch goes on.  Prints the journal's bytes per task before and after,
  * the longest the caller's thread was held by the compaction (the start,
- * a fork, whose own time is shown with the process's RSS; then the
- * switch), and the time a resume takes to replay each journal.
+ * a fork, whose own time is shown with the process's RSS and the part of
+ * it in huge pages; then the switch), the longest commit meanwhile against
+ * a baseline of the same commits without a compaction, and the time a
+ * resume takes to replay each journal.
  * Numbers only: see benchmarks/README.md, "Issue 17: journal compaction". */
 #include <glib.h>
 #include <stdio.h>
