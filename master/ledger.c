@@ -2824,8 +2824,8 @@ compact_snapshot (DatcLedger *l, DatcJournalRewrite *w, gint64 now, guint64 from
  * (an fdatasync of a few KB, which also flushes the disk's cache: what the
  * writer put there since the last one) then never queue behind more than
  * a step, and the disk is the writer's at most half the time.  Syncing
- * every 8 MiB instead, as fast as it could, held commits 45-177 ms at 10M
- * tasks (290 MB written in ~10 s). */
+ * every 8 MiB instead, as fast as it could, held commits up to 294 ms at
+ * 10M tasks (290 MB written); paced, under 10 ms (benchmarks/README.md). */
 static gboolean
 compact_write_some (Compaction *c, GError **error)
 {
