@@ -1,7 +1,10 @@
 /* bag.c: the task bag.  A million tasks must fit in tens of megabytes and
- * load in well under a second, so a task is a 32-byte record in one GArray
+ * load in well under a second, so a task is a 32-byte record in one array
  * and its bytes live in an arena of fixed-size chunks (chunks never move, so
  * spec pointers stay valid; a record's offset is chunk << shift | position).
+ * Both are most of a big master's memory, so they come from hugemem.h (huge
+ * pages: a compaction's fork copies their page tables), all but the first
+ * chunk, which a small bag would not fill.
  *
  * A file is read with read() into one buffer that holds at most a line
  * plus a read's worth, hashed as it goes.  Each line is checked (length,
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "datc-limits.h"
+#include "hugemem.h"
 #include "jsonout.h"
 #include "message.h"
 
@@ -46,19 +50,40 @@ G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 #define RETRIES_MAX 100
 
 struct DatcBag {
-  GArray *tasks;      /* DatcBagTask; task id N is index N - 1 */
-  GPtrArray *chunks;  /* ARENA_CHUNK_SIZE bytes each */
+  DatcBagTask *tasks; /* task id N is index N - 1; hugemem.h, tasks_cap long */
+  guint n_tasks, tasks_cap;
+  GPtrArray *chunks;  /* ARENA_CHUNK_SIZE bytes each (chunk_new) */
   guint64 arena_end;  /* where the next task's bytes go */
   GPtrArray *sources; /* file names, gchar* */
 };
+
+/* ---- arena ---- */
+
+static gpointer
+chunk_new (guint index)
+{
+  return index == 0 ? g_malloc (ARENA_CHUNK_SIZE) : datc_huge_alloc (ARENA_CHUNK_SIZE);
+}
+
+static void
+chunks_truncate (DatcBag *bag, guint n)
+{
+  for (guint i = n; i < bag->chunks->len; i++)
+    {
+      if (i == 0)
+        g_free (bag->chunks->pdata[i]);
+      else
+        datc_huge_free (bag->chunks->pdata[i], ARENA_CHUNK_SIZE);
+    }
+  g_ptr_array_set_size (bag->chunks, MIN (n, bag->chunks->len));
+}
 
 DatcBag *
 datc_bag_new (void)
 {
   DatcBag *bag = g_new0 (DatcBag, 1);
 
-  bag->tasks = g_array_new (FALSE, FALSE, sizeof (DatcBagTask));
-  bag->chunks = g_ptr_array_new_with_free_func (g_free);
+  bag->chunks = g_ptr_array_new ();
   bag->sources = g_ptr_array_new_with_free_func (g_free);
   return bag;
 }
@@ -68,7 +93,8 @@ datc_bag_free (DatcBag *bag)
 {
   if (bag == NULL)
     return;
-  g_array_unref (bag->tasks);
+  datc_huge_free (bag->tasks, (gsize) bag->tasks_cap * sizeof (DatcBagTask));
+  chunks_truncate (bag, 0);
   g_ptr_array_unref (bag->chunks);
   g_ptr_array_unref (bag->sources);
   g_free (bag);
@@ -108,8 +134,6 @@ format_resolve (DatcTaskFileFormat format, const char *name)
   return DATC_TASKFILE_LINES;
 }
 
-/* ---- arena ---- */
-
 static guint64
 arena_append (DatcBag *bag, const void *bytes, gsize len)
 {
@@ -124,7 +148,7 @@ arena_append (DatcBag *bag, const void *bytes, gsize len)
       pos = 0;
     }
   while (chunk >= bag->chunks->len)
-    g_ptr_array_add (bag->chunks, g_malloc (ARENA_CHUNK_SIZE));
+    g_ptr_array_add (bag->chunks, chunk_new (bag->chunks->len));
   memcpy ((guint8 *) bag->chunks->pdata[chunk] + pos, bytes, len);
   offset = (chunk << ARENA_CHUNK_SHIFT) | pos;
   bag->arena_end = offset + len;
@@ -514,7 +538,7 @@ loader_begin (Loader *l, DatcBag *bag, const char *name, DatcTaskFileFormat form
   l->name = name;
   l->format = format_resolve (format, name);
   l->source = bag->sources->len;
-  l->mark_tasks = bag->tasks->len;
+  l->mark_tasks = bag->n_tasks;
   l->mark_arena = bag->arena_end;
   g_ptr_array_add (bag->sources, g_strdup (name));
   if (l->format == DATC_TASKFILE_JSONL)
@@ -534,10 +558,9 @@ loader_clear (Loader *l)
     {
       DatcBag *bag = l->bag;
 
-      g_array_set_size (bag->tasks, l->mark_tasks);
+      bag->n_tasks = l->mark_tasks;
       bag->arena_end = l->mark_arena;
-      g_ptr_array_set_size (bag->chunks,
-                            (guint) ((l->mark_arena + ARENA_CHUNK_SIZE - 1) >> ARENA_CHUNK_SHIFT));
+      chunks_truncate (bag, (guint) ((l->mark_arena + ARENA_CHUNK_SIZE - 1) >> ARENA_CHUNK_SHIFT));
       g_ptr_array_set_size (bag->sources, l->source);
     }
   if (l->parser != NULL)
@@ -574,8 +597,17 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint
   if (len > ARENA_CHUNK_SIZE)
     return loader_fail (l, l->line, error,
                         "task too large once encoded (%" G_GSIZE_FORMAT " bytes)", len);
-  if (bag->tasks->len == G_MAXUINT)
+  if (bag->n_tasks == G_MAXUINT)
     return loader_fail (l, l->line, error, "too many tasks");
+  if (bag->n_tasks == bag->tasks_cap)
+    {
+      guint cap = bag->tasks_cap < 64              ? 64
+                  : bag->tasks_cap > G_MAXUINT / 2 ? G_MAXUINT
+                                                   : bag->tasks_cap * 2;
+      bag->tasks = datc_huge_realloc (bag->tasks, (gsize) bag->tasks_cap * sizeof (DatcBagTask),
+                                      (gsize) cap * sizeof (DatcBagTask));
+      bag->tasks_cap = cap;
+    }
   task.offset = arena_append (bag, bytes, len);
   task.length = (guint32) len;
   task.line = l->line;
@@ -584,14 +616,14 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint
   task.retries = retries;
   task.est_runtime_ms = est_runtime_ms;
   task.no_replicate = no_replicate ? 1 : 0;
-  g_array_append_val (bag->tasks, task);
+  bag->tasks[bag->n_tasks++] = task;
   return TRUE;
 }
 
 static gboolean
 loader_commit (Loader *l, GError **error)
 {
-  if (l->bag->tasks->len == l->mark_tasks)
+  if (l->bag->n_tasks == l->mark_tasks)
     {
       g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_EMPTY, "%s: no tasks", l->name);
       return FALSE;
@@ -1015,15 +1047,15 @@ guint64
 datc_bag_count (const DatcBag *bag)
 {
   g_return_val_if_fail (bag != NULL, 0);
-  return bag->tasks->len;
+  return bag->n_tasks;
 }
 
 const DatcBagTask *
 datc_bag_get (const DatcBag *bag, guint64 id)
 {
   g_return_val_if_fail (bag != NULL, NULL);
-  g_return_val_if_fail (id >= 1 && id <= bag->tasks->len, NULL);
-  return &g_array_index (bag->tasks, DatcBagTask, id - 1);
+  g_return_val_if_fail (id >= 1 && id <= bag->n_tasks, NULL);
+  return &bag->tasks[id - 1];
 }
 
 const guint8 *
@@ -1077,7 +1109,6 @@ gsize
 datc_bag_memory_size (const DatcBag *bag)
 {
   g_return_val_if_fail (bag != NULL, 0);
-  return (gsize) bag->tasks->len * sizeof (DatcBagTask)
-         + (gsize) bag->chunks->len * ARENA_CHUNK_SIZE
+  return (gsize) bag->n_tasks * sizeof (DatcBagTask) + (gsize) bag->chunks->len * ARENA_CHUNK_SIZE
          + (gsize) bag->chunks->len * sizeof (gpointer);
 }

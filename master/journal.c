@@ -694,6 +694,29 @@ datc_journal_rewrite_sync (DatcJournalRewrite *w, GError **error)
   return TRUE;
 }
 
+gboolean
+datc_journal_rewrite_write_out (DatcJournalRewrite *w, guint64 from, GError **error)
+{
+  if (!datc_journal_rewrite_flush (w, error))
+    return FALSE;
+  if (from >= w->end)
+    return TRUE;
+#ifdef SYNC_FILE_RANGE_WRITE
+  int r;
+  do
+    r = sync_file_range (w->fd, (off_t) from, (off_t) (w->end - from),
+                         SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE
+                             | SYNC_FILE_RANGE_WAIT_AFTER);
+  while (r < 0 && errno == EINTR);
+  if (r < 0)
+    return set_io_error (error, errno, "Writing out", w->path);
+#else
+  if (!fsync_retrying (w->fd, TRUE))
+    return set_io_error (error, errno, "Syncing", w->path);
+#endif
+  return TRUE;
+}
+
 guint64
 datc_journal_rewrite_written (DatcJournalRewrite *w)
 {

@@ -92,6 +92,11 @@ void datc_journal_rewrite_end (DatcJournalRewrite *rewrite);
 gboolean datc_journal_rewrite_flush (DatcJournalRewrite *rewrite, GError **error);
 /* Syncs what was written: the slow part, for the writer's thread. */
 gboolean datc_journal_rewrite_sync (DatcJournalRewrite *rewrite, GError **error);
+/* Writes what was written from `from` on out to the disk and waits for
+ * that, without a sync (no metadata, no flush of the disk's cache): how a
+ * writer paces itself, a step at a time.  An fdatasync where there is no
+ * sync_file_range. */
+gboolean datc_journal_rewrite_write_out (DatcJournalRewrite *rewrite, guint64 from, GError **error);
 /* Bytes written to the file so far (flushed). */
 guint64 datc_journal_rewrite_written (DatcJournalRewrite *rewrite);
 /* When another process wrote the records (a child forked after

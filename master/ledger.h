@@ -93,11 +93,15 @@ typedef struct {
   /* The most of the records committed while a checkpoint was written
    * copied behind it per commit (0: DATC_LEDGER_COMPACT_SLICE_BYTES). */
   guint64 compact_slice_bytes;
+  /* The checkpoint's writer's pace: it writes this much out to the disk,
+   * then rests as long as that took (0: DATC_LEDGER_COMPACT_STEP_BYTES). */
+  guint64 compact_step_bytes;
 } DatcLedgerOptions;
 
 #define DATC_LEDGER_COMPACT_MIN_BYTES (64u * 1024u * 1024u)
 #define DATC_LEDGER_COMPACT_FACTOR 4u
 #define DATC_LEDGER_COMPACT_SLICE_BYTES (1024u * 1024u)
+#define DATC_LEDGER_COMPACT_STEP_BYTES (1024u * 1024u)
 
 typedef struct DatcLedger DatcLedger;
 

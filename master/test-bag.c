@@ -288,6 +288,42 @@ test_lines_keeps_utf8_as_is (void)
 
 /* ---- loading ---- */
 
+/* Past 2 MiB the task records and the arena's chunks are mappings of
+ * their own (hugemem.h), the records grown by moving pages: every task
+ * stays as loaded through that growth, and through a load that grew them
+ * further and was then refused (its last line too long). */
+static void
+test_load_big_bag_keeps_tasks_through_growth_and_rollback (void)
+{
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  const guint n = 200000; /* 6.4 MB of records, ~9 MB of arena: three chunks */
+  g_autoptr (GString) text = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (text, "echo task number %u of the big bag\n", i);
+  g_assert_true (
+      datc_bag_load_data (bag, "big.txt", text->str, text->len, DATC_TASKFILE_LINES, &error));
+  g_assert_no_error (error);
+  gsize memory = datc_bag_memory_size (bag);
+
+  g_autoptr (GString) more = g_string_new (NULL);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf (more, "echo refused %u\n", i);
+  for (gsize i = 0; i < DATC_TASK_LINE_MAX + 1; i++)
+    g_string_append_c (more, 'y');
+  g_assert_false (
+      datc_bag_load_data (bag, "more.txt", more->str, more->len, DATC_TASKFILE_LINES, &error));
+  g_assert_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_PARSE);
+
+  g_assert_cmpuint (datc_bag_count (bag), ==, n);
+  g_assert_cmpuint (datc_bag_memory_size (bag), ==, memory);
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree gchar *want = g_strdup_printf ("echo task number %u of the big bag", i);
+      assert_line_task (bag, i + 1, want, i + 1);
+    }
+}
+
 static void
 test_load_continues_ids_across_loads (void)
 {
@@ -1077,6 +1113,8 @@ main (int argc, char **argv)
   g_test_add_func ("/bag/lines/keeps-utf8-as-is", test_lines_keeps_utf8_as_is);
 
   g_test_add_func ("/bag/load/continues-ids-across-loads", test_load_continues_ids_across_loads);
+  g_test_add_func ("/bag/load/a-big-bag-keeps-its-tasks-through-growth-and-a-refused-load",
+                   test_load_big_bag_keeps_tasks_through_growth_and_rollback);
   g_test_add ("/bag/load/hashes-the-file", Fixture, NULL, fixture_set_up, test_load_hashes_the_file,
               fixture_tear_down);
   g_test_add ("/bag/load/streams-large-files", Fixture, NULL, fixture_set_up,

@@ -370,6 +370,38 @@ test_without_fork (Fixture *f, gconstpointer data)
   g_test_trap_assert_stderr ("*cannot fork to compact the journal*");
 }
 
+/* A writer paced a byte at a time (every record it writes is a step: out
+ * on the disk, waited for, then a rest) still finishes, forked or on a
+ * thread, and its journal opens to the same state. */
+static void
+test_paced_writer (Fixture *f, gconstpointer data)
+{
+  if (data != NULL && !g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      g_test_trap_assert_stderr ("*cannot fork to compact the journal*");
+      return;
+    }
+  if (data != NULL)
+    g_setenv ("DATC_TEST_COMPACT_NO_FORK", "1", TRUE);
+  g_autofree gchar *ref = compacted_copy (f->dir, "ref5");
+  {
+    g_autoptr (DatcBag) bag = make_bag ();
+    DatcLedgerOptions o = { .compact_min_bytes = G_MAXUINT64, .compact_step_bytes = 1 };
+    g_autoptr (DatcLedger) l = open_ledger_with (f->dir, bag, &o);
+    g_autoptr (GError) error = NULL;
+    g_assert_true (datc_ledger_compact (l, FALSE, &error));
+    g_assert_no_error (error);
+    commit_until_compacted (l);
+    DatcLedgerJournalInfo info;
+    datc_ledger_journal_info (l, &info);
+    g_assert_cmpuint (info.compactions, ==, 1);
+  }
+  expect_state_of (f, ref);
+  assert_reopens_as_expected (f, f->dir);
+}
+
 /* The same dispatch and give-back on both ledgers, committed. */
 static void
 churn (DatcLedger *l, guint32 agent)
@@ -537,6 +569,10 @@ main (int argc, char **argv)
               GSIZE_TO_POINTER (64), setup, test_records_during_compaction, teardown);
   g_test_add ("/ledger/compact/without-fork-a-thread-writes-the-same-journal", Fixture, NULL, setup,
               test_without_fork, teardown);
+  g_test_add ("/ledger/compact/a-writer-paced-a-byte-at-a-time-still-finishes", Fixture, NULL,
+              setup, test_paced_writer, teardown);
+  g_test_add ("/ledger/compact/a-writer-paced-a-byte-at-a-time-still-finishes-without-fork",
+              Fixture, "no fork", setup, test_paced_writer, teardown);
   g_test_add ("/ledger/compact/a-killed-child-costs-only-that-compaction", Fixture, "killed", setup,
               test_failed_child, teardown);
   g_test_add ("/ledger/compact/a-failing-child-costs-only-that-compaction", Fixture, "unreadable",
