@@ -280,6 +280,19 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
     g_ptr_array_add (c->pending, p);
 }
 
+/* The requests waiting on the socket, at most 64 (the loop comes back). */
+static void
+serve_waiting (DatcControl *c, DatcControlHandler handler, gpointer user_data, gboolean status_only)
+{
+  for (guint n = 0; n < 64; n++)
+    {
+      GPtrArray *frames = read_request (c);
+      if (frames == NULL)
+        return;
+      serve (c, frames, handler, user_data, status_only);
+    }
+}
+
 void
 datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_data)
 {
@@ -290,26 +303,14 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
   g_ptr_array_set_free_func (deferred, NULL); /* each goes to serve */
   for (guint i = 0; i < deferred->len; i++)
     serve (c, deferred->pdata[i], handler, user_data, FALSE);
-  for (guint n = 0; n < 64; n++)
-    {
-      GPtrArray *frames = read_request (c);
-      if (frames == NULL)
-        return;
-      serve (c, frames, handler, user_data, FALSE);
-    }
+  serve_waiting (c, handler, user_data, FALSE);
 }
 
 void
 datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data)
 {
   g_return_if_fail (c->loader == NULL);
-  for (guint n = 0; n < 64; n++)
-    {
-      GPtrArray *frames = read_request (c);
-      if (frames == NULL)
-        return;
-      serve (c, frames, handler, user_data, TRUE);
-    }
+  serve_waiting (c, handler, user_data, TRUE);
 }
 
 gboolean

@@ -173,15 +173,16 @@ handle_control_ending (JsonObject *req, gpointer user_data)
   return json_to_string (refused, FALSE);
 }
 
+/* The master and its control socket, for a callback. */
 typedef struct {
   Master *m;
   DatcControl *control;
-} Ending;
+} MasterControl;
 
 static void
 serve_ending (gpointer data)
 {
-  Ending *e = data;
+  MasterControl *e = data;
   datc_control_receive (e->control, handle_control_ending, e->m);
   /* Status only, nothing to commit first. */
   if (datc_control_replies_pending (e->control))
@@ -828,17 +829,12 @@ run_turns (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int
   return TRUE;
 }
 
-typedef struct {
-  Master *m;
-  DatcControl *control;
-} Interlude;
-
 /* In the middle of a turn: `datc status` now, the rest at its end. */
 static void
 answer_status (gpointer data)
 {
-  Interlude *il = data;
-  datc_control_answer_status (il->control, handle_control, il->m);
+  MasterControl *mc = data;
+  datc_control_answer_status (mc->control, handle_control, mc->m);
 }
 
 /* The turns, with `datc status` answered in the middle of each
@@ -848,8 +844,8 @@ static gboolean
 run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
           gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
 {
-  Interlude il = { m, control };
-  datc_dispatcher_set_interlude (m->disp, answer_status, &il);
+  MasterControl mc = { m, control };
+  datc_dispatcher_set_interlude (m->disp, answer_status, &mc);
   gboolean ok = run_turns (m, control, trace, items, sfd, show_progress, stop, stop_why, error);
   datc_dispatcher_set_interlude (m->disp, NULL, NULL);
   return ok;
@@ -865,7 +861,7 @@ finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us
   int status = EXIT_ALL_OK;
   g_autoptr (GArray) control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
   datc_control_poll_items (control, control_items);
-  Ending ending = { m, control };
+  MasterControl ending = { m, control };
   datc_provisioner_serve_while_waiting (m->prov, (zmq_pollitem_t *) control_items->data,
                                         control_items->len, serve_ending, &ending);
   if (!end_run (m->disp, m->prov, stop ? stop_why : "campaign finished", TRUE, error))
@@ -896,7 +892,7 @@ stop_on_error (Master *m, DatcControl *control)
     {
       g_autoptr (GArray) control_items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
       datc_control_poll_items (control, control_items);
-      Ending failing = { m, control };
+      MasterControl failing = { m, control };
       datc_provisioner_serve_while_waiting (m->prov, (zmq_pollitem_t *) control_items->data,
                                             control_items->len, serve_ending, &failing);
     }
