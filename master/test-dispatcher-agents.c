@@ -145,6 +145,17 @@ await_no_agent (Fixture *f)
   g_assert_cmpuint (datc_dispatcher_agents (f->disp), ==, 0);
 }
 
+/* Turns until task `id` is done, or fails after 10 s. */
+static void
+await_done (Fixture *f, guint64 id)
+{
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (datc_ledger_task_state (f->ledger, id) != DATC_TASK_DONE
+         && g_get_monotonic_time () < deadline)
+    turn (f);
+  g_assert_cmpint (datc_ledger_task_state (f->ledger, id), ==, DATC_TASK_DONE);
+}
+
 static void
 report_success (Fixture *f, guint64 id)
 {
@@ -179,11 +190,7 @@ test_bye_gives_tasks_back (void)
   g_assert_cmpuint (datc_dispatcher_free_slots (f.disp), ==, 1);
 
   report_success (&f, f.first_id);
-  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-  while (datc_ledger_task_state (f.ledger, f.first_id) != DATC_TASK_DONE
-         && g_get_monotonic_time () < deadline)
-    turn (&f);
-  g_assert_cmpint (datc_ledger_task_state (f.ledger, f.first_id), ==, DATC_TASK_DONE);
+  await_done (&f, f.first_id);
   g_assert_cmpuint (datc_dispatcher_free_slots (f.disp), ==, 2);
   g_assert_cmpuint (datc_ledger_agent_attempts (f.ledger, 0), ==, 2);
 
@@ -263,10 +270,7 @@ test_described_as_json (void)
   hello (&f, "p\"1\\ \n", 4, 3);
   await_tasks (&f, 3);
   report_success (&f, f.first_id);
-  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
-  while (datc_ledger_task_state (f.ledger, f.first_id) != DATC_TASK_DONE
-         && g_get_monotonic_time () < deadline)
-    turn (&f);
+  await_done (&f, f.first_id);
 
   g_autoptr (GString) text = g_string_new (NULL);
   datc_dispatcher_describe_agents (f.disp, 0, text);

@@ -258,6 +258,22 @@ journal_size (const char *dir)
   return (guint64) st.st_size;
 }
 
+/* Tasks handed out to `agent` and given back (churn that a checkpoint
+ * forgets), committed. */
+static void
+churn (DatcLedger *l, guint32 agent)
+{
+  g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
+  DatcDispatchRequest r = { .agent = agent, .max = 20, .budget_ms = G_MAXUINT64 };
+  datc_ledger_dispatch (l, &r, picked);
+  for (guint i = 0; i < picked->len; i++)
+    {
+      DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
+      datc_ledger_requeue (l, agent, k->id, k->attempt);
+    }
+  commit (l);
+}
+
 static void
 test_round_trip (Fixture *f, gconstpointer data)
 {
@@ -266,21 +282,9 @@ test_round_trip (Fixture *f, gconstpointer data)
   {
     g_autoptr (DatcBag) bag = make_bag ();
     g_autoptr (DatcLedger) l = open_ledger (f->dir, bag);
-    /* Churn that a checkpoint forgets: tasks handed out and given back. */
     guint32 a4 = datc_ledger_agent_hello (l, "agent-4", "a", "p4", "h4");
-    g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
     for (guint round = 0; round < 1000; round++)
-      {
-        g_array_set_size (picked, 0);
-        DatcDispatchRequest r = { .agent = a4, .max = 20, .budget_ms = G_MAXUINT64 };
-        datc_ledger_dispatch (l, &r, picked);
-        for (guint i = 0; i < picked->len; i++)
-          {
-            DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
-            datc_ledger_requeue (l, a4, k->id, k->attempt);
-          }
-        commit (l);
-      }
+      churn (l, a4);
     ref = compacted_copy (f->dir, "ref2");
     guint64 before = journal_size (f->dir);
     g_assert_true (datc_ledger_compact (l, TRUE, &error));
@@ -400,21 +404,6 @@ test_paced_writer (Fixture *f, gconstpointer data)
   }
   expect_state_of (f, ref);
   assert_reopens_as_expected (f, f->dir);
-}
-
-/* The same dispatch and give-back on both ledgers, committed. */
-static void
-churn (DatcLedger *l, guint32 agent)
-{
-  g_autoptr (GArray) picked = g_array_new (FALSE, FALSE, sizeof (DatcTaskKey));
-  DatcDispatchRequest r = { .agent = agent, .max = 20, .budget_ms = G_MAXUINT64 };
-  datc_ledger_dispatch (l, &r, picked);
-  for (guint i = 0; i < picked->len; i++)
-    {
-      DatcTaskKey *k = &g_array_index (picked, DatcTaskKey, i);
-      datc_ledger_requeue (l, agent, k->id, k->attempt);
-    }
-  commit (l);
 }
 
 /* Churns both until `l` has `n` compactions and none under way; with
