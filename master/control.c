@@ -327,11 +327,8 @@ serve_loading (gpointer data)
   zmq_pollitem_t it = { c->sock, 0, ZMQ_POLLIN, 0 };
   while (!g_atomic_int_get (&c->loader_stop))
     {
-      if (zmq_poll (&it, 1, 20) <= 0)
-        continue;
-      GPtrArray *frames;
-      while ((frames = read_request (c)) != NULL)
-        serve (c, frames, c->loading, c->loading_data, TRUE);
+      if (zmq_poll (&it, 1, 20) > 0)
+        serve_waiting (c, c->loading, c->loading_data, TRUE);
     }
   return NULL;
 }
