@@ -1831,6 +1831,11 @@ by_site_then_id (gconstpointer x, gconstpointer y)
 void
 datc_dispatcher_describe_agents (DatcDispatcher *d, guint max, GString *out)
 {
+  if (max == 0) /* the progress line: only the count */
+    {
+      g_string_append (out, "[]");
+      return;
+    }
   gint64 now = datc_clock_monotonic (d->clock);
   g_autoptr (GPtrArray) sorted = g_ptr_array_sized_new (g_hash_table_size (d->agents));
   GHashTableIter it;
