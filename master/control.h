@@ -34,7 +34,7 @@ typedef struct DatcControl DatcControl;
  * every agent) can be written without building a node per member. */
 typedef gchar *(*DatcControlHandler) (JsonObject *request, gpointer user_data);
 
-DatcControl *datc_control_new (void *zmq_ctx, const char *dir, GError **error);
+DatcControl *datc_control_new (const char *dir, GError **error);
 void datc_control_free (DatcControl *c);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcControl, datc_control_free)
 void datc_control_poll_items (DatcControl *c, GArray *items);
@@ -48,6 +48,11 @@ void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer 
  * middle of a turn (datc_dispatcher_set_interlude), where a change's
  * reply could leave before the change is committed. */
 void datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data);
+/* The same while the loop's thread waits for `fd` (a commit's fdatasync:
+ * datc_journal_set_sync_wait): returns once `fd` is readable or after
+ * answering what came before. */
+void datc_control_answer_status_until (DatcControl *c, int fd, DatcControlHandler handler,
+                                       gpointer user_data);
 /* TRUE when requests were kept for the next datc_control_receive (the
  * socket no longer shows them: poll without waiting). */
 gboolean datc_control_requests_kept (DatcControl *c);

@@ -69,7 +69,8 @@ typedef struct {
  * reason enough to sync early. */
 #define SYNC_BATCH 256
 /* A turn reads agents' messages for at most this long (checked every
- * RECEIVE_CHECK messages, where the interlude runs too), so that the
+ * RECEIVE_CHECK messages, where the interlude runs too, as it does every
+ * RECEIVE_CHECK agents served in the hand-out), so that the
  * ticks and the flush come round often: with 1,000 agents a turn that
  * read all 4,096 messages it may take held `datc status` for 300 ms and
  * more. */
@@ -1445,10 +1446,13 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
   DatcLedgerCounts c;
   datc_ledger_counts (d->ledger, &c);
   GList *next;
+  guint served = 0;
   for (GList *l = d->wanting.head; l != NULL && (c.queued > 0 || d->one_task); l = next)
     {
       Agent *a = l->data;
       next = l->next;
+      if (++served % RECEIVE_CHECK == 0)
+        interlude (d);
       if (!a->bye && !a->rehello)
         hand_out (d, a, now_real, now);
       if (a->bye || a->rehello || a->limit <= a->sent)
@@ -1467,9 +1471,6 @@ datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *synced, GErr
         {
           if (!datc_ledger_commit (d->ledger, error))
             return FALSE;
-          /* Not between the hand-out and the commit: the status says
-           * what is committed, and tasks handed out but not committed
-           * would be counted neither running nor prefetched. */
           interlude (d);
           send_queue (d, d->after_sync);
           d->pending_since_us = 0;
@@ -1809,14 +1810,14 @@ agent_running (DatcDispatcher *d, const Agent *a)
 }
 
 guint64
-datc_dispatcher_prefetched (DatcDispatcher *d)
+datc_dispatcher_executing (DatcDispatcher *d)
 {
   guint64 n = 0;
   GHashTableIter it;
   gpointer v;
   g_hash_table_iter_init (&it, d->agents);
   while (g_hash_table_iter_next (&it, NULL, &v))
-    n += held (d, v) - agent_running (d, v);
+    n += agent_running (d, v);
   return n;
 }
 

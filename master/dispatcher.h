@@ -90,7 +90,8 @@ gboolean datc_dispatcher_flush (DatcDispatcher *d, gboolean force, gboolean *syn
 /* Milliseconds until tick() has work. */
 int datc_dispatcher_next_timeout_ms (DatcDispatcher *d);
 /* `fn` is called between the parts of a turn that take long under load
- * (every few messages received, and in flush once it committed), so that
+ * (every few messages received, every few agents served in the hand-out,
+ * and in flush once it committed), so that
  * what must not wait for the whole turn is answered: run.c answers
  * `datc status` there.  It must not change the dispatcher, the ledger or
  * the provisioner.  NULL: none. */
@@ -108,8 +109,9 @@ guint datc_dispatcher_site_agents (DatcDispatcher *d, const char *site, GPtrArra
  * id, the first `max` of them, to `out`: written as text, since at 1,000
  * agents a node per member cost the status reply ~8 ms of the loop. */
 void datc_dispatcher_describe_agents (DatcDispatcher *d, guint max, GString *out);
-/* Tasks agents hold but have not started (prefetched), by their heartbeats. */
-guint64 datc_dispatcher_prefetched (DatcDispatcher *d);
+/* Tasks agents run now, by what they last said (never more than their
+ * slots): the rest of what they hold is prefetched. */
+guint64 datc_dispatcher_executing (DatcDispatcher *d);
 /* Tasks finished (any outcome) by agents of `site`, over the whole run. */
 guint64 datc_dispatcher_site_done (DatcDispatcher *d, const char *site);
 /* Stops running attempts of cancelled tasks (sent on the next flush). */

@@ -54,6 +54,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +68,19 @@ G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 #define JOURNAL_READ_CHUNK ((gsize) 1024 * 1024)
 #define JOURNAL_NO_RECORD ((gsize) - 1)
 
+/* The thread a commit's fdatasync runs on while the owner's thread waits
+ * (datc_journal_set_sync_wait); one sync at a time. */
+typedef struct {
+  GThread *thread;
+  GMutex lock;
+  GCond cond;
+  int fd;        /* to sync; -1 when none is asked */
+  gboolean done; /* the one asked finished, with errsv */
+  int errsv;
+  gboolean stop;
+  int done_fd; /* eventfd, written once per finished sync */
+} JournalSyncer;
+
 struct DatcJournal {
   char *path;
   int fd;
@@ -74,6 +88,9 @@ struct DatcJournal {
   GByteArray *buf;     /* sealed records, then possibly one open record */
   gsize open_record;   /* offset in buf of the open record's header, or
                           JOURNAL_NO_RECORD */
+  DatcJournalWaitFunc wait;
+  gpointer wait_data;
+  JournalSyncer *syncer; /* started at the first commit with `wait` set */
 };
 
 static gboolean
@@ -482,11 +499,115 @@ datc_journal_scan (const char *path, DatcJournalReplayFunc replay, gpointer user
   return TRUE;
 }
 
+/* ---- syncing on a thread while the owner waits ---------------------- */
+
+static gpointer
+syncer_main (gpointer data)
+{
+  JournalSyncer *s = data;
+  g_mutex_lock (&s->lock);
+  for (;;)
+    {
+      while (s->fd < 0 && !s->stop)
+        g_cond_wait (&s->cond, &s->lock);
+      if (s->stop)
+        break;
+      int fd = s->fd;
+      g_mutex_unlock (&s->lock);
+      int errsv = fsync_retrying (fd, TRUE) ? 0 : errno;
+      g_mutex_lock (&s->lock);
+      s->fd = -1;
+      s->errsv = errsv;
+      s->done = TRUE;
+      eventfd_write (s->done_fd, 1);
+    }
+  g_mutex_unlock (&s->lock);
+  return NULL;
+}
+
+static void
+syncer_free (JournalSyncer *s)
+{
+  if (s == NULL)
+    return;
+  if (s->thread != NULL)
+    {
+      g_mutex_lock (&s->lock);
+      s->stop = TRUE;
+      g_cond_signal (&s->cond);
+      g_mutex_unlock (&s->lock);
+      g_thread_join (s->thread);
+    }
+  if (s->done_fd >= 0)
+    close (s->done_fd);
+  g_mutex_clear (&s->lock);
+  g_cond_clear (&s->cond);
+  g_free (s);
+}
+
+/* NULL when no thread could be had: the caller syncs itself. */
+static JournalSyncer *
+syncer_new (void)
+{
+  JournalSyncer *s = g_new0 (JournalSyncer, 1);
+  g_mutex_init (&s->lock);
+  g_cond_init (&s->cond);
+  s->fd = -1;
+  s->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->done_fd >= 0)
+    s->thread = g_thread_try_new ("datc-sync", syncer_main, s, NULL);
+  if (s->thread == NULL)
+    {
+      syncer_free (s);
+      return NULL;
+    }
+  return s;
+}
+
+void
+datc_journal_set_sync_wait (DatcJournal *journal, DatcJournalWaitFunc wait, gpointer user_data)
+{
+  g_return_if_fail (journal != NULL);
+  journal->wait = wait;
+  journal->wait_data = user_data;
+}
+
+/* fdatasync of the journal, on the syncer's thread while `wait` serves
+ * the owner's, when one is set.  FALSE with errno set on failure. */
+static gboolean
+datasync (DatcJournal *journal)
+{
+  if (journal->wait != NULL && journal->syncer == NULL)
+    journal->syncer = syncer_new ();
+  JournalSyncer *s = journal->syncer;
+  if (journal->wait == NULL || s == NULL)
+    return fsync_retrying (journal->fd, TRUE);
+  g_mutex_lock (&s->lock);
+  s->fd = journal->fd;
+  s->done = FALSE;
+  g_cond_signal (&s->cond);
+  g_mutex_unlock (&s->lock);
+  gboolean done;
+  do
+    {
+      journal->wait (journal->wait_data, s->done_fd);
+      g_mutex_lock (&s->lock);
+      done = s->done;
+      g_mutex_unlock (&s->lock);
+    }
+  while (!done);
+  eventfd_t drained;
+  eventfd_read (s->done_fd, &drained);
+  errno = s->errsv;
+  return s->errsv == 0;
+}
+
 void
 datc_journal_free (DatcJournal *journal)
 {
   if (journal == NULL)
     return;
+  syncer_free (journal->syncer);
   if (journal->fd >= 0)
     close (journal->fd);
   g_byte_array_unref (journal->buf);
@@ -588,7 +709,7 @@ datc_journal_commit (DatcJournal *journal, GError **error)
   if (!pwrite_all (journal->fd, journal->buf->data, journal->buf->len, journal->durable_end,
                    &errsv))
     return set_io_error (error, errsv, "Writing", journal->path);
-  if (!fsync_retrying (journal->fd, TRUE))
+  if (!datasync (journal))
     return set_io_error (error, errno, "Syncing", journal->path);
 
   journal->durable_end += journal->buf->len;

@@ -66,6 +66,16 @@ gsize datc_journal_pending (DatcJournal *journal);
 /* Writes every sealed record and fdatasync()s once.  No-op when nothing is
  * pending.  After it returns TRUE the records survive a crash. */
 gboolean datc_journal_commit (DatcJournal *journal, GError **error);
+/* While a commit's fdatasync runs (tens of ms on a busy disk, hundreds
+ * when other files' writeback is in the way), `wait` may serve what must
+ * not wait for it: with one set, the fdatasync runs on a thread of the
+ * journal's and the caller's thread calls wait (user_data, done_fd)
+ * until it is done; `wait` must return once done_fd is readable (poll it
+ * beside its own fds) and must not touch the journal.  NULL: the caller's
+ * thread syncs, as without.  `wait` is called at least once per sync. */
+typedef void (*DatcJournalWaitFunc) (gpointer user_data, int done_fd);
+void datc_journal_set_sync_wait (DatcJournal *journal, DatcJournalWaitFunc wait,
+                                 gpointer user_data);
 
 /* Where the log ends on disk: the magic and every committed record. */
 guint64 datc_journal_size (DatcJournal *journal);

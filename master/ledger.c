@@ -3254,6 +3254,12 @@ datc_ledger_compact (DatcLedger *l, gboolean wait, GError **error)
 }
 
 void
+datc_ledger_set_sync_wait (DatcLedger *l, DatcJournalWaitFunc wait, gpointer user_data)
+{
+  datc_journal_set_sync_wait (l->journal, wait, user_data);
+}
+
+void
 datc_ledger_journal_info (DatcLedger *l, DatcLedgerJournalInfo *info)
 {
   *info = l->jinfo;

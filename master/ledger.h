@@ -22,6 +22,7 @@
 #include <glib.h>
 #include "bag.h"
 #include "message.h"
+#include "journal.h"
 
 G_BEGIN_DECLS
 
@@ -375,6 +376,9 @@ typedef struct {
 } DatcLedgerJournalInfo;
 
 void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);
+/* What the loop's thread serves while a commit's journal fdatasync runs
+ * (datc_journal_set_sync_wait); NULL: nothing, it syncs itself. */
+void datc_ledger_set_sync_wait (DatcLedger *ledger, DatcJournalWaitFunc wait, gpointer user_data);
 
 /* Compacts the journal now (nothing must be pending: call after a
  * commit).  With `wait`, returns once the compacted journal is in place;

@@ -519,7 +519,7 @@ status_while_loading (JsonObject *req, gpointer user_data)
  * caller's mask is put back, so that a signal during the load ends the
  * process as before. */
 static DatcControl *
-control_for_loading (void *ctx, DatcCampaign *campaign, Loading *ld, GError **error)
+control_for_loading (DatcCampaign *campaign, Loading *ld, GError **error)
 {
   sigset_t mask, old;
   sigemptyset (&mask);
@@ -527,7 +527,7 @@ control_for_loading (void *ctx, DatcCampaign *campaign, Loading *ld, GError **er
   sigaddset (&mask, SIGTERM);
   sigaddset (&mask, SIGHUP);
   pthread_sigmask (SIG_BLOCK, &mask, &old);
-  DatcControl *control = datc_control_new (ctx, datc_campaign_dir (campaign), error);
+  DatcControl *control = datc_control_new (datc_campaign_dir (campaign), error);
   if (control != NULL)
     datc_control_start_loading (control, status_while_loading, ld);
   pthread_sigmask (SIG_SETMASK, &old, NULL);
@@ -541,7 +541,7 @@ control_for_loading (void *ctx, DatcCampaign *campaign, Loading *ld, GError **er
  * Returns EXIT_ALL_OK, or the exit status once it has said why.  The
  * ledger refers to the bag: the caller frees the ledger first. */
 static int
-open_campaign (const DatcRunOptions *o, void *ctx, DatcSitesFile **sites_file, DatcBag **bag,
+open_campaign (const DatcRunOptions *o, DatcSitesFile **sites_file, DatcBag **bag,
                DatcCampaign **campaign, DatcLedger **ledger, DatcControl **control)
 {
   g_autoptr (GError) error = NULL;
@@ -573,7 +573,7 @@ open_campaign (const DatcRunOptions *o, void *ctx, DatcSitesFile **sites_file, D
   g_autofree Loading *ld = g_new0 (Loading, 1);
   ld->dir = datc_campaign_dir (*campaign);
   ld->phase = DATC_STATUS_LOADING_TASKS;
-  *control = control_for_loading (ctx, *campaign, ld, &error);
+  *control = control_for_loading (*campaign, ld, &error);
   if (*control == NULL)
     {
       g_printerr ("datc: %s\n", error->message);
@@ -837,6 +837,14 @@ answer_status (gpointer data)
   datc_control_answer_status (mc->control, handle_control, mc->m);
 }
 
+/* While a commit's fdatasync runs: `datc status` too. */
+static void
+answer_status_while_syncing (gpointer data, int done_fd)
+{
+  MasterControl *mc = data;
+  datc_control_answer_status_until (mc->control, done_fd, handle_control, mc->m);
+}
+
 /* The turns, with `datc status` answered in the middle of each
  * (datc_dispatcher_set_interlude): under load a turn's receive, hand-out
  * and commit take tens of ms each. */
@@ -922,7 +930,7 @@ datc_run (const DatcRunOptions *o)
   g_autoptr (DatcCampaign) campaign = NULL;
   g_autoptr (DatcLedger) ledger = NULL;
   void *ctx = zmq_ctx_new ();
-  int opened = open_campaign (o, ctx, &sites_file, &bag, &campaign, &ledger, &control);
+  int opened = open_campaign (o, &sites_file, &bag, &campaign, &ledger, &control);
   if (opened != EXIT_ALL_OK)
     {
       zmq_ctx_term (ctx);
@@ -1006,11 +1014,16 @@ datc_run (const DatcRunOptions *o)
   zmq_pollitem_t sig_item = { NULL, sfd, ZMQ_POLLIN, 0 };
   g_array_append_val (items, sig_item);
   gboolean show_progress = !o->no_progress && isatty (STDERR_FILENO);
+  /* `datc status` is answered while a commit waits for the disk too: an
+   * fdatasync behind results.jsonl's writeback takes hundreds of ms. */
+  MasterControl syncing = { &m, control };
+  datc_ledger_set_sync_wait (ledger, answer_status_while_syncing, &syncing);
   if (!run_loop (&m, control, trace, items, sfd, show_progress, &stop, &stop_why, &error))
     goto fatal;
 
   /* 6. Everyone goes home. */
   int status = finish_run (&m, control, trace, started, o->json, stop, stop_why, &error);
+  datc_ledger_set_sync_wait (ledger, NULL, NULL);
   g_clear_pointer (&prov, datc_provisioner_free);
   g_clear_pointer (&control, datc_control_free);
   g_clear_pointer (&disp, datc_dispatcher_free);
@@ -1019,6 +1032,7 @@ datc_run (const DatcRunOptions *o)
   return status;
 
 fatal:
+  datc_ledger_set_sync_wait (ledger, NULL, NULL);
   g_printerr ("datc: %s\n", error->message);
   if (prov != NULL)
     stop_on_error (&m, control);

@@ -177,12 +177,14 @@ build_without_agents (const char *dir, DatcLedger *ledger, DatcDispatcher *d, Da
   json_builder_begin_object (b);
   add_int (b, "total", (gint64) c.total);
   add_int (b, "queued", (gint64) c.queued);
-  /* The ledger's running tasks are those handed out; of those, tasks an
-   * agent took ahead of a free slot are shown apart, so "running" never
-   * exceeds the slots that run them. */
-  guint64 prefetched = d != NULL ? MIN (datc_dispatcher_prefetched (d), c.running) : 0;
-  add_int (b, "running", (gint64) (c.running - prefetched));
-  add_int (b, "prefetched", (gint64) prefetched);
+  /* The ledger's running tasks are those handed out; of those, what the
+   * agents say they run is "running" (so it never exceeds the slots that
+   * run them), the rest "prefetched".  Both from the committed count, so
+   * that a status asked between a hand-out and its commit (tasks out, not
+   * yet journaled: datc_dispatcher_set_interlude) adds up like any other. */
+  guint64 executing = d != NULL ? MIN (datc_dispatcher_executing (d), c.running) : c.running;
+  add_int (b, "running", (gint64) executing);
+  add_int (b, "prefetched", (gint64) (c.running - executing));
   add_int (b, "done", (gint64) c.done);
   add_int (b, "failed", (gint64) c.failed);
   add_int (b, "cancelled", (gint64) c.cancelled);

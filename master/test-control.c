@@ -2,11 +2,15 @@
  * REQ sockets: in the middle of a turn (datc_control_answer_status) a
  * `status` is answered at once while a request that changes the campaign
  * is kept, unanswered and not handled, for the next datc_control_receive,
- * which handles it and keeps its reply until the commit. */
+ * which handles it and keeps its reply until the commit; while the loop
+ * waits for a fd (a commit's fdatasync: datc_control_answer_status_until)
+ * the same, and the wait ends when the fd is readable. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "control.h"
@@ -66,7 +70,7 @@ test_status_now_the_rest_later (void)
   g_autofree gchar *dir = g_dir_make_tmp ("datc-control-XXXXXX", &error);
   g_assert_no_error (error);
   void *ctx = zmq_ctx_new ();
-  DatcControl *c = datc_control_new (ctx, dir, &error);
+  DatcControl *c = datc_control_new (dir, &error);
   g_assert_no_error (error);
   Handled h = { g_ptr_array_new_with_free_func (g_free) };
 
@@ -107,10 +111,55 @@ test_status_now_the_rest_later (void)
   g_assert_cmpint (g_rmdir (dir), ==, 0);
 }
 
+static void
+test_status_while_waiting_for_a_fd (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-control-XXXXXX", &error);
+  g_assert_no_error (error);
+  void *ctx = zmq_ctx_new ();
+  DatcControl *c = datc_control_new (dir, &error);
+  g_assert_no_error (error);
+  Handled h = { g_ptr_array_new_with_free_func (g_free) };
+  int done = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+  g_assert_cmpint (done, >=, 0);
+
+  /* Not done: each call returns once it has answered what came. */
+  void *status = client (ctx, dir, "{\"cmd\":\"status\"}");
+  g_autofree gchar *said = NULL;
+  for (guint i = 0; i < 100 && said == NULL; i++)
+    {
+      datc_control_answer_status_until (c, done, handler, &h);
+      said = reply_of (status, 10);
+    }
+  g_assert_cmpstr (said, ==, "{\"said\":\"status\"}");
+  void *submit = client (ctx, dir, "{\"cmd\":\"submit\",\"data\":\"true\"}");
+  while (!datc_control_requests_kept (c))
+    datc_control_answer_status_until (c, done, handler, &h);
+  g_assert_cmpuint (h.seen->len, ==, 1); /* the submit kept, not handled */
+  g_assert_null (reply_of (submit, 50));
+
+  /* Done: returns at once, nothing waiting on the socket. */
+  g_assert_cmpint (eventfd_write (done, 1), ==, 0);
+  datc_control_answer_status_until (c, done, handler, &h);
+  g_assert_cmpuint (h.seen->len, ==, 1);
+  datc_control_receive (c, handler, &h);
+  g_assert_cmpstr (h.seen->pdata[1], ==, "submit");
+
+  close (done);
+  zmq_close (submit);
+  zmq_close (status);
+  datc_control_free (c);
+  zmq_ctx_term (ctx);
+  g_ptr_array_unref (h.seen);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/control/status-now-the-rest-after-the-turn", test_status_now_the_rest_later);
+  g_test_add_func ("/control/status-while-waiting-for-a-fd", test_status_while_waiting_for_a_fd);
   return g_test_run ();
 }

@@ -15,6 +15,7 @@
 #include "dispatcher.h"
 #include "ledger.h"
 #include "message.h"
+#include "status.h"
 
 typedef struct {
   gchar *dir;
@@ -345,6 +346,120 @@ test_interlude_in_the_turn (void)
   teardown (&f);
 }
 
+/* Another agent on its own DEALER: its HELLO (proxy and id `name`) and a
+ * credit of `credit`. */
+static void *
+other_agent (Fixture *f, const char *name, guint32 slots, guint64 credit)
+{
+  void *s = zmq_socket (f->ctx, ZMQ_DEALER);
+  int zero = 0;
+  zmq_setsockopt (s, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt (s, ZMQ_ROUTING_ID, name, strlen (name));
+  g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/d.sock", f->dir);
+  g_assert_cmpint (zmq_connect (s, endpoint), ==, 0);
+  g_autoptr (DatcMsg) h = datc_msg_new (DATC_MSG_HELLO);
+  h->u.hello.agent_id = g_strdup (name);
+  h->u.hello.site = g_strdup ("here");
+  h->u.hello.proxy = g_strdup (name);
+  h->u.hello.host = g_strdup ("host");
+  h->u.hello.slots = slots;
+  h->u.hello.session = 1;
+  g_autoptr (DatcMsg) c = datc_msg_new (DATC_MSG_CREDIT);
+  c->u.credit.session = 1;
+  c->u.credit.limit = credit;
+  const DatcMsg *msgs[] = { h, c };
+  for (guint i = 0; i < G_N_ELEMENTS (msgs); i++)
+    {
+      g_autoptr (GByteArray) frame = g_byte_array_new ();
+      datc_msg_encode (msgs[i], frame);
+      g_assert_cmpint (zmq_send (s, frame->data, frame->len, 0), ==, (int) frame->len);
+    }
+  return s;
+}
+
+typedef struct {
+  Fixture *f;
+  DatcRate *rate;
+  guint slots;         /* of every agent */
+  guint before, after; /* calls before the hand-out's commit, after it */
+} StatusCheck;
+
+/* What `datc status` would say now adds up to what is committed, and the
+ * committed task of the agent with one slot, which runs it, is running. */
+static void
+status_adds_up (gpointer data)
+{
+  StatusCheck *sc = data;
+  DatcLedgerCounts c;
+  datc_ledger_counts_committed (sc->f->ledger, &c);
+  if (c.running == 1)
+    sc->before++;
+  else
+    sc->after++;
+  g_autoptr (JsonNode) st
+      = datc_status_build (sc->f->dir, sc->f->ledger, sc->f->disp, NULL, sc->rate, TRUE, FALSE, 0);
+  JsonObject *t = json_object_get_object_member (json_node_get_object (st), "tasks");
+  gint64 running = json_object_get_int_member (t, "running");
+  g_assert_cmpint (running, >=, 1);
+  g_assert_cmpint (running, <=, sc->slots);
+  g_assert_cmpint (running + json_object_get_int_member (t, "prefetched"), ==, c.running);
+  g_assert_cmpint (json_object_get_int_member (t, "queued"), ==, c.queued);
+}
+
+/* The interlude comes round in the hand-out too (every 16 agents served),
+ * between the hand-out and its commit: a status built there counts what
+ * is committed, the running ones as the agents run them, and does not
+ * take the tasks just handed out for prefetched ones (with each agent's
+ * prefetched tasks counted from what it holds, the one committed task
+ * showed as prefetched and nothing as running). */
+static void
+test_status_in_the_hand_out (void)
+{
+  Fixture f;
+  setup (&f, 1000, 10000);
+  hello (&f, "p1", 1, 1);
+  await_tasks (&f, 1);
+  enum { N = 24 };
+  void *others[N];
+  for (guint i = 0; i < N; i++)
+    {
+      g_autofree gchar *name = g_strdup_printf ("agent-%u", i + 2);
+      others[i] = other_agent (&f, name, 2, 4);
+    }
+  /* Every HELLO and credit read, nothing handed out yet. */
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) items = g_array_new (FALSE, FALSE, sizeof (zmq_pollitem_t));
+  datc_dispatcher_poll_items (f.disp, items);
+  zmq_pollitem_t it = g_array_index (items, zmq_pollitem_t, 0);
+  gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
+  while (datc_dispatcher_agents (f.disp) < N + 1 && g_get_monotonic_time () < deadline)
+    {
+      zmq_poll (&it, 1, 100);
+      g_assert_true (datc_dispatcher_receive (f.disp, &error));
+    }
+  g_assert_cmpuint (datc_dispatcher_agents (f.disp), ==, N + 1);
+  while (zmq_poll (&it, 1, 50) > 0)
+    g_assert_true (datc_dispatcher_receive (f.disp, &error));
+
+  StatusCheck sc = { &f, datc_rate_new (), 1 + 2 * N, 0, 0 };
+  datc_dispatcher_set_interlude (f.disp, status_adds_up, &sc);
+  gboolean synced = FALSE;
+  g_assert_true (datc_dispatcher_flush (f.disp, TRUE, &synced, &error));
+  g_assert_no_error (error);
+  g_assert_true (synced);
+  datc_dispatcher_set_interlude (f.disp, NULL, NULL);
+  g_assert_cmpuint (sc.before, >=, 1); /* in the hand-out */
+  g_assert_cmpuint (sc.after, ==, 1);  /* after the commit */
+  DatcLedgerCounts c;
+  datc_ledger_counts_committed (f.ledger, &c);
+  g_assert_cmpuint (c.running, ==, 1 + 4 * N);
+
+  datc_rate_free (sc.rate);
+  for (guint i = 0; i < N; i++)
+    zmq_close (others[i]);
+  teardown (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -356,6 +471,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dispatcher/agents/described-as-json", test_described_as_json);
   g_test_add_func ("/dispatcher/agents/interlude-in-the-middle-of-a-turn",
                    test_interlude_in_the_turn);
+  g_test_add_func ("/dispatcher/agents/status-in-the-hand-out-counts-what-is-committed",
+                   test_status_in_the_hand_out);
   g_test_add_func ("/dispatcher/agents/direct-agent-gets-the-task-bound-to-its-proxy",
                    test_direct_agent_gets_its_proxy_s_task);
   return g_test_run ();

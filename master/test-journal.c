@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -516,6 +517,69 @@ test_uncommitted_records_are_not_written (Fixture *f, gconstpointer data)
 /* A commit that fails (here: the file size limit, which gives one short
  * write then EFBIG) reports the path, keeps the records pending, and a later
  * commit writes them all. */
+/* With a wait set (datc_journal_set_sync_wait), a commit's fdatasync runs
+ * on the journal's thread while the caller's thread serves `wait`: at least
+ * once per commit, on the caller's thread, until done_fd says the sync
+ * finished; the records are as durable as without.  Unset, nothing is
+ * called. */
+typedef struct {
+  GThread *owner;
+  guint calls, saw_done;
+  gboolean poll; /* else return at once, as a wait with nothing to serve may */
+} Waited;
+
+static void
+wait_for_sync (gpointer data, int done_fd)
+{
+  Waited *w = data;
+  w->calls++;
+  g_assert_true (g_thread_self () == w->owner);
+  if (!w->poll)
+    return;
+  struct pollfd p = { .fd = done_fd, .events = POLLIN };
+  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
+  w->saw_done++;
+}
+
+static void
+test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  DatcJournalRecovery recovery;
+  Waited w = { .owner = g_thread_self (), .poll = TRUE };
+  {
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_assert_no_error (error);
+    datc_journal_set_sync_wait (journal, wait_for_sync, &w);
+    for (guint i = 0; i < 30; i++)
+      {
+        GBytes *payload = make_payload (i, 1 + i * 7);
+        append_bytes (journal, payload);
+        g_ptr_array_add (expected, payload);
+        if (i % 3 == 2)
+          {
+            w.poll = i < 15;
+            guint before = w.calls;
+            g_assert_true (datc_journal_commit (journal, &error));
+            g_assert_no_error (error);
+            g_assert_cmpuint (w.calls, >, before);
+          }
+      }
+    g_assert_cmpuint (w.saw_done, >=, 5);
+    datc_journal_set_sync_wait (journal, NULL, NULL);
+    guint calls = w.calls;
+    GBytes *payload = make_payload (99, 10);
+    append_bytes (journal, payload);
+    g_ptr_array_add (expected, payload);
+    g_assert_true (datc_journal_commit (journal, &error));
+    g_assert_cmpuint (w.calls, ==, calls);
+  }
+  g_autoptr (GPtrArray) records = replay_all (f->path, &recovery);
+  assert_records (records, expected, 31);
+  g_assert_cmpuint (recovery.torn_bytes, ==, 0);
+}
+
 static void
 test_commit_failure_keeps_records_pending (Fixture *f, gconstpointer data)
 {
@@ -983,6 +1047,8 @@ main (int argc, char **argv)
   ADD ("/journal/commit/uncommitted-records-are-not-written",
        test_uncommitted_records_are_not_written);
   ADD ("/journal/commit/failure-keeps-records-pending", test_commit_failure_keeps_records_pending);
+  ADD ("/journal/commit/serves-the-wait-while-it-syncs",
+       test_commit_serves_the_wait_while_it_syncs);
   ADD ("/journal/commit/failure-then-crash-loses-only-the-group",
        test_commit_failure_then_crash_loses_only_the_group);
   ADD ("/journal/recovery/ignores-torn-tail-at-every-offset",
