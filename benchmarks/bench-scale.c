@@ -55,7 +55,6 @@ typedef struct {
   guint status_ms; /* between two `datc status` */
   guint timeout_s; /* a master still running after this is killed */
   const char *datc, *agent, *tmp;
-  const char *agents_group; /* --agents-apart: their cgroup's cgroup.procs, else NULL */
 } Bench;
 
 typedef struct {
@@ -505,63 +504,6 @@ setup (const Bench *b, Setup *s)
     s->endpoint = g_strdup_printf ("ipc://%s/agents.sock", s->dir);
 }
 
-/* --agents-apart.  On the test bed the 1,000 agents share the master's 2
- * cores; on a real campaign they run on compute nodes and the master's
- * host is its own.  Put into one CPU cgroup, the agents together weigh
- * as one process against the master's (cgroup v1 cpu.shares or v2
- * cpu.weight at their defaults): when the master wants a core it gets
- * one, however many agents are runnable, and the agents keep the rest.
- * Returns the group's cgroup.procs (its directory is removed at exit by
- * leave_group), or NULL with a message saying what is missing. */
-static gchar *
-make_agents_group (void)
-{
-  g_autofree gchar *name = g_strdup_printf ("datc-bench-scale-%d", (int) getpid ());
-  const char *roots[] = { "/sys/fs/cgroup/cpu", "/sys/fs/cgroup" };
-  for (guint i = 0; i < G_N_ELEMENTS (roots); i++)
-    {
-      g_autofree gchar *shares = g_build_filename (roots[i], "cpu.shares", NULL);
-      g_autofree gchar *controllers = g_build_filename (roots[i], "cgroup.controllers", NULL);
-      g_autofree gchar *listed = NULL;
-      gboolean v2 = g_file_get_contents (controllers, &listed, NULL, NULL)
-                    && g_regex_match_simple ("\\bcpu\\b", listed, 0, 0);
-      if (!g_file_test (shares, G_FILE_TEST_EXISTS) && !v2)
-        continue;
-      g_autofree gchar *dir = g_build_filename (roots[i], name, NULL);
-      if (g_mkdir (dir, 0755) != 0)
-        {
-          fprintf (stderr, "bench-scale: --agents-apart: mkdir %s: %s\n", dir, g_strerror (errno));
-          return NULL;
-        }
-      return g_build_filename (dir, "cgroup.procs", NULL);
-    }
-  fprintf (stderr, "bench-scale: --agents-apart: no CPU cgroup controller (neither"
-                   " /sys/fs/cgroup/cpu nor a cgroup v2 root with cpu)\n");
-  return NULL;
-}
-
-static void
-join_group (const char *procs, pid_t pid)
-{
-  char text[32];
-  int len = snprintf (text, sizeof text, "%d\n", (int) pid);
-  int fd = open (procs, O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write (fd, text, (size_t) len) != len)
-    fprintf (stderr, "bench-scale: --agents-apart: %d into %s: %s\n", (int) pid, procs,
-             g_strerror (errno));
-  if (fd >= 0)
-    close (fd);
-}
-
-/* The group is empty once its agents are reaped. */
-static void
-leave_group (const char *procs)
-{
-  g_autofree gchar *dir = g_path_get_dirname (procs);
-  if (g_rmdir (dir) != 0)
-    fprintf (stderr, "bench-scale: --agents-apart: rmdir %s: %s\n", dir, g_strerror (errno));
-}
-
 static GArray *
 start_agents (const Bench *b, const Setup *s, guint n)
 {
@@ -575,8 +517,6 @@ start_agents (const Bench *b, const Setup *s, guint n)
               s->server_public, "--key-file", s->key_file, NULL };
       pid_t pid = spawn (argv, s->agents_log);
       g_array_append_val (pids, pid);
-      if (b->agents_group != NULL)
-        join_group (b->agents_group, pid);
     }
   /* Ready: each has said, once, that it cannot reach the master yet. */
   gint64 deadline = g_get_monotonic_time () + (30 + n / 10) * G_USEC_PER_SEC;
@@ -976,7 +916,7 @@ main (int argc, char **argv)
 {
   g_autofree gchar *tasks_opt = NULL, *agents_opt = NULL, *transport = NULL, *svg_dir = NULL;
   gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900;
-  gboolean no_resume = FALSE, agents_apart = FALSE;
+  gboolean no_resume = FALSE;
   GOptionEntry entries[] = {
     { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)",
       "N,..." },
@@ -990,8 +930,6 @@ main (int argc, char **argv)
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s,
       "Kill a datc run still running after this (default 900)", "S" },
     { "no-resume", 0, 0, G_OPTION_ARG_NONE, &no_resume, "No kill -9 and resume at the end", NULL },
-    { "agents-apart", 0, 0, G_OPTION_ARG_NONE, &agents_apart,
-      "The agents in one CPU cgroup, weighing as one process (as if on other hosts)", NULL },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &svg_dir, "Write the plots into DIR", "DIR" },
     { NULL },
   };
@@ -1063,14 +1001,9 @@ main (int argc, char **argv)
               .datc = bench_datc (),
               .agent = agent,
               .tmp = tmp };
-  g_autofree gchar *group = agents_apart ? make_agents_group () : NULL;
-  if (agents_apart && group == NULL)
-    return 1;
-  b.agents_group = group;
   printf ("bench-scale: --exec none, ~44-byte commands, %s, %u slots per agent, `datc status` every"
-          " %u ms%s; loadavg %.2f\n",
-          b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms,
-          group ? ", the agents in one CPU cgroup" : "", loadavg ());
+          " %u ms; loadavg %.2f\n",
+          b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms, loadavg ());
 
   g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (Point));
   for (guint t = 0; t < task_counts->len; t++)
@@ -1119,8 +1052,6 @@ main (int argc, char **argv)
     }
   for (guint i = 0; i < points->len; i++)
     g_array_unref (g_array_index (points, Point, i).samples);
-  if (group != NULL)
-    leave_group (group);
   bench_rm_rf (tmp);
   return 0;
 }
