@@ -63,96 +63,110 @@ await_request (DatcControl *c)
   g_assert_cmpint (zmq_poll ((zmq_pollitem_t *) items->data, 1, 10000), ==, 1);
 }
 
+/* A control socket in a fresh directory, a client context beside it. */
+typedef struct {
+  gchar *dir;
+  void *ctx;
+  DatcControl *c;
+  Handled h;
+} Server;
+
+static void
+server_up (Server *sv)
+{
+  g_autoptr (GError) error = NULL;
+  sv->dir = g_dir_make_tmp ("datc-control-XXXXXX", &error);
+  g_assert_no_error (error);
+  sv->ctx = zmq_ctx_new ();
+  sv->c = datc_control_new (sv->dir, &error);
+  g_assert_no_error (error);
+  sv->h.seen = g_ptr_array_new_with_free_func (g_free);
+}
+
+static void
+server_down (Server *sv)
+{
+  datc_control_free (sv->c);
+  zmq_ctx_term (sv->ctx);
+  g_ptr_array_unref (sv->h.seen);
+  g_assert_cmpint (g_rmdir (sv->dir), ==, 0);
+  g_free (sv->dir);
+}
+
 static void
 test_status_now_the_rest_later (void)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("datc-control-XXXXXX", &error);
-  g_assert_no_error (error);
-  void *ctx = zmq_ctx_new ();
-  DatcControl *c = datc_control_new (dir, &error);
-  g_assert_no_error (error);
-  Handled h = { g_ptr_array_new_with_free_func (g_free) };
+  Server sv;
+  server_up (&sv);
 
-  void *submit = client (ctx, dir, "{\"cmd\":\"submit\",\"data\":\"true\"}");
-  await_request (c);
-  void *status = client (ctx, dir, "{\"cmd\":\"status\"}");
+  void *submit = client (sv.ctx, sv.dir, "{\"cmd\":\"submit\",\"data\":\"true\"}");
+  await_request (sv.c);
+  void *status = client (sv.ctx, sv.dir, "{\"cmd\":\"status\"}");
   /* Both read in the middle of a turn: the status answered, the submit
    * kept. */
   gint64 deadline = g_get_monotonic_time () + 10 * G_USEC_PER_SEC;
   g_autofree gchar *said = NULL;
   while (said == NULL && g_get_monotonic_time () < deadline)
     {
-      datc_control_answer_status (c, handler, &h);
+      datc_control_answer_status (sv.c, handler, &sv.h);
       said = reply_of (status, 10);
     }
   g_assert_cmpstr (said, ==, "{\"said\":\"status\"}");
-  g_assert_cmpuint (h.seen->len, ==, 1);
-  g_assert_cmpstr (h.seen->pdata[0], ==, "status");
-  g_assert_true (datc_control_requests_kept (c));
+  g_assert_cmpuint (sv.h.seen->len, ==, 1);
+  g_assert_cmpstr (sv.h.seen->pdata[0], ==, "status");
+  g_assert_true (datc_control_requests_kept (sv.c));
   g_assert_null (reply_of (submit, 50));
 
   /* The turn's end: handled now, answered after the commit. */
-  datc_control_receive (c, handler, &h);
-  g_assert_false (datc_control_requests_kept (c));
-  g_assert_cmpuint (h.seen->len, ==, 2);
-  g_assert_cmpstr (h.seen->pdata[1], ==, "submit");
-  g_assert_true (datc_control_replies_pending (c));
+  datc_control_receive (sv.c, handler, &sv.h);
+  g_assert_false (datc_control_requests_kept (sv.c));
+  g_assert_cmpuint (sv.h.seen->len, ==, 2);
+  g_assert_cmpstr (sv.h.seen->pdata[1], ==, "submit");
+  g_assert_true (datc_control_replies_pending (sv.c));
   g_assert_null (reply_of (submit, 50));
-  datc_control_send_replies (c);
+  datc_control_send_replies (sv.c);
   g_autofree gchar *submitted = reply_of (submit, 10000);
   g_assert_cmpstr (submitted, ==, "{\"said\":\"submit\"}");
 
   zmq_close (submit);
   zmq_close (status);
-  datc_control_free (c);
-  zmq_ctx_term (ctx);
-  g_ptr_array_unref (h.seen);
-  g_assert_cmpint (g_rmdir (dir), ==, 0);
+  server_down (&sv);
 }
 
 static void
 test_status_while_waiting_for_a_fd (void)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("datc-control-XXXXXX", &error);
-  g_assert_no_error (error);
-  void *ctx = zmq_ctx_new ();
-  DatcControl *c = datc_control_new (dir, &error);
-  g_assert_no_error (error);
-  Handled h = { g_ptr_array_new_with_free_func (g_free) };
+  Server sv;
+  server_up (&sv);
   int done = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
   g_assert_cmpint (done, >=, 0);
 
   /* Not done: each call returns once it has answered what came. */
-  void *status = client (ctx, dir, "{\"cmd\":\"status\"}");
+  void *status = client (sv.ctx, sv.dir, "{\"cmd\":\"status\"}");
   g_autofree gchar *said = NULL;
   for (guint i = 0; i < 100 && said == NULL; i++)
     {
-      datc_control_answer_status_until (c, done, handler, &h);
+      datc_control_answer_status_until (sv.c, done, handler, &sv.h);
       said = reply_of (status, 10);
     }
   g_assert_cmpstr (said, ==, "{\"said\":\"status\"}");
-  void *submit = client (ctx, dir, "{\"cmd\":\"submit\",\"data\":\"true\"}");
-  while (!datc_control_requests_kept (c))
-    datc_control_answer_status_until (c, done, handler, &h);
-  g_assert_cmpuint (h.seen->len, ==, 1); /* the submit kept, not handled */
+  void *submit = client (sv.ctx, sv.dir, "{\"cmd\":\"submit\",\"data\":\"true\"}");
+  while (!datc_control_requests_kept (sv.c))
+    datc_control_answer_status_until (sv.c, done, handler, &sv.h);
+  g_assert_cmpuint (sv.h.seen->len, ==, 1); /* the submit kept, not handled */
   g_assert_null (reply_of (submit, 50));
 
   /* Done: returns at once, nothing waiting on the socket. */
   g_assert_cmpint (eventfd_write (done, 1), ==, 0);
-  datc_control_answer_status_until (c, done, handler, &h);
-  g_assert_cmpuint (h.seen->len, ==, 1);
-  datc_control_receive (c, handler, &h);
-  g_assert_cmpstr (h.seen->pdata[1], ==, "submit");
+  datc_control_answer_status_until (sv.c, done, handler, &sv.h);
+  g_assert_cmpuint (sv.h.seen->len, ==, 1);
+  datc_control_receive (sv.c, handler, &sv.h);
+  g_assert_cmpstr (sv.h.seen->pdata[1], ==, "submit");
 
   close (done);
   zmq_close (submit);
   zmq_close (status);
-  datc_control_free (c);
-  zmq_ctx_term (ctx);
-  g_ptr_array_unref (h.seen);
-  g_assert_cmpint (g_rmdir (dir), ==, 0);
+  server_down (&sv);
 }
 
 int

@@ -79,21 +79,33 @@ send_msg (Fixture *f, const DatcMsg *m)
   g_assert_cmpint (zmq_send (f->agent, frame->data, frame->len, 0), ==, (int) frame->len);
 }
 
+/* HELLO from agent `id` on `s` (proxy `proxy`), then a credit of `credit`. */
 static void
-hello (Fixture *f, const char *proxy, guint32 slots, guint64 credit)
+say_hello (void *s, const char *id, const char *proxy, guint32 slots, guint64 credit)
 {
   g_autoptr (DatcMsg) h = datc_msg_new (DATC_MSG_HELLO);
-  h->u.hello.agent_id = g_strdup ("agent-1");
+  h->u.hello.agent_id = g_strdup (id);
   h->u.hello.site = g_strdup ("here");
   h->u.hello.proxy = g_strdup (proxy);
   h->u.hello.host = g_strdup ("host");
   h->u.hello.slots = slots;
   h->u.hello.session = 1;
-  send_msg (f, h);
   g_autoptr (DatcMsg) c = datc_msg_new (DATC_MSG_CREDIT);
   c->u.credit.session = 1;
   c->u.credit.limit = credit;
-  send_msg (f, c);
+  const DatcMsg *msgs[] = { h, c };
+  for (guint i = 0; i < G_N_ELEMENTS (msgs); i++)
+    {
+      g_autoptr (GByteArray) frame = g_byte_array_new ();
+      datc_msg_encode (msgs[i], frame);
+      g_assert_cmpint (zmq_send (s, frame->data, frame->len, 0), ==, (int) frame->len);
+    }
+}
+
+static void
+hello (Fixture *f, const char *proxy, guint32 slots, guint64 credit)
+{
+  say_hello (f->agent, "agent-1", proxy, slots, credit);
 }
 
 /* One turn of the master's loop, then what reached the agent: TASKS are
@@ -357,23 +369,7 @@ other_agent (Fixture *f, const char *name, guint32 slots, guint64 credit)
   zmq_setsockopt (s, ZMQ_ROUTING_ID, name, strlen (name));
   g_autofree gchar *endpoint = g_strdup_printf ("ipc://%s/d.sock", f->dir);
   g_assert_cmpint (zmq_connect (s, endpoint), ==, 0);
-  g_autoptr (DatcMsg) h = datc_msg_new (DATC_MSG_HELLO);
-  h->u.hello.agent_id = g_strdup (name);
-  h->u.hello.site = g_strdup ("here");
-  h->u.hello.proxy = g_strdup (name);
-  h->u.hello.host = g_strdup ("host");
-  h->u.hello.slots = slots;
-  h->u.hello.session = 1;
-  g_autoptr (DatcMsg) c = datc_msg_new (DATC_MSG_CREDIT);
-  c->u.credit.session = 1;
-  c->u.credit.limit = credit;
-  const DatcMsg *msgs[] = { h, c };
-  for (guint i = 0; i < G_N_ELEMENTS (msgs); i++)
-    {
-      g_autoptr (GByteArray) frame = g_byte_array_new ();
-      datc_msg_encode (msgs[i], frame);
-      g_assert_cmpint (zmq_send (s, frame->data, frame->len, 0), ==, (int) frame->len);
-    }
+  say_hello (s, name, name, slots, credit);
   return s;
 }
 
