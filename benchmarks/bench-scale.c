@@ -643,8 +643,14 @@ print_slowest (const Point *p)
       const StatusSample *x = &g_array_index (v, StatusSample, i);
       printf (" %.1f ms at %+.2f s,", x->ms, (x->start_real - p->t_started) / 1e6);
     }
-  printf (" (all connected at %+.2f s, finished at %+.2f s)\n",
-          (p->t_connected - p->t_started) / 1e6, (p->t_finished - p->t_started) / 1e6);
+  if (p->t_connected > 0)
+    printf (" (all connected at %+.2f s,", (p->t_connected - p->t_started) / 1e6);
+  else
+    printf (" (no agent connected,");
+  if (p->t_finished > 0)
+    printf (" finished at %+.2f s)\n", (p->t_finished - p->t_started) / 1e6);
+  else
+    printf (" never finished)\n");
 }
 
 static void

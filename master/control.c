@@ -333,8 +333,13 @@ datc_control_answer_status_until (DatcControl *c, int fd, DatcControlHandler han
 {
   g_return_if_fail (c->loader == NULL);
   zmq_pollitem_t items[] = { { c->sock, 0, ZMQ_POLLIN, 0 }, { NULL, fd, ZMQ_POLLIN, 0 } };
-  if (zmq_poll (items, G_N_ELEMENTS (items), -1) > 0 && (items[0].revents & ZMQ_POLLIN))
-    serve_waiting (c, handler, user_data, TRUE);
+  if (zmq_poll (items, G_N_ELEMENTS (items), -1) <= 0 || !(items[0].revents & ZMQ_POLLIN))
+    return;
+  /* One at a time: the caller looks at `fd` between two (a burst of
+   * `datc status` must not hold a commit that is done). */
+  GPtrArray *frames = read_request (c);
+  if (frames != NULL)
+    serve (c, frames, handler, user_data, TRUE);
 }
 
 gboolean

@@ -50,7 +50,8 @@ void datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer 
 void datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data);
 /* The same while the loop's thread waits for `fd` (a commit's fdatasync:
  * datc_journal_set_sync_wait): returns once `fd` is readable or after
- * answering what came before. */
+ * serving one request that came before (call it again while `fd` is
+ * not readable). */
 void datc_control_answer_status_until (DatcControl *c, int fd, DatcControlHandler handler,
                                        gpointer user_data);
 /* TRUE when requests were kept for the next datc_control_receive (the

@@ -872,8 +872,12 @@ finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us
   MasterControl ending = { m, control };
   datc_provisioner_serve_while_waiting (m->prov, (zmq_pollitem_t *) control_items->data,
                                         control_items->len, serve_ending, &ending);
+  /* Requests kept in the last turn's flush, and in end_run's (answered
+   * while it synced), are refused: the socket no longer shows them. */
+  serve_ending (&ending);
   if (!end_run (m->disp, m->prov, stop ? stop_why : "campaign finished", TRUE, error))
     status = EXIT_CANNOT_RUN;
+  serve_ending (&ending);
   if (*error != NULL || !datc_ledger_finish_compaction (m->ledger, error))
     return EXIT_CANNOT_RUN;
   summary (m->ledger, m->dir, started_us, json);

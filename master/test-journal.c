@@ -514,19 +514,29 @@ test_uncommitted_records_are_not_written (Fixture *f, gconstpointer data)
   g_assert_cmpuint (file_size (f->path), ==, 8 + HEADER + 4);
 }
 
-/* A commit that fails (here: the file size limit, which gives one short
- * write then EFBIG) reports the path, keeps the records pending, and a later
- * commit writes them all. */
 /* With a wait set (datc_journal_set_sync_wait), a commit's fdatasync runs
- * on the journal's thread while the caller's thread serves `wait`: at least
- * once per commit, on the caller's thread, until done_fd says the sync
- * finished; the records are as durable as without.  Unset, nothing is
- * called. */
+ * on a thread of the journal's (there while `wait` runs) while the
+ * caller's thread serves `wait`: at least once per commit, on the
+ * caller's thread, until done_fd says the sync finished; the records are
+ * as durable as without.  Unset, nothing is called. */
 typedef struct {
   GThread *owner;
+  guint threads_before; /* before the journal's first commit */
   guint calls, saw_done;
   gboolean poll; /* else return at once, as a wait with nothing to serve may */
 } Waited;
+
+/* Threads of this process now. */
+static guint
+threads (void)
+{
+  g_autoptr (GDir) tasks = g_dir_open ("/proc/self/task", 0, NULL);
+  g_assert_nonnull (tasks);
+  guint n = 0;
+  while (g_dir_read_name (tasks) != NULL)
+    n++;
+  return n;
+}
 
 static void
 wait_for_sync (gpointer data, int done_fd)
@@ -534,6 +544,7 @@ wait_for_sync (gpointer data, int done_fd)
   Waited *w = data;
   w->calls++;
   g_assert_true (g_thread_self () == w->owner);
+  g_assert_cmpuint (threads (), ==, w->threads_before + 1); /* its syncer */
   if (!w->poll)
     return;
   struct pollfd p = { .fd = done_fd, .events = POLLIN };
@@ -547,7 +558,7 @@ test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   DatcJournalRecovery recovery;
-  Waited w = { .owner = g_thread_self (), .poll = TRUE };
+  Waited w = { .owner = g_thread_self (), .threads_before = threads (), .poll = TRUE };
   {
     g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
     g_assert_no_error (error);
@@ -580,6 +591,9 @@ test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
   g_assert_cmpuint (recovery.torn_bytes, ==, 0);
 }
 
+/* A commit that fails (here: the file size limit, which gives one short
+ * write then EFBIG) reports the path, keeps the records pending, and a later
+ * commit writes them all. */
 static void
 test_commit_failure_keeps_records_pending (Fixture *f, gconstpointer data)
 {

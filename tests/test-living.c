@@ -463,7 +463,10 @@ typedef struct {
 
 /* Status shows tasks prefetched apart from those running, both slots
  * running (until the agent's next message says it started the second,
- * one shows as running and the other as prefetched). */
+ * one shows as running and the other as prefetched), and the one agent
+ * holding as many prefetched as the total (the totals are as of the last
+ * commit, an agent's figures live: a status answered while a commit
+ * syncs, or in a hand-out, may see them apart until the commit). */
 static gboolean
 shows_prefetched (gpointer p)
 {
@@ -474,6 +477,11 @@ shows_prefetched (gpointer p)
     return FALSE;
   w->most_running = MAX (w->most_running, tasks (st, "running"));
   if (tasks (st, "prefetched") == 0 || tasks (st, "running") < 2)
+    return FALSE;
+  JsonArray *agents = json_object_get_array_member (st, "agents");
+  if (json_array_get_length (agents) != 1
+      || json_object_get_int_member (json_array_get_object_element (agents, 0), "prefetched")
+             != tasks (st, "prefetched"))
     return FALSE;
   g_clear_pointer (&w->st, json_object_unref);
   w->st = json_object_ref (st);
