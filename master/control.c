@@ -294,11 +294,14 @@ serve (DatcControl *c, GPtrArray *frames, DatcControlHandler handler, gpointer u
     g_ptr_array_add (c->pending, p);
 }
 
-/* The requests waiting on the socket, at most 64 (the loop comes back). */
+/* The requests waiting on the socket, at most `max` (the caller comes
+ * back). */
+#define SERVE_AT_ONCE 64
 static void
-serve_waiting (DatcControl *c, DatcControlHandler handler, gpointer user_data, gboolean status_only)
+serve_waiting (DatcControl *c, DatcControlHandler handler, gpointer user_data, gboolean status_only,
+               guint max)
 {
-  for (guint n = 0; n < 64; n++)
+  for (guint n = 0; n < max; n++)
     {
       GPtrArray *frames = read_request (c);
       if (frames == NULL)
@@ -317,14 +320,14 @@ datc_control_receive (DatcControl *c, DatcControlHandler handler, gpointer user_
   g_ptr_array_set_free_func (deferred, NULL); /* each goes to serve */
   for (guint i = 0; i < deferred->len; i++)
     serve (c, deferred->pdata[i], handler, user_data, FALSE);
-  serve_waiting (c, handler, user_data, FALSE);
+  serve_waiting (c, handler, user_data, FALSE, SERVE_AT_ONCE);
 }
 
 void
 datc_control_answer_status (DatcControl *c, DatcControlHandler handler, gpointer user_data)
 {
   g_return_if_fail (c->loader == NULL);
-  serve_waiting (c, handler, user_data, TRUE);
+  serve_waiting (c, handler, user_data, TRUE, SERVE_AT_ONCE);
 }
 
 void
@@ -337,9 +340,7 @@ datc_control_answer_status_until (DatcControl *c, int fd, DatcControlHandler han
     return;
   /* One at a time: the caller looks at `fd` between two (a burst of
    * `datc status` must not hold a commit that is done). */
-  GPtrArray *frames = read_request (c);
-  if (frames != NULL)
-    serve (c, frames, handler, user_data, TRUE);
+  serve_waiting (c, handler, user_data, TRUE, 1);
 }
 
 gboolean
@@ -357,7 +358,7 @@ serve_loading (gpointer data)
   while (!g_atomic_int_get (&c->loader_stop))
     {
       if (zmq_poll (&it, 1, 20) > 0)
-        serve_waiting (c, c->loading, c->loading_data, TRUE);
+        serve_waiting (c, c->loading, c->loading_data, TRUE, SERVE_AT_ONCE);
     }
   return NULL;
 }

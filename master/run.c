@@ -849,13 +849,13 @@ answer_status_while_syncing (gpointer data, int done_fd)
  * (datc_dispatcher_set_interlude): under load a turn's receive, hand-out
  * and commit take tens of ms each. */
 static gboolean
-run_loop (Master *m, DatcControl *control, DatcTrace *trace, GArray *items, int sfd,
-          gboolean show_progress, gboolean *stop, const char **stop_why, GError **error)
+run_loop (MasterControl *mc, DatcTrace *trace, GArray *items, int sfd, gboolean show_progress,
+          gboolean *stop, const char **stop_why, GError **error)
 {
-  MasterControl mc = { m, control };
-  datc_dispatcher_set_interlude (m->disp, answer_status, &mc);
-  gboolean ok = run_turns (m, control, trace, items, sfd, show_progress, stop, stop_why, error);
-  datc_dispatcher_set_interlude (m->disp, NULL, NULL);
+  datc_dispatcher_set_interlude (mc->m->disp, answer_status, mc);
+  gboolean ok
+      = run_turns (mc->m, mc->control, trace, items, sfd, show_progress, stop, stop_why, error);
+  datc_dispatcher_set_interlude (mc->m->disp, NULL, NULL);
   return ok;
 }
 
@@ -1020,9 +1020,9 @@ datc_run (const DatcRunOptions *o)
   gboolean show_progress = !o->no_progress && isatty (STDERR_FILENO);
   /* `datc status` is answered while a commit waits for the disk too: an
    * fdatasync behind results.jsonl's writeback takes hundreds of ms. */
-  MasterControl syncing = { &m, control };
-  datc_ledger_set_sync_wait (ledger, answer_status_while_syncing, &syncing);
-  if (!run_loop (&m, control, trace, items, sfd, show_progress, &stop, &stop_why, &error))
+  MasterControl mc = { &m, control };
+  datc_ledger_set_sync_wait (ledger, answer_status_while_syncing, &mc);
+  if (!run_loop (&mc, trace, items, sfd, show_progress, &stop, &stop_why, &error))
     goto fatal;
 
   /* 6. Everyone goes home. */
