@@ -5,9 +5,10 @@
  * bytes per task, how fast the task file loads (start to
  * `campaign_started` in trace.jsonl) and how long `datc status DIR` takes
  * (asked every --status-ms while the master lives, the first after a fifth
- * of that).  Then, for the largest task count, a master killed with
- * SIGKILL half way and started again: how fast the journal replays.
- * Nothing here asserts.  By hand (see benchmarks/README.md):
+ * of that), the command and the same question from a thread of this
+ * process (the master's answer without the command's start).  Then, for the largest task count, a
+ * master killed with SIGKILL half way and started again: how fast the journal replays. Nothing here
+ * asserts.  By hand (see benchmarks/README.md):
  *
  *   DATC=... DATC_AGENT=... bench-scale [--tasks 10000,100000,1000000]
  *       [--agents 1,10,100,1000] [--transport ipc|tcp-curve] [--slots 64]
@@ -44,6 +45,7 @@
 #include <unistd.h>
 
 #include "benchlib.h"
+#include "control.h"
 #include "curve.h"
 #include "svgplot.h"
 
@@ -78,10 +80,12 @@ typedef struct {
   double share_all; /* of the tasks, those */
   guint64 journal_bytes;
   GArray *samples;                           /* StatusSample: answered while the master lived */
+  GArray *asked;                             /* StatusSample: the in-process asker's (Asker) */
   gint64 t_started, t_connected, t_finished; /* trace.jsonl: campaign_started, the last
                                               * agent_connected, campaign_finished */
   double status_load_max;                    /* the slowest asked before campaign_started */
   double status_med, status_max;
+  double asked_med, asked_max;
 } Point;
 
 /* ---- processes ---------------------------------------------------- */
@@ -427,6 +431,82 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
     }
 }
 
+/* ---- the same question from a running process --------------------- */
+
+/* `datc status` asked from a thread of this process, through the call
+ * the command makes (datc_control_call: its own ZeroMQ context and REQ
+ * socket each time, the 20 agents the text form lists), every status_ms,
+ * half a period after the command's.  Its time is the master's answer and
+ * the socket's round trip without the command's start (fork, exec, 34
+ * shared libraries, about 5 ms of CPU idle), which on these 2 cores,
+ * shared with up to 1,000 agent processes, waits for a core: on a real
+ * head node the agents run elsewhere.  Asked while no master runs (before
+ * it took the campaign, after it let it go) or while its socket is not
+ * there: not counted; a timeout counts with its time. */
+typedef struct {
+  const char *dir;
+  guint interval_ms;
+  GMutex lock;
+  GCond cond;
+  gboolean stop; /* under lock */
+  GArray *asked; /* StatusSample */
+  guint failed;  /* other errors (the master refused, the socket failed mid-call) */
+} Asker;
+
+static gpointer
+asker_main (gpointer data)
+{
+  Asker *a = data;
+  g_autoptr (JsonNode) req = json_from_string ("{\"cmd\":\"status\",\"agents_max\":20}", NULL);
+  gint64 next = g_get_monotonic_time () + a->interval_ms * 500;
+  g_mutex_lock (&a->lock);
+  while (!a->stop)
+    {
+      if (g_cond_wait_until (&a->cond, &a->lock, next) || a->stop)
+        continue;
+      g_mutex_unlock (&a->lock);
+      g_autoptr (GError) error = NULL;
+      StatusSample s = { g_get_real_time (), 0 };
+      gint64 t0 = g_get_monotonic_time ();
+      g_autoptr (JsonNode) st = datc_control_call (a->dir, req, 30000, &error);
+      s.ms = (g_get_monotonic_time () - t0) / 1000.0;
+      next = t0 + a->interval_ms * 1000;
+      g_mutex_lock (&a->lock);
+      if (st != NULL || g_error_matches (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_TIMEOUT))
+        g_array_append_val (a->asked, s);
+      else if (!g_error_matches (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_NO_MASTER)
+               && !g_error_matches (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED))
+        a->failed++;
+    }
+  g_mutex_unlock (&a->lock);
+  return NULL;
+}
+
+static GThread *
+asker_start (Asker *a, const char *dir, guint interval_ms, GArray *asked)
+{
+  *a = (Asker) { .dir = dir, .interval_ms = interval_ms, .asked = asked };
+  g_mutex_init (&a->lock);
+  g_cond_init (&a->cond);
+  return g_thread_new ("asker", asker_main, a);
+}
+
+/* Waits for a call in progress: it ends within its 100 ms look at the
+ * master's lock once the master is gone. */
+static void
+asker_stop (Asker *a, GThread *thread)
+{
+  g_mutex_lock (&a->lock);
+  a->stop = TRUE;
+  g_cond_signal (&a->cond);
+  g_mutex_unlock (&a->lock);
+  g_thread_join (thread);
+  if (a->failed > 0)
+    fprintf (stderr, "bench-scale: %u in-process status questions failed\n", a->failed);
+  g_mutex_clear (&a->lock);
+  g_cond_clear (&a->cond);
+}
+
 /* ---- one point ---------------------------------------------------- */
 
 static guint16
@@ -577,9 +657,13 @@ run_point (const Bench *b, const char *task_file, Point *p)
   gint64 t0_real = g_get_real_time ();
   gint64 t0 = g_get_monotonic_time ();
   pid_t master = start_master (b, &s, task_file);
+  p->asked = g_array_new (FALSE, FALSE, sizeof (StatusSample));
+  Asker asker;
+  GThread *asking = asker_start (&asker, s.dir, b->status_ms, p->asked);
   struct rusage ru;
   watch_master (b, s.dir, master, p->samples, NULL, NULL, 0, &ru, &p->exit_status);
   p->wall_s = (g_get_monotonic_time () - t0) / 1e6;
+  asker_stop (&asker, asking);
   end_agents (agents, 10000);
   end_strays ();
   double whole_s = (g_get_monotonic_time () - t0) / 1e6;
@@ -613,6 +697,7 @@ run_point (const Bench *b, const char *task_file, Point *p)
         p->status_load_max = fmax (p->status_load_max, x->ms);
     }
   p->status_med = median_of (p->samples, &p->status_max);
+  p->asked_med = median_of (p->asked, &p->asked_max);
   if (p->exit_status != 0)
     fprintf (stderr, "bench-scale: datc run exited %d; its log: %s\n", p->exit_status,
              s.master_log);
@@ -627,17 +712,17 @@ cmp_sample_slower (const void *a, const void *b)
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* When the slowest `datc status` were asked: seconds from
+/* When the slowest of `samples` were asked: seconds from
  * campaign_started (negative: while loading), beside when the last agent
  * connected and the campaign finished. */
 static void
-print_slowest (const Point *p)
+print_slowest (const Point *p, GArray *samples, const char *what)
 {
-  if (p->samples->len == 0 || p->t_started == 0)
+  if (samples->len == 0 || p->t_started == 0)
     return;
-  g_autoptr (GArray) v = g_array_copy (p->samples);
+  g_autoptr (GArray) v = g_array_copy (samples);
   g_array_sort (v, cmp_sample_slower);
-  printf ("    slowest status:");
+  printf ("    slowest %s:", what);
   for (guint i = 0; i < MIN (v->len, 5); i++)
     {
       const StatusSample *x = &g_array_index (v, StatusSample, i);
@@ -659,13 +744,15 @@ print_point (const Point *p)
   printf ("  %8" G_GUINT64_FORMAT " tasks %4u agents (%u connected, the last %.2f s after start)"
           " run %u: %.2f s, %.0f tasks/s (%.0f with all connected, %.0f%% of the tasks),"
           " %.2f us CPU/task, peak RSS %.1f MiB, journal %.1f B/task, load %.0f lines/s,"
-          " status median %.1f max %.1f ms (%u; while loading max %.1f), exit %d, loadavg %.2f,"
-          " others %.2f cores\n",
+          " status median %.1f max %.1f ms (%u; while loading max %.1f), in-process median %.1f"
+          " max %.1f ms (%u), exit %d, loadavg %.2f, others %.2f cores\n",
           p->tasks, p->agents, p->connected, p->connect_s, p->run, p->wall_s, p->rate, p->rate_all,
           100 * p->share_all, p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0,
           (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med, p->status_max,
-          p->samples->len, p->status_load_max, p->exit_status, p->loadavg, p->others);
-  print_slowest (p);
+          p->samples->len, p->status_load_max, p->asked_med, p->asked_max, p->asked->len,
+          p->exit_status, p->loadavg, p->others);
+  print_slowest (p, p->samples, "status");
+  print_slowest (p, p->asked, "in-process status");
   fflush (stdout);
 }
 
@@ -772,8 +859,9 @@ print_table (GArray *points)
   printf ("\n| tasks | agents | connected (last after) | wall s | tasks/s | tasks/s all connected "
           "(share)"
           " | master CPU µs/task | peak RSS MiB | RSS/agent KiB | journal B/task | load lines/s"
-          " | status ms median / max (n) | status max while loading | others' CPU, cores |\n");
-  printf ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+          " | status ms median / max (n) | status max while loading"
+          " | in-process status ms median / max (n) | others' CPU, cores |\n");
+  printf ("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (guint i = 0; i < points->len; i++)
     {
       const Point *p = &g_array_index (points, Point, i);
@@ -787,11 +875,12 @@ print_table (GArray *points)
                                                   : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all,
                                                                      100 * p->share_all);
       printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %s | %.2f | %.1f"
-              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %.2f |%s\n",
+              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %.1f / %.1f (%u) | %.2f |%s\n",
               p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, all,
               p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
               (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-              p->status_max, p->samples->len, loading, p->others, p->exit_status ? " FAILED" : "");
+              p->status_max, p->samples->len, loading, p->asked_med, p->asked_max, p->asked->len,
+              p->others, p->exit_status ? " FAILED" : "");
     }
 }
 
@@ -816,6 +905,11 @@ static double
 m_status (const Point *p)
 {
   return p->status_max;
+}
+static double
+m_asked (const Point *p)
+{
+  return p->asked_max;
 }
 static double
 m_rate (const Point *p)
@@ -1053,11 +1147,16 @@ main (int argc, char **argv)
             "bytes per task", m_journal);
       plot (svg_dir, points, agent_counts, n_agents, "scale-status", "Slowest `datc status`", "ms",
             m_status);
+      plot (svg_dir, points, agent_counts, n_agents, "scale-status-in-process",
+            "Slowest status asked in-process (the master's answer)", "ms", m_asked);
       plot (svg_dir, points, agent_counts, n_agents, "scale-rate", "Master throughput", "tasks/s",
             m_rate);
     }
   for (guint i = 0; i < points->len; i++)
-    g_array_unref (g_array_index (points, Point, i).samples);
+    {
+      g_array_unref (g_array_index (points, Point, i).samples);
+      g_array_unref (g_array_index (points, Point, i).asked);
+    }
   bench_rm_rf (tmp);
   return 0;
 }
