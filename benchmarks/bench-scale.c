@@ -806,18 +806,23 @@ bench_resume (const Bench *b, const char *task_file, guint64 tasks, guint n_agen
   g_array_set_size (samples, 0);
   gint64 t0_real = g_get_real_time ();
   master = start_master (b, &s, task_file);
+  g_autoptr (GArray) asked = g_array_new (FALSE, FALSE, sizeof (StatusSample));
+  Asker asker;
+  GThread *asking = asker_start (&asker, s.dir, b->status_ms, asked);
   watch_master (b, s.dir, master, samples, resumed_started, NULL, SIGTERM, &ru, &status);
+  asker_stop (&asker, asking);
   Trace t;
   read_trace (s.dir, 0, &t);
   double ready_s = t.n_started >= 2 ? (t.started[1] - t0_real) / 1e6 : NAN;
   double max_ms, med_ms = median_of (samples, &max_ms);
+  double asked_max_ms, asked_med_ms = median_of (asked, &asked_max_ms);
   printf ("  resumed: replayed and serving %.2f s after start: %.0f records/s"
           " (%.0f records/s after the task file's %.2f s load in the fresh run)\n",
           ready_s, records / ready_s, records / (ready_s - fresh_load_s), fresh_load_s);
   printf ("  resumed master: peak RSS %.1f MiB, CPU %.2f s, exit %d (SIGTERM once serving);"
-          " status median %.1f max %.1f ms (%u)\n",
+          " status median %.1f max %.1f ms (%u), in-process median %.1f max %.1f ms (%u)\n",
           ru.ru_maxrss / 1024.0, tv_s (ru.ru_utime) + tv_s (ru.ru_stime), status, med_ms, max_ms,
-          samples->len);
+          samples->len, asked_med_ms, asked_max_ms, asked->len);
   end_strays ();
   bench_rm_rf (s.dir);
   setup_clear (&s);
