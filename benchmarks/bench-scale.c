@@ -879,13 +879,18 @@ print_table (GArray *points)
       g_autofree gchar *all = isnan (p->rate_all) ? g_strdup ("–")
                                                   : g_strdup_printf ("%.0f (%.0f%%)", p->rate_all,
                                                                      100 * p->share_all);
+      /* None asked in a campaign shorter than half a period. */
+      g_autofree gchar *asked
+          = p->asked->len == 0
+                ? g_strdup ("– (0)")
+                : g_strdup_printf ("%.1f / %.1f (%u)", p->asked_med, p->asked_max, p->asked->len);
       printf ("| %" G_GUINT64_FORMAT " | %u | %u (%.2f s) | %.2f | %.0f | %s | %.2f | %.1f"
-              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %.1f / %.1f (%u) | %.2f |%s\n",
+              " | %s | %.1f | %.0f | %.1f / %.1f (%u) | %s | %s | %.2f |%s\n",
               p->tasks, p->agents, p->connected, p->connect_s, p->wall_s, p->rate, all,
               p->cpu_s * 1e6 / p->tasks, p->maxrss_kib / 1024.0, pa,
               (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med,
-              p->status_max, p->samples->len, loading, p->asked_med, p->asked_max, p->asked->len,
-              p->others, p->exit_status ? " FAILED" : "");
+              p->status_max, p->samples->len, loading, asked, p->others,
+              p->exit_status ? " FAILED" : "");
     }
 }
 
