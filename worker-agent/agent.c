@@ -471,7 +471,7 @@ start_tasks (Agent *a)
   /* The lease is asked with a fresh clock for each task: a stop between
    * two of them is a gap like any other. */
   while (!a->draining && a->queue.length > 0
-         && (a->o->exec_none || datc_runner_running (a->runner) < a->o->slots)
+         && (a->o->exec_none || datc_runner_has_room (a->runner, a->o->slots))
          && lease_holds (a, g_get_monotonic_time ()))
     {
       g_autoptr (DatcTask) t = g_queue_pop_head (&a->queue);
@@ -1101,6 +1101,12 @@ datc_agent_run (const DatcAgentOptions *o)
     }
   if (!opts.exec_none)
     opts.slots = slots_that_fit (a.runner, opts.slots);
+  if (!opts.exec_none && g_getenv ("DATC_NO_SLOT_THREADS") == NULL
+      && !datc_runner_use_slot_threads (a.runner, opts.slots, &error))
+    {
+      g_printerr ("datc-agent: %s\n", error->message);
+      return 3;
+    }
   a.ctx = zmq_ctx_new ();
   size_t zfd_len = sizeof a.zfd;
   if (!open_socket (&a, &error) || zmq_getsockopt (a.sock, ZMQ_FD, &a.zfd, &zfd_len) != 0)

@@ -45,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -101,7 +102,38 @@ typedef struct {
   gint64 kill_at;  /* monotonic; 0: no SIGKILL scheduled */
   StopReason stop;
   DatcTaskStatus stop_status;
+  /* With slot threads (EXPERIMENT, see "slot threads" below): */
+  struct Slot *slot; /* NULL: spawned by the main thread as before */
+  int state;         /* TaskState, under runner->lock */
+  gchar **argv;      /* owned copies of what the slot thread spawns */
+  gchar **envp;      /* or NULL: the agent's environment */
+  gchar *task_path;  /* the task's PATH, or NULL */
+  gchar *cwd;
+  gchar *sh;           /* for the ENOEXEC retry of a direct line */
+  int spawn_err;       /* the spawn failed with this errno */
+  int wait_rc;         /* waitid's return, as task_finish sees it */
+  int wait_errno;      /* its errno */
+  siginfo_t info;      /* the leader's status */
+  gint64 finished_us;  /* real time, when reaped */
 } RunTask;
+
+typedef enum {
+  TASK_STAGED,   /* pipes open, waiting in its slot's queue */
+  TASK_SPAWNING, /* the slot thread spawns it */
+  TASK_RUNNING,  /* the slot thread waits for it */
+  TASK_EXITED,   /* the leader exited; no signal may reach its pid any more */
+  TASK_ENDED,    /* reaped (or never started): in runner->ended */
+} TaskState;
+
+typedef struct Slot {
+  struct DatcRunner *runner;
+  pthread_t thread;
+  pthread_cond_t cond;
+  GQueue staged;    /* RunTask*, under runner->lock */
+  RunTask *current; /* SPAWNING, RUNNING or EXITED; under runner->lock */
+  guint held;       /* main thread only: tasks given, not yet collected */
+  guint8 *stack;
+} Slot;
 
 /* The child's stack: the parent is suspended until the child execs or
  * exits (CLONE_VFORK), so one stack serves every spawn.  It holds the child
@@ -126,6 +158,12 @@ struct DatcRunner {
   struct rlimit nofile;   /* a child's RLIMIT_NOFILE, when we raised ours */
   gboolean restore_nofile;
   DatcOomWatch *oom; /* the node's OOM-killer evidence for tasks killed by SIGKILL */
+  /* Slot threads (EXPERIMENT): none unless datc_runner_use_slot_threads(). */
+  guint n_slots;
+  Slot *slots;
+  pthread_mutex_t lock;
+  GPtrArray *ended; /* RunTask*, under lock: ended in a slot, for the main thread */
+  gboolean quit;    /* under lock */
 };
 
 static gboolean
@@ -181,6 +219,8 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
   runner->failed = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
   runner->buf = g_malloc (READ_CHUNK);
   runner->oom = datc_oom_watch_new ("/proc/self/cgroup", "/sys/fs/cgroup", "/dev/kmsg");
+  pthread_mutex_init (&runner->lock, NULL);
+  runner->ended = g_ptr_array_new ();
 
   /* Children start with an empty signal mask (the agent blocks signals for
    * its signalfd) and no signal ignored: an ignored signal would survive
@@ -257,20 +297,32 @@ run_task_free (RunTask *task)
   capture_clear (&task->out);
   capture_clear (&task->err);
   close_fd (&task->pidfd);
+  g_strfreev (task->argv);
+  g_strfreev (task->envp);
+  g_free (task->task_path);
+  g_free (task->cwd);
+  g_free (task->sh);
   g_free (task);
 }
+
+static void slots_stop (DatcRunner *runner);
 
 void
 datc_runner_free (DatcRunner *runner)
 {
   if (runner == NULL)
     return;
+  slots_stop (runner);
   for (guint i = 0; runner->tasks != NULL && i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
-      task_kill_and_reap (task->pid, task->pidfd);
+      /* A slot's task is reaped by its thread, or never started. */
+      if (task->slot == NULL)
+        task_kill_and_reap (task->pid, task->pidfd);
       run_task_free (task);
     }
+  g_clear_pointer (&runner->ended, g_ptr_array_unref);
+  pthread_mutex_destroy (&runner->lock);
   g_clear_pointer (&runner->tasks, g_ptr_array_unref);
   g_clear_pointer (&runner->by_serial, g_hash_table_unref);
   g_clear_pointer (&runner->by_key, g_hash_table_unref);
@@ -495,17 +547,21 @@ fail:
 /* Returns 0 with *pid and *pidfd set, or the errno of the failure (the
  * child, if any, already reaped). */
 static int
-spawn_request (DatcRunner *runner, SpawnRequest *r, pid_t *pid, int *pidfd)
+spawn_request_on (guint8 *stack, gboolean masked, SpawnRequest *r, pid_t *pid, int *pidfd)
 {
   sigset_t all, old;
-  sigfillset (&all);
-  pthread_sigmask (SIG_SETMASK, &all, &old);
+  if (!masked)
+    {
+      sigfillset (&all);
+      pthread_sigmask (SIG_SETMASK, &all, &old);
+    }
   r->err = 0;
   *pidfd = -1;
-  pid_t child = clone (spawn_child, runner->stack + CHILD_STACK_SIZE,
+  pid_t child = clone (spawn_child, stack + CHILD_STACK_SIZE,
                        CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, r, pidfd);
   int errsv = errno;
-  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  if (!masked)
+    pthread_sigmask (SIG_SETMASK, &old, NULL);
   if (child < 0)
     return errsv;
   if (r->err != 0)
@@ -523,7 +579,14 @@ spawn_request (DatcRunner *runner, SpawnRequest *r, pid_t *pid, int *pidfd)
 }
 
 static int
-spawn (DatcRunner *runner, SpawnRequest *r, const char *task_path, pid_t *pid, int *pidfd)
+spawn_request (DatcRunner *runner, SpawnRequest *r, pid_t *pid, int *pidfd)
+{
+  return spawn_request_on (runner->stack, FALSE, r, pid, pidfd);
+}
+
+static int
+spawn_on (guint8 *stack, gboolean masked, SpawnRequest *r, const char *task_path, pid_t *pid,
+          int *pidfd)
 {
   const char *name = r->argv[0];
   if (task_path == NULL || strchr (name, '/') != NULL)
@@ -531,14 +594,20 @@ spawn (DatcRunner *runner, SpawnRequest *r, const char *task_path, pid_t *pid, i
       const char *agent_path = g_getenv ("PATH");
       r->file = name;
       r->search = agent_path != NULL ? agent_path : "/bin:/usr/bin";
-      return spawn_request (runner, r, pid, pidfd);
+      return spawn_request_on (stack, masked, r, pid, pidfd);
     }
   g_autofree gchar *file = search_path (name, task_path);
   if (file == NULL)
     return errno;
   r->file = file;
   r->search = NULL;
-  return spawn_request (runner, r, pid, pidfd);
+  return spawn_request_on (stack, masked, r, pid, pidfd);
+}
+
+static int
+spawn (DatcRunner *runner, SpawnRequest *r, const char *task_path, pid_t *pid, int *pidfd)
+{
+  return spawn_on (runner->stack, FALSE, r, task_path, pid, pidfd);
 }
 
 /* Why did the spawn fail?  Checked only after a failure, so a task with a
@@ -603,6 +672,323 @@ watch_add (DatcRunner *runner, int fd, guint64 serial, int kind, GError **error)
   return TRUE;
 }
 
+/* --- slot threads (EXPERIMENT, issue 17 item 4) -------------------------
+ *
+ * A task's end wakes its waiter on the core the waiter last ran on.  For
+ * the bare posix_spawn + wait loop that is the ending task's core (now
+ * free) 70% of the time, for the agent 44%.  Here each slot has a thread
+ * that spawns the slot's task and blocks in waitid on it: it last ran
+ * where its child started, so the child's exit should wake it on the
+ * freed core.  Woken, it reaps and at once spawns the slot's next task if
+ * the main thread staged one (argv, env and pipes ready), and only then
+ * tells the main thread (the eventfd), which reads the pipes' leftovers
+ * and reports off the critical path.  Only the main thread touches the
+ * runner's tables and the captures; a slot thread touches a task's pid,
+ * pidfd and status, and the slot, under runner->lock. */
+
+/* The agent asks for a short slice (agent.c, ask_short_slice) with
+ * reset-on-fork, which a new thread does not inherit: ask again. */
+static void
+slot_short_slice (void)
+{
+  struct {
+    guint32 size, policy;
+    guint64 flags;
+    gint32 nice;
+    guint32 priority;
+    guint64 runtime, deadline, period;
+  } attr = { 0 };
+  if (syscall (SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0)
+    return;
+  if (attr.policy != SCHED_OTHER || attr.nice < 0)
+    return;
+  attr.size = sizeof attr;
+  attr.flags = 0x01; /* SCHED_FLAG_RESET_ON_FORK */
+  attr.runtime = 100 * 1000;
+  if (syscall (SYS_sched_setattr, 0, &attr, 0) != 0)
+    g_debug ("sched_setattr: %s", g_strerror (errno));
+}
+
+static void
+ended_push (DatcRunner *runner, RunTask *t)
+{
+  t->state = TASK_ENDED;
+  if (runner->ended->len == 0)
+    {
+      guint64 one = 1;
+      if (write (runner->wakefd, &one, sizeof one) < 0)
+        g_debug ("runner: eventfd write: %s", g_strerror (errno));
+    }
+  g_ptr_array_add (runner->ended, t);
+}
+
+/* Unlocked: the task is SPAWNING, so nothing else touches its pid. */
+static void
+slot_spawn (Slot *slot, RunTask *t)
+{
+  DatcRunner *runner = slot->runner;
+  SpawnRequest req = {
+    .argv = t->argv,
+    .envp = t->envp != NULL ? t->envp : environ,
+    .reset = &runner->reset,
+    .cwd = t->cwd,
+    .nofile = runner->restore_nofile ? &runner->nofile : NULL,
+    .devnull = runner->devnull,
+    .out_w = t->out.hold,
+    .err_w = t->err.hold,
+  };
+  t->started_us = g_get_real_time ();
+  t->started_mono = g_get_monotonic_time ();
+  int rc = spawn_on (slot->stack, TRUE, &req, t->task_path, &t->pid, &t->pidfd);
+  if (rc == ENOEXEC && t->sh != NULL)
+    {
+      char *sh_argv[] = { (char *) "/bin/sh", (char *) "-c", t->sh, NULL };
+      req.argv = sh_argv;
+      req.file = "/bin/sh";
+      req.search = NULL;
+      rc = spawn_request_on (slot->stack, TRUE, &req, &t->pid, &t->pidfd);
+    }
+  if (rc == 0 && t->pidfd < 0)
+    {
+      rc = errno != 0 ? errno : EINVAL;
+      task_kill_and_reap (t->pid, -1);
+    }
+  t->spawn_err = rc;
+}
+
+/* Locked, after slot_spawn: the task runs (or failed to start). */
+static void
+slot_spawned (Slot *slot, RunTask *t)
+{
+  DatcRunner *runner = slot->runner;
+  if (t->spawn_err != 0)
+    {
+      slot->current = NULL;
+      ended_push (runner, t);
+      return;
+    }
+  t->state = TASK_RUNNING;
+  if (t->timeout_ms > 0)
+    t->deadline = t->started_mono + (gint64) t->timeout_ms * 1000;
+  if (runner->quit)
+    {
+      kill (-t->pid, SIGKILL);
+      pidfd_send_signal (t->pidfd, SIGKILL, NULL, 0);
+    }
+  else if (t->stop != STOP_NONE)
+    {
+      /* stopped while it was being spawned */
+      kill (-t->pid, SIGTERM);
+      pidfd_send_signal (t->pidfd, SIGTERM, NULL, 0);
+      t->kill_at = g_get_monotonic_time () + (gint64) runner->kill_grace_ms * 1000;
+    }
+}
+
+static void *
+slot_main (void *data)
+{
+  Slot *slot = data;
+  DatcRunner *runner = slot->runner;
+  slot_short_slice ();
+
+  pthread_mutex_lock (&runner->lock);
+  for (;;)
+    {
+      if (slot->current == NULL)
+        {
+          if (runner->quit)
+            break;
+          RunTask *t = g_queue_pop_head (&slot->staged);
+          if (t == NULL)
+            {
+              pthread_cond_wait (&slot->cond, &runner->lock);
+              continue;
+            }
+          t->state = TASK_SPAWNING;
+          slot->current = t;
+          pthread_mutex_unlock (&runner->lock);
+          slot_spawn (slot, t);
+          pthread_mutex_lock (&runner->lock);
+          slot_spawned (slot, t);
+          continue;
+        }
+
+      RunTask *t = slot->current;
+      pthread_mutex_unlock (&runner->lock);
+      int rc;
+      while ((rc = waitid (P_PIDFD, t->pidfd, &t->info, WEXITED | WNOWAIT)) != 0
+             && errno == EINTR)
+        ;
+      t->wait_rc = rc;
+      t->wait_errno = rc != 0 ? errno : 0;
+      pthread_mutex_lock (&runner->lock);
+      t->state = TASK_EXITED;
+      pthread_mutex_unlock (&runner->lock);
+      if (rc == 0)
+        {
+          if (kill (-t->pid, SIGKILL) != 0 && errno != ESRCH)
+            g_debug ("runner: kill group %d: %s", (int) t->pid, g_strerror (errno));
+          siginfo_t reaped;
+          while (waitid (P_PID, t->pid, &reaped, WEXITED) != 0 && errno == EINTR)
+            ;
+        }
+      t->finished_us = g_get_real_time ();
+
+      /* The successor first: this is what the slot thread is for. */
+      pthread_mutex_lock (&runner->lock);
+      RunTask *n = runner->quit ? NULL : g_queue_pop_head (&slot->staged);
+      slot->current = n;
+      if (n != NULL)
+        {
+          n->state = TASK_SPAWNING;
+          pthread_mutex_unlock (&runner->lock);
+          slot_spawn (slot, n);
+          pthread_mutex_lock (&runner->lock);
+          slot_spawned (slot, n);
+        }
+      ended_push (runner, t);
+    }
+  pthread_mutex_unlock (&runner->lock);
+  return NULL;
+}
+
+gboolean
+datc_runner_use_slot_threads (DatcRunner *runner, guint slots, GError **error)
+{
+  g_return_val_if_fail (runner != NULL, FALSE);
+  g_return_val_if_fail (runner->n_slots == 0 && runner->tasks->len == 0, FALSE);
+  g_return_val_if_fail (slots > 0, FALSE);
+
+  runner->slots = g_new0 (Slot, slots);
+  for (guint i = 0; i < slots; i++)
+    {
+      Slot *slot = &runner->slots[i];
+      slot->runner = runner;
+      pthread_cond_init (&slot->cond, NULL);
+      g_queue_init (&slot->staged);
+      slot->stack = mmap (NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+      if (slot->stack == MAP_FAILED)
+        {
+          slot->stack = NULL;
+          return set_errno_error (error, errno, "mmap (child stack)");
+        }
+    }
+  /* Every signal blocked in the slot threads: the agent takes its own
+   * through a signalfd, and the spawns need them blocked anyway. */
+  sigset_t all, old;
+  sigfillset (&all);
+  pthread_sigmask (SIG_SETMASK, &all, &old);
+  for (guint i = 0; i < slots; i++)
+    {
+      int rc = pthread_create (&runner->slots[i].thread, NULL, slot_main, &runner->slots[i]);
+      if (rc != 0)
+        {
+          pthread_sigmask (SIG_SETMASK, &old, NULL);
+          return set_errno_error (error, rc, "pthread_create");
+        }
+      runner->n_slots = i + 1;
+    }
+  pthread_sigmask (SIG_SETMASK, &old, NULL);
+  return TRUE;
+}
+
+/* Kills what runs in the slots and joins their threads. */
+static void
+slots_stop (DatcRunner *runner)
+{
+  if (runner->slots == NULL)
+    return;
+  pthread_mutex_lock (&runner->lock);
+  runner->quit = TRUE;
+  for (guint i = 0; i < runner->n_slots; i++)
+    {
+      Slot *slot = &runner->slots[i];
+      RunTask *t = slot->current;
+      if (t != NULL && t->state == TASK_RUNNING)
+        {
+          kill (-t->pid, SIGKILL);
+          pidfd_send_signal (t->pidfd, SIGKILL, NULL, 0);
+        }
+      pthread_cond_signal (&slot->cond);
+    }
+  pthread_mutex_unlock (&runner->lock);
+  for (guint i = 0; i < runner->n_slots; i++)
+    pthread_join (runner->slots[i].thread, NULL);
+  for (guint i = 0; i < runner->n_slots; i++)
+    {
+      Slot *slot = &runner->slots[i];
+      g_queue_clear (&slot->staged);
+      pthread_cond_destroy (&slot->cond);
+      if (slot->stack != NULL)
+        munmap (slot->stack, CHILD_STACK_SIZE);
+    }
+  g_clear_pointer (&runner->slots, g_free);
+  runner->n_slots = 0;
+}
+
+gboolean
+datc_runner_has_room (DatcRunner *runner, guint slots)
+{
+  g_return_val_if_fail (runner != NULL, FALSE);
+  if (runner->n_slots == 0)
+    return runner->tasks->len < slots;
+  for (guint i = 0; i < runner->n_slots; i++)
+    if (runner->slots[i].held < 2)
+      return TRUE;
+  return FALSE;
+}
+
+/* Registers a task and gives it to the slot holding the fewest. */
+static gboolean
+stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *const *argv,
+            char **envp, const char *task_path, gboolean direct_line, int out_r, int out_w,
+            int err_r, int err_w, GError **error)
+{
+  Slot *slot = &runner->slots[0];
+  for (guint i = 1; i < runner->n_slots; i++)
+    if (runner->slots[i].held < slot->held)
+      slot = &runner->slots[i];
+
+  RunTask *t = g_new0 (RunTask, 1);
+  t->key = key;
+  t->serial = runner->next_serial++;
+  t->pidfd = -1;
+  t->out.fd = out_r;
+  t->err.fd = err_r;
+  t->out.hold = out_w;
+  t->err.hold = err_w;
+  t->timeout_ms = task->spec.timeout_ms;
+  /* Read when staged, before the spawn, so a kill right after it still
+   * shows as a rise. */
+  t->oom_kills = datc_oom_watch_kills (runner->oom);
+  t->slot = slot;
+  t->argv = g_strdupv ((gchar **) argv);
+  t->envp = envp != NULL ? g_strdupv (envp) : NULL;
+  t->task_path = g_strdup (task_path);
+  t->cwd = g_strdup (task->spec.cwd);
+  t->sh = direct_line ? g_strdup (task->spec.sh) : NULL;
+  if (!watch_add (runner, t->out.fd, t->serial, WATCH_OUT, error)
+      || !watch_add (runner, t->err.fd, t->serial, WATCH_ERR, error))
+    {
+      run_task_free (t);
+      return FALSE;
+    }
+  t->index = runner->tasks->len;
+  g_ptr_array_add (runner->tasks, t);
+  g_hash_table_insert (runner->by_serial, &t->serial, t);
+  g_hash_table_insert (runner->by_key, &t->key, t);
+
+  slot->held++;
+  pthread_mutex_lock (&runner->lock);
+  t->state = TASK_STAGED;
+  g_queue_push_tail (&slot->staged, t);
+  if (slot->current == NULL)
+    pthread_cond_signal (&slot->cond);
+  pthread_mutex_unlock (&runner->lock);
+  return TRUE;
+}
+
 gboolean
 datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
 {
@@ -664,6 +1050,10 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       close_fd (&out_w);
       return FALSE;
     }
+
+  if (runner->n_slots > 0)
+    return stage_task (runner, task, key, argv, envp, task_path, direct_line, out_r, out_w,
+                       err_r, err_w, error);
 
   SpawnRequest req = {
     .argv = argv,
@@ -894,6 +1284,9 @@ task_remove (DatcRunner *runner, RunTask *task)
   g_ptr_array_remove_index_fast (runner->tasks, task->index);
 }
 
+static void task_conclude (DatcRunner *runner, RunTask *task, int rc, const siginfo_t *info_p,
+                           gint64 finished_us, GPtrArray *finished);
+
 /* The leader's pidfd is readable: it has exited.  Learns how (without
  * reaping), kills what is left of the group, reaps, reads the pipes'
  * leftovers, reports. */
@@ -926,7 +1319,16 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
         ;
     }
   gint64 finished_us = g_get_real_time ();
+  task_conclude (runner, task, rc, &info, finished_us, finished);
+}
 
+/* The leader is reaped (rc 0, `info` its status) or its status lost (rc
+ * != 0): reads the pipes' leftovers, reports, forgets the task. */
+static void
+task_conclude (DatcRunner *runner, RunTask *task, int rc, const siginfo_t *info_p,
+               gint64 finished_us, GPtrArray *finished)
+{
+  siginfo_t info = *info_p;
   close_fd (&task->out.hold);
   close_fd (&task->err.hold);
   capture_read (runner, task, &task->out, LEFTOVER_READS_MAX, TRUE);
@@ -985,7 +1387,51 @@ task_finish (DatcRunner *runner, RunTask *task, GPtrArray *finished)
   run_task_free (task);
 }
 
-/* SIGTERM now, SIGKILL after the grace.  The first reason sticks. */
+/* Main thread: finishes the tasks the slot threads have done with. */
+static void
+collect_ended (DatcRunner *runner, GPtrArray *finished)
+{
+  if (runner->n_slots == 0)
+    return;
+  pthread_mutex_lock (&runner->lock);
+  if (runner->ended->len == 0)
+    {
+      pthread_mutex_unlock (&runner->lock);
+      return;
+    }
+  g_autoptr (GPtrArray) ended = g_steal_pointer (&runner->ended);
+  runner->ended = g_ptr_array_new ();
+  pthread_mutex_unlock (&runner->lock);
+
+  for (guint i = 0; i < ended->len; i++)
+    {
+      RunTask *t = ended->pdata[i];
+      t->slot->held--;
+      if (t->spawn_err != 0 || t->pid <= 0)
+        {
+          DatcTask fake = { .id = t->key.id, .attempt = t->key.attempt };
+          fake.spec.cwd = t->cwd;
+          if (t->spawn_err != 0)
+            queue_spawn_errno (runner, &fake, t->argv[0], t->spawn_err);
+          else
+            queue_spawn_failure (runner, &fake, -1,
+                                 g_strdup ("stopped before it started"));
+          if (t->spawn_err == 0)
+            ((DatcResult *) g_ptr_array_index (runner->failed, runner->failed->len - 1))->status
+                = t->stop_status;
+          task_remove (runner, t);
+          run_task_free (t);
+          continue;
+        }
+      if (t->wait_rc != 0)
+        g_warning ("runner: task %" G_GUINT64_FORMAT ": leader %d: waitid: %s", t->key.id,
+                   (int) t->pid, g_strerror (t->wait_errno));
+      task_conclude (runner, t, t->wait_rc, &t->info, t->finished_us, finished);
+    }
+}
+
+/* SIGTERM now, SIGKILL after the grace.  The first reason sticks.  With
+ * slot threads, called with runner->lock held. */
 static void
 task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus status, gint64 now)
 {
@@ -993,18 +1439,47 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
     return;
   task->stop = reason;
   task->stop_status = status;
+  if (task->slot != NULL)
+    {
+      if (task->state == TASK_STAGED)
+        {
+          g_queue_remove (&task->slot->staged, task);
+          ended_push (runner, task);
+        }
+      /* SPAWNING: its thread stops it once spawned; EXITED or ENDED: too
+       * late, and its pid may be reused. */
+      if (task->state != TASK_RUNNING)
+        return;
+    }
   kill (-task->pid, SIGTERM);
   pidfd_send_signal (task->pidfd, SIGTERM, NULL, 0);
   task->kill_at = now + (gint64) runner->kill_grace_ms * 1000;
 }
 
 static void
+runner_lock (DatcRunner *runner)
+{
+  if (runner->n_slots > 0)
+    pthread_mutex_lock (&runner->lock);
+}
+
+static void
+runner_unlock (DatcRunner *runner)
+{
+  if (runner->n_slots > 0)
+    pthread_mutex_unlock (&runner->lock);
+}
+
+static void
 enforce_deadlines (DatcRunner *runner)
 {
   gint64 now = g_get_monotonic_time ();
+  runner_lock (runner);
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
+      if (task->slot != NULL && task->state != TASK_RUNNING)
+        continue;
       if (task->stop == STOP_NONE && task->deadline != 0 && now >= task->deadline)
         task_stop (runner, task, STOP_TIMEOUT, DATC_STATUS_TIMEOUT, now);
       if (task->kill_at != 0 && now >= task->kill_at)
@@ -1014,6 +1489,7 @@ enforce_deadlines (DatcRunner *runner)
           task->kill_at = 0;
         }
     }
+  runner_unlock (runner);
 }
 
 int
@@ -1024,14 +1500,18 @@ datc_runner_next_timeout_ms (DatcRunner *runner)
     return 0;
 
   gint64 due = G_MAXINT64;
+  runner_lock (runner);
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
+      if (task->slot != NULL && task->state != TASK_RUNNING)
+        continue;
       if (task->stop == STOP_NONE && task->deadline != 0)
         due = MIN (due, task->deadline);
       if (task->kill_at != 0)
         due = MIN (due, task->kill_at);
     }
+  runner_unlock (runner);
   if (due == G_MAXINT64)
     return -1;
   gint64 left = due - g_get_monotonic_time ();
@@ -1088,6 +1568,7 @@ datc_runner_dispatch (DatcRunner *runner, GPtrArray *finished)
         break;
     }
 
+  collect_ended (runner, finished);
   if (runner->failed->len > 0)
     {
       g_ptr_array_extend_and_steal (finished, g_steal_pointer (&runner->failed));
@@ -1107,7 +1588,9 @@ datc_runner_cancel (DatcRunner *runner, guint64 id, guint32 attempt, DatcTaskSta
   RunTask *task = g_hash_table_lookup (runner->by_key, &key);
   if (task == NULL)
     return FALSE;
+  runner_lock (runner);
   task_stop (runner, task, STOP_CANCEL, status, g_get_monotonic_time ());
+  runner_unlock (runner);
   return TRUE;
 }
 
@@ -1118,8 +1601,10 @@ datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status)
   g_return_if_fail (status == DATC_STATUS_CANCELLED || status == DATC_STATUS_DRAINED);
 
   gint64 now = g_get_monotonic_time ();
+  runner_lock (runner);
   for (guint i = 0; i < runner->tasks->len; i++)
     task_stop (runner, g_ptr_array_index (runner->tasks, i), STOP_CANCEL, status, now);
+  runner_unlock (runner);
 }
 
 void

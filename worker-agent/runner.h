@@ -38,6 +38,13 @@ gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **e
 
 guint datc_runner_running (DatcRunner *runner);
 
+/* EXPERIMENT (issue 17 item 4): one thread per slot spawns the slot's
+ * tasks and waits for them; datc_runner_start() then stages a task in the
+ * slot holding fewest (up to two each: the running one and the next). */
+gboolean datc_runner_use_slot_threads (DatcRunner *runner, guint slots, GError **error);
+/* Whether datc_runner_start() may be called with `slots` slots. */
+gboolean datc_runner_has_room (DatcRunner *runner, guint slots);
+
 /* Each running task holds DATC_RUNNER_FDS_PER_TASK fds (pidfd, two pipe
  * read ends and the runner's copies of their write ends).  Raises this
  * process's soft RLIMIT_NOFILE, up to the hard limit, so that `tasks` can
