@@ -164,6 +164,8 @@ struct DatcRunner {
   pthread_mutex_t lock;
   GPtrArray *ended; /* RunTask*, under lock: ended in a slot, for the main thread */
   gboolean quit;    /* under lock */
+  gboolean told;    /* under lock: the eventfd was written since the last collect */
+  gint64 ended_since; /* under lock: monotonic, when `ended` stopped being empty */
 };
 
 static gboolean
@@ -709,17 +711,27 @@ slot_short_slice (void)
     g_debug ("sched_setattr: %s", g_strerror (errno));
 }
 
+/* Staged per slot, the running one included; the main thread is told of
+ * ended tasks at once only when a slot has fewer than SLOT_LOW staged,
+ * otherwise within ENDED_LINGER_US (datc_runner_next_timeout_ms). */
+#define SLOT_DEPTH 4
+#define SLOT_LOW 2
+#define ENDED_LINGER_US 5000
+
 static void
-ended_push (DatcRunner *runner, RunTask *t)
+ended_push (DatcRunner *runner, RunTask *t, gboolean tell)
 {
   t->state = TASK_ENDED;
   if (runner->ended->len == 0)
+    runner->ended_since = g_get_monotonic_time ();
+  g_ptr_array_add (runner->ended, t);
+  if (tell && !runner->told)
     {
+      runner->told = TRUE;
       guint64 one = 1;
       if (write (runner->wakefd, &one, sizeof one) < 0)
         g_debug ("runner: eventfd write: %s", g_strerror (errno));
     }
-  g_ptr_array_add (runner->ended, t);
 }
 
 /* Unlocked: the task is SPAWNING, so nothing else touches its pid. */
@@ -764,7 +776,7 @@ slot_spawned (Slot *slot, RunTask *t)
   if (t->spawn_err != 0)
     {
       slot->current = NULL;
-      ended_push (runner, t);
+      ended_push (runner, t, TRUE);
       return;
     }
   t->state = TASK_RUNNING;
@@ -846,7 +858,9 @@ slot_main (void *data)
           pthread_mutex_lock (&runner->lock);
           slot_spawned (slot, n);
         }
-      ended_push (runner, t);
+      ended_push (runner, t,
+                  runner->quit || t->stop != STOP_NONE || slot->current == NULL
+                      || g_queue_get_length (&slot->staged) < SLOT_LOW);
     }
   pthread_mutex_unlock (&runner->lock);
   return NULL;
@@ -934,7 +948,7 @@ datc_runner_has_room (DatcRunner *runner, guint slots)
   if (runner->n_slots == 0)
     return runner->tasks->len < slots;
   for (guint i = 0; i < runner->n_slots; i++)
-    if (runner->slots[i].held < 2)
+    if (runner->slots[i].held < SLOT_DEPTH)
       return TRUE;
   return FALSE;
 }
@@ -1401,6 +1415,7 @@ collect_ended (DatcRunner *runner, GPtrArray *finished)
     }
   g_autoptr (GPtrArray) ended = g_steal_pointer (&runner->ended);
   runner->ended = g_ptr_array_new ();
+  runner->told = FALSE;
   pthread_mutex_unlock (&runner->lock);
 
   for (guint i = 0; i < ended->len; i++)
@@ -1444,7 +1459,7 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
       if (task->state == TASK_STAGED)
         {
           g_queue_remove (&task->slot->staged, task);
-          ended_push (runner, task);
+          ended_push (runner, task, TRUE);
         }
       /* SPAWNING: its thread stops it once spawned; EXITED or ENDED: too
        * late, and its pid may be reused. */
@@ -1501,6 +1516,8 @@ datc_runner_next_timeout_ms (DatcRunner *runner)
 
   gint64 due = G_MAXINT64;
   runner_lock (runner);
+  if (runner->n_slots > 0 && runner->ended->len > 0)
+    due = runner->ended_since + ENDED_LINGER_US;
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
