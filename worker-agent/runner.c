@@ -109,12 +109,12 @@ typedef struct {
   gchar **envp;      /* or NULL: the agent's environment */
   gchar *task_path;  /* the task's PATH, or NULL */
   gchar *cwd;
-  gchar *sh;           /* for the ENOEXEC retry of a direct line */
-  int spawn_err;       /* the spawn failed with this errno */
-  int wait_rc;         /* waitid's return, as task_finish sees it */
-  int wait_errno;      /* its errno */
-  siginfo_t info;      /* the leader's status */
-  gint64 finished_us;  /* real time, when reaped */
+  gchar *sh;          /* for the ENOEXEC retry of a direct line */
+  int spawn_err;      /* the spawn failed with this errno */
+  int wait_rc;        /* waitid's return, as task_finish sees it */
+  int wait_errno;     /* its errno */
+  siginfo_t info;     /* the leader's status */
+  gint64 finished_us; /* real time, when reaped */
 } RunTask;
 
 typedef enum {
@@ -162,9 +162,9 @@ struct DatcRunner {
   guint n_slots;
   Slot *slots;
   pthread_mutex_t lock;
-  GPtrArray *ended; /* RunTask*, under lock: ended in a slot, for the main thread */
-  gboolean quit;    /* under lock */
-  gboolean told;    /* under lock: the eventfd was written since the last collect */
+  GPtrArray *ended;   /* RunTask*, under lock: ended in a slot, for the main thread */
+  gboolean quit;      /* under lock */
+  gboolean told;      /* under lock: the eventfd was written since the last collect */
   gint64 ended_since; /* under lock: monotonic, when `ended` stopped being empty */
 };
 
@@ -828,8 +828,7 @@ slot_main (void *data)
       RunTask *t = slot->current;
       pthread_mutex_unlock (&runner->lock);
       int rc;
-      while ((rc = waitid (P_PIDFD, t->pidfd, &t->info, WEXITED | WNOWAIT)) != 0
-             && errno == EINTR)
+      while ((rc = waitid (P_PIDFD, t->pidfd, &t->info, WEXITED | WNOWAIT)) != 0 && errno == EINTR)
         ;
       t->wait_rc = rc;
       t->wait_errno = rc != 0 ? errno : 0;
@@ -1066,8 +1065,8 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
     }
 
   if (runner->n_slots > 0)
-    return stage_task (runner, task, key, argv, envp, task_path, direct_line, out_r, out_w,
-                       err_r, err_w, error);
+    return stage_task (runner, task, key, argv, envp, task_path, direct_line, out_r, out_w, err_r,
+                       err_w, error);
 
   SpawnRequest req = {
     .argv = argv,
@@ -1429,8 +1428,7 @@ collect_ended (DatcRunner *runner, GPtrArray *finished)
           if (t->spawn_err != 0)
             queue_spawn_errno (runner, &fake, t->argv[0], t->spawn_err);
           else
-            queue_spawn_failure (runner, &fake, -1,
-                                 g_strdup ("stopped before it started"));
+            queue_spawn_failure (runner, &fake, -1, g_strdup ("stopped before it started"));
           if (t->spawn_err == 0)
             ((DatcResult *) g_ptr_array_index (runner->failed, runner->failed->len - 1))->status
                 = t->stop_status;
