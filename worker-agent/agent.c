@@ -350,7 +350,7 @@ send_heartbeat (Agent *a)
   DatcMsg m = { .type = DATC_MSG_HEARTBEAT };
   m.u.heartbeat.session = a->session;
   m.u.heartbeat.received = a->received;
-  m.u.heartbeat.running = datc_runner_running (a->runner);
+  m.u.heartbeat.running = datc_runner_executing (a->runner);
   send_msg (a, &m);
   a->last_heartbeat_us = g_get_monotonic_time ();
 }
@@ -468,6 +468,9 @@ resend_stale (Agent *a, gint64 older_than_us)
 static void
 start_tasks (Agent *a)
 {
+  /* The runner's slot threads start what it holds ready only while the
+   * lease holds too. */
+  datc_runner_set_start_until (a->runner, a->welcomed ? a->last_master_us + lease_us (a) : 0);
   /* The lease is asked with a fresh clock for each task: a stop between
    * two of them is a gap like any other. */
   while (!a->draining && a->queue.length > 0
@@ -631,6 +634,7 @@ on_frame (Agent *a, const guint8 *data, gsize len)
       a->draining = TRUE;
       a->leaving = TRUE;
       a->leave_deadline_us = G_MAXINT64;
+      datc_runner_unstage (a->runner, DATC_STATUS_DRAINED);
       {
         DatcTask *t;
         while ((t = g_queue_pop_head (&a->queue)) != NULL)
@@ -957,6 +961,16 @@ slots_that_fit (DatcRunner *runner, guint slots)
   return MAX (fit, 1u);
 }
 
+/* With slot threads the runner holds up to DATC_RUNNER_STAGE_DEPTH tasks
+ * per slot, the ready ones with their pipes open: as many as the fds
+ * allow, at least one per slot. */
+static guint
+held_that_fit (DatcRunner *runner, guint slots)
+{
+  guint want = slots * DATC_RUNNER_STAGE_DEPTH;
+  return CLAMP (datc_runner_reserve_fds (runner, want, AGENT_OWN_FDS), slots, want);
+}
+
 /* How long the loop may sleep: until the next HELLO or heartbeat, the
  * leave deadline, the results' linger, the walltime check (every second),
  * the reachability probe or the runner's next deadline. */
@@ -1102,7 +1116,8 @@ datc_agent_run (const DatcAgentOptions *o)
   if (!opts.exec_none)
     opts.slots = slots_that_fit (a.runner, opts.slots);
   if (!opts.exec_none && g_getenv ("DATC_NO_SLOT_THREADS") == NULL
-      && !datc_runner_use_slot_threads (a.runner, opts.slots, &error))
+      && !datc_runner_use_slot_threads (a.runner, opts.slots, held_that_fit (a.runner, opts.slots),
+                                        o->walltime_end_us > 0 ? work_end_us (o) : 0, &error))
     {
       g_printerr ("datc-agent: %s\n", error->message);
       return 3;

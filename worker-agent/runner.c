@@ -102,12 +102,16 @@ typedef struct {
   gint64 kill_at;  /* monotonic; 0: no SIGKILL scheduled */
   StopReason stop;
   DatcTaskStatus stop_status;
-  /* With slot threads (EXPERIMENT, see "slot threads" below): */
-  struct Slot *slot; /* NULL: spawned by the main thread as before */
-  int state;         /* TaskState, under runner->lock */
-  gchar **argv;      /* owned copies of what the slot thread spawns */
-  gchar **envp;      /* or NULL: the agent's environment */
-  gchar *task_path;  /* the task's PATH, or NULL */
+  /* With slot threads (see "slot threads" below): */
+  gboolean in_slots;         /* FALSE: spawned by the main thread */
+  int state;                 /* TaskState, under runner->lock */
+  guint32 est_runtime_ms;    /* checked against the walltime when it starts */
+  DatcTaskStatus unstarted;  /* never started for this reason (0: it started, or
+                              * was stopped: stop_status) */
+  const char *unstarted_why; /* static */
+  gchar **argv;              /* owned copies of what the slot thread spawns */
+  gchar **envp;              /* or NULL: the agent's environment */
+  gchar *task_path;          /* the task's PATH, or NULL */
   gchar *cwd;
   gchar *sh;          /* for the ENOEXEC retry of a direct line */
   int spawn_err;      /* the spawn failed with this errno */
@@ -118,7 +122,7 @@ typedef struct {
 } RunTask;
 
 typedef enum {
-  TASK_STAGED,   /* pipes open, waiting in its slot's queue */
+  TASK_STAGED,   /* pipes open, waiting in the runner's ready queue */
   TASK_SPAWNING, /* the slot thread spawns it */
   TASK_RUNNING,  /* the slot thread waits for it */
   TASK_EXITED,   /* the leader exited; no signal may reach its pid any more */
@@ -128,10 +132,7 @@ typedef enum {
 typedef struct Slot {
   struct DatcRunner *runner;
   pthread_t thread;
-  pthread_cond_t cond;
-  GQueue staged;    /* RunTask*, under runner->lock */
   RunTask *current; /* SPAWNING, RUNNING or EXITED; under runner->lock */
-  guint held;       /* main thread only: tasks given, not yet collected */
   guint8 *stack;
 } Slot;
 
@@ -158,14 +159,21 @@ struct DatcRunner {
   struct rlimit nofile;   /* a child's RLIMIT_NOFILE, when we raised ours */
   gboolean restore_nofile;
   DatcOomWatch *oom; /* the node's OOM-killer evidence for tasks killed by SIGKILL */
-  /* Slot threads (EXPERIMENT): none unless datc_runner_use_slot_threads(). */
+  /* Slot threads: none unless datc_runner_use_slot_threads(). */
   guint n_slots;
   Slot *slots;
+  guint max_held;     /* tasks held at most, started or ready */
+  gint64 work_end_us; /* real time: a task whose est_runtime ends later is refused */
   pthread_mutex_t lock;
-  GPtrArray *ended;   /* RunTask*, under lock: ended in a slot, for the main thread */
-  gboolean quit;      /* under lock */
-  gboolean told;      /* under lock: the eventfd was written since the last collect */
-  gint64 ended_since; /* under lock: monotonic, when `ended` stopped being empty */
+  pthread_cond_t ready_cond; /* a task is ready, the lease renewed, or quit */
+  GQueue ready;              /* RunTask*, STAGED, under lock, in arrival order */
+  gint64 start_until;        /* under lock, monotonic: no start at or after it */
+  gboolean collecting;       /* in collect_ended: failures leave in this dispatch */
+  guint spawning;            /* under lock: taken from `ready`, not yet spawned */
+  GPtrArray *ended;          /* RunTask*, under lock: ended in a slot, for the main thread */
+  gboolean quit;             /* under lock */
+  gboolean told;             /* under lock: the eventfd was written since the last collect */
+  gint64 ended_since;        /* under lock: monotonic, when `ended` stopped being empty */
 };
 
 static gboolean
@@ -222,6 +230,8 @@ datc_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
   runner->buf = g_malloc (READ_CHUNK);
   runner->oom = datc_oom_watch_new ("/proc/self/cgroup", "/sys/fs/cgroup", "/dev/kmsg");
   pthread_mutex_init (&runner->lock, NULL);
+  pthread_cond_init (&runner->ready_cond, NULL);
+  g_queue_init (&runner->ready);
   runner->ended = g_ptr_array_new ();
 
   /* Children start with an empty signal mask (the agent blocks signals for
@@ -319,11 +329,12 @@ datc_runner_free (DatcRunner *runner)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
       /* A slot's task is reaped by its thread, or never started. */
-      if (task->slot == NULL)
+      if (!task->in_slots)
         task_kill_and_reap (task->pid, task->pidfd);
       run_task_free (task);
     }
   g_clear_pointer (&runner->ended, g_ptr_array_unref);
+  pthread_cond_destroy (&runner->ready_cond);
   pthread_mutex_destroy (&runner->lock);
   g_clear_pointer (&runner->tasks, g_ptr_array_unref);
   g_clear_pointer (&runner->by_serial, g_hash_table_unref);
@@ -359,7 +370,7 @@ queue_spawn_failure (DatcRunner *runner, const DatcTask *task, gint32 exit_code,
   g_free (result->message);
   result->message = message;
 
-  if (runner->failed->len == 0)
+  if (runner->failed->len == 0 && !runner->collecting)
     {
       guint64 one = 1;
       if (write (runner->wakefd, &one, sizeof one) < 0)
@@ -674,19 +685,39 @@ watch_add (DatcRunner *runner, int fd, guint64 serial, int kind, GError **error)
   return TRUE;
 }
 
-/* --- slot threads (EXPERIMENT, issue 17 item 4) -------------------------
+/* --- slot threads (issue 17 item 4) -------------------------------------
  *
- * A task's end wakes its waiter on the core the waiter last ran on.  For
- * the bare posix_spawn + wait loop that is the ending task's core (now
- * free) 70% of the time, for the agent 44%.  Here each slot has a thread
- * that spawns the slot's task and blocks in waitid on it: it last ran
- * where its child started, so the child's exit should wake it on the
- * freed core.  Woken, it reaps and at once spawns the slot's next task if
- * the main thread staged one (argv, env and pipes ready), and only then
- * tells the main thread (the eventfd), which reads the pipes' leftovers
- * and reports off the critical path.  Only the main thread touches the
- * runner's tables and the captures; a slot thread touches a task's pid,
- * pidfd and status, and the slot, under runner->lock. */
+ * Why.  A task's end wakes its waiter on the core the waiter last ran on.
+ * For a bare posix_spawn + wait loop that is the ending task's core (now
+ * free) 70% of the time; for the single-threaded runner 44%: woken on the
+ * other task's core, it waited there while the freed one idled (11-12% of
+ * two cores against 6-7% for the bare loop; benchmarks/README.md, spawn
+ * ratio).  So each slot has a thread that spawns a task and blocks in
+ * waitid on it: it last ran where its child started, and the child's exit
+ * wakes it on the freed core.  Woken, it reaps, at once spawns the next
+ * ready task (argv, env and pipes prepared by the main thread), and only
+ * then hands the ended task to the main thread, which reads the pipes'
+ * leftovers and builds the result off the critical path.  The main thread
+ * is told at once only when the ready queue runs low (fewer than one task
+ * per slot), a slot idles, or a task was stopped; otherwise it collects
+ * within ENDED_LINGER_US (datc_runner_next_timeout_ms): one wake-up per
+ * task cost as much CPU as the placement saved.
+ *
+ * What holds as before.  One ready queue, so a task never waits behind a
+ * long one while another slot is free.  A task starts only while the
+ * agent's lease holds (datc_runner_set_start_until: the master heard
+ * from recently) and, with a walltime, only if its est_runtime fits what
+ * is left, checked when it starts, not when it was queued; one that may
+ * not start waits (the lease) or is refused (the walltime).  A stop or
+ * cancel of a ready task ends it unstarted with its status.  Signals
+ * reach only a leader that has not exited (TASK_RUNNING), so never a
+ * reused pid.  Ready tasks hold their pipes: the agent reserves fds for
+ * max_held tasks.
+ *
+ * Who touches what.  Only the main thread touches the runner's tables,
+ * the epoll set and the captures; a slot thread touches a task's pid,
+ * pidfd, status and state, the ready queue and `ended`, under
+ * runner->lock. */
 
 /* The agent asks for a short slice (agent.c, ask_short_slice) with
  * reset-on-fork, which a new thread does not inherit: ask again. */
@@ -711,11 +742,8 @@ slot_short_slice (void)
     g_debug ("sched_setattr: %s", g_strerror (errno));
 }
 
-/* Staged per slot, the running one included; the main thread is told of
- * ended tasks at once only when a slot has fewer than SLOT_LOW staged,
- * otherwise within ENDED_LINGER_US (datc_runner_next_timeout_ms). */
-#define SLOT_DEPTH 4
-#define SLOT_LOW 2
+/* The main thread, told of ended tasks in batches, collects them at the
+ * latest this long after the first. */
 #define ENDED_LINGER_US 5000
 
 static void
@@ -734,6 +762,33 @@ ended_push (DatcRunner *runner, RunTask *t, gboolean tell)
     }
 }
 
+/* Locked: the next task that may start now, or NULL (none ready, or the
+ * lease has lapsed: they wait for datc_runner_set_start_until).  A task
+ * whose est_runtime no longer fits the walltime is refused on the way. */
+static RunTask *
+take_ready (DatcRunner *runner)
+{
+  RunTask *t;
+  while ((t = g_queue_peek_head (&runner->ready)) != NULL)
+    {
+      if (runner->quit || g_get_monotonic_time () >= runner->start_until)
+        return NULL;
+      g_queue_pop_head (&runner->ready);
+      if (runner->work_end_us > 0 && t->est_runtime_ms > 0
+          && g_get_real_time () + (gint64) t->est_runtime_ms * 1000 > runner->work_end_us)
+        {
+          t->unstarted = DATC_STATUS_REFUSED;
+          t->unstarted_why = "expected runtime does not fit the walltime left";
+          ended_push (runner, t, TRUE);
+          continue;
+        }
+      t->state = TASK_SPAWNING;
+      runner->spawning++;
+      return t;
+    }
+  return NULL;
+}
+
 /* Unlocked: the task is SPAWNING, so nothing else touches its pid. */
 static void
 slot_spawn (Slot *slot, RunTask *t)
@@ -749,6 +804,8 @@ slot_spawn (Slot *slot, RunTask *t)
     .out_w = t->out.hold,
     .err_w = t->err.hold,
   };
+  /* Before the spawn, so a kill right after it still shows as a rise. */
+  t->oom_kills = datc_oom_watch_kills (runner->oom);
   t->started_us = g_get_real_time ();
   t->started_mono = g_get_monotonic_time ();
   int rc = spawn_on (slot->stack, TRUE, &req, t->task_path, &t->pid, &t->pidfd);
@@ -773,6 +830,7 @@ static void
 slot_spawned (Slot *slot, RunTask *t)
 {
   DatcRunner *runner = slot->runner;
+  runner->spawning--;
   if (t->spawn_err != 0)
     {
       slot->current = NULL;
@@ -810,13 +868,12 @@ slot_main (void *data)
         {
           if (runner->quit)
             break;
-          RunTask *t = g_queue_pop_head (&slot->staged);
+          RunTask *t = take_ready (runner);
           if (t == NULL)
             {
-              pthread_cond_wait (&slot->cond, &runner->lock);
+              pthread_cond_wait (&runner->ready_cond, &runner->lock);
               continue;
             }
-          t->state = TASK_SPAWNING;
           slot->current = t;
           pthread_mutex_unlock (&runner->lock);
           slot_spawn (slot, t);
@@ -837,6 +894,8 @@ slot_main (void *data)
       pthread_mutex_unlock (&runner->lock);
       if (rc == 0)
         {
+          /* As task_finish: whatever the leader left behind in its group,
+           * then the leader, whose zombie kept the pgid from reuse. */
           if (kill (-t->pid, SIGKILL) != 0 && errno != ESRCH)
             g_debug ("runner: kill group %d: %s", (int) t->pid, g_strerror (errno));
           siginfo_t reaped;
@@ -847,11 +906,10 @@ slot_main (void *data)
 
       /* The successor first: this is what the slot thread is for. */
       pthread_mutex_lock (&runner->lock);
-      RunTask *n = runner->quit ? NULL : g_queue_pop_head (&slot->staged);
+      RunTask *n = take_ready (runner);
       slot->current = n;
       if (n != NULL)
         {
-          n->state = TASK_SPAWNING;
           pthread_mutex_unlock (&runner->lock);
           slot_spawn (slot, n);
           pthread_mutex_lock (&runner->lock);
@@ -859,31 +917,33 @@ slot_main (void *data)
         }
       ended_push (runner, t,
                   runner->quit || t->stop != STOP_NONE || slot->current == NULL
-                      || g_queue_get_length (&slot->staged) < SLOT_LOW);
+                      || g_queue_get_length (&runner->ready) < runner->n_slots);
     }
   pthread_mutex_unlock (&runner->lock);
   return NULL;
 }
 
 gboolean
-datc_runner_use_slot_threads (DatcRunner *runner, guint slots, GError **error)
+datc_runner_use_slot_threads (DatcRunner *runner, guint slots, guint max_held, gint64 work_end_us,
+                              GError **error)
 {
   g_return_val_if_fail (runner != NULL, FALSE);
   g_return_val_if_fail (runner->n_slots == 0 && runner->tasks->len == 0, FALSE);
-  g_return_val_if_fail (slots > 0, FALSE);
+  g_return_val_if_fail (slots > 0 && max_held >= slots, FALSE);
 
   runner->slots = g_new0 (Slot, slots);
+  runner->max_held = max_held;
+  runner->work_end_us = work_end_us;
   for (guint i = 0; i < slots; i++)
     {
       Slot *slot = &runner->slots[i];
       slot->runner = runner;
-      pthread_cond_init (&slot->cond, NULL);
-      g_queue_init (&slot->staged);
       slot->stack = mmap (NULL, CHILD_STACK_SIZE, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
       if (slot->stack == MAP_FAILED)
         {
           slot->stack = NULL;
+          g_clear_pointer (&runner->slots, g_free);
           return set_errno_error (error, errno, "mmap (child stack)");
         }
     }
@@ -906,7 +966,23 @@ datc_runner_use_slot_threads (DatcRunner *runner, guint slots, GError **error)
   return TRUE;
 }
 
-/* Kills what runs in the slots and joins their threads. */
+void
+datc_runner_set_start_until (DatcRunner *runner, gint64 until)
+{
+  g_return_if_fail (runner != NULL);
+  if (runner->n_slots == 0)
+    return;
+  pthread_mutex_lock (&runner->lock);
+  gint64 now = g_get_monotonic_time ();
+  gboolean lapsed = runner->start_until <= now;
+  runner->start_until = until;
+  if (lapsed && until > now && runner->ready.length > 0)
+    pthread_cond_broadcast (&runner->ready_cond);
+  pthread_mutex_unlock (&runner->lock);
+}
+
+/* Kills what runs in the slots and joins their threads; ready tasks stay
+ * in the table, unstarted, for datc_runner_free. */
 static void
 slots_stop (DatcRunner *runner)
 {
@@ -916,26 +992,21 @@ slots_stop (DatcRunner *runner)
   runner->quit = TRUE;
   for (guint i = 0; i < runner->n_slots; i++)
     {
-      Slot *slot = &runner->slots[i];
-      RunTask *t = slot->current;
+      RunTask *t = runner->slots[i].current;
       if (t != NULL && t->state == TASK_RUNNING)
         {
           kill (-t->pid, SIGKILL);
           pidfd_send_signal (t->pidfd, SIGKILL, NULL, 0);
         }
-      pthread_cond_signal (&slot->cond);
     }
+  pthread_cond_broadcast (&runner->ready_cond);
   pthread_mutex_unlock (&runner->lock);
   for (guint i = 0; i < runner->n_slots; i++)
     pthread_join (runner->slots[i].thread, NULL);
   for (guint i = 0; i < runner->n_slots; i++)
-    {
-      Slot *slot = &runner->slots[i];
-      g_queue_clear (&slot->staged);
-      pthread_cond_destroy (&slot->cond);
-      if (slot->stack != NULL)
-        munmap (slot->stack, CHILD_STACK_SIZE);
-    }
+    if (runner->slots[i].stack != NULL)
+      munmap (runner->slots[i].stack, CHILD_STACK_SIZE);
+  g_queue_clear (&runner->ready);
   g_clear_pointer (&runner->slots, g_free);
   runner->n_slots = 0;
 }
@@ -946,23 +1017,40 @@ datc_runner_has_room (DatcRunner *runner, guint slots)
   g_return_val_if_fail (runner != NULL, FALSE);
   if (runner->n_slots == 0)
     return runner->tasks->len < slots;
-  for (guint i = 0; i < runner->n_slots; i++)
-    if (runner->slots[i].held < SLOT_DEPTH)
-      return TRUE;
-  return FALSE;
+  return runner->tasks->len < runner->max_held;
 }
 
-/* Registers a task and gives it to the slot holding the fewest. */
+guint
+datc_runner_waiting (DatcRunner *runner)
+{
+  g_return_val_if_fail (runner != NULL, 0);
+  if (runner->n_slots == 0)
+    return 0;
+  pthread_mutex_lock (&runner->lock);
+  guint waiting = runner->ready.length + runner->spawning;
+  pthread_mutex_unlock (&runner->lock);
+  return waiting;
+}
+
+guint
+datc_runner_executing (DatcRunner *runner)
+{
+  g_return_val_if_fail (runner != NULL, 0);
+  if (runner->n_slots == 0)
+    return runner->tasks->len;
+  pthread_mutex_lock (&runner->lock);
+  guint not_running = runner->ready.length + runner->spawning + runner->ended->len;
+  pthread_mutex_unlock (&runner->lock);
+  return runner->tasks->len - MIN (not_running, runner->tasks->len);
+}
+
+/* Registers a task and puts it in the ready queue for the first free
+ * slot thread. */
 static gboolean
 stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *const *argv,
             char **envp, const char *task_path, gboolean direct_line, int out_r, int out_w,
             int err_r, int err_w, GError **error)
 {
-  Slot *slot = &runner->slots[0];
-  for (guint i = 1; i < runner->n_slots; i++)
-    if (runner->slots[i].held < slot->held)
-      slot = &runner->slots[i];
-
   RunTask *t = g_new0 (RunTask, 1);
   t->key = key;
   t->serial = runner->next_serial++;
@@ -972,10 +1060,8 @@ stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *con
   t->out.hold = out_w;
   t->err.hold = err_w;
   t->timeout_ms = task->spec.timeout_ms;
-  /* Read when staged, before the spawn, so a kill right after it still
-   * shows as a rise. */
-  t->oom_kills = datc_oom_watch_kills (runner->oom);
-  t->slot = slot;
+  t->est_runtime_ms = task->spec.est_runtime_ms;
+  t->in_slots = TRUE;
   t->argv = g_strdupv ((gchar **) argv);
   t->envp = envp != NULL ? g_strdupv (envp) : NULL;
   t->task_path = g_strdup (task_path);
@@ -992,12 +1078,10 @@ stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *con
   g_hash_table_insert (runner->by_serial, &t->serial, t);
   g_hash_table_insert (runner->by_key, &t->key, t);
 
-  slot->held++;
   pthread_mutex_lock (&runner->lock);
   t->state = TASK_STAGED;
-  g_queue_push_tail (&slot->staged, t);
-  if (slot->current == NULL)
-    pthread_cond_signal (&slot->cond);
+  g_queue_push_tail (&runner->ready, t);
+  pthread_cond_signal (&runner->ready_cond);
   pthread_mutex_unlock (&runner->lock);
   return TRUE;
 }
@@ -1417,21 +1501,29 @@ collect_ended (DatcRunner *runner, GPtrArray *finished)
   runner->told = FALSE;
   pthread_mutex_unlock (&runner->lock);
 
+  runner->collecting = TRUE;
   for (guint i = 0; i < ended->len; i++)
     {
       RunTask *t = ended->pdata[i];
-      t->slot->held--;
       if (t->spawn_err != 0 || t->pid <= 0)
         {
-          DatcTask fake = { .id = t->key.id, .attempt = t->key.attempt };
-          fake.spec.cwd = t->cwd;
           if (t->spawn_err != 0)
-            queue_spawn_errno (runner, &fake, t->argv[0], t->spawn_err);
+            {
+              DatcTask fake = { .id = t->key.id, .attempt = t->key.attempt };
+              fake.spec.cwd = t->cwd;
+              queue_spawn_errno (runner, &fake, t->argv[0], t->spawn_err);
+            }
           else
-            queue_spawn_failure (runner, &fake, -1, g_strdup ("stopped before it started"));
-          if (t->spawn_err == 0)
-            ((DatcResult *) g_ptr_array_index (runner->failed, runner->failed->len - 1))->status
-                = t->stop_status;
+            {
+              /* Never started: stopped (a cancel, a drain) or refused, as
+               * the agent says of a task it never gave the runner. */
+              DatcResult *r = datc_result_new (t->key.id, t->key.attempt);
+              r->status = t->unstarted != 0 ? t->unstarted : t->stop_status;
+              r->exit_code = 0;
+              r->message
+                  = g_strdup (t->unstarted != 0 ? t->unstarted_why : "stopped before it started");
+              g_ptr_array_add (runner->failed, r);
+            }
           task_remove (runner, t);
           run_task_free (t);
           continue;
@@ -1441,6 +1533,7 @@ collect_ended (DatcRunner *runner, GPtrArray *finished)
                    (int) t->pid, g_strerror (t->wait_errno));
       task_conclude (runner, t, t->wait_rc, &t->info, t->finished_us, finished);
     }
+  runner->collecting = FALSE;
 }
 
 /* SIGTERM now, SIGKILL after the grace.  The first reason sticks.  With
@@ -1452,11 +1545,11 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
     return;
   task->stop = reason;
   task->stop_status = status;
-  if (task->slot != NULL)
+  if (task->in_slots)
     {
       if (task->state == TASK_STAGED)
         {
-          g_queue_remove (&task->slot->staged, task);
+          g_queue_remove (&runner->ready, task);
           ended_push (runner, task, TRUE);
         }
       /* SPAWNING: its thread stops it once spawned; EXITED or ENDED: too
@@ -1491,7 +1584,7 @@ enforce_deadlines (DatcRunner *runner)
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
-      if (task->slot != NULL && task->state != TASK_RUNNING)
+      if (task->in_slots && task->state != TASK_RUNNING)
         continue;
       if (task->stop == STOP_NONE && task->deadline != 0 && now >= task->deadline)
         task_stop (runner, task, STOP_TIMEOUT, DATC_STATUS_TIMEOUT, now);
@@ -1519,7 +1612,7 @@ datc_runner_next_timeout_ms (DatcRunner *runner)
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
-      if (task->slot != NULL && task->state != TASK_RUNNING)
+      if (task->in_slots && task->state != TASK_RUNNING)
         continue;
       if (task->stop == STOP_NONE && task->deadline != 0)
         due = MIN (due, task->deadline);
@@ -1620,6 +1713,23 @@ datc_runner_cancel_all (DatcRunner *runner, DatcTaskStatus status)
   for (guint i = 0; i < runner->tasks->len; i++)
     task_stop (runner, g_ptr_array_index (runner->tasks, i), STOP_CANCEL, status, now);
   runner_unlock (runner);
+}
+
+void
+datc_runner_unstage (DatcRunner *runner, DatcTaskStatus status)
+{
+  g_return_if_fail (runner != NULL);
+  if (runner->n_slots == 0)
+    return;
+  pthread_mutex_lock (&runner->lock);
+  RunTask *t;
+  while ((t = g_queue_pop_head (&runner->ready)) != NULL)
+    {
+      t->stop = STOP_CANCEL;
+      t->stop_status = status;
+      ended_push (runner, t, TRUE);
+    }
+  pthread_mutex_unlock (&runner->lock);
 }
 
 void

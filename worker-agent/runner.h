@@ -36,14 +36,37 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcRunner, datc_runner_free)
  * itself failed (out of fds, pipe() failed). */
 gboolean datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error);
 
+/* Tasks held: started and not yet reported, or, with slot threads,
+ * ready to start. */
 guint datc_runner_running (DatcRunner *runner);
+/* Of those, the ones started (what a heartbeat says the agent runs). */
+guint datc_runner_executing (DatcRunner *runner);
+/* With slot threads: of those, the ones not started yet (ready, or being
+ * spawned); 0 without. */
+guint datc_runner_waiting (DatcRunner *runner);
 
-/* EXPERIMENT (issue 17 item 4): one thread per slot spawns the slot's
- * tasks and waits for them; datc_runner_start() then stages a task in the
- * slot holding fewest (up to two each: the running one and the next). */
-gboolean datc_runner_use_slot_threads (DatcRunner *runner, guint slots, GError **error);
-/* Whether datc_runner_start() may be called with `slots` slots. */
+/* Slot threads (runner.c, "slot threads"): one thread per slot spawns
+ * tasks from a ready queue and waits for each, so that a task's end wakes
+ * a thread on the core that task left.  datc_runner_start() then prepares
+ * a task and queues it; up to `max_held` tasks are held, started or
+ * ready (their fds reserved by the caller: DATC_RUNNER_STAGE_DEPTH per
+ * slot).  With `work_end_us` (real time, 0: none) a task whose
+ * est_runtime_ms would end after it is refused when its turn comes.
+ * Nothing starts until datc_runner_set_start_until().  Call once, before
+ * the first task. */
+#define DATC_RUNNER_STAGE_DEPTH 4
+gboolean datc_runner_use_slot_threads (DatcRunner *runner, guint slots, guint max_held,
+                                       gint64 work_end_us, GError **error);
+/* With slot threads: no task starts at or after `until` (monotonic µs;
+ * the agent's lease: the master heard from recently).  Tasks that may not
+ * start wait in the queue. */
+void datc_runner_set_start_until (DatcRunner *runner, gint64 until);
+/* Whether datc_runner_start() may be called now, `slots` being the
+ * agent's slots (without slot threads: fewer than `slots` held). */
 gboolean datc_runner_has_room (DatcRunner *runner, guint slots);
+/* With slot threads: every task not started yet ends unstarted with
+ * `status` (its result comes from the next dispatch()). */
+void datc_runner_unstage (DatcRunner *runner, DatcTaskStatus status);
 
 /* Each running task holds DATC_RUNNER_FDS_PER_TASK fds (pidfd, two pipe
  * read ends and the runner's copies of their write ends).  Raises this

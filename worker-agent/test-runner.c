@@ -22,6 +22,33 @@
 #define GRACE_MS 200
 #define WAIT_MS 30000
 
+/* DATC_TEST_SLOT_THREADS=1 (meson test worker-agent/runner-slot-threads):
+ * every test again with the runner's slot threads, as the agent runs it
+ * (runner.c, "slot threads"), the lease never lapsing. */
+#define TEST_SLOTS 64
+
+static gboolean
+slot_threads (void)
+{
+  return g_strcmp0 (g_getenv ("DATC_TEST_SLOT_THREADS"), "1") == 0;
+}
+
+static DatcRunner *
+test_runner_new (gsize output_limit, guint kill_grace_ms, GError **error)
+{
+  DatcRunner *runner = datc_runner_new (output_limit, kill_grace_ms, error);
+  if (runner == NULL || !slot_threads ())
+    return runner;
+  if (!datc_runner_use_slot_threads (runner, TEST_SLOTS, TEST_SLOTS * DATC_RUNNER_STAGE_DEPTH, 0,
+                                     error))
+    {
+      datc_runner_free (runner);
+      return NULL;
+    }
+  datc_runner_set_start_until (runner, G_MAXINT64);
+  return runner;
+}
+
 typedef struct {
   DatcRunner *runner;
   GPtrArray *results; /* DatcResult*, owned */
@@ -32,7 +59,7 @@ static void
 fixture_setup (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
-  f->runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+  f->runner = test_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
   g_assert_no_error (error);
   f->results = g_ptr_array_new_with_free_func ((GDestroyNotify) datc_result_free);
   f->tmpdir = g_dir_make_tmp ("datc-runner-XXXXXX", &error);
@@ -102,6 +129,15 @@ start (Fixture *f, const DatcTask *task)
   g_autoptr (GError) error = NULL;
   g_assert_true (datc_runner_start (f->runner, task, &error));
   g_assert_no_error (error);
+  /* With slot threads a task starts a moment later, on its thread: the
+   * tests then go on as after a start on the caller's thread. */
+  gint64 end = g_get_monotonic_time () + WAIT_MS * 1000;
+  while (datc_runner_waiting (f->runner) > 0)
+    {
+      if (g_get_monotonic_time () > end)
+        g_error ("task %" G_GUINT64_FORMAT " did not start", task->id);
+      g_usleep (200);
+    }
 }
 
 /* Runs one line to its end and returns its result (owned by the fixture). */
@@ -371,7 +407,7 @@ test_output_with_maximum_limit_stays_within_wire_maximum (Fixture *f, gconstpoin
 {
   g_autoptr (GError) error = NULL;
   datc_runner_free (f->runner);
-  f->runner = datc_runner_new (DATC_OUTPUT_MAX, GRACE_MS, &error);
+  f->runner = test_runner_new (DATC_OUTPUT_MAX, GRACE_MS, &error);
   g_assert_no_error (error);
 
   DatcResult *r = run_line (f, "head -c 4194304 /dev/zero");
@@ -389,7 +425,7 @@ static void
 test_output_limit_over_maximum_is_refused (void)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (DatcRunner) runner = datc_runner_new (DATC_OUTPUT_MAX + 1, 0, &error);
+  g_autoptr (DatcRunner) runner = test_runner_new (DATC_OUTPUT_MAX + 1, 0, &error);
   g_assert_null (runner);
   g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
 }
@@ -451,7 +487,7 @@ test_fds_reserve_reports_what_fits_under_hard_limit (void)
       struct rlimit lim = { .rlim_cur = 100, .rlim_max = 100 };
       g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &lim), ==, 0);
       g_autoptr (GError) error = NULL;
-      g_autoptr (DatcRunner) runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+      g_autoptr (DatcRunner) runner = test_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
       g_assert_no_error (error);
       g_assert_cmpuint (datc_runner_reserve_fds (runner, FD_TASKS, FD_RESERVED), ==,
                         (100 - FD_RESERVED) / DATC_RUNNER_FDS_PER_TASK);
@@ -504,7 +540,7 @@ test_spawn_child_has_default_signals (Fixture *f, gconstpointer data)
   sigaction (SIGPROF, &ign, &old_prof);
   g_autoptr (GError) error = NULL;
   datc_runner_free (f->runner);
-  f->runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+  f->runner = test_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
   g_assert_no_error (error);
   sigaction (SIGPIPE, &ign, &old_pipe);
 
@@ -726,9 +762,11 @@ test_spawn_failure_wakes_the_poller (Fixture *f, gconstpointer data)
 {
   g_autoptr (DatcTask) task = task_new (1, "datc-no-such-program");
   start (f, task);
-  g_assert_cmpint (datc_runner_next_timeout_ms (f->runner), ==, 0);
   struct pollfd pfd = { .fd = datc_runner_get_fd (f->runner), .events = POLLIN };
-  g_assert_cmpint (poll (&pfd, 1, 0), ==, 1);
+  /* A slot thread spawns, and fails, a moment later: then it tells. */
+  if (!slot_threads ())
+    g_assert_cmpint (datc_runner_next_timeout_ms (f->runner), ==, 0);
+  g_assert_cmpint (poll (&pfd, 1, slot_threads () ? WAIT_MS : 0), ==, 1);
   datc_runner_dispatch (f->runner, f->results);
   g_assert_cmpuint (f->results->len, ==, 1);
   g_assert_cmpint (datc_runner_next_timeout_ms (f->runner), ==, -1);
@@ -772,7 +810,7 @@ test_timeout_kills_term_ignoring_children_when_leader_dies (Fixture *f, gconstpo
    * so only the group kill after the leader's death can end the child. */
   g_autoptr (GError) error = NULL;
   datc_runner_free (f->runner);
-  f->runner = datc_runner_new (DATC_OUTPUT_DEFAULT, 600 * 1000, &error);
+  f->runner = test_runner_new (DATC_OUTPUT_DEFAULT, 600 * 1000, &error);
   g_assert_no_error (error);
 
   g_autoptr (DatcTask) task = task_new (1, "echo $$; (trap '' TERM; exec sleep 300) & "
@@ -949,8 +987,156 @@ test_free_kills_running_tasks (Fixture *f, gconstpointer data)
   assert_all_gone (pids);
 
   g_autoptr (GError) error = NULL;
+  f->runner = test_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
+  g_assert_no_error (error);
+}
+
+/* --- slot threads --------------------------------------------------------
+ * These make their own runner with two slot threads, whatever mode the
+ * program runs in. */
+
+static void
+use_two_slots (Fixture *f, gint64 work_end_us)
+{
+  g_autoptr (GError) error = NULL;
+  g_clear_pointer (&f->runner, datc_runner_free);
   f->runner = datc_runner_new (DATC_OUTPUT_DEFAULT, GRACE_MS, &error);
   g_assert_no_error (error);
+  g_assert_true (datc_runner_use_slot_threads (f->runner, 2, 2 * DATC_RUNNER_STAGE_DEPTH,
+                                               work_end_us, &error));
+  g_assert_no_error (error);
+}
+
+/* Starts (hands over) a task that leaves `marker` behind if it ever runs. */
+static void
+give_marked (Fixture *f, guint64 id, const char *marker)
+{
+  g_autofree gchar *line = g_strdup_printf ("touch %s", marker);
+  g_autoptr (DatcTask) task = task_new (id, line);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_runner_start (f->runner, task, &error));
+  g_assert_no_error (error);
+}
+
+/* Nothing starts without a lease; what waits is held, not executing, and
+ * starts once the lease is renewed. */
+static void
+test_slots_ready_tasks_wait_for_the_lease (Fixture *f, gconstpointer data)
+{
+  use_two_slots (f, 0);
+  g_autofree gchar *marker = g_build_filename (f->tmpdir, "ran", NULL);
+  give_marked (f, 1, marker);
+  g_assert_cmpuint (datc_runner_running (f->runner), ==, 1);
+  /* Not a condition to await (it must not happen): a window in which a
+   * slot thread that ignored the lease would have run it. */
+  struct pollfd pfd = { .fd = datc_runner_get_fd (f->runner), .events = POLLIN };
+  g_assert_cmpint (poll (&pfd, 1, 200), ==, 0);
+  g_assert_false (g_file_test (marker, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (datc_runner_executing (f->runner), ==, 0);
+  g_assert_cmpuint (datc_runner_waiting (f->runner), ==, 1);
+
+  /* A lease that has already lapsed changes nothing either. */
+  datc_runner_set_start_until (f->runner, g_get_monotonic_time () - 1);
+  g_assert_cmpint (poll (&pfd, 1, 100), ==, 0);
+  g_assert_false (g_file_test (marker, G_FILE_TEST_EXISTS));
+
+  datc_runner_set_start_until (f->runner, G_MAXINT64);
+  run_until_results (f, 1);
+  DatcResult *r = g_ptr_array_index (f->results, 0);
+  g_assert_cmpint (r->status, ==, DATC_STATUS_EXITED);
+  g_assert_true (g_file_test (marker, G_FILE_TEST_EXISTS));
+}
+
+/* A drain gives back what has not started: never run, status drained. */
+static void
+test_slots_unstage_gives_back_unstarted_tasks (Fixture *f, gconstpointer data)
+{
+  use_two_slots (f, 0);
+  g_autofree gchar *m1 = g_build_filename (f->tmpdir, "ran-1", NULL);
+  g_autofree gchar *m2 = g_build_filename (f->tmpdir, "ran-2", NULL);
+  give_marked (f, 1, m1);
+  give_marked (f, 2, m2);
+  datc_runner_unstage (f->runner, DATC_STATUS_DRAINED);
+  run_until_results (f, 2);
+  for (guint64 id = 1; id <= 2; id++)
+    {
+      DatcResult *r = result_for (f, id);
+      g_assert_cmpint (r->status, ==, DATC_STATUS_DRAINED);
+      g_assert_cmpstr (r->message, ==, "stopped before it started");
+    }
+  g_assert_cmpuint (datc_runner_running (f->runner), ==, 0);
+  /* The lease comes back: nothing is left to start. */
+  datc_runner_set_start_until (f->runner, G_MAXINT64);
+  g_autofree gchar *m3 = g_build_filename (f->tmpdir, "ran-3", NULL);
+  give_marked (f, 3, m3);
+  run_until_results (f, 3);
+  g_assert_true (g_file_test (m3, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (m1, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (m2, G_FILE_TEST_EXISTS));
+}
+
+/* A cancel of a task that has not started ends it with the cancel's
+ * status, without running it. */
+static void
+test_slots_cancel_of_a_waiting_task (Fixture *f, gconstpointer data)
+{
+  use_two_slots (f, 0);
+  g_autofree gchar *marker = g_build_filename (f->tmpdir, "ran", NULL);
+  give_marked (f, 1, marker);
+  g_assert_true (datc_runner_cancel (f->runner, 1, 1, DATC_STATUS_CANCELLED));
+  run_until_results (f, 1);
+  DatcResult *r = g_ptr_array_index (f->results, 0);
+  g_assert_cmpint (r->status, ==, DATC_STATUS_CANCELLED);
+  g_assert_cmpint (r->signal, ==, 0);
+  datc_runner_set_start_until (f->runner, G_MAXINT64);
+  g_autofree gchar *m2 = g_build_filename (f->tmpdir, "ran-2", NULL);
+  give_marked (f, 2, m2);
+  run_until_results (f, 2);
+  g_assert_false (g_file_test (marker, G_FILE_TEST_EXISTS));
+}
+
+/* The walltime is asked when a task's turn comes, not when it was handed
+ * over: one whose est_runtime no longer fits is refused unrun. */
+static void
+test_slots_walltime_is_asked_at_the_start (Fixture *f, gconstpointer data)
+{
+  use_two_slots (f, g_get_real_time () + 60 * G_USEC_PER_SEC);
+  g_autofree gchar *marker = g_build_filename (f->tmpdir, "ran", NULL);
+  g_autofree gchar *line = g_strdup_printf ("touch %s", marker);
+  g_autoptr (DatcTask) fits = task_new (1, line);
+  fits->spec.est_runtime_ms = 1000;
+  g_autoptr (DatcTask) too_long = task_new (2, line);
+  too_long->spec.est_runtime_ms = 3600 * 1000;
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_runner_start (f->runner, fits, &error));
+  g_assert_true (datc_runner_start (f->runner, too_long, &error));
+  g_assert_no_error (error);
+  datc_runner_set_start_until (f->runner, G_MAXINT64);
+  run_until_results (f, 2);
+  g_assert_cmpint (result_for (f, 1)->status, ==, DATC_STATUS_EXITED);
+  DatcResult *r = result_for (f, 2);
+  g_assert_cmpint (r->status, ==, DATC_STATUS_REFUSED);
+  g_assert_cmpstr (r->message, ==, "expected runtime does not fit the walltime left");
+}
+
+/* One queue for all slots: short tasks go by while one slot runs a long
+ * task, whichever slot they were handed to. */
+static void
+test_slots_short_tasks_pass_a_long_one (Fixture *f, gconstpointer data)
+{
+  use_two_slots (f, 0);
+  datc_runner_set_start_until (f->runner, G_MAXINT64);
+  g_autoptr (DatcTask) slow = task_new (1, "sleep 300");
+  start (f, slow);
+  for (guint64 id = 2; id <= 7; id++)
+    {
+      g_autoptr (DatcTask) quick = task_new (id, "true");
+      start (f, quick);
+    }
+  run_until_results (f, 6);
+  for (guint64 id = 2; id <= 7; id++)
+    g_assert_cmpint (result_for (f, id)->status, ==, DATC_STATUS_EXITED);
+  g_assert_cmpuint (datc_runner_executing (f->runner), ==, 1);
 }
 
 int
@@ -1012,6 +1198,12 @@ main (int argc, char **argv)
   ADD ("/runner/list/reports-running-keys", test_list_reports_running_keys);
   ADD ("/runner/concurrency/fifty-tasks-complete", test_concurrency_fifty_tasks_complete);
   ADD ("/runner/free/kills-running-tasks", test_free_kills_running_tasks);
+  ADD ("/runner/slots/ready-tasks-wait-for-the-lease", test_slots_ready_tasks_wait_for_the_lease);
+  ADD ("/runner/slots/unstage-gives-back-unstarted-tasks",
+       test_slots_unstage_gives_back_unstarted_tasks);
+  ADD ("/runner/slots/cancel-of-a-waiting-task", test_slots_cancel_of_a_waiting_task);
+  ADD ("/runner/slots/walltime-is-asked-at-the-start", test_slots_walltime_is_asked_at_the_start);
+  ADD ("/runner/slots/short-tasks-pass-a-long-one", test_slots_short_tasks_pass_a_long_one);
 
 #undef ADD
   return g_test_run ();
