@@ -1,4 +1,6 @@
-/* runner.c: spawns tasks and follows them to the end without threads.
+/* runner.c: spawns tasks and follows them to the end, on the caller's
+ * thread or, with slot threads (see "slot threads" below; the agent's
+ * default), on one thread per slot.
  *
  * Why it is shaped so.  An agent may run tens of thousands of tiny tasks, so
  * the per-task cost must stay close to a bare posix_spawn + waitpid:
