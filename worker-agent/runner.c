@@ -806,8 +806,6 @@ slot_spawn (Slot *slot, RunTask *t)
     .out_w = t->out.hold,
     .err_w = t->err.hold,
   };
-  /* Before the spawn, so a kill right after it still shows as a rise. */
-  t->oom_kills = datc_oom_watch_kills (runner->oom);
   t->started_us = g_get_real_time ();
   t->started_mono = g_get_monotonic_time ();
   int rc = spawn_on (slot->stack, TRUE, &req, t->task_path, &t->pid, &t->pidfd);
@@ -1064,6 +1062,11 @@ stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *con
   t->timeout_ms = task->spec.timeout_ms;
   t->est_runtime_ms = task->spec.est_runtime_ms;
   t->in_slots = TRUE;
+  /* Before the spawn, so a kill right after it still shows as a rise; read
+   * here rather than on the slot thread, whose every µs delays the spawn
+   * (a rise in between, a task or two earlier, would count as this one's
+   * evidence only if it too ends by SIGKILL). */
+  t->oom_kills = datc_oom_watch_kills (runner->oom);
   t->argv = g_strdupv ((gchar **) argv);
   t->envp = envp != NULL ? g_strdupv (envp) : NULL;
   t->task_path = g_strdup (task_path);
