@@ -172,6 +172,9 @@ struct DatcRunner {
   gint64 start_until;        /* under lock, monotonic: no start at or after it */
   gboolean collecting;       /* in collect_ended: failures leave in this dispatch */
   guint spawning;            /* under lock: taken from `ready`, not yet spawned */
+  gint64 main_due;           /* under lock, monotonic: how long the main thread may
+                              * sleep, as datc_runner_next_timeout_ms last said */
+  guint n_stacks;            /* slots whose child stack is mapped */
   GPtrArray *ended;          /* RunTask*, under lock: ended in a slot, for the main thread */
   gboolean quit;             /* under lock */
   gboolean told;             /* under lock: the eventfd was written since the last collect */
@@ -754,6 +757,10 @@ ended_push (DatcRunner *runner, RunTask *t, gboolean tell)
   t->state = TASK_ENDED;
   if (runner->ended->len == 0)
     runner->ended_since = g_get_monotonic_time ();
+  /* A batch's first task, when the main thread would sleep past the
+   * linger (it last asked before anything had ended): told now. */
+  if (runner->ended->len == 0 && runner->main_due > g_get_monotonic_time () + ENDED_LINGER_US)
+    tell = TRUE;
   g_ptr_array_add (runner->ended, t);
   if (tell && !runner->told)
     {
@@ -885,7 +892,9 @@ slot_main (void *data)
       RunTask *t = slot->current;
       pthread_mutex_unlock (&runner->lock);
       int rc;
-      while ((rc = waitid (P_PIDFD, t->pidfd, &t->info, WEXITED | WNOWAIT)) != 0 && errno == EINTR)
+      /* By pid, not pidfd (P_PIDFD is Linux 5.4, CLONE_PIDFD 5.2): only
+       * this thread reaps it, so the pid is its until then. */
+      while ((rc = waitid (P_PID, t->pid, &t->info, WEXITED | WNOWAIT)) != 0 && errno == EINTR)
         ;
       t->wait_rc = rc;
       t->wait_errno = rc != 0 ? errno : 0;
@@ -942,10 +951,12 @@ datc_runner_use_slot_threads (DatcRunner *runner, guint slots, guint max_held, g
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
       if (slot->stack == MAP_FAILED)
         {
+          int errsv = errno;
           slot->stack = NULL;
-          g_clear_pointer (&runner->slots, g_free);
-          return set_errno_error (error, errno, "mmap (child stack)");
+          slots_stop (runner);
+          return set_errno_error (error, errsv, "mmap (child stack)");
         }
+      runner->n_stacks = i + 1;
     }
   /* Every signal blocked in the slot threads: the agent takes its own
    * through a signalfd, and the spawns need them blocked anyway. */
@@ -960,7 +971,9 @@ datc_runner_use_slot_threads (DatcRunner *runner, guint slots, guint max_held, g
           pthread_sigmask (SIG_SETMASK, &old, NULL);
           return set_errno_error (error, rc, "pthread_create");
         }
+      pthread_mutex_lock (&runner->lock);
       runner->n_slots = i + 1;
+      pthread_mutex_unlock (&runner->lock);
     }
   pthread_sigmask (SIG_SETMASK, &old, NULL);
   return TRUE;
@@ -1003,9 +1016,9 @@ slots_stop (DatcRunner *runner)
   pthread_mutex_unlock (&runner->lock);
   for (guint i = 0; i < runner->n_slots; i++)
     pthread_join (runner->slots[i].thread, NULL);
-  for (guint i = 0; i < runner->n_slots; i++)
-    if (runner->slots[i].stack != NULL)
-      munmap (runner->slots[i].stack, CHILD_STACK_SIZE);
+  for (guint i = 0; i < runner->n_stacks; i++)
+    munmap (runner->slots[i].stack, CHILD_STACK_SIZE);
+  runner->n_stacks = 0;
   g_queue_clear (&runner->ready);
   g_clear_pointer (&runner->slots, g_free);
   runner->n_slots = 0;
@@ -1548,6 +1561,10 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
 {
   if (task->stop != STOP_NONE)
     return;
+  /* Exited already (its result waits for the main thread): it ended on
+   * its own, and says so; its pid may be reused. */
+  if (task->in_slots && (task->state == TASK_EXITED || task->state == TASK_ENDED))
+    return;
   task->stop = reason;
   task->stop_status = status;
   if (task->in_slots)
@@ -1557,8 +1574,7 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
           g_queue_remove (&runner->ready, task);
           ended_push (runner, task, TRUE);
         }
-      /* SPAWNING: its thread stops it once spawned; EXITED or ENDED: too
-       * late, and its pid may be reused. */
+      /* SPAWNING: its thread stops it once spawned. */
       if (task->state != TASK_RUNNING)
         return;
     }
@@ -1624,6 +1640,7 @@ datc_runner_next_timeout_ms (DatcRunner *runner)
       if (task->kill_at != 0)
         due = MIN (due, task->kill_at);
     }
+  runner->main_due = due;
   runner_unlock (runner);
   if (due == G_MAXINT64)
     return -1;
