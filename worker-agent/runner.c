@@ -175,6 +175,7 @@ struct DatcRunner {
   gint64 main_due;           /* under lock, monotonic: how long the main thread may
                               * sleep, as datc_runner_next_timeout_ms last said */
   guint n_stacks;            /* slots whose child stack is mapped */
+  gint64 last_ended_us;      /* under lock, monotonic: when a task last ended */
   GPtrArray *ended;          /* RunTask*, under lock: ended in a slot, for the main thread */
   gboolean quit;             /* under lock */
   gboolean told;             /* under lock: the eventfd was written since the last collect */
@@ -750,13 +751,15 @@ slot_short_slice (void)
 /* The main thread, told of ended tasks in batches, collects them at the
  * latest this long after the first. */
 #define ENDED_LINGER_US 5000
+#define ENDED_RECENT_US (100 * 1000)
 
 static void
 ended_push (DatcRunner *runner, RunTask *t, gboolean tell)
 {
   t->state = TASK_ENDED;
+  runner->last_ended_us = g_get_monotonic_time ();
   if (runner->ended->len == 0)
-    runner->ended_since = g_get_monotonic_time ();
+    runner->ended_since = runner->last_ended_us;
   /* A batch's first task, when the main thread would sleep past the
    * linger (it last asked before anything had ended): told now. */
   if (runner->ended->len == 0 && runner->main_due > g_get_monotonic_time () + ENDED_LINGER_US)
@@ -1628,8 +1631,15 @@ datc_runner_next_timeout_ms (DatcRunner *runner)
 
   gint64 due = G_MAXINT64;
   runner_lock (runner);
+  gint64 now = g_get_monotonic_time ();
   if (runner->n_slots > 0 && runner->ended->len > 0)
     due = runner->ended_since + ENDED_LINGER_US;
+  /* Streaming (tasks ended lately, enough ready that the slot threads do
+   * not tell at once): look again within the linger rather than be woken
+   * by each batch's first task.  Long tasks end rarely: no timer then. */
+  else if (runner->n_slots > 0 && runner->ready.length >= runner->n_slots
+           && now - runner->last_ended_us < ENDED_RECENT_US)
+    due = now + ENDED_LINGER_US;
   for (guint i = 0; i < runner->tasks->len; i++)
     {
       RunTask *task = g_ptr_array_index (runner->tasks, i);
