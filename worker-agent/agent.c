@@ -23,7 +23,6 @@
 #include "agent.h"
 
 #include <errno.h>
-#include <linux/sched.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,7 +31,6 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -901,47 +899,6 @@ signals_fd (void)
   return signalfd (-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-/* The agent's time slice.  When a task ends, the kernel wakes the agent
- * on the core it last ran on, where another task is usually running (and
- * after each spawn, when the child execs, on the child's core); with the
- * default slice (1.4 ms on 2 cores, more with more) the agent often
- * waited there behind a task while the core the ended task left sat
- * idle, and the next task started only after that (perf sched: a third
- * of the idle time of `bench-core spawn`).  With a short slice its
- * deadline comes first, so it preempts the running task at once (EEVDF;
- * Linux 6.12 takes a slice of one's own, older kernels ignore the
- * request), does its few tens of microseconds of work and sleeps again.
- * It gets no more CPU than before, only sooner. */
-#define AGENT_SLICE_NS (100 * 1000)
-
-/* struct sched_attr as the kernel takes it (its first version): glibc
- * 2.36 has no wrapper, and <linux/sched/types.h> clashes with <sched.h>. */
-typedef struct {
-  guint32 size, policy;
-  guint64 flags;
-  gint32 nice;
-  guint32 priority;
-  guint64 runtime, deadline, period;
-} SchedAttr;
-
-/* Only for the normal policy at nice 0 or above: reset-on-fork gives the
- * tasks the default slice back, but it would also turn a negative nice to
- * 0 in them, and a batch or idle policy is the site's choice. */
-static void
-ask_short_slice (void)
-{
-  SchedAttr attr = { 0 };
-  if (syscall (SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0)
-    return;
-  if (attr.policy != SCHED_NORMAL || attr.nice < 0)
-    return;
-  attr.size = sizeof attr;
-  attr.flags = SCHED_FLAG_RESET_ON_FORK;
-  attr.runtime = AGENT_SLICE_NS;
-  if (syscall (SYS_sched_setattr, 0, &attr, 0) != 0)
-    g_debug ("sched_setattr: %s", g_strerror (errno));
-}
-
 /* Files the agent keeps open beside its tasks': ZeroMQ's sockets and
  * mailboxes, epoll, signalfd, /dev/null, the key files while reading. */
 #define AGENT_OWN_FDS 64
@@ -1105,7 +1062,7 @@ datc_agent_run (const DatcAgentOptions *o)
   a.agent_id = make_agent_id (a.host);
 
   a.sfd = signals_fd ();
-  ask_short_slice ();
+  datc_runner_ask_short_slice ();
 
   a.runner = datc_runner_new (o->output_limit, o->kill_grace_ms, &error);
   if (a.runner == NULL)

@@ -45,6 +45,11 @@ guint datc_runner_executing (DatcRunner *runner);
  * spawned); 0 without. */
 guint datc_runner_waiting (DatcRunner *runner);
 
+/* Asks the calling thread for a 0.1 ms time slice (reset on fork: tasks
+ * keep the default; only for the normal policy at nice >= 0): woken by a
+ * task's end, it then preempts at once.  See runner.c. */
+void datc_runner_ask_short_slice (void);
+
 /* Slot threads (runner.c, "slot threads"): one thread per slot spawns
  * tasks from a ready queue and waits for each, so that a task's end wakes
  * a thread on the core that task left.  datc_runner_start() then prepares
