@@ -1081,6 +1081,16 @@ datc_runner_executing (DatcRunner *runner)
   return runner->tasks->len - MIN (not_running, runner->tasks->len);
 }
 
+/* Into the runner's tables (task_remove takes it out). */
+static void
+task_add (DatcRunner *runner, RunTask *t)
+{
+  t->index = runner->tasks->len;
+  g_ptr_array_add (runner->tasks, t);
+  g_hash_table_insert (runner->by_serial, &t->serial, t);
+  g_hash_table_insert (runner->by_key, &t->key, t);
+}
+
 /* Registers a task and puts it in the ready queue for the first free
  * slot thread. */
 static gboolean
@@ -1115,10 +1125,7 @@ stage_task (DatcRunner *runner, const DatcTask *task, DatcTaskKey key, char *con
       run_task_free (t);
       return FALSE;
     }
-  t->index = runner->tasks->len;
-  g_ptr_array_add (runner->tasks, t);
-  g_hash_table_insert (runner->by_serial, &t->serial, t);
-  g_hash_table_insert (runner->by_key, &t->key, t);
+  task_add (runner, t);
 
   pthread_mutex_lock (&runner->lock);
   t->state = TASK_STAGED;
@@ -1265,10 +1272,7 @@ datc_runner_start (DatcRunner *runner, const DatcTask *task, GError **error)
       return FALSE;
     }
 
-  t->index = runner->tasks->len;
-  g_ptr_array_add (runner->tasks, t);
-  g_hash_table_insert (runner->by_serial, &t->serial, t);
-  g_hash_table_insert (runner->by_key, &t->key, t);
+  task_add (runner, t);
   return TRUE;
 }
 
