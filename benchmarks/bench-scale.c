@@ -11,7 +11,7 @@
  * asserts.  By hand (see benchmarks/README.md):
  *
  *   DATC=... DATC_AGENT=... bench-scale [--tasks 10000,100000,1000000]
- *       [--agents 1,10,100,1000] [--transport ipc|tcp-curve] [--slots 64]
+ *       [--agents 1,10,100,1000] [--transport ipc|tcp-curve] [--slots 64] [--agents-cpu CPU]
  *       [--repeat 1] [--status-ms 250] [--timeout 900] [--no-resume] [--svg DIR]
  *
  * The agents are started before the master, so that they are all waiting
@@ -25,6 +25,12 @@
  * it cannot reach the master yet.  A master still running after --timeout
  * is killed, and its point printed as failed.
  *
+ * --agents-cpu CPU puts the agents on that CPU alone and this process, the
+ * master and every `datc status` on the others, as a head node whose
+ * agents run on other hosts would be: the master's figures and the
+ * command's time without 1,000 agent processes competing for their cores
+ * (by default all share every CPU, the worst case).
+ *
  * Every process started here is ended by pid (SIGKILL on SIGINT/SIGTERM). */
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +39,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -53,6 +60,7 @@ extern char **environ;
 
 typedef struct {
   gboolean tcp;    /* tcp-curve on loopback, else ipc */
+  int agents_cpu;  /* the one CPU the agents run on (the rest: everything else), or -1 */
   guint slots;     /* per agent */
   guint status_ms; /* between two `datc status` */
   guint timeout_s; /* a master still running after this is killed */
@@ -62,6 +70,7 @@ typedef struct {
 typedef struct {
   gint64 start_real; /* when it was asked (g_get_real_time) */
   double ms;
+  long majflt; /* the command's major page faults: its pages read from the disk (-1: in-process) */
 } StatusSample;
 
 typedef struct {
@@ -406,8 +415,10 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
         break;
       if (st_pid && (fds[1].revents & POLLIN))
         {
-          StatusSample s = { st_start_real, (g_get_monotonic_time () - st_start) / 1000.0 };
-          reap (st_pid, NULL, NULL);
+          StatusSample s = { st_start_real, (g_get_monotonic_time () - st_start) / 1000.0, 0 };
+          struct rusage st_ru;
+          reap (st_pid, &st_ru, NULL);
+          s.majflt = st_ru.ru_majflt;
           close (st_fd);
           st_pid = 0;
           g_array_append_val (samples, s);
@@ -466,7 +477,7 @@ asker_main (gpointer data)
         continue;
       g_mutex_unlock (&a->lock);
       g_autoptr (GError) error = NULL;
-      StatusSample s = { g_get_real_time (), 0 };
+      StatusSample s = { g_get_real_time (), 0, -1 };
       gint64 t0 = g_get_monotonic_time ();
       g_autoptr (JsonNode) st = datc_control_call (a->dir, req, 30000, &error);
       s.ms = (g_get_monotonic_time () - t0) / 1000.0;
@@ -597,6 +608,15 @@ start_agents (const Bench *b, const Setup *s, guint n)
               s->server_public, "--key-file", s->key_file, NULL };
       pid_t pid = spawn (argv, s->agents_log);
       g_array_append_val (pids, pid);
+      if (b->agents_cpu >= 0)
+        {
+          cpu_set_t one;
+          CPU_ZERO (&one);
+          CPU_SET (b->agents_cpu, &one);
+          if (sched_setaffinity (pid, sizeof one, &one) != 0)
+            fprintf (stderr, "bench-scale: agent %d on CPU %d: %s\n", (int) pid, b->agents_cpu,
+                     g_strerror (errno));
+        }
     }
   /* Ready: each has said, once, that it cannot reach the master yet. */
   gint64 deadline = g_get_monotonic_time () + (30 + n / 10) * G_USEC_PER_SEC;
@@ -727,6 +747,8 @@ print_slowest (const Point *p, GArray *samples, const char *what)
     {
       const StatusSample *x = &g_array_index (v, StatusSample, i);
       printf (" %.1f ms at %+.2f s,", x->ms, (x->start_real - p->t_started) / 1e6);
+      if (x->majflt > 0)
+        printf (" (%ld major faults)", x->majflt);
     }
   if (p->t_connected > 0)
     printf (" (all connected at %+.2f s,", (p->t_connected - p->t_started) / 1e6);
@@ -751,6 +773,21 @@ print_point (const Point *p)
           (double) p->journal_bytes / p->tasks, p->tasks / p->load_s, p->status_med, p->status_max,
           p->samples->len, p->status_load_max, p->asked_med, p->asked_max, p->asked->len,
           p->exit_status, p->loadavg, p->others);
+  guint faulted = 0;
+  double faulted_max = 0;
+  for (guint i = 0; i < p->samples->len; i++)
+    {
+      const StatusSample *x = &g_array_index (p->samples, StatusSample, i);
+      if (x->majflt > 0)
+        {
+          faulted++;
+          faulted_max = MAX (faulted_max, x->ms);
+        }
+    }
+  if (faulted > 0)
+    printf ("    %u of the %u `datc status` had major page faults (their pages read from the disk),"
+            " the slowest of them %.1f ms\n",
+            faulted, p->samples->len, faulted_max);
   print_slowest (p, p->samples, "status");
   print_slowest (p, p->asked, "in-process status");
   fflush (stdout);
@@ -1002,6 +1039,33 @@ cmp_u64 (const void *a, const void *b)
   return x < y ? -1 : x > y;
 }
 
+/* This process, and so every child started afterwards, on every online
+ * CPU but `cpu`; FALSE with a message when that leaves none. */
+static gboolean
+keep_off_cpu (int cpu)
+{
+  cpu_set_t set;
+  if (sched_getaffinity (0, sizeof set, &set) != 0)
+    {
+      fprintf (stderr, "bench-scale: sched_getaffinity: %s\n", g_strerror (errno));
+      return FALSE;
+    }
+  if (cpu >= CPU_SETSIZE || !CPU_ISSET (cpu, &set) || CPU_COUNT (&set) < 2)
+    {
+      fprintf (stderr,
+               "bench-scale: --agents-cpu %d: not one of two or more CPUs this process may use\n",
+               cpu);
+      return FALSE;
+    }
+  CPU_CLR (cpu, &set);
+  if (sched_setaffinity (0, sizeof set, &set) != 0)
+    {
+      fprintf (stderr, "bench-scale: sched_setaffinity: %s\n", g_strerror (errno));
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* "10000,100000" into numbers; FALSE with a message naming the option. */
 static gboolean
 parse_list (const char *option, const char *text, GArray *out, guint64 max)
@@ -1025,7 +1089,7 @@ int
 main (int argc, char **argv)
 {
   g_autofree gchar *tasks_opt = NULL, *agents_opt = NULL, *transport = NULL, *svg_dir = NULL;
-  gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900;
+  gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900, agents_cpu = -1;
   gboolean no_resume = FALSE;
   GOptionEntry entries[] = {
     { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)",
@@ -1034,6 +1098,10 @@ main (int argc, char **argv)
       "N,..." },
     { "transport", 0, 0, G_OPTION_ARG_STRING, &transport, "ipc (default) or tcp-curve", "T" },
     { "slots", 0, 0, G_OPTION_ARG_INT, &slots, "Slots per agent (default 64)", "N" },
+    { "agents-cpu", 0, 0, G_OPTION_ARG_INT, &agents_cpu,
+      "The agents on this CPU only, the master and `datc status` on the others, as if the agents "
+      "ran on other hosts (default: all share every CPU)",
+      "CPU" },
     { "repeat", 0, 0, G_OPTION_ARG_INT, &repeat, "Runs per point (default 1)", "N" },
     { "status-ms", 0, 0, G_OPTION_ARG_INT, &status_ms, "Between two `datc status` (default 250)",
       "MS" },
@@ -1061,12 +1129,16 @@ main (int argc, char **argv)
       fprintf (stderr, "bench-scale: --transport: \"%s\": ipc or tcp-curve\n", transport);
       return 2;
     }
-  if (slots < 1 || status_ms < 10 || repeat < 1 || timeout_s < 1)
+  if (slots < 1 || status_ms < 10 || repeat < 1 || timeout_s < 1 || agents_cpu < -1)
     {
       fprintf (stderr, "bench-scale: --slots, --repeat and --timeout take 1 or more,"
-                       " --status-ms 10 or more\n");
+                       " --status-ms 10 or more, --agents-cpu a CPU number\n");
       return 2;
     }
+  /* Children inherit the mask: the master (and the local agent it
+   * forks), `datc status` and this process keep off the agents' CPU. */
+  if (agents_cpu >= 0 && !keep_off_cpu (agents_cpu))
+    return 2;
   g_array_sort (task_counts, cmp_u64);
   guint n_agents = agent_counts64->len;
   g_autofree guint *agent_counts = g_new (guint, n_agents);
@@ -1105,6 +1177,7 @@ main (int argc, char **argv)
       setrlimit (RLIMIT_NOFILE, &rl);
     }
   Bench b = { .tcp = transport != NULL && g_str_equal (transport, "tcp-curve"),
+              .agents_cpu = agents_cpu,
               .slots = (guint) slots,
               .status_ms = (guint) status_ms,
               .timeout_s = (guint) timeout_s,
@@ -1114,6 +1187,9 @@ main (int argc, char **argv)
   printf ("bench-scale: --exec none, ~44-byte commands, %s, %u slots per agent, `datc status` every"
           " %u ms; loadavg %.2f\n",
           b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms, loadavg ());
+  if (b.agents_cpu >= 0)
+    printf ("bench-scale: the agents on CPU %d, the master and `datc status` on the other %d\n",
+            b.agents_cpu, (int) sysconf (_SC_NPROCESSORS_ONLN) - 1);
 
   g_autoptr (GArray) points = g_array_new (FALSE, TRUE, sizeof (Point));
   for (guint t = 0; t < task_counts->len; t++)
