@@ -54,11 +54,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "iothread.h"
 
 G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 
@@ -67,19 +67,6 @@ G_DEFINE_QUARK (datc-journal-error-quark, datc_journal_error)
 #define JOURNAL_HEADER_LEN ((gsize) DATC_JOURNAL_FRAME_BYTES)
 #define JOURNAL_READ_CHUNK ((gsize) 1024 * 1024)
 #define JOURNAL_NO_RECORD ((gsize) - 1)
-
-/* The thread a commit's fdatasync runs on while the owner's thread waits
- * (datc_journal_set_sync_wait); one sync at a time. */
-typedef struct {
-  GThread *thread;
-  GMutex lock;
-  GCond cond;
-  int fd;        /* to sync; -1 when none is asked */
-  gboolean done; /* the one asked finished, with errsv */
-  int errsv;
-  gboolean stop;
-  int done_fd; /* eventfd, written once per finished sync */
-} JournalSyncer;
 
 struct DatcJournal {
   char *path;
@@ -90,7 +77,8 @@ struct DatcJournal {
                           JOURNAL_NO_RECORD */
   DatcJournalWaitFunc wait;
   gpointer wait_data;
-  JournalSyncer *syncer; /* started at the first commit with `wait` set */
+  DatcIoThread *syncer; /* a commit's fdatasync, started at the first commit with `wait` set */
+  gboolean no_syncer;   /* no thread could be had: the caller's thread syncs */
 };
 
 static gboolean
@@ -501,67 +489,10 @@ datc_journal_scan (const char *path, DatcJournalReplayFunc replay, gpointer user
 
 /* ---- syncing on a thread while the owner waits ---------------------- */
 
-static gpointer
-syncer_main (gpointer data)
+static int
+datasync_job (gpointer data)
 {
-  JournalSyncer *s = data;
-  g_mutex_lock (&s->lock);
-  for (;;)
-    {
-      while (s->fd < 0 && !s->stop)
-        g_cond_wait (&s->cond, &s->lock);
-      if (s->stop)
-        break;
-      int fd = s->fd;
-      g_mutex_unlock (&s->lock);
-      int errsv = fsync_retrying (fd, TRUE) ? 0 : errno;
-      g_mutex_lock (&s->lock);
-      s->fd = -1;
-      s->errsv = errsv;
-      s->done = TRUE;
-      eventfd_write (s->done_fd, 1);
-    }
-  g_mutex_unlock (&s->lock);
-  return NULL;
-}
-
-static void
-syncer_free (JournalSyncer *s)
-{
-  if (s == NULL)
-    return;
-  if (s->thread != NULL)
-    {
-      g_mutex_lock (&s->lock);
-      s->stop = TRUE;
-      g_cond_signal (&s->cond);
-      g_mutex_unlock (&s->lock);
-      g_thread_join (s->thread);
-    }
-  if (s->done_fd >= 0)
-    close (s->done_fd);
-  g_mutex_clear (&s->lock);
-  g_cond_clear (&s->cond);
-  g_free (s);
-}
-
-/* NULL when no thread could be had: the caller syncs itself. */
-static JournalSyncer *
-syncer_new (void)
-{
-  JournalSyncer *s = g_new0 (JournalSyncer, 1);
-  g_mutex_init (&s->lock);
-  g_cond_init (&s->cond);
-  s->fd = -1;
-  s->done_fd = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->done_fd >= 0)
-    s->thread = g_thread_try_new ("datc-sync", syncer_main, s, NULL);
-  if (s->thread == NULL)
-    {
-      syncer_free (s);
-      return NULL;
-    }
-  return s;
+  return fsync_retrying (*(int *) data, TRUE) ? 0 : errno;
 }
 
 void
@@ -577,29 +508,15 @@ datc_journal_set_sync_wait (DatcJournal *journal, DatcJournalWaitFunc wait, gpoi
 static gboolean
 datasync (DatcJournal *journal)
 {
-  if (journal->wait != NULL && journal->syncer == NULL)
-    journal->syncer = syncer_new ();
-  JournalSyncer *s = journal->syncer;
-  if (journal->wait == NULL || s == NULL)
-    return fsync_retrying (journal->fd, TRUE);
-  g_mutex_lock (&s->lock);
-  s->fd = journal->fd;
-  s->done = FALSE;
-  g_cond_signal (&s->cond);
-  g_mutex_unlock (&s->lock);
-  gboolean done;
-  do
+  if (journal->wait != NULL && journal->syncer == NULL && !journal->no_syncer)
     {
-      journal->wait (journal->wait_data, s->done_fd);
-      g_mutex_lock (&s->lock);
-      done = s->done;
-      g_mutex_unlock (&s->lock);
+      journal->syncer = datc_io_thread_new ("datc-sync");
+      journal->no_syncer = journal->syncer == NULL;
     }
-  while (!done);
-  eventfd_t drained;
-  eventfd_read (s->done_fd, &drained);
-  errno = s->errsv;
-  return s->errsv == 0;
+  int errsv = datc_io_thread_run (journal->syncer, datasync_job, &journal->fd, journal->wait,
+                                  journal->wait_data);
+  errno = errsv;
+  return errsv == 0;
 }
 
 void
@@ -607,7 +524,7 @@ datc_journal_free (DatcJournal *journal)
 {
   if (journal == NULL)
     return;
-  syncer_free (journal->syncer);
+  datc_io_thread_free (journal->syncer);
   if (journal->fd >= 0)
     close (journal->fd);
   g_byte_array_unref (journal->buf);

@@ -10,6 +10,8 @@
 
 #include <glib.h>
 
+#include "iothread.h"
+
 G_BEGIN_DECLS
 
 #define DATC_JOURNAL_RECORD_MAX (16u * 1024u * 1024u)
@@ -73,7 +75,7 @@ gboolean datc_journal_commit (DatcJournal *journal, GError **error);
  * until it is done; `wait` must return once done_fd is readable (poll it
  * beside its own fds) and must not touch the journal.  NULL: the caller's
  * thread syncs, as without.  `wait` is called at least once per sync. */
-typedef void (*DatcJournalWaitFunc) (gpointer user_data, int done_fd);
+typedef DatcIoWaitFunc DatcJournalWaitFunc;
 void datc_journal_set_sync_wait (DatcJournal *journal, DatcJournalWaitFunc wait,
                                  gpointer user_data);
 

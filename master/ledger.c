@@ -3257,6 +3257,8 @@ void
 datc_ledger_set_sync_wait (DatcLedger *l, DatcJournalWaitFunc wait, gpointer user_data)
 {
   datc_journal_set_sync_wait (l->journal, wait, user_data);
+  if (l->results != NULL)
+    datc_results_file_set_write_wait (l->results, wait, user_data);
 }
 
 void

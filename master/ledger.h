@@ -377,7 +377,9 @@ typedef struct {
 
 void datc_ledger_journal_info (DatcLedger *ledger, DatcLedgerJournalInfo *info);
 /* What the loop's thread serves while a commit's journal fdatasync runs
- * (datc_journal_set_sync_wait); NULL: nothing, it syncs itself. */
+ * (datc_journal_set_sync_wait) and while results.jsonl's lines are
+ * written (datc_results_file_set_write_wait); NULL: nothing, it syncs
+ * and writes itself. */
 void datc_ledger_set_sync_wait (DatcLedger *ledger, DatcJournalWaitFunc wait, gpointer user_data);
 
 /* Compacts the journal now (nothing must be pending: call after a

@@ -32,6 +32,12 @@ struct DatcResultsFile {
   gchar *tmp_path;
   guint8 *old; /* scratch: the earlier file's bytes to compare */
   gsize old_cap;
+  /* datc_results_file_set_write_wait: the lines' write() on `writer`
+   * while the owner's thread calls `wait` */
+  DatcIoWaitFunc wait;
+  gpointer wait_data;
+  DatcIoThread *writer;
+  gboolean no_writer; /* no thread could be had: the owner's thread writes */
 };
 
 static gboolean
@@ -65,6 +71,7 @@ datc_results_file_free (DatcResultsFile *f)
     return;
   if (f->restore && ftruncate (f->fd, (off_t) f->restore_len) < 0)
     g_warning ("%s: %s", f->path, g_strerror (errno));
+  datc_io_thread_free (f->writer);
   if (f->fd >= 0)
     close (f->fd);
   g_string_free (f->out, TRUE);
@@ -565,29 +572,57 @@ datc_results_file_written (DatcResultsFile *f)
   return at > 0 ? (guint64) at : 0;
 }
 
-gboolean
-datc_results_file_write (DatcResultsFile *f, GError **error)
+void
+datc_results_file_set_write_wait (DatcResultsFile *f, DatcIoWaitFunc wait, gpointer user_data)
 {
-  gsize done = 0;
-  if (f->checking && f->out->len > 0 && !check_earlier (f, &done, error))
+  f->wait = wait;
+  f->wait_data = user_data;
+}
+
+/* The lines' write(), from `done` on (its own thread with a wait set). */
+typedef struct {
+  DatcResultsFile *f;
+  gsize done;
+} WriteJob;
+
+static int
+write_job (gpointer data)
+{
+  WriteJob *j = data;
+  const GString *out = j->f->out;
+  while (j->done < out->len)
     {
-      g_string_erase (f->out, 0, (gssize) done);
-      return FALSE;
-    }
-  while (done < f->out->len)
-    {
-      ssize_t w = write (f->fd, f->out->str + done, f->out->len - done);
+      ssize_t w = write (j->f->fd, out->str + j->done, out->len - j->done);
       if (w < 0 && errno == EINTR)
         continue;
       if (w < 0)
-        {
-          int errsv = errno;
-          g_string_erase (f->out, 0, (gssize) done);
-          g_set_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s: %s", f->path,
-                       g_strerror (errsv));
-          return FALSE;
-        }
-      done += (gsize) w;
+        return errno;
+      j->done += (gsize) w;
+    }
+  return 0;
+}
+
+gboolean
+datc_results_file_write (DatcResultsFile *f, GError **error)
+{
+  WriteJob j = { f, 0 };
+  if (f->checking && f->out->len > 0 && !check_earlier (f, &j.done, error))
+    {
+      g_string_erase (f->out, 0, (gssize) j.done);
+      return FALSE;
+    }
+  if (j.done < f->out->len && f->wait != NULL && f->writer == NULL && !f->no_writer)
+    {
+      f->writer = datc_io_thread_new ("datc-results");
+      f->no_writer = f->writer == NULL;
+    }
+  int errsv = j.done < f->out->len
+                  ? datc_io_thread_run (f->writer, write_job, &j, f->wait, f->wait_data)
+                  : 0;
+  if (errsv != 0)
+    {
+      g_string_erase (f->out, 0, (gssize) j.done);
+      return io_error (error, errsv, f->path);
     }
   g_string_truncate (f->out, 0);
   return TRUE;

@@ -15,6 +15,8 @@
 
 #include <glib.h>
 
+#include "iothread.h"
+
 G_BEGIN_DECLS
 
 /* One line, as plain values (strings transfer none).  Unknown strings are
@@ -75,6 +77,13 @@ guint64 datc_results_file_written (DatcResultsFile *file);
  * completes the torn line, where writing the whole again would repeat its
  * start. */
 gboolean datc_results_file_write (DatcResultsFile *file, GError **error);
+/* With a wait set, the write() runs on a thread of the file's while the
+ * caller's thread calls wait (user_data, done_fd) until it is done (as
+ * datc_journal_set_sync_wait does for the journal's fdatasync): a large
+ * batch of lines may wait behind the disk's writeback for tens of ms.
+ * `wait` must not touch the file.  NULL: the caller's thread writes. */
+void datc_results_file_set_write_wait (DatcResultsFile *file, DatcIoWaitFunc wait,
+                                       gpointer user_data);
 
 /* Whether the line of task `id` (whose status is "cancelled" or not) is
  * the one to keep. */

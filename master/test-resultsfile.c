@@ -6,13 +6,18 @@
  * file), a line beyond them cut, a torn end or missing lines completed in
  * place, a different line written anew and renamed into place (and a file
  * not there yet), nothing changed by a start that fails, a symlink
- * replaced rather than written through. */
+ * replaced rather than written through; the write on a thread of the
+ * file's while the caller's wait serves, and its failure part way. */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "ledger.h"
 #include "resultsfile.h"
 
 static gchar *
@@ -426,6 +431,141 @@ test_integers_as_printf (void)
     }
 }
 
+/* With a wait set (datc_results_file_set_write_wait) the lines' write()
+ * runs on a thread of the file's (there while `wait` runs), while the
+ * caller's thread calls `wait` until done_fd says it is done; every line
+ * arrives.  With nothing to write, or unset, `wait` is not called. */
+typedef struct {
+  GThread *owner;
+  guint threads_before;
+  guint calls, saw_done;
+} Waited;
+
+static guint
+threads (void)
+{
+  g_autoptr (GDir) tasks = g_dir_open ("/proc/self/task", 0, NULL);
+  g_assert_nonnull (tasks);
+  guint n = 0;
+  while (g_dir_read_name (tasks) != NULL)
+    n++;
+  return n;
+}
+
+static void
+wait_for_write (gpointer data, int done_fd)
+{
+  Waited *w = data;
+  w->calls++;
+  g_assert_true (g_thread_self () == w->owner);
+  g_assert_cmpuint (threads (), ==, w->threads_before + 1); /* its writer */
+  struct pollfd p = { .fd = done_fd, .events = POLLIN };
+  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
+  w->saw_done++;
+}
+
+static void
+add_lines (DatcResultsFile *f, guint64 first, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      DatcResultLine line = sample;
+      line.id = first + i;
+      datc_results_file_add (f, &line);
+    }
+}
+
+static guint
+count_lines (const char *text)
+{
+  guint n = 0;
+  for (const char *c = text; *c; c++)
+    n += *c == '\n';
+  return n;
+}
+
+static void
+test_write_runs_on_a_thread_while_the_wait_serves (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  Waited w = { .owner = g_thread_self (), .threads_before = threads () };
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_open (path, &error);
+    g_assert_no_error (error);
+    datc_results_file_set_write_wait (f, wait_for_write, &w);
+    g_assert_true (datc_results_file_write (f, &error)); /* nothing to write */
+    g_assert_cmpuint (w.calls, ==, 0);
+    for (guint round = 0; round < 3; round++)
+      {
+        guint before = w.calls;
+        add_lines (f, 1 + round * 5000, 5000);
+        g_assert_true (datc_results_file_write (f, &error));
+        g_assert_no_error (error);
+        g_assert_cmpuint (w.calls, >, before);
+        g_assert_cmpuint (datc_results_file_pending (f), ==, 0);
+      }
+    g_assert_cmpuint (w.saw_done, ==, w.calls);
+    datc_results_file_set_write_wait (f, NULL, NULL);
+    guint calls = w.calls;
+    add_lines (f, 15001, 10);
+    g_assert_true (datc_results_file_write (f, &error));
+    g_assert_cmpuint (w.calls, ==, calls);
+  }
+  g_autofree gchar *text = read_text (path);
+  g_assert_cmpuint (count_lines (text), ==, 15010);
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
+/* A write on the thread that fails part way (the file size limit: one
+ * short write, then EFBIG) names the file and keeps only what did not
+ * reach it; the next write completes the torn line. */
+static void
+test_write_on_the_thread_fails_part_way (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  Waited w = { .owner = g_thread_self (), .threads_before = threads () };
+  signal (SIGXFSZ, SIG_IGN);
+  struct rlimit saved, limited;
+  g_assert_cmpint (getrlimit (RLIMIT_FSIZE, &saved), ==, 0);
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_open (path, &error);
+    g_assert_no_error (error);
+    datc_results_file_set_write_wait (f, wait_for_write, &w);
+    add_lines (f, 1, 100);
+    gsize total = datc_results_file_pending (f);
+    limited = saved;
+    limited.rlim_cur = 10000;
+    g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &limited), ==, 0);
+    g_assert_false (datc_results_file_write (f, &error));
+    g_assert_error (error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO);
+    g_assert_nonnull (strstr (error->message, path));
+    g_assert_cmpuint (datc_results_file_pending (f), ==, total - 10000);
+    g_clear_error (&error);
+    g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &saved), ==, 0);
+    g_assert_true (datc_results_file_write (f, &error));
+    g_assert_no_error (error);
+  }
+  g_autofree gchar *text = read_text (path);
+  g_assert_cmpuint (count_lines (text), ==, 100);
+  g_autoptr (JsonParser) parser = json_parser_new ();
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  for (guint i = 0; i < 100; i++)
+    g_assert_true (json_parser_load_from_data (parser, lines[i], -1, NULL));
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -442,5 +582,9 @@ main (int argc, char **argv)
                    test_rebuild_then_filter);
   g_test_add_func ("/resultsfile/rebuild/replaces-a-symlink-never-writes-through-it",
                    test_rebuild_replaces_a_symlink);
+  g_test_add_func ("/resultsfile/write/runs-on-a-thread-while-the-wait-serves",
+                   test_write_runs_on_a_thread_while_the_wait_serves);
+  g_test_add_func ("/resultsfile/write/on-the-thread-fails-part-way-and-goes-on",
+                   test_write_on_the_thread_fails_part_way);
   return g_test_run ();
 }
