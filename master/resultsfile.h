@@ -77,10 +77,11 @@ guint64 datc_results_file_written (DatcResultsFile *file);
  * completes the torn line, where writing the whole again would repeat its
  * start. */
 gboolean datc_results_file_write (DatcResultsFile *file, GError **error);
-/* With a wait set, the write() runs on a thread of the file's while the
- * caller's thread calls wait (user_data, done_fd) until it is done (as
- * datc_journal_set_sync_wait does for the journal's fdatasync): a large
- * batch of lines may wait behind the disk's writeback for tens of ms.
+/* With a wait set, the write() of 256 KiB or more runs on a thread of the
+ * file's while the caller's thread calls wait (user_data, done_fd) until
+ * it is done (as datc_journal_set_sync_wait does for the journal's
+ * fdatasync): a large batch of lines may wait behind the disk's writeback
+ * for tens of ms.  A smaller one is written by the caller's thread.
  * `wait` must not touch the file.  NULL: the caller's thread writes. */
 void datc_results_file_set_write_wait (DatcResultsFile *file, DatcIoWaitFunc wait,
                                        gpointer user_data);

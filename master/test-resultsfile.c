@@ -431,10 +431,11 @@ test_integers_as_printf (void)
     }
 }
 
-/* With a wait set (datc_results_file_set_write_wait) the lines' write()
+/* With a wait set (datc_results_file_set_write_wait) a large write()
  * runs on a thread of the file's (there while `wait` runs), while the
  * caller's thread calls `wait` until done_fd says it is done; every line
- * arrives.  With nothing to write, or unset, `wait` is not called. */
+ * arrives.  With nothing to write, a small batch, or unset, `wait` is not
+ * called. */
 typedef struct {
   GThread *owner;
   guint threads_before;
@@ -496,6 +497,8 @@ test_write_runs_on_a_thread_while_the_wait_serves (void)
     g_assert_no_error (error);
     datc_results_file_set_write_wait (f, wait_for_write, &w);
     g_assert_true (datc_results_file_write (f, &error)); /* nothing to write */
+    add_lines (f, 20001, 100);                           /* ~26 KB: written here */
+    g_assert_true (datc_results_file_write (f, &error));
     g_assert_cmpuint (w.calls, ==, 0);
     for (guint round = 0; round < 3; round++)
       {
@@ -514,7 +517,7 @@ test_write_runs_on_a_thread_while_the_wait_serves (void)
     g_assert_cmpuint (w.calls, ==, calls);
   }
   g_autofree gchar *text = read_text (path);
-  g_assert_cmpuint (count_lines (text), ==, 15010);
+  g_assert_cmpuint (count_lines (text), ==, 15110);
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   g_assert_cmpint (system (cmd), ==, 0);
 }
@@ -542,8 +545,9 @@ test_write_on_the_thread_fails_part_way (void)
     g_autoptr (DatcResultsFile) f = datc_results_file_open (path, &error);
     g_assert_no_error (error);
     datc_results_file_set_write_wait (f, wait_for_write, &w);
-    add_lines (f, 1, 100);
+    add_lines (f, 1, 2000);
     gsize total = datc_results_file_pending (f);
+    g_assert_cmpuint (total, >=, 256 * 1024); /* on the thread */
     limited = saved;
     limited.rlim_cur = 10000;
     g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &limited), ==, 0);
@@ -555,12 +559,13 @@ test_write_on_the_thread_fails_part_way (void)
     g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &saved), ==, 0);
     g_assert_true (datc_results_file_write (f, &error));
     g_assert_no_error (error);
+    g_assert_cmpuint (w.calls, >=, 2);
   }
   g_autofree gchar *text = read_text (path);
-  g_assert_cmpuint (count_lines (text), ==, 100);
+  g_assert_cmpuint (count_lines (text), ==, 2000);
   g_autoptr (JsonParser) parser = json_parser_new ();
   g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
-  for (guint i = 0; i < 100; i++)
+  for (guint i = 0; i < 2000; i++)
     g_assert_true (json_parser_load_from_data (parser, lines[i], -1, NULL));
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   g_assert_cmpint (system (cmd), ==, 0);
