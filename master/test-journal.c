@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "test-iowait.h"
 
 #define MAGIC "DATCJNL1"
 #define HEADER 8
@@ -519,50 +520,17 @@ test_uncommitted_records_are_not_written (Fixture *f, gconstpointer data)
  * caller's thread serves `wait`: at least once per commit, on the
  * caller's thread, until done_fd says the sync finished; the records are
  * as durable as without.  Unset, nothing is called. */
-typedef struct {
-  GThread *owner;
-  guint threads_before; /* before the journal's first commit */
-  guint calls, saw_done;
-  gboolean poll; /* else return at once, as a wait with nothing to serve may */
-} Waited;
-
-/* Threads of this process now. */
-static guint
-threads (void)
-{
-  g_autoptr (GDir) tasks = g_dir_open ("/proc/self/task", 0, NULL);
-  g_assert_nonnull (tasks);
-  guint n = 0;
-  while (g_dir_read_name (tasks) != NULL)
-    n++;
-  return n;
-}
-
-static void
-wait_for_sync (gpointer data, int done_fd)
-{
-  Waited *w = data;
-  w->calls++;
-  g_assert_true (g_thread_self () == w->owner);
-  g_assert_cmpuint (threads (), ==, w->threads_before + 1); /* its syncer */
-  if (!w->poll)
-    return;
-  struct pollfd p = { .fd = done_fd, .events = POLLIN };
-  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
-  w->saw_done++;
-}
-
 static void
 test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   DatcJournalRecovery recovery;
-  Waited w = { .owner = g_thread_self (), .threads_before = threads (), .poll = TRUE };
+  TestIoWait w = test_io_wait_init (TRUE);
   {
     g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
     g_assert_no_error (error);
-    datc_journal_set_sync_wait (journal, wait_for_sync, &w);
+    datc_journal_set_sync_wait (journal, test_io_wait, &w);
     for (guint i = 0; i < 30; i++)
       {
         GBytes *payload = make_payload (i, 1 + i * 7);

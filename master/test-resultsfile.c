@@ -19,6 +19,7 @@
 
 #include "ledger.h"
 #include "resultsfile.h"
+#include "test-iowait.h"
 
 static gchar *
 read_text (const char *path)
@@ -436,35 +437,6 @@ test_integers_as_printf (void)
  * caller's thread calls `wait` until done_fd says it is done; every line
  * arrives.  With nothing to write, a small batch, or unset, `wait` is not
  * called. */
-typedef struct {
-  GThread *owner;
-  guint threads_before;
-  guint calls, saw_done;
-} Waited;
-
-static guint
-threads (void)
-{
-  g_autoptr (GDir) tasks = g_dir_open ("/proc/self/task", 0, NULL);
-  g_assert_nonnull (tasks);
-  guint n = 0;
-  while (g_dir_read_name (tasks) != NULL)
-    n++;
-  return n;
-}
-
-static void
-wait_for_write (gpointer data, int done_fd)
-{
-  Waited *w = data;
-  w->calls++;
-  g_assert_true (g_thread_self () == w->owner);
-  g_assert_cmpuint (threads (), ==, w->threads_before + 1); /* its writer */
-  struct pollfd p = { .fd = done_fd, .events = POLLIN };
-  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
-  w->saw_done++;
-}
-
 static void
 add_lines (DatcResultsFile *f, guint64 first, guint n)
 {
@@ -491,11 +463,11 @@ test_write_runs_on_a_thread_while_the_wait_serves (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
   g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
-  Waited w = { .owner = g_thread_self (), .threads_before = threads () };
+  TestIoWait w = test_io_wait_init (TRUE);
   {
     g_autoptr (DatcResultsFile) f = datc_results_file_open (path, &error);
     g_assert_no_error (error);
-    datc_results_file_set_write_wait (f, wait_for_write, &w);
+    datc_results_file_set_write_wait (f, test_io_wait, &w);
     g_assert_true (datc_results_file_write (f, &error)); /* nothing to write */
     add_lines (f, 20001, 100);                           /* ~26 KB: written here */
     g_assert_true (datc_results_file_write (f, &error));
@@ -537,14 +509,14 @@ test_write_on_the_thread_fails_part_way (void)
   g_autoptr (GError) error = NULL;
   g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
   g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
-  Waited w = { .owner = g_thread_self (), .threads_before = threads () };
+  TestIoWait w = test_io_wait_init (TRUE);
   signal (SIGXFSZ, SIG_IGN);
   struct rlimit saved, limited;
   g_assert_cmpint (getrlimit (RLIMIT_FSIZE, &saved), ==, 0);
   {
     g_autoptr (DatcResultsFile) f = datc_results_file_open (path, &error);
     g_assert_no_error (error);
-    datc_results_file_set_write_wait (f, wait_for_write, &w);
+    datc_results_file_set_write_wait (f, test_io_wait, &w);
     add_lines (f, 1, 2000);
     gsize total = datc_results_file_pending (f);
     g_assert_cmpuint (total, >=, 256 * 1024); /* on the thread */
