@@ -71,6 +71,11 @@ typedef struct {
   gint64 start_real; /* when it was asked (g_get_real_time) */
   double ms;
   long majflt; /* the command's major page faults: its pages read from the disk (-1: in-process) */
+  /* The command's CPU (all its threads), the time its main thread waited
+   * for a CPU while runnable, and how often it was preempted (all its
+   * threads): where its wall time went.  NAN and -1 in-process. */
+  double cpu_ms, queued_ms;
+  long preempted;
 } StatusSample;
 
 typedef struct {
@@ -369,6 +374,31 @@ loadavg (void)
 
 /* ---- one master, watched ------------------------------------------ */
 
+static double
+tv_s (struct timeval tv)
+{
+  return tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+/* How long an exited child's main thread waited for a CPU while runnable
+ * (the second field of /proc/PID/schedstat, in ns), read while it is a
+ * zombie, before it is reaped; NAN if the kernel does not say. */
+static double
+queued_ms_of_exited (pid_t pid)
+{
+  siginfo_t info;
+  while (waitid (P_PID, (id_t) pid, &info, WEXITED | WNOWAIT) < 0)
+    if (errno != EINTR)
+      return NAN;
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/schedstat", (int) pid);
+  g_autofree gchar *text = NULL;
+  unsigned long long on_cpu, waited;
+  if (!g_file_get_contents (path, &text, NULL, NULL)
+      || sscanf (text, "%llu %llu", &on_cpu, &waited) != 2)
+    return NAN;
+  return waited / 1e6;
+}
+
 typedef gboolean (*StopCheck) (const char *dir, gpointer data);
 
 /* Until the master exits: `datc status DIR` every status_ms (one at a
@@ -416,9 +446,12 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
       if (st_pid && (fds[1].revents & POLLIN))
         {
           StatusSample s = { st_start_real, (g_get_monotonic_time () - st_start) / 1000.0, 0 };
+          s.queued_ms = queued_ms_of_exited (st_pid);
           struct rusage st_ru;
           reap (st_pid, &st_ru, NULL);
           s.majflt = st_ru.ru_majflt;
+          s.cpu_ms = (tv_s (st_ru.ru_utime) + tv_s (st_ru.ru_stime)) * 1000;
+          s.preempted = st_ru.ru_nivcsw;
           close (st_fd);
           st_pid = 0;
           g_array_append_val (samples, s);
@@ -477,7 +510,7 @@ asker_main (gpointer data)
         continue;
       g_mutex_unlock (&a->lock);
       g_autoptr (GError) error = NULL;
-      StatusSample s = { g_get_real_time (), 0, -1 };
+      StatusSample s = { g_get_real_time (), 0, -1, NAN, NAN, -1 };
       gint64 t0 = g_get_monotonic_time ();
       g_autoptr (JsonNode) st = datc_control_call (a->dir, req, 30000, &error);
       s.ms = (g_get_monotonic_time () - t0) / 1000.0;
@@ -564,6 +597,33 @@ setup_clear (Setup *s)
   g_free (s->master_log);
 }
 
+/* Until the machine is quiet: the files just removed written out and
+ * freed, and no core busier than `idle_cores` over 200 ms (at most 60 s).
+ * A point started right after a 10M-task point otherwise shares the
+ * machine with that point's teardown: its GBs of results.jsonl and
+ * journal deleted while the kernel still writes them back.  Prints how
+ * long it took when that was more than a moment. */
+static void
+settle (void)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  sync ();
+  double busy = 0;
+  while (g_get_monotonic_time () - t0 < 60 * G_USEC_PER_SEC)
+    {
+      double b0 = bench_machine_busy_s ();
+      gint64 w0 = g_get_monotonic_time ();
+      g_usleep (200000);
+      busy = (bench_machine_busy_s () - b0) / ((g_get_monotonic_time () - w0) / 1e6);
+      if (busy < 0.1)
+        break;
+    }
+  double took = (g_get_monotonic_time () - t0) / 1e6;
+  if (took > 0.5)
+    printf ("  (settled for %.1f s before the next point: the last 200 ms %.2f cores busy)\n", took,
+            busy);
+}
+
 static void
 setup (const Bench *b, Setup *s)
 {
@@ -574,6 +634,7 @@ setup (const Bench *b, Setup *s)
   bench_rm_rf (s->dir);
   g_unlink (s->agents_log);
   g_unlink (s->master_log);
+  settle ();
   g_mkdir (s->dir, 0700);
   if (b->tcp)
     {
@@ -659,12 +720,6 @@ median_of (GArray *a, double *max)
   return a->len % 2 ? v[a->len / 2] : (v[a->len / 2 - 1] + v[a->len / 2]) / 2;
 }
 
-static double
-tv_s (struct timeval tv)
-{
-  return tv.tv_sec + tv.tv_usec / 1e6;
-}
-
 static void
 run_point (const Bench *b, const char *task_file, Point *p)
 {
@@ -746,9 +801,16 @@ print_slowest (const Point *p, GArray *samples, const char *what)
   for (guint i = 0; i < MIN (v->len, 5); i++)
     {
       const StatusSample *x = &g_array_index (v, StatusSample, i);
-      printf (" %.1f ms at %+.2f s,", x->ms, (x->start_real - p->t_started) / 1e6);
-      if (x->majflt > 0)
-        printf (" (%ld major faults)", x->majflt);
+      printf (" %.1f ms at %+.2f s", x->ms, (x->start_real - p->t_started) / 1e6);
+      if (x->majflt >= 0)
+        {
+          printf (" (CPU %.1f ms, waited for a CPU %.1f ms, preempted %ld times", x->cpu_ms,
+                  x->queued_ms, x->preempted);
+          if (x->majflt > 0)
+            printf (", %ld major faults", x->majflt);
+          printf (")");
+        }
+      printf (",");
     }
   if (p->t_connected > 0)
     printf (" (all connected at %+.2f s,", (p->t_connected - p->t_started) / 1e6);
