@@ -34,7 +34,9 @@ test_threads_now (void)
 static inline TestIoWait
 test_io_wait_init (gboolean poll)
 {
-  return (TestIoWait){ .owner = g_thread_self (), .threads_before = test_threads_now (), .poll = poll };
+  return (TestIoWait) { .owner = g_thread_self (),
+                        .threads_before = test_threads_now (),
+                        .poll = poll };
 }
 
 static inline void
