@@ -8,6 +8,7 @@
 
 #include "bag.h"
 #include "campaign.h"
+#include "control.h"
 
 #define RATE_WINDOW 61
 
@@ -725,4 +726,37 @@ datc_status_print (JsonObject *st, FILE *out)
                  "... and %" G_GINT64_FORMAT " more agent%s (datc status --agents lists all)\n",
                  more, more == 1 ? "" : "s");
     }
+}
+
+gboolean
+datc_status_format_text (JsonObject *request, gboolean *text, gchar **refusal)
+{
+  const char *format = json_object_get_string_member_with_default (request, "format", "json");
+  *text = g_str_equal (format, "text");
+  if (*text || g_str_equal (format, "json"))
+    return TRUE;
+  g_autoptr (JsonNode) refused
+      = datc_control_error_reply ("\"format\" of status must be \"json\" or \"text\"");
+  *refusal = json_to_string (refused, FALSE);
+  return FALSE;
+}
+
+gchar *
+datc_status_text_reply (const char *status_json)
+{
+  g_autoptr (JsonNode) st = json_from_string (status_json, NULL);
+  g_assert (st != NULL && JSON_NODE_HOLDS_OBJECT (st)); /* the master's own: a bug otherwise */
+  g_autofree char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream (&text, &len);
+  g_assert (out != NULL); /* only ENOMEM, which GLib aborts on anyway */
+  datc_status_print (json_node_get_object (st), out);
+  fclose (out);
+  g_autoptr (JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "text");
+  json_builder_add_string_value (b, text);
+  json_builder_end_object (b);
+  g_autoptr (JsonNode) reply = json_builder_get_root (b);
+  return json_to_string (reply, FALSE);
 }

@@ -13,6 +13,10 @@
 
 #include "harness.h"
 
+/* For `env`: the fast `datc` front with no datc-full to hand work to, so
+ * that what it answered, it answered itself (master/front.c). */
+#define NO_FULL_DATC "DATC_FULL=/nonexistent/datc-full"
+
 /* `datc status --json`, or NULL when it fails (the master still starting). */
 static JsonObject *
 try_status_json (TbDir *d, const char *dir)
@@ -213,7 +217,9 @@ test_answers_while_loading (void)
       = json_object_get_object_member (json_object_get_object_member (st, "master"), "loading");
   g_assert_cmpstr (json_object_get_string_member (loading, "phase"), ==, "task file");
   g_assert_cmpint (tasks (st, "total"), ==, 0);
-  const char *text_argv[] = { tb_datc (), "status", dir, NULL };
+  /* The fast front's (no datc-full to fall back on): the loading
+   * thread renders the text too. */
+  const char *text_argv[] = { "env", NO_FULL_DATC, tb_datc (), "status", dir, NULL };
   g_autoptr (TbProc) text = tb_spawn (d, "status-text", text_argv);
   g_assert_cmpint (tb_wait (text, 30), ==, 0);
   g_autofree gchar *out = tb_proc_stdout (text);
@@ -586,7 +592,8 @@ test_status_lists_agents (void)
                 { "--agents", 22, NULL } };
   for (guint f = 0; f < G_N_ELEMENTS (forms); f++)
     {
-      const char *text_argv[] = { tb_datc (), "status", dir, forms[f].flag, NULL };
+      const char *text_argv[]
+          = { "env", NO_FULL_DATC, tb_datc (), "status", dir, forms[f].flag, NULL };
       g_autoptr (TbProc) text = tb_spawn (d, "status-text", text_argv);
       g_assert_cmpint (tb_wait (text, 60), ==, 0);
       g_autofree gchar *out = tb_proc_stdout (text);
@@ -606,6 +613,68 @@ test_status_lists_agents (void)
     }
   g_assert_true (tb_proc_signal (master, SIGTERM));
   tb_wait (master, 60);
+}
+
+/* ---- the fast `datc status` ------------------------------------------ */
+
+/* The text without its "progress" line (the rate moves between calls). */
+static gchar *
+without_progress (const char *text)
+{
+  g_auto (GStrv) lines = g_strsplit (text, "\n", -1);
+  g_autoptr (GString) out = g_string_new (NULL);
+  for (gchar **l = lines; *l != NULL; l++)
+    if (!g_str_has_prefix (*l, "progress "))
+      g_string_append_printf (out, "%s\n", *l);
+  return g_string_free (g_steal_pointer (&out), FALSE);
+}
+
+/* `datc` answers a live `datc status` itself (front.c: with datc-full
+ * out of reach it still does), with the very text datc-full prints;
+ * what it leaves to datc-full (--json, no master) still works through
+ * it. */
+static void
+test_front_answers_status (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\ntrue\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
+  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
+  Idle idle = { d, dir, 2 };
+  g_assert_true (tb_await (campaign_idle, &idle, 60));
+
+  const char *fast_argv[] = { "env", NO_FULL_DATC, tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) fast = tb_spawn (d, "status-fast", fast_argv);
+  g_assert_cmpint (tb_wait (fast, 30), ==, 0);
+  g_autofree gchar *fast_out = tb_proc_stdout (fast);
+  g_autofree gchar *datc_dir = g_path_get_dirname (tb_datc ());
+  g_autofree gchar *full = g_build_filename (datc_dir, "datc-full", NULL);
+  const char *full_argv[] = { full, "status", dir, NULL };
+  g_autoptr (TbProc) slow = tb_spawn (d, "status-full", full_argv);
+  g_assert_cmpint (tb_wait (slow, 30), ==, 0);
+  g_autofree gchar *full_out = tb_proc_stdout (slow);
+  g_assert_nonnull (strstr (fast_out, "tasks    2 total:"));
+  g_autofree gchar *a = without_progress (fast_out);
+  g_autofree gchar *b = without_progress (full_out);
+  g_assert_cmpstr (a, ==, b);
+
+  /* --json is datc-full's: without it, the front says it cannot run it. */
+  const char *json_argv[] = { "env", NO_FULL_DATC, tb_datc (), "status", "--json", dir, NULL };
+  g_autoptr (TbProc) json = tb_spawn (d, "status-json", json_argv);
+  g_assert_cmpint (tb_wait (json, 30), ==, 3);
+  g_autofree gchar *json_err = tb_proc_stderr (json);
+  g_assert_nonnull (strstr (json_err, "datc: cannot run /nonexistent/datc-full"));
+
+  const char *close_argv[] = { tb_datc (), "close", dir, NULL };
+  g_assert_cmpint (tb_run (d, close_argv, 30, NULL), ==, 0);
+  g_assert_cmpint (tb_wait (master, 60), ==, 0);
+  /* No master: the journal, read by datc-full through the front. */
+  const char *offline_argv[] = { tb_datc (), "status", dir, NULL };
+  g_autoptr (TbProc) offline = tb_spawn (d, "status-offline", offline_argv);
+  g_assert_cmpint (tb_wait (offline, 30), ==, 0);
+  g_autofree gchar *offline_out = tb_proc_stdout (offline);
+  g_assert_nonnull (strstr (offline_out, "no master running"));
 }
 
 /* ---- the control socket is the owner's alone ------------------------- */
@@ -884,6 +953,8 @@ main (int argc, char **argv)
                    test_prefetched_apart);
   g_test_add_func ("/living/status-lists-a-few-agents-and-all-when-asked",
                    test_status_lists_agents);
+  g_test_add_func ("/living/status-is-answered-by-the-front-as-datc-full-would",
+                   test_front_answers_status);
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);
