@@ -2,6 +2,7 @@
  * socket only the campaign's owner can open (mode 0600 in a 0700 directory).
  * One JSON object per request and per reply:
  *   {"cmd":"status"}                                   -> the status object
+ *   {"cmd":"status","format":"text"}                   -> {"text": what datc status prints}
  *   {"cmd":"submit","name":N,"format":F,"data":TEXT}   -> {"first":ID,"count":N}
  *   {"cmd":"cancel"} / {"cmd":"cancel","ids":[...]}   -> {"cancelled":N}
  *   {"cmd":"close"}                                    -> {"closed":true}
