@@ -152,10 +152,13 @@ fsync_retrying (int fd, gboolean data_only)
   return r == 0;
 }
 
+static gboolean sync_waiting (DatcJournal *journal, int fd, gboolean data_only);
+
 /* A new file's name must survive a crash too, or the records in it are lost
- * with it. */
+ * with it.  With `journal`, the directory's fsync runs as its fdatasyncs
+ * do (sync_waiting). */
 static gboolean
-sync_parent_directory (const char *path, GError **error)
+sync_parent_directory (DatcJournal *journal, const char *path, GError **error)
 {
   g_autofree char *dir = g_path_get_dirname (path);
   int dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -170,7 +173,9 @@ sync_parent_directory (const char *path, GError **error)
     }
   /* Some file systems cannot sync a directory (EINVAL); they have nothing
    * to sync either. */
-  if (!fsync_retrying (dfd, FALSE) && errno != EINVAL)
+  gboolean synced
+      = journal != NULL ? sync_waiting (journal, dfd, FALSE) : fsync_retrying (dfd, FALSE);
+  if (!synced && errno != EINVAL)
     {
       errsv = errno;
       close (dfd);
@@ -193,7 +198,7 @@ write_magic (DatcJournal *journal, GError **error)
     return set_io_error (error, errsv, "Writing", journal->path);
   if (!fsync_retrying (journal->fd, FALSE))
     return set_io_error (error, errno, "Syncing", journal->path);
-  return sync_parent_directory (journal->path, error);
+  return sync_parent_directory (NULL, journal->path, error);
 }
 
 /* Checks the magic, or writes it into an empty or torn-at-creation file.
@@ -489,10 +494,16 @@ datc_journal_scan (const char *path, DatcJournalReplayFunc replay, gpointer user
 
 /* ---- syncing on a thread while the owner waits ---------------------- */
 
+typedef struct {
+  int fd;
+  gboolean data_only;
+} SyncJob;
+
 static int
-datasync_job (gpointer data)
+sync_job (gpointer data)
 {
-  return fsync_retrying (*(int *) data, TRUE) ? 0 : errno;
+  SyncJob *job = data;
+  return fsync_retrying (job->fd, job->data_only) ? 0 : errno;
 }
 
 void
@@ -503,20 +514,30 @@ datc_journal_set_sync_wait (DatcJournal *journal, DatcJournalWaitFunc wait, gpoi
   journal->wait_data = user_data;
 }
 
-/* fdatasync of the journal, on the syncer's thread while `wait` serves
- * the owner's, when one is set.  FALSE with errno set on failure. */
+/* fsync (or fdatasync) of `fd`, on the syncer's thread while `wait`
+ * serves the owner's, when one is set: the journal's own at each commit,
+ * and a compaction's new file and its directory at the switch (behind
+ * results.jsonl's writeback, 0.7 s at a 10M-task campaign's end).  FALSE
+ * with errno set on failure. */
 static gboolean
-datasync (DatcJournal *journal)
+sync_waiting (DatcJournal *journal, int fd, gboolean data_only)
 {
   if (journal->wait != NULL && journal->syncer == NULL && !journal->no_syncer)
     {
       journal->syncer = datc_io_thread_new ("datc-sync");
       journal->no_syncer = journal->syncer == NULL;
     }
-  int errsv = datc_io_thread_run (journal->syncer, datasync_job, &journal->fd, journal->wait,
-                                  journal->wait_data);
+  SyncJob job = { fd, data_only };
+  int errsv
+      = datc_io_thread_run (journal->syncer, sync_job, &job, journal->wait, journal->wait_data);
   errno = errsv;
   return errsv == 0;
+}
+
+static gboolean
+datasync (DatcJournal *journal)
+{
+  return sync_waiting (journal, journal->fd, TRUE);
 }
 
 void
@@ -852,7 +873,7 @@ datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError
       || !copy_tail (journal, w, journal->durable_end, error))
     return FALSE;
   test_kill_point ("copied");
-  if (!fsync_retrying (w->fd, TRUE))
+  if (!sync_waiting (journal, w->fd, TRUE))
     return set_io_error (error, errno, "Syncing", w->path);
   test_kill_point ("synced");
   if (rename (w->path, journal->path) < 0)
@@ -874,7 +895,7 @@ datc_journal_rewrite_finish (DatcJournal *journal, DatcJournalRewrite *w, GError
    * file: the old journal, still whole, and the records appended to the
    * new one since would be lost: the caller must stop committing. */
   g_autoptr (GError) local = NULL;
-  if (!sync_parent_directory (journal->path, &local))
+  if (!sync_parent_directory (journal, journal->path, &local))
     {
       g_set_error (error, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED, "%s", local->message);
       return FALSE;

@@ -19,10 +19,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -107,7 +109,8 @@ struct Compaction {
   guint64 step;   /* the writer's pace: compact_write_some */
   guint64 synced; /* the writer's file is out on the disk up to here (not durable
                    * before the writer's last sync) */
-  char kill_at;   /* test hook: 'w' kill the master once written, 'c' the child only */
+  char kill_at;   /* test hook: 'w' kill the master once written, 'c' the child only,
+                   * 's' the child stops itself at its start (SIGSTOP) */
 };
 
 /* Direct mode: the task a proxy was submitted for.  Its task stays
@@ -128,6 +131,10 @@ typedef struct {
 
 struct DatcLedger {
   gchar *dir;
+  /* What the owner's thread does while the ledger waits (datc_ledger_set_sync_wait:
+   * the master answers `datc status`), or NULL. */
+  DatcJournalWaitFunc wait;
+  gpointer wait_data;
   DatcBag *bag;
   DatcJournal *journal;
   DatcLedgerOptions options;
@@ -2967,6 +2974,8 @@ compact_child (DatcLedger *l, Compaction *c, int report)
    * to 17 ms meanwhile became 7.6 ms at most; refused, it only runs as
    * before). */
   (void) setpriority (PRIO_PROCESS, 0, COMPACT_CHILD_NICE);
+  if (c->kill_at == 's')
+    raise (SIGSTOP); /* a writer that takes its time (for the tests) */
   compact_snapshot (l, c->rewrite, c->time_us, c->from_bytes, c);
   if (c->error == NULL)
     compact_writer (c);
@@ -2980,10 +2989,37 @@ compact_child (DatcLedger *l, Compaction *c, int report)
   _exit (1);
 }
 
+/* The ledger's wait function (it may return early: after serving one
+ * request) on `pidfd` or a timer at `left_ms`, whichever comes first: one
+ * epoll set holds both, since the wait function watches one fd.  FALSE
+ * when the set could not be made. */
+static gboolean
+wait_with_owner (DatcLedger *l, int pidfd, gint64 left_ms)
+{
+  int ep = epoll_create1 (EPOLL_CLOEXEC);
+  int timer = timerfd_create (CLOCK_MONOTONIC, TFD_CLOEXEC);
+  struct itimerspec at
+      = { .it_value = { .tv_sec = left_ms / 1000, .tv_nsec = (left_ms % 1000) * 1000000 } };
+  struct epoll_event ev = { .events = EPOLLIN };
+  gboolean ok = ep >= 0 && timer >= 0 && timerfd_settime (timer, 0, &at, NULL) == 0
+                && epoll_ctl (ep, EPOLL_CTL_ADD, pidfd, &ev) == 0
+                && epoll_ctl (ep, EPOLL_CTL_ADD, timer, &ev) == 0;
+  if (ok)
+    l->wait (l->wait_data, ep);
+  if (timer >= 0)
+    close (timer);
+  if (ep >= 0)
+    close (ep);
+  return ok;
+}
+
 /* Until `pid` ends or `deadline` (monotonic µs) passes, whichever is
- * first (a pidfd; a short sleep where there is none). */
+ * first (a pidfd; a short sleep where there is none).  With a wait
+ * function the owner's thread does its own waiting meanwhile (the master
+ * answers `datc status` while its last compaction's writer ends: 0.7 s
+ * at 10M tasks), and this may return earlier: the caller asks again. */
 static void
-wait_child_until (pid_t pid, gint64 deadline)
+wait_child_until (DatcLedger *l, pid_t pid, gint64 deadline)
 {
   gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000 + 1;
   int fd = (int) syscall (SYS_pidfd_open, pid, 0);
@@ -2992,8 +3028,12 @@ wait_child_until (pid_t pid, gint64 deadline)
       g_usleep (10 * 1000);
       return;
     }
-  struct pollfd p = { fd, POLLIN, 0 };
-  (void) poll (&p, 1, (int) CLAMP (left_ms, 0, G_MAXINT));
+  left_ms = CLAMP (left_ms, 1, G_MAXINT);
+  if (l->wait == NULL || !wait_with_owner (l, fd, left_ms))
+    {
+      struct pollfd p = { fd, POLLIN, 0 };
+      (void) poll (&p, 1, (int) left_ms);
+    }
   close (fd);
 }
 
@@ -3002,7 +3042,7 @@ wait_child_until (pid_t pid, gint64 deadline)
  * reaps with waitpid (-1) or a SIGCHLD handler of its own; GLib's child
  * watches wait for their own pids). */
 static gboolean
-compact_ended (Compaction *c, gboolean block)
+compact_ended (DatcLedger *l, Compaction *c, gboolean block)
 {
   if (c->writer != NULL)
     {
@@ -3035,7 +3075,7 @@ compact_ended (Compaction *c, gboolean block)
         }
       if (!block)
         return FALSE;
-      wait_child_until (c->child, c->child_deadline);
+      wait_child_until (l, c->child, c->child_deadline);
     }
   pid_t pid = c->child;
   c->child = 0;
@@ -3069,7 +3109,12 @@ static char
 test_kill_at (void)
 {
   const char *at = g_getenv ("DATC_TEST_COMPACT_KILL_AT");
-  return at == NULL ? 0 : g_str_equal (at, "written") ? 'w' : g_str_equal (at, "child") ? 'c' : 0;
+  if (at == NULL)
+    return 0;
+  return g_str_equal (at, "written")   ? 'w'
+         : g_str_equal (at, "child")   ? 'c'
+         : g_str_equal (at, "stopped") ? 's'
+                                       : 0;
 }
 
 /* Starts the writer (nothing pending: right after a commit): a child
@@ -3153,7 +3198,7 @@ compact_finish (DatcLedger *l, gboolean wait, GError **error)
   guint64 slice = l->options.compact_slice_bytes ? l->options.compact_slice_bytes
                                                  : DATC_LEDGER_COMPACT_SLICE_BYTES;
 
-  compact_ended (c, TRUE); /* at once after a tick; datc_ledger_compact's wait */
+  compact_ended (l, c, TRUE); /* at once after a tick; datc_ledger_compact's wait */
   gint64 t0 = g_get_monotonic_time ();
   if (c->error == NULL && !wait && datc_journal_rewrite_behind (l->journal, c->rewrite) > slice)
     {
@@ -3214,7 +3259,7 @@ static gboolean
 compact_tick (DatcLedger *l, GError **error)
 {
   if (l->compaction != NULL)
-    return !compact_ended (l->compaction, FALSE) || compact_finish (l, FALSE, error);
+    return !compact_ended (l, l->compaction, FALSE) || compact_finish (l, FALSE, error);
   if (datc_journal_pending (l->journal) > 0 || !compact_due (l))
     return TRUE;
   g_autoptr (GError) local = NULL;
@@ -3256,6 +3301,8 @@ datc_ledger_compact (DatcLedger *l, gboolean wait, GError **error)
 void
 datc_ledger_set_sync_wait (DatcLedger *l, DatcJournalWaitFunc wait, gpointer user_data)
 {
+  l->wait = wait;
+  l->wait_data = user_data;
   datc_journal_set_sync_wait (l->journal, wait, user_data);
   if (l->results != NULL)
     datc_results_file_set_write_wait (l->results, wait, user_data);

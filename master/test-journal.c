@@ -559,6 +559,75 @@ test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
   g_assert_cmpuint (recovery.torn_bytes, ==, 0);
 }
 
+/* A compaction's switch syncs the new file and its directory on the
+ * syncer's thread while the owner's wait runs (the master answers `datc
+ * status` meanwhile), and the journal is then the new file: the
+ * rewrite's records, then what was committed since. */
+typedef struct {
+  GThread *owner;
+  guint saw_done;
+} SwitchWait;
+
+/* As test_io_wait, without its count of threads: the switch closes the
+ * replaced file on a thread of its own, which may still be there. */
+static void
+switch_wait (gpointer data, int done_fd)
+{
+  SwitchWait *w = data;
+  g_assert_true (g_thread_self () == w->owner);
+  struct pollfd p = { .fd = done_fd, .events = POLLIN };
+  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
+  w->saw_done++;
+}
+
+static void
+test_rewrite_finish_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  SwitchWait w = { g_thread_self (), 0 };
+  {
+    g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
+    g_assert_no_error (error);
+    for (guint i = 0; i < 10; i++)
+      {
+        g_autoptr (GBytes) old = make_payload (i, 100);
+        append_bytes (journal, old);
+      }
+    g_assert_true (datc_journal_commit (journal, &error));
+    g_autoptr (DatcJournalRewrite) rw = datc_journal_rewrite_new (journal, &error);
+    g_assert_no_error (error);
+    GBytes *checkpoint = make_payload (1000, 64);
+    gsize len;
+    const guint8 *p = g_bytes_get_data (checkpoint, &len);
+    g_byte_array_append (datc_journal_rewrite_begin (rw), p, (guint) len);
+    datc_journal_rewrite_end (rw);
+    g_ptr_array_add (expected, checkpoint);
+    g_assert_true (datc_journal_rewrite_sync (rw, &error));
+    for (guint i = 0; i < 5; i++)
+      {
+        GBytes *tail = make_payload (2000 + i, 50 + i);
+        append_bytes (journal, tail);
+        g_ptr_array_add (expected, tail);
+      }
+    g_assert_true (datc_journal_commit (journal, &error));
+
+    datc_journal_set_sync_wait (journal, switch_wait, &w);
+    guint before = w.saw_done;
+    g_assert_true (datc_journal_rewrite_finish (journal, rw, &error));
+    g_assert_no_error (error);
+    /* the new file's fdatasync, then its directory's fsync */
+    g_assert_cmpuint (w.saw_done, ==, before + 2);
+    GBytes *after = make_payload (3000, 30);
+    append_bytes (journal, after);
+    g_ptr_array_add (expected, after);
+    g_assert_true (datc_journal_commit (journal, &error));
+  }
+  DatcJournalRecovery recovery;
+  g_autoptr (GPtrArray) records = replay_all (f->path, &recovery);
+  assert_records (records, expected, 7);
+}
+
 /* A commit that fails (here: the file size limit, which gives one short
  * write then EFBIG) reports the path, keeps the records pending, and a later
  * commit writes them all. */
@@ -1031,6 +1100,8 @@ main (int argc, char **argv)
   ADD ("/journal/commit/failure-keeps-records-pending", test_commit_failure_keeps_records_pending);
   ADD ("/journal/commit/serves-the-wait-while-it-syncs",
        test_commit_serves_the_wait_while_it_syncs);
+  ADD ("/journal/rewrite/the-switch-syncs-while-the-owner-waits",
+       test_rewrite_finish_serves_the_wait_while_it_syncs);
   ADD ("/journal/commit/failure-then-crash-loses-only-the-group",
        test_commit_failure_then_crash_loses_only_the_group);
   ADD ("/journal/recovery/ignores-torn-tail-at-every-offset",

@@ -11,6 +11,7 @@
  * state. */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -433,6 +434,80 @@ churn_until_compactions (DatcLedger *l, guint32 a, DatcLedger *rl, guint32 ra, g
   g_assert_cmpuint (info.compactions, ==, n);
 }
 
+/* The compaction's child, started by this (the main) thread. */
+static pid_t
+only_child (void)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/self/task/%d/children", (int) getpid ());
+  g_autofree gchar *text = NULL;
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_auto (GStrv) pids = g_strsplit (g_strstrip (text), " ", -1);
+  g_assert_cmpuint (g_strv_length (pids), ==, 1);
+  return (pid_t) g_ascii_strtoll (pids[0], NULL, 10);
+}
+
+typedef struct {
+  GThread *owner;
+  pid_t stopped; /* continued at the first call */
+  guint calls;
+} ChildWait;
+
+static void
+continue_child_wait (gpointer data, int done_fd)
+{
+  ChildWait *w = data;
+  g_assert_true (g_thread_self () == w->owner);
+  w->calls++;
+  if (w->stopped > 0)
+    {
+      g_assert_cmpint (kill (w->stopped, SIGCONT), ==, 0);
+      w->stopped = 0;
+    }
+  struct pollfd p = { .fd = done_fd, .events = POLLIN };
+  g_assert_cmpint (poll (&p, 1, 30000), ==, 1);
+}
+
+/* A campaign that ends while its compaction's writer still works waits
+ * for it through the owner's wait function (the master answers `datc
+ * status` meanwhile), not blind: here the child stops itself at its start
+ * and only the wait function lets it go on. */
+static void
+test_finish_waits_through_the_owner (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr (DatcBag) bag = make_bag ();
+  DatcLedgerOptions o = { .compact_min_bytes = 1 };
+  g_setenv ("DATC_TEST_COMPACT_KILL_AT", "stopped", TRUE);
+  g_autoptr (DatcLedger) l = open_ledger_with (f->dir, bag, &o);
+  g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+  DatcLedgerJournalInfo info;
+  datc_ledger_journal_info (l, &info);
+  g_assert_true (info.compacting);
+  pid_t child = only_child ();
+  /* Stopped (it may not have got there yet). */
+  for (;;)
+    {
+      g_autofree gchar *stat_path = g_strdup_printf ("/proc/%d/stat", (int) child);
+      g_autofree gchar *stat = NULL;
+      g_assert_true (g_file_get_contents (stat_path, &stat, NULL, NULL));
+      const char *state = strrchr (stat, ')');
+      if (state != NULL && state[2] == 'T')
+        break;
+      g_usleep (1000);
+    }
+  ChildWait w = { g_thread_self (), child, 0 };
+  datc_ledger_set_sync_wait (l, continue_child_wait, &w);
+  g_autoptr (GError) error = NULL;
+  g_assert_true (datc_ledger_finish_compaction (l, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (w.calls, >=, 1);
+  g_assert_cmpint (w.stopped, ==, 0);
+  datc_ledger_journal_info (l, &info);
+  g_assert_false (info.compacting);
+  g_assert_cmpuint (info.compactions, ==, 1);
+  datc_ledger_set_sync_wait (l, NULL, NULL);
+}
+
 /* A compaction whose child fails (killed, or it cannot read results.jsonl)
  * costs nothing but itself: the campaign goes on committing, no
  * journal.new is left, the failure is said, and the next compaction that
@@ -562,6 +637,8 @@ main (int argc, char **argv)
               setup, test_paced_writer, teardown);
   g_test_add ("/ledger/compact/a-writer-paced-a-byte-at-a-time-still-finishes-without-fork",
               Fixture, "no fork", setup, test_paced_writer, teardown);
+  g_test_add ("/ledger/compact/an-end-that-waits-for-the-writer-waits-through-the-owner", Fixture,
+              NULL, setup, test_finish_waits_through_the_owner, teardown);
   g_test_add ("/ledger/compact/a-killed-child-costs-only-that-compaction", Fixture, "killed", setup,
               test_failed_child, teardown);
   g_test_add ("/ledger/compact/a-failing-child-costs-only-that-compaction", Fixture, "unreadable",
