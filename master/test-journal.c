@@ -616,7 +616,7 @@ test_rewrite_finish_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer da
     guint before = w.saw_done;
     g_assert_true (datc_journal_rewrite_finish (journal, rw, &error));
     g_assert_no_error (error);
-    /* the new file's fdatasync, then its directory's fsync */
+    /* the tail copied and the new file synced, then its directory */
     g_assert_cmpuint (w.saw_done, ==, before + 2);
     GBytes *after = make_payload (3000, 30);
     append_bytes (journal, after);
