@@ -3,19 +3,23 @@
  * datc_results_file_set_write_wait), header-only for the test programs.
  *
  * Each call asserts it runs on the owner's thread while the file's own
- * thread exists (one thread more than before the first hand-over) and,
- * if `poll` is set, waits for done_fd as the master's loop does; else it
- * returns at once, as a wait with nothing to serve may. */
+ * thread exists (one thread more than before the first hand-over, unless
+ * `other_threads`), lets a `stopped` process go on, and, if `poll` is
+ * set, waits for done_fd as the master's loop does; else it returns at
+ * once, as a wait with nothing to serve may. */
 #pragma once
 
 #include <glib.h>
 #include <poll.h>
+#include <signal.h>
 
 typedef struct {
   GThread *owner;
   guint threads_before; /* before the first hand-over */
   guint calls, saw_done;
   gboolean poll;
+  gboolean other_threads; /* others may come and go meanwhile: not counted */
+  pid_t stopped;          /* sent SIGCONT at the first call (0: none) */
 } TestIoWait;
 
 /* Threads of this process now. */
@@ -45,7 +49,13 @@ test_io_wait (gpointer data, int done_fd)
   TestIoWait *w = data;
   w->calls++;
   g_assert_true (g_thread_self () == w->owner);
-  g_assert_cmpuint (test_threads_now (), ==, w->threads_before + 1);
+  if (!w->other_threads)
+    g_assert_cmpuint (test_threads_now (), ==, w->threads_before + 1);
+  if (w->stopped > 0)
+    {
+      g_assert_cmpint (kill (w->stopped, SIGCONT), ==, 0);
+      w->stopped = 0;
+    }
   if (!w->poll)
     return;
   struct pollfd p = { .fd = done_fd, .events = POLLIN };

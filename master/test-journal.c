@@ -563,29 +563,15 @@ test_commit_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
  * syncer's thread while the owner's wait runs (the master answers `datc
  * status` meanwhile), and the journal is then the new file: the
  * rewrite's records, then what was committed since. */
-typedef struct {
-  GThread *owner;
-  guint saw_done;
-} SwitchWait;
-
-/* As test_io_wait, without its count of threads: the switch closes the
- * replaced file on a thread of its own, which may still be there. */
-static void
-switch_wait (gpointer data, int done_fd)
-{
-  SwitchWait *w = data;
-  g_assert_true (g_thread_self () == w->owner);
-  struct pollfd p = { .fd = done_fd, .events = POLLIN };
-  g_assert_cmpint (poll (&p, 1, 10000), ==, 1);
-  w->saw_done++;
-}
-
 static void
 test_rewrite_finish_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer data)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) expected = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  SwitchWait w = { g_thread_self (), 0 };
+  /* The switch closes the replaced file on a thread of its own, which
+   * may still be there. */
+  TestIoWait w = test_io_wait_init (TRUE);
+  w.other_threads = TRUE;
   {
     g_autoptr (DatcJournal) journal = datc_journal_open (f->path, NULL, NULL, NULL, &error);
     g_assert_no_error (error);
@@ -612,7 +598,7 @@ test_rewrite_finish_serves_the_wait_while_it_syncs (Fixture *f, gconstpointer da
       }
     g_assert_true (datc_journal_commit (journal, &error));
 
-    datc_journal_set_sync_wait (journal, switch_wait, &w);
+    datc_journal_set_sync_wait (journal, test_io_wait, &w);
     guint before = w.saw_done;
     g_assert_true (datc_journal_rewrite_finish (journal, rw, &error));
     g_assert_no_error (error);

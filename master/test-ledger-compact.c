@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ledger.h"
+#include "test-iowait.h"
 
 #define N_TASKS 60
 
@@ -446,27 +447,6 @@ only_child (void)
   return (pid_t) g_ascii_strtoll (pids[0], NULL, 10);
 }
 
-typedef struct {
-  GThread *owner;
-  pid_t stopped; /* continued at the first call */
-  guint calls;
-} ChildWait;
-
-static void
-continue_child_wait (gpointer data, int done_fd)
-{
-  ChildWait *w = data;
-  g_assert_true (g_thread_self () == w->owner);
-  w->calls++;
-  if (w->stopped > 0)
-    {
-      g_assert_cmpint (kill (w->stopped, SIGCONT), ==, 0);
-      w->stopped = 0;
-    }
-  struct pollfd p = { .fd = done_fd, .events = POLLIN };
-  g_assert_cmpint (poll (&p, 1, 30000), ==, 1);
-}
-
 /* A campaign that ends while its compaction's writer still works waits
  * for it through the owner's wait function (the master answers `datc
  * status` meanwhile), not blind: here the child stops itself at its start
@@ -495,8 +475,10 @@ test_finish_waits_through_the_owner (Fixture *f, gconstpointer data)
         break;
       g_usleep (1000);
     }
-  ChildWait w = { g_thread_self (), child, 0 };
-  datc_ledger_set_sync_wait (l, continue_child_wait, &w);
+  TestIoWait w = test_io_wait_init (TRUE);
+  w.other_threads = TRUE;
+  w.stopped = child;
+  datc_ledger_set_sync_wait (l, test_io_wait, &w);
   g_autoptr (GError) error = NULL;
   g_assert_true (datc_ledger_finish_compaction (l, &error));
   g_assert_no_error (error);

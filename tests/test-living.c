@@ -617,6 +617,19 @@ test_status_lists_agents (void)
 
 /* ---- the fast `datc status` ------------------------------------------ */
 
+/* A master running `lines` as an --open campaign in `dir`, once its
+ * `total` tasks are done and nothing runs (transfer full). */
+static TbProc *
+open_campaign_idle (TbDir *d, const char *dir, const char *lines, gint64 total)
+{
+  g_autofree gchar *file = tb_write (d, "t.txt", lines);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
+  TbProc *master = tb_spawn (d, "master", argv);
+  Idle idle = { d, dir, total };
+  g_assert_true (tb_await (campaign_idle, &idle, 60));
+  return master;
+}
+
 /* The text without its "progress" line (the rate moves between calls). */
 static gchar *
 without_progress (const char *text)
@@ -637,12 +650,8 @@ static void
 test_front_answers_status (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *file = tb_write (d, "t.txt", "true\ntrue\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
-  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  Idle idle = { d, dir, 2 };
-  g_assert_true (tb_await (campaign_idle, &idle, 60));
+  g_autoptr (TbProc) master = open_campaign_idle (d, dir, "true\ntrue\n", 2);
 
   const char *fast_argv[] = { "env", NO_FULL_DATC, tb_datc (), "status", dir, NULL };
   g_autoptr (TbProc) fast = tb_spawn (d, "status-fast", fast_argv);
@@ -683,12 +692,8 @@ static void
 test_control_permissions (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *file = tb_write (d, "t.txt", "true\n");
   g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, "--open", file, NULL };
-  g_autoptr (TbProc) master = tb_spawn (d, "master", argv);
-  Idle idle = { d, dir, 1 };
-  g_assert_true (tb_await (campaign_idle, &idle, 60));
+  g_autoptr (TbProc) master = open_campaign_idle (d, dir, "true\n", 1);
 
   g_autofree gchar *sock = g_build_filename (dir, "control", NULL);
   GStatBuf st;
