@@ -197,38 +197,60 @@ fast_status (int argc, char **argv)
   if (!ok)
     return -1;
   bool written = fwrite (text, 1, text_len, stdout) == text_len && fflush (stdout) == 0;
+  int write_errno = errno;
   free (text);
   if (!written)
     {
-      fprintf (stderr, "datc status: writing the status: %s\n", strerror (errno));
+      fprintf (stderr, "datc status: writing the status: %s\n", strerror (write_errno));
       return EXIT_CANNOT;
     }
   return EXIT_OK;
 }
 
 /* The full datc: $DATC_FULL, else beside this program (the build tree,
- * and an install puts both in bindir). */
+ * and an install puts both in bindir: /proc/self/exe, or argv[0] where
+ * there is no /proc), else datc-full on PATH. */
 static void
 exec_full (char **argv)
 {
   const char *env = getenv ("DATC_FULL");
   char path[PATH_MAX];
+  const char *how = NULL;
   if (env != NULL && env[0] != '\0')
-    snprintf (path, sizeof path, "%s", env);
+    {
+      if (strlen (env) >= sizeof path)
+        {
+          fprintf (stderr, "datc: DATC_FULL is longer than a path may be\n");
+          exit (EXIT_CANNOT);
+        }
+      strcpy (path, env);
+      how = path;
+    }
   else
     {
       ssize_t n = readlink ("/proc/self/exe", path, sizeof path - 1);
-      if (n <= 0 || (size_t) n >= sizeof path - sizeof "datc-full")
+      if (n > 0)
+        path[n] = '\0';
+      else if (strchr (argv[0], '/') != NULL && strlen (argv[0]) < sizeof path)
         {
-          fprintf (stderr, "datc: cannot find where this program is (/proc/self/exe)\n");
-          exit (EXIT_CANNOT);
+          strcpy (path, argv[0]);
+          n = (ssize_t) strlen (path);
         }
-      path[n] = '\0';
-      char *slash = strrchr (path, '/');
-      strcpy (slash + 1, "datc-full");
+      char *slash = n > 0 ? strrchr (path, '/') : NULL;
+      if (slash != NULL && (size_t) (slash + 1 - path) + sizeof "datc-full" <= sizeof path)
+        {
+          strcpy (slash + 1, "datc-full");
+          how = path;
+        }
     }
-  execv (path, argv);
-  fprintf (stderr, "datc: cannot run %s: %s\n", path, strerror (errno));
+  if (how != NULL)
+    execv (how, argv);
+  else
+    {
+      how = "datc-full";
+      execvp (how, argv);
+    }
+  fprintf (stderr, "datc: cannot run %s: %s\n", how, strerror (errno));
   exit (EXIT_CANNOT);
 }
 

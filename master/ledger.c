@@ -3208,7 +3208,6 @@ compact_finish (DatcLedger *l, gboolean wait, GError **error)
         return TRUE;
     }
   l->compaction = NULL;
-  l->jinfo.compacting = FALSE;
   guint64 checkpoint = 0;
   if (c->error != NULL)
     ok = FALSE, local = g_steal_pointer (&c->error);
@@ -3227,6 +3226,7 @@ compact_finish (DatcLedger *l, gboolean wait, GError **error)
     }
   else if (g_error_matches (local, DATC_JOURNAL_ERROR, DATC_JOURNAL_ERROR_SWITCHED))
     {
+      l->jinfo.compacting = FALSE;
       compaction_free (c);
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
@@ -3238,6 +3238,9 @@ compact_finish (DatcLedger *l, gboolean wait, GError **error)
       /* Not again before it has grown as much once more. */
       l->jinfo.checkpoint_bytes = datc_journal_size (l->journal);
     }
+  /* Only now: `datc status` is answered during the switch (its syncs
+   * wait through the owner) and says "compacting now" until it is done. */
+  l->jinfo.compacting = FALSE;
   compaction_free (c);
   note_pause (l, t0);
   return TRUE;

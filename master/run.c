@@ -891,6 +891,9 @@ finish_run (Master *m, DatcControl *control, DatcTrace *trace, gint64 started_us
   serve_ending (&ending);
   if (*error != NULL || !datc_ledger_finish_compaction (m->ledger, error))
     return EXIT_CANNOT_RUN;
+  /* The wait for the compaction answered `status` and kept the rest:
+   * refused now, not left to time out. */
+  serve_ending (&ending);
   summary (m->ledger, m->dir, started_us, json);
   DatcLedgerCounts c;
   datc_ledger_counts (m->ledger, &c);

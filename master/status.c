@@ -559,7 +559,9 @@ print_journal (JsonObject *st, FILE *out)
     {
       g_autoptr (GDateTime) t = g_date_time_new_from_unix_local (
           json_object_get_int_member_with_default (c, "time", 0));
-      g_autofree gchar *when = t ? g_date_time_format (t, "%Y-%m-%d %H:%M:%S") : g_strdup ("?");
+      /* With its offset: a live status is rendered by the master, whose
+       * time zone may not be the reader's. */
+      g_autofree gchar *when = t ? g_date_time_format (t, "%Y-%m-%d %H:%M:%S %z") : g_strdup ("?");
       fprintf (out, ", last compacted %s (%" G_GINT64_FORMAT " -> %" G_GINT64_FORMAT " bytes)",
                when, json_object_get_int_member_with_default (c, "bytes_before", 0),
                json_object_get_int_member_with_default (c, "bytes_after", 0));

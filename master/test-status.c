@@ -73,7 +73,8 @@ test_status_names_each_sites_pending_reasons (void)
 }
 
 /* The journal's line: its size, and its last compaction when there was
- * one (the time in local time, as the rest of the text form). */
+ * one (the time in local time, with its offset from UTC: a live status
+ * is rendered in the master's time zone). */
 static void
 test_status_says_journal_size_and_last_compaction (void)
 {
@@ -93,8 +94,12 @@ test_status_says_journal_size_and_last_compaction (void)
   g_assert_true (json_parser_load_from_data (parser, with, -1, NULL));
   g_autofree gchar *out = printed (json_node_get_object (json_parser_get_root (parser)));
   g_test_message ("%s", out);
-  g_assert_nonnull (strstr (out, "\njournal  12300000 bytes, last compacted 2026-11-24 17:55:04 "
-                                 "(60100000 -> 9800000 bytes), compacting now\n"));
+  g_autofree gchar *offset = g_date_time_format (t, "%z");
+  g_autofree gchar *line = g_strdup_printf ("\njournal  12300000 bytes, last compacted 2026-11-24 "
+                                            "17:55:04 %s (60100000 -> 9800000 bytes), compacting "
+                                            "now\n",
+                                            offset);
+  g_assert_nonnull (strstr (out, line));
   g_assert_true (json_parser_load_from_data (parser, never, -1, NULL));
   g_autofree gchar *out2 = printed (json_node_get_object (json_parser_get_root (parser)));
   g_assert_nonnull (strstr (out2, "\njournal  2048 bytes, never compacted\n"));

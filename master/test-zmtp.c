@@ -207,6 +207,51 @@ test_silence_ends_in_time (Fixture *f, gconstpointer data)
   datc_zmtp_reader_clear (&r);
 }
 
+/* A listener that accepts nothing, its queue full (a stopped master, and
+ * callers that gave up on it): the call still ends at its timeout, and
+ * when told the peer is gone, instead of blocking in connect. */
+static void
+test_full_accept_queue_ends_in_time (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  int listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  g_strlcpy (sun.sun_path, f->path, sizeof sun.sun_path);
+  g_assert_cmpint (bind (listener, (struct sockaddr *) &sun, sizeof sun), ==, 0);
+  g_assert_cmpint (listen (listener, 0), ==, 0);
+  GArray *queued = g_array_new (FALSE, FALSE, sizeof (int));
+  for (;;)
+    {
+      int c = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (connect (c, (struct sockaddr *) &sun, sizeof sun) != 0)
+        {
+          g_assert_cmpint (errno, ==, EAGAIN);
+          close (c);
+          break;
+        }
+      g_array_append_val (queued, c);
+      g_assert_cmpuint (queued->len, <, 1000);
+    }
+  DatcZmtpReader r;
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  int errsv = 0;
+  gint64 t0 = g_get_monotonic_time ();
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 300, always, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, ETIMEDOUT);
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 10 * G_USEC_PER_SEC);
+  datc_zmtp_reader_clear (&r);
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, gone, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, ESRCH);
+  datc_zmtp_reader_clear (&r);
+  for (guint i = 0; i < queued->len; i++)
+    close (g_array_index (queued, int, i));
+  g_array_unref (queued);
+  close (listener);
+}
+
 /* ---- the reader, on streams built by hand ---- */
 
 static void
@@ -390,16 +435,16 @@ test_reader_refuses_malformed_streams (void)
     { "reserved flags", "reserved flag bits" },
     { "command with more", "command frame says more" },
     { "long command", "over 255 bytes" },
-    { "message before READY", "before READY" },
-    { "command before READY", "before READY" },
+    { "message before READY", "a message frame before READY" },
+    { "command before READY", "a command other than READY before READY" },
     { "name past its frame", "name runs past" },
     { "property past its command", "runs past its command" },
     { "no socket type", "no Socket-Type" },
     { "a PUB peer", "not a ROUTER or REP" },
     { "ERROR", "refused the connection" },
     { "second READY", "second READY" },
-    { "no delimiter", "empty delimiter" },
-    { "delimiter alone", "empty delimiter" },
+    { "no delimiter", "the reply does not start with REQ's empty delimiter" },
+    { "delimiter alone", "the reply does not start with REQ's empty delimiter" },
     { "over the limit", "larger than" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (table); i++)
@@ -518,6 +563,8 @@ main (int argc, char **argv)
               test_no_socket_is_a_system_error, fixture_tear_down);
   g_test_add ("/zmtp/call/silence-ends-when-the-peer-is-gone-or-at-the-timeout", Fixture, NULL,
               fixture_set_up, test_silence_ends_in_time, fixture_tear_down);
+  g_test_add ("/zmtp/call/a-full-accept-queue-ends-at-the-timeout-too", Fixture, NULL,
+              fixture_set_up, test_full_accept_queue_ends_in_time, fixture_tear_down);
   g_test_add_func ("/zmtp/reader/takes-a-stream-in-any-pieces",
                    test_reader_takes_a_stream_in_any_pieces);
   g_test_add_func ("/zmtp/reader/refuses-malformed-streams", test_reader_refuses_malformed_streams);

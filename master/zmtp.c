@@ -359,23 +359,37 @@ datc_zmtp_call (const char *path, const char *request, size_t request_len, int t
   if (strlen (path) >= sizeof sun.sun_path)
     return call_failed (r, "the socket's path is too long", ENAMETOOLONG, errno_out);
   strcpy (sun.sun_path, path);
-  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int64_t deadline = now_ms () + timeout_ms;
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return call_failed (r, "socket", errno, errno_out);
-  if (connect (fd, (struct sockaddr *) &sun, sizeof sun) != 0)
+  /* Non-blocking from the start: a blocking connect to a listener whose
+   * accept queue is full (a stopped master, and clients that gave up on
+   * it) would wait for ever.  Linux says EAGAIN then: tried again. */
+  int64_t asked = now_ms ();
+  while (connect (fd, (struct sockaddr *) &sun, sizeof sun) != 0)
     {
       int errsv = errno;
-      close (fd);
-      return call_failed (r, "connect", errsv, errno_out);
+      if (errsv == EINTR)
+        continue;
+      int64_t now = now_ms ();
+      if (errsv != EAGAIN || now >= deadline)
+        {
+          close (fd);
+          return call_failed (r, errsv == EAGAIN ? "no room to connect in time" : "connect",
+                              errsv == EAGAIN ? ETIMEDOUT : errsv, errno_out);
+        }
+      if (now - asked >= 100)
+        {
+          asked = now;
+          if (still_there != NULL && !still_there (data))
+            {
+              close (fd);
+              return call_failed (r, "the peer went away before it answered", ESRCH, errno_out);
+            }
+        }
+      (void) poll (NULL, 0, 10);
     }
-  if (fcntl (fd, F_SETFL, O_NONBLOCK) != 0)
-    {
-      int errsv = errno;
-      close (fd);
-      return call_failed (r, "fcntl", errsv, errno_out);
-    }
-
-  int64_t deadline = now_ms () + timeout_ms;
   uint8_t hello[DATC_ZMTP_HELLO_MAX];
   int rc = send_all (fd, hello, datc_zmtp_hello (hello), deadline);
   if (rc != 0)
@@ -441,6 +455,12 @@ datc_zmtp_call (const char *path, const char *request, size_t request_len, int t
         }
       struct pollfd p_in = { .fd = fd, .events = POLLIN };
       int ready = poll (&p_in, 1, (int) (left > 100 ? 100 : left));
+      if (ready < 0 && errno != EINTR)
+        {
+          int errsv = errno;
+          close (fd);
+          return call_failed (r, "waiting for the reply", errsv, errno_out);
+        }
       if (ready == 0 && still_there != NULL && !still_there (data))
         {
           close (fd);
