@@ -144,13 +144,8 @@ handle_status (Master *m, JsonObject *req)
         }
       agents_max = (guint) MIN (json_node_get_int (max), (gint64) G_MAXUINT);
     }
-  gboolean text;
-  gchar *refusal = NULL;
-  if (!datc_status_format_text (req, &text, &refusal))
-    return refusal;
-  g_autofree gchar *st
-      = datc_status_text (m->dir, m->ledger, m->disp, m->prov, m->rate, TRUE, m->open, agents_max);
-  return text ? datc_status_text_reply (st) : g_steal_pointer (&st);
+  return datc_status_reply (req, datc_status_text (m->dir, m->ledger, m->disp, m->prov, m->rate,
+                                                   TRUE, m->open, agents_max));
 }
 
 static gchar *
@@ -512,16 +507,11 @@ static gchar *
 status_while_loading (JsonObject *req, gpointer user_data)
 {
   Loading *ld = user_data;
-  gboolean text;
-  gchar *refusal = NULL;
-  if (!datc_status_format_text (req, &text, &refusal))
-    return refusal;
   g_autoptr (JsonNode) st
       = datc_status_loading (ld->dir, (DatcStatusLoading) g_atomic_int_get (&ld->phase),
                              __atomic_load_n (&ld->load.replayed, __ATOMIC_RELAXED),
                              __atomic_load_n (&ld->load.journal_bytes, __ATOMIC_RELAXED));
-  g_autofree gchar *json = json_to_string (st, FALSE);
-  return text ? datc_status_text_reply (json) : g_steal_pointer (&json);
+  return datc_status_reply (req, json_to_string (st, FALSE));
 }
 
 /* The control socket, from the moment DIR is ours, with a thread that

@@ -730,21 +730,9 @@ datc_status_print (JsonObject *st, FILE *out)
     }
 }
 
-gboolean
-datc_status_format_text (JsonObject *request, gboolean *text, gchar **refusal)
-{
-  const char *format = json_object_get_string_member_with_default (request, "format", "json");
-  *text = g_str_equal (format, "text");
-  if (*text || g_str_equal (format, "json"))
-    return TRUE;
-  g_autoptr (JsonNode) refused
-      = datc_control_error_reply ("\"format\" of status must be \"json\" or \"text\"");
-  *refusal = json_to_string (refused, FALSE);
-  return FALSE;
-}
-
-gchar *
-datc_status_text_reply (const char *status_json)
+/* {"text": what datc_status_print makes of `status_json`}. */
+static gchar *
+text_reply (const char *status_json)
 {
   g_autoptr (JsonNode) st = json_from_string (status_json, NULL);
   g_assert (st != NULL && JSON_NODE_HOLDS_OBJECT (st)); /* the master's own: a bug otherwise */
@@ -761,4 +749,18 @@ datc_status_text_reply (const char *status_json)
   json_builder_end_object (b);
   g_autoptr (JsonNode) reply = json_builder_get_root (b);
   return json_to_string (reply, FALSE);
+}
+
+gchar *
+datc_status_reply (JsonObject *request, gchar *status_json)
+{
+  g_autofree gchar *json = status_json;
+  const char *format = json_object_get_string_member_with_default (request, "format", "json");
+  if (g_str_equal (format, "json"))
+    return g_steal_pointer (&json);
+  if (g_str_equal (format, "text"))
+    return text_reply (json);
+  g_autoptr (JsonNode) refused
+      = datc_control_error_reply ("\"format\" of status must be \"json\" or \"text\"");
+  return json_to_string (refused, FALSE);
 }

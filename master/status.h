@@ -62,13 +62,12 @@ JsonNode *datc_status_offline (const char *dir, GError **error);
 
 /* Human-readable form of a status object. */
 void datc_status_print (JsonObject *status, FILE *out);
-/* What `status` asks for: "format" "json" (or none) or "text".  FALSE
- * with *refusal (transfer full), the error reply, for anything else. */
-gboolean datc_status_format_text (JsonObject *request, gboolean *text, gchar **refusal);
-/* The reply to a `status` asking for "format":"text": {"text": what
- * datc_status_print makes of `status_json`} (transfer full).  The fast
- * `datc status` (front.c) prints it without parsing JSON itself. */
-gchar *datc_status_text_reply (const char *status_json);
+/* The reply to `status` as its "format" asks (transfer full), given the
+ * status as JSON text (`status_json`, transfer full): that text for
+ * "json" or none; for "text", {"text": what datc_status_print makes of
+ * it}, which the fast `datc status` (front.c) prints without parsing JSON
+ * itself; an error reply for anything else. */
+gchar *datc_status_reply (JsonObject *request, gchar *status_json);
 /* "done 12 / failed 0 / running 4 / queued 84 | 3.1/s | ETA 27s | 2 agents", and
  * when no task runs and proxies wait: " | waiting in queue: slurm 2 (Resources)" */
 gchar *datc_status_line (JsonObject *status);

@@ -461,7 +461,7 @@ test_reader_refuses_malformed_streams (void)
 
 /* ---- {"text"} ---- */
 
-/* What the master writes is what the front prints: datc_status_text_reply
+/* What the master writes is what the front prints: datc_status_reply
  * against datc_status_print, on a status with every kind of character. */
 static void
 test_text_reply_round_trips_the_masters_text (void)
@@ -501,7 +501,8 @@ test_text_reply_round_trips_the_masters_text (void)
   fclose (out);
   g_assert_nonnull (strstr (printed, "😀"));
 
-  g_autofree gchar *reply = datc_status_text_reply (json);
+  g_autoptr (JsonNode) req = json_from_string ("{\"cmd\":\"status\",\"format\":\"text\"}", NULL);
+  g_autofree gchar *reply = datc_status_reply (json_node_get_object (req), g_strdup (json));
   char *text = NULL;
   size_t text_len = 0;
   const char *why = NULL;

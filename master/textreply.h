@@ -1,7 +1,7 @@
 /* textreply.h: the master's reply to `status` with "format":"text",
  * {"text":"..."}, read in libc alone for the fast `datc status` (front.c;
  * zmtp.h says why there is no GLib there).  The master writes it with
- * json-glib (datc_status_text_reply): exactly that one member, compact. */
+ * json-glib (datc_status_reply): exactly that one member, compact. */
 #pragma once
 
 #include <stdbool.h>

@@ -208,6 +208,16 @@ check_header (DatcZmtpReader *r)
   return size == 0 ? body_done (r) : DATC_ZMTP_NEED_MORE;
 }
 
+/* Copies what there is of the `want` bytes still missing; returns how
+ * many. */
+static size_t
+take_some (uint8_t *dst, size_t want, const uint8_t *src, size_t have)
+{
+  size_t n = want < have ? want : have;
+  memcpy (dst, src, n);
+  return n;
+}
+
 DatcZmtpStatus
 datc_zmtp_reader_feed (DatcZmtpReader *r, const uint8_t *data, size_t len, size_t *used)
 {
@@ -222,10 +232,8 @@ datc_zmtp_reader_feed (DatcZmtpReader *r, const uint8_t *data, size_t len, size_
         case S_GREETING:
         case S_HEADER:
           {
-            size_t take = r->head_want - r->head_len;
-            if (take > len - at)
-              take = len - at;
-            memcpy (r->head + r->head_len, data + at, take);
+            size_t take = take_some (r->head + r->head_len, r->head_want - r->head_len, data + at,
+                                     len - at);
             r->head_len += take;
             at += take;
             if (r->head_len == r->head_want)
@@ -234,10 +242,8 @@ datc_zmtp_reader_feed (DatcZmtpReader *r, const uint8_t *data, size_t len, size_
           }
         case S_COMMAND:
           {
-            size_t take = (size_t) r->size - r->command_len;
-            if (take > len - at)
-              take = len - at;
-            memcpy (r->command + r->command_len, data + at, take);
+            size_t take = take_some (r->command + r->command_len, (size_t) r->size - r->command_len,
+                                     data + at, len - at);
             r->command_len += take;
             at += take;
             if (r->command_len == r->size)
@@ -246,10 +252,8 @@ datc_zmtp_reader_feed (DatcZmtpReader *r, const uint8_t *data, size_t len, size_
           }
         case S_BODY:
           {
-            size_t take = (size_t) (r->size - r->taken);
-            if (take > len - at)
-              take = len - at;
-            memcpy (r->reply + r->reply_len, data + at, take);
+            size_t take = take_some (r->reply + r->reply_len, (size_t) (r->size - r->taken),
+                                     data + at, len - at);
             r->reply_len += take;
             r->taken += take;
             r->reply[r->reply_len] = '\0';

@@ -22,7 +22,9 @@
 /* The greeting each side sends first: signature, version 3.1, mechanism
  * NULL, not a server. */
 #define DATC_ZMTP_GREETING_SIZE 64
-/* Largest reply taken (the master's control frames are capped the same). */
+/* Largest reply taken: a status text is some 160 bytes per agent listed,
+ * so this holds about 100,000 (`--agents`); a larger one is left to
+ * datc-full. */
 #define DATC_ZMTP_REPLY_MAX (16u * 1024u * 1024u)
 
 typedef enum {
