@@ -412,6 +412,25 @@ datc_control_master_running (const char *dir)
   return running;
 }
 
+/* 0 when the socket at `path` may be used, else access()'s errno; a
+ * socket still missing is waited for, within `timeout_ms`, while the master
+ * runs: a master binds it just after it takes the lock. */
+static int
+socket_ready (const char *dir, const char *path, guint timeout_ms)
+{
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout_ms * 1000;
+  for (;;)
+    {
+      if (access (path, R_OK | W_OK) == 0)
+        return 0;
+      int errsv = errno;
+      if (errsv != ENOENT || g_get_monotonic_time () >= deadline
+          || !datc_control_master_running (dir))
+        return errsv;
+      g_usleep (10 * 1000);
+    }
+}
+
 JsonNode *
 datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError **error)
 {
@@ -424,10 +443,17 @@ datc_control_call (const char *dir, JsonNode *request, guint timeout_ms, GError 
   g_autofree gchar *path = control_path (dir, error);
   if (path == NULL)
     return NULL;
-  if (access (path, R_OK | W_OK) != 0)
+  int errsv = socket_ready (dir, path, timeout_ms);
+  if (errsv == ENOENT && !datc_control_master_running (dir))
+    {
+      g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_NO_MASTER,
+                   "%s: no master is running this campaign", dir);
+      return NULL;
+    }
+  if (errsv != 0)
     {
       g_set_error (error, DATC_CONTROL_ERROR, DATC_CONTROL_ERROR_FAILED, "%s: %s", path,
-                   g_strerror (errno));
+                   g_strerror (errsv));
       return NULL;
     }
   void *ctx = zmq_ctx_new ();

@@ -173,17 +173,98 @@ test_long_request_and_reply (Fixture *f, gconstpointer data)
   call_and_check (f, request->str, reply, len);
 }
 
+/* A socket file left by a listener that is gone: connect says
+ * ECONNREFUSED. */
 static void
-test_no_socket_is_a_system_error (Fixture *f, gconstpointer data)
+make_stale_socket (const char *path)
+{
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sun = { .sun_family = AF_UNIX };
+  g_strlcpy (sun.sun_path, path, sizeof sun.sun_path);
+  g_assert_cmpint (bind (fd, (struct sockaddr *) &sun, sizeof sun), ==, 0);
+  close (fd);
+  g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+}
+
+/* With no one to say the peer lives, a missing socket and one nobody
+ * listens on fail at once, as what they are. */
+static void
+test_no_listener_without_a_peer_is_a_system_error (Fixture *f, gconstpointer data)
 {
   (void) data;
   DatcZmtpReader r;
   datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
   int errsv = 0;
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 1000, always, NULL, &r, &errsv), ==,
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, NULL, NULL, &r, &errsv), ==,
                    DATC_ZMTP_FAILED);
   g_assert_cmpint (errsv, ==, ENOENT);
   datc_zmtp_reader_clear (&r);
+  make_stale_socket (f->path);
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, NULL, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, ECONNREFUSED);
+  datc_zmtp_reader_clear (&r);
+}
+
+/* A peer that is there but has not bound yet (a master between taking
+ * its campaign's lock and binding the control socket): waited for while
+ * `still_there` says so, within the timeout; given up when it says the
+ * peer is gone. */
+typedef struct {
+  Fixture *f;
+  guint asked;
+} LateBind;
+
+static bool
+bind_when_asked (void *data)
+{
+  LateBind *lb = data;
+  if (lb->asked++ == 0)
+    router_start (lb->f, "{\"text\":\"late\\n\"}", strlen ("{\"text\":\"late\\n\"}"));
+  return true;
+}
+
+static void
+late_bind_is_waited_for (Fixture *f, gboolean stale)
+{
+  if (stale)
+    make_stale_socket (f->path);
+  DatcZmtpReader r;
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  int errsv = 0;
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 150, always, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, ETIMEDOUT);
+  datc_zmtp_reader_clear (&r);
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, gone, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, ESRCH);
+  datc_zmtp_reader_clear (&r);
+  LateBind lb = { f, 0 };
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  DatcZmtpStatus st = datc_zmtp_call (f->path, "{}", 2, 60000, bind_when_asked, &lb, &r, &errsv);
+  if (st != DATC_ZMTP_DONE)
+    g_error ("the call failed: %s (%s)", r.why, g_strerror (errsv));
+  g_assert_cmpuint (lb.asked, >=, 1);
+  g_assert_cmpmem (r.reply, r.reply_len, "{\"text\":\"late\\n\"}",
+                   strlen ("{\"text\":\"late\\n\"}"));
+  datc_zmtp_reader_clear (&r);
+}
+
+static void
+test_a_socket_not_there_yet_is_waited_for (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  late_bind_is_waited_for (f, FALSE);
+}
+
+static void
+test_a_socket_not_listened_on_yet_is_waited_for (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  late_bind_is_waited_for (f, TRUE);
 }
 
 /* A ROUTER that never answers: the call ends when told the peer is gone,
@@ -560,8 +641,12 @@ main (int argc, char **argv)
               test_short_request_and_reply, fixture_tear_down);
   g_test_add ("/zmtp/call/long-frames-both-ways", Fixture, NULL, fixture_set_up,
               test_long_request_and_reply, fixture_tear_down);
-  g_test_add ("/zmtp/call/no-socket-is-a-system-error", Fixture, NULL, fixture_set_up,
-              test_no_socket_is_a_system_error, fixture_tear_down);
+  g_test_add ("/zmtp/call/no-listener-without-a-peer-is-a-system-error", Fixture, NULL,
+              fixture_set_up, test_no_listener_without_a_peer_is_a_system_error, fixture_tear_down);
+  g_test_add ("/zmtp/call/a-socket-not-there-yet-is-waited-for", Fixture, NULL, fixture_set_up,
+              test_a_socket_not_there_yet_is_waited_for, fixture_tear_down);
+  g_test_add ("/zmtp/call/a-socket-not-listened-on-yet-is-waited-for", Fixture, NULL,
+              fixture_set_up, test_a_socket_not_listened_on_yet_is_waited_for, fixture_tear_down);
   g_test_add ("/zmtp/call/silence-ends-when-the-peer-is-gone-or-at-the-timeout", Fixture, NULL,
               fixture_set_up, test_silence_ends_in_time, fixture_tear_down);
   g_test_add ("/zmtp/call/a-full-accept-queue-ends-at-the-timeout-too", Fixture, NULL,

@@ -369,7 +369,10 @@ datc_zmtp_call (const char *path, const char *request, size_t request_len, int t
     return call_failed (r, "socket", errno, errno_out);
   /* Non-blocking from the start: a blocking connect to a listener whose
    * accept queue is full (a stopped master, and clients that gave up on
-   * it) would wait for ever.  Linux says EAGAIN then: tried again. */
+   * it) would wait for ever.  Linux says EAGAIN then: tried again.  So
+   * are a socket not there yet and one nobody listens on yet, while
+   * `still_there` says the peer is (a master that holds its campaign's
+   * lock binds the socket a moment later). */
   int64_t asked = now_ms ();
   while (connect (fd, (struct sockaddr *) &sun, sizeof sun) != 0)
     {
@@ -377,11 +380,16 @@ datc_zmtp_call (const char *path, const char *request, size_t request_len, int t
       if (errsv == EINTR)
         continue;
       int64_t now = now_ms ();
-      if (errsv != EAGAIN || now >= deadline)
+      bool not_yet = still_there != NULL && (errsv == ENOENT || errsv == ECONNREFUSED);
+      if ((errsv != EAGAIN && !not_yet) || now >= deadline)
         {
           close (fd);
-          return call_failed (r, errsv == EAGAIN ? "no room to connect in time" : "connect",
-                              errsv == EAGAIN ? ETIMEDOUT : errsv, errno_out);
+          bool late = errsv == EAGAIN || not_yet;
+          return call_failed (r,
+                              errsv == EAGAIN ? "no room to connect in time"
+                              : not_yet       ? "no socket to connect to in time"
+                                              : "connect",
+                              late ? ETIMEDOUT : errsv, errno_out);
         }
       if (now - asked >= 100)
         {

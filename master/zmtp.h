@@ -75,7 +75,10 @@ size_t datc_zmtp_request_head (uint8_t *head, size_t body_len);
 
 /* Connects to the ipc socket at `path`, sends `request` and reads the
  * reply within `timeout_ms`, calling `still_there` (may be NULL) every
- * 100 ms meanwhile: when it returns false the call gives up.  Returns
+ * 100 ms meanwhile: when it returns false the call gives up.  With
+ * `still_there`, a socket missing or not listened on yet is waited for
+ * (the peer is there, about to bind it); without, that fails at once
+ * (ENOENT, ECONNREFUSED).  Returns
  * DATC_ZMTP_DONE with r's reply set, or DATC_ZMTP_FAILED with r->why
  * and *errno_out (0 when the peer, not the system, failed; ETIMEDOUT
  * after the timeout; ESRCH when still_there said no). */

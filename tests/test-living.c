@@ -6,8 +6,11 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -686,6 +689,57 @@ test_front_answers_status (void)
   g_assert_nonnull (strstr (offline_out, "no master running"));
 }
 
+/* A process asleep in a timed wait (the clients' 10 ms retries: poll in
+ * the front, a nanosleep in datc-full), as /proc/PID/syscall says. */
+static gboolean
+asleep_retrying (gpointer data)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/syscall", GPOINTER_TO_INT (data));
+  g_autofree gchar *text = NULL;
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return FALSE;
+  long nr = strtol (text, NULL, 10);
+  return g_ascii_isdigit (text[0])
+         && (nr == SYS_poll || nr == SYS_ppoll || nr == SYS_nanosleep || nr == SYS_clock_nanosleep);
+}
+
+/* A master holds its campaign's lock a moment before its control socket
+ * is bound: `datc status` (the front, and datc-full) waits for the socket
+ * while the lock is held, instead of failing on the missing socket; when
+ * the lock goes without a socket, it reads the campaign offline. */
+static void
+test_status_waits_for_the_socket (void)
+{
+  g_autoptr (TbDir) d = tb_dir_new ();
+  g_autofree gchar *file = tb_write (d, "t.txt", "true\ntrue\n");
+  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *run_argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, run_argv, 60, NULL), ==, 0);
+  g_autofree gchar *control = g_build_filename (dir, "control", NULL);
+  g_assert_false (g_file_test (control, G_FILE_TEST_EXISTS));
+
+  g_autofree gchar *datc_dir = g_path_get_dirname (tb_datc ());
+  g_autofree gchar *full = g_build_filename (datc_dir, "datc-full", NULL);
+  const char *clients[] = { tb_datc (), full };
+  for (guint i = 0; i < G_N_ELEMENTS (clients); i++)
+    {
+      /* The lock, as a master takes it before it binds. */
+      g_autofree gchar *lock = g_build_filename (dir, "lock", NULL);
+      int fd = open (lock, O_RDWR | O_CLOEXEC);
+      g_assert_cmpint (fd, >=, 0);
+      g_assert_cmpint (flock (fd, LOCK_EX | LOCK_NB), ==, 0);
+      const char *argv[] = { clients[i], "status", dir, NULL };
+      g_autoptr (TbProc) p = tb_spawn (d, "status", argv);
+      /* Still there, retrying, where it used to fail at once. */
+      g_assert_true (tb_await (asleep_retrying, GINT_TO_POINTER (tb_proc_pid (p)), 30));
+      close (fd);
+      g_assert_cmpint (tb_wait (p, 30), ==, 0);
+      g_autofree gchar *out = tb_proc_stdout (p);
+      g_assert_nonnull (strstr (out, "no master running"));
+      g_assert_nonnull (strstr (out, "tasks    2 total:"));
+    }
+}
+
 /* ---- the control socket is the owner's alone ------------------------- */
 
 static void
@@ -960,6 +1014,8 @@ main (int argc, char **argv)
                    test_status_lists_agents);
   g_test_add_func ("/living/status-is-answered-by-the-front-as-datc-full-would",
                    test_front_answers_status);
+  g_test_add_func ("/living/status-waits-for-a-socket-while-the-lock-is-held",
+                   test_status_waits_for_the_socket);
   g_test_add_func ("/living/control-socket-refuses-other-users", test_control_permissions);
   g_test_add_func ("/living/offline-commands-use-the-recorded-format",
                    test_offline_uses_the_recorded_format);
