@@ -173,6 +173,19 @@ test_long_request_and_reply (Fixture *f, gconstpointer data)
   call_and_check (f, request->str, reply, len);
 }
 
+/* One call to f's socket that must fail with `want` (an errno). */
+static void
+call_fails_with (Fixture *f, int timeout_ms, bool (*still_there) (void *), int want)
+{
+  DatcZmtpReader r;
+  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
+  int errsv = 0;
+  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, timeout_ms, still_there, NULL, &r, &errsv), ==,
+                   DATC_ZMTP_FAILED);
+  g_assert_cmpint (errsv, ==, want);
+  datc_zmtp_reader_clear (&r);
+}
+
 /* A socket file left by a listener that is gone: connect says
  * ECONNREFUSED. */
 static void
@@ -192,19 +205,9 @@ static void
 test_no_listener_without_a_peer_is_a_system_error (Fixture *f, gconstpointer data)
 {
   (void) data;
-  DatcZmtpReader r;
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  int errsv = 0;
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, NULL, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ENOENT);
-  datc_zmtp_reader_clear (&r);
+  call_fails_with (f, 60000, NULL, ENOENT);
   make_stale_socket (f->path);
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, NULL, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ECONNREFUSED);
-  datc_zmtp_reader_clear (&r);
+  call_fails_with (f, 60000, NULL, ECONNREFUSED);
 }
 
 /* A peer that is there but has not bound yet (a master between taking
@@ -230,20 +233,12 @@ late_bind_is_waited_for (Fixture *f, gboolean stale)
 {
   if (stale)
     make_stale_socket (f->path);
+  call_fails_with (f, 150, always, ETIMEDOUT);
+  call_fails_with (f, 60000, gone, ESRCH);
+  LateBind lb = { f, 0 };
   DatcZmtpReader r;
   datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
   int errsv = 0;
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 150, always, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ETIMEDOUT);
-  datc_zmtp_reader_clear (&r);
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, gone, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ESRCH);
-  datc_zmtp_reader_clear (&r);
-  LateBind lb = { f, 0 };
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
   DatcZmtpStatus st = datc_zmtp_call (f->path, "{}", 2, 60000, bind_when_asked, &lb, &r, &errsv);
   if (st != DATC_ZMTP_DONE)
     g_error ("the call failed: %s (%s)", r.why, g_strerror (errsv));
@@ -274,18 +269,8 @@ test_silence_ends_in_time (Fixture *f, gconstpointer data)
 {
   (void) data;
   router_start (f, NULL, 0);
-  DatcZmtpReader r;
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  int errsv = 0;
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, gone, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ESRCH);
-  datc_zmtp_reader_clear (&r);
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 150, always, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ETIMEDOUT);
-  datc_zmtp_reader_clear (&r);
+  call_fails_with (f, 60000, gone, ESRCH);
+  call_fails_with (f, 150, always, ETIMEDOUT);
 }
 
 /* A listener that accepts nothing, its queue full (a stopped master, and
@@ -313,20 +298,10 @@ test_full_accept_queue_ends_in_time (Fixture *f, gconstpointer data)
       g_array_append_val (queued, c);
       g_assert_cmpuint (queued->len, <, 1000);
     }
-  DatcZmtpReader r;
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  int errsv = 0;
   gint64 t0 = g_get_monotonic_time ();
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 300, always, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ETIMEDOUT);
+  call_fails_with (f, 300, always, ETIMEDOUT);
   g_assert_cmpint (g_get_monotonic_time () - t0, <, 10 * G_USEC_PER_SEC);
-  datc_zmtp_reader_clear (&r);
-  datc_zmtp_reader_init (&r, DATC_ZMTP_REPLY_MAX);
-  g_assert_cmpint (datc_zmtp_call (f->path, "{}", 2, 60000, gone, NULL, &r, &errsv), ==,
-                   DATC_ZMTP_FAILED);
-  g_assert_cmpint (errsv, ==, ESRCH);
-  datc_zmtp_reader_clear (&r);
+  call_fails_with (f, 60000, gone, ESRCH);
   for (guint i = 0; i < queued->len; i++)
     close (g_array_index (queued, int, i));
   g_array_unref (queued);

@@ -689,6 +689,17 @@ test_front_answers_status (void)
   g_assert_nonnull (strstr (offline_out, "no master running"));
 }
 
+/* D/c: a campaign of `tasks` (t.txt), run to its end. */
+static gchar *
+finished_campaign (TbDir *d, const char *tasks)
+{
+  g_autofree gchar *file = tb_write (d, "t.txt", tasks);
+  gchar *dir = g_build_filename (d->path, "c", NULL);
+  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
+  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
+  return dir;
+}
+
 /* A process asleep in a timed wait (the clients' 10 ms retries: poll in
  * the front, a nanosleep in datc-full), as /proc/PID/syscall says. */
 static gboolean
@@ -711,10 +722,7 @@ static void
 test_status_waits_for_the_socket (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *file = tb_write (d, "t.txt", "true\ntrue\n");
-  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *run_argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
-  g_assert_cmpint (tb_run (d, run_argv, 60, NULL), ==, 0);
+  g_autofree gchar *dir = finished_campaign (d, "true\ntrue\n");
   g_autofree gchar *control = g_build_filename (dir, "control", NULL);
   g_assert_false (g_file_test (control, G_FILE_TEST_EXISTS));
 
@@ -908,10 +916,7 @@ static void
 test_commands_say_what_is_wrong (void)
 {
   g_autoptr (TbDir) d = tb_dir_new ();
-  g_autofree gchar *file = tb_write (d, "t.txt", "echo a\necho b\necho c\n");
-  g_autofree gchar *dir = g_build_filename (d->path, "c", NULL);
-  const char *argv[] = { tb_datc (), "run", "--dir", dir, file, NULL };
-  g_assert_cmpint (tb_run (d, argv, 60, NULL), ==, 0);
+  g_autofree gchar *dir = finished_campaign (d, "echo a\necho b\necho c\n");
 
   struct {
     const char *id, *says;
