@@ -379,17 +379,19 @@ datc_zmtp_call (const char *path, const char *request, size_t request_len, int t
       int errsv = errno;
       if (errsv == EINTR)
         continue;
-      int64_t now = now_ms ();
       bool not_yet = still_there != NULL && (errsv == ENOENT || errsv == ECONNREFUSED);
-      if ((errsv != EAGAIN && !not_yet) || now >= deadline)
+      if (errsv != EAGAIN && !not_yet)
         {
           close (fd);
-          bool late = errsv == EAGAIN || not_yet;
-          return call_failed (r,
-                              errsv == EAGAIN ? "no room to connect in time"
-                              : not_yet       ? "no socket to connect to in time"
-                                              : "connect",
-                              late ? ETIMEDOUT : errsv, errno_out);
+          return call_failed (r, "connect", errsv, errno_out);
+        }
+      int64_t now = now_ms ();
+      if (now >= deadline)
+        {
+          close (fd);
+          return call_failed (
+              r, not_yet ? "no socket to connect to in time" : "no room to connect in time",
+              ETIMEDOUT, errno_out);
         }
       if (now - asked >= 100)
         {
