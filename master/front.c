@@ -30,7 +30,9 @@
  * does: here the kernel's DAMON monitor (kdamond, on these VMs) was found
  * holding libc's while it waited for a core behind 1,000 agents, and every
  * exec of a dynamic program on the machine, this front's among them, waited
- * up to 1.6 s (benchmarks/README.md, "Why the front is static").  A static
+ * up to 1.6 s (benchmarks/README.md, "Why the front is static"; those
+ * agents were dynamically linked, so the walk covered 1,000 mappings of
+ * libc: "Static agents").  A static
  * front maps only its own file, which nothing else maps; it also starts in
  * less CPU (0.37-0.40 ms against 0.51-0.64). */
 #include <errno.h>
