@@ -1,7 +1,10 @@
 /* bag.c: the task bag.  A million tasks must fit in tens of megabytes and
- * load in well under a second, so a task is a 32-byte record in one array
+ * load in well under a second, so a task is a 16-byte record in one array
  * and its bytes live in an arena of fixed-size chunks (chunks never move, so
  * spec pointers stay valid; a record's offset is chunk << shift | position).
+ * Where a task came from (file and line) is kept per run of tasks from
+ * consecutive lines of one file (LineRun), which is one run per file
+ * unless it skips blank lines or comments.
  * Both are most of a big master's memory, so they come from hugemem.h (huge
  * pages: a compaction's fork copies their page tables), all but the first
  * chunk, which a small bag would not fill.
@@ -32,6 +35,8 @@
 
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 
+G_STATIC_ASSERT (sizeof (DatcBagTask) == 16);
+
 #define ARENA_CHUNK_SHIFT 22u
 #define ARENA_CHUNK_SIZE ((gsize) 1 << ARENA_CHUNK_SHIFT)
 #define ARENA_CHUNK_MASK (ARENA_CHUNK_SIZE - 1)
@@ -49,9 +54,16 @@ G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 /* A retries value of more than this is a typo, not a policy. */
 #define RETRIES_MAX 100
 
+/* Tasks `id`, `id` + 1, ... came from lines `line`, `line` + 1, ... of file
+ * `source`, up to the next run's first id. */
+typedef struct {
+  guint32 id, line, source;
+} LineRun;
+
 struct DatcBag {
   DatcBagTask *tasks; /* task id N is index N - 1; hugemem.h, tasks_cap long */
   guint n_tasks, tasks_cap;
+  GArray *runs;       /* LineRun, by first id; the first starts at id 1 */
   GPtrArray *chunks;  /* ARENA_CHUNK_SIZE bytes each (chunk_new) */
   guint64 arena_end;  /* where the next task's bytes go */
   GPtrArray *sources; /* file names, gchar* */
@@ -84,6 +96,7 @@ datc_bag_new (void)
   DatcBag *bag = g_new0 (DatcBag, 1);
 
   bag->chunks = g_ptr_array_new ();
+  bag->runs = g_array_new (FALSE, FALSE, sizeof (LineRun));
   bag->sources = g_ptr_array_new_with_free_func (g_free);
   return bag;
 }
@@ -96,6 +109,7 @@ datc_bag_free (DatcBag *bag)
   datc_huge_free (bag->tasks, (gsize) bag->tasks_cap * sizeof (DatcBagTask));
   chunks_truncate (bag, 0);
   g_ptr_array_unref (bag->chunks);
+  g_array_unref (bag->runs);
   g_ptr_array_unref (bag->sources);
   g_free (bag);
 }
@@ -506,6 +520,7 @@ typedef struct {
   guint32 line;     /* the line being read, 1-based */
   guint mark_tasks; /* where the bag ended before this load */
   guint64 mark_arena;
+  guint mark_runs;
   gboolean committed;
   JsonParser *parser; /* JSON Lines only */
   gulong member_handler;
@@ -540,6 +555,7 @@ loader_begin (Loader *l, DatcBag *bag, const char *name, DatcTaskFileFormat form
   l->source = bag->sources->len;
   l->mark_tasks = bag->n_tasks;
   l->mark_arena = bag->arena_end;
+  l->mark_runs = bag->runs->len;
   g_ptr_array_add (bag->sources, g_strdup (name));
   if (l->format == DATC_TASKFILE_JSONL)
     {
@@ -561,6 +577,7 @@ loader_clear (Loader *l)
       bag->n_tasks = l->mark_tasks;
       bag->arena_end = l->mark_arena;
       chunks_truncate (bag, (guint) ((l->mark_arena + ARENA_CHUNK_SIZE - 1) >> ARENA_CHUNK_SHIFT));
+      g_array_set_size (bag->runs, l->mark_runs);
       g_ptr_array_set_size (bag->sources, l->source);
     }
   if (l->parser != NULL)
@@ -587,6 +604,20 @@ static gboolean G_GNUC_PRINTF (4, 5)
   return FALSE;
 }
 
+/* Task `id` came from `line` of `source`: a new run unless it follows on
+ * from the last one. */
+static void
+runs_note (DatcBag *bag, guint32 id, guint32 line, guint32 source)
+{
+  if (bag->runs->len > 0)
+    {
+      const LineRun *last = &g_array_index (bag->runs, LineRun, bag->runs->len - 1);
+      if (last->source == source && (guint64) last->line + (id - last->id) == line)
+        return;
+    }
+  g_array_append_val (bag->runs, ((LineRun) { .id = id, .line = line, .source = source }));
+}
+
 static gboolean
 loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint8 retries,
             guint32 est_runtime_ms, gboolean no_replicate, GError **error)
@@ -599,6 +630,10 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint
                         "task too large once encoded (%" G_GSIZE_FORMAT " bytes)", len);
   if (bag->n_tasks == G_MAXUINT)
     return loader_fail (l, l->line, error, "too many tasks");
+  if (bag->arena_end + 2 * ARENA_CHUNK_SIZE > DATC_BAG_ARENA_MAX)
+    return loader_fail (l, l->line, error,
+                        "too many task bytes (the limit is %" G_GUINT64_FORMAT " GiB in all)",
+                        DATC_BAG_ARENA_MAX >> 30);
   if (bag->n_tasks == bag->tasks_cap)
     {
       guint cap = bag->tasks_cap < 64              ? 64
@@ -609,14 +644,13 @@ loader_add (Loader *l, DatcBagSpecKind kind, const void *bytes, gsize len, guint
       bag->tasks_cap = cap;
     }
   task.offset = arena_append (bag, bytes, len);
-  task.length = (guint32) len;
-  task.line = l->line;
-  task.source = l->source;
+  task.length = len;
   task.kind = (guint8) kind;
   task.retries = retries;
   task.est_runtime_ms = est_runtime_ms;
   task.no_replicate = no_replicate ? 1 : 0;
   bag->tasks[bag->n_tasks++] = task;
+  runs_note (bag, bag->n_tasks, l->line, l->source);
   return TRUE;
 }
 
@@ -1068,6 +1102,44 @@ datc_bag_spec (const DatcBag *bag, const DatcBagTask *task)
          + (task->offset & ARENA_CHUNK_MASK);
 }
 
+/* The run task `id` (1 <= id <= n_tasks) is in. */
+static const LineRun *
+run_of (const DatcBag *bag, guint64 id)
+{
+  const LineRun *runs = (const LineRun *) (gpointer) bag->runs->data;
+  guint lo = 0, hi = bag->runs->len;
+
+  /* runs[0].id == 1 <= id: find the last run starting at or before it. */
+  while (hi - lo > 1)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      if (runs[mid].id <= id)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  return &runs[lo];
+}
+
+guint32
+datc_bag_line (const DatcBag *bag, guint64 id)
+{
+  const LineRun *run;
+
+  g_return_val_if_fail (bag != NULL, 0);
+  g_return_val_if_fail (id >= 1 && id <= bag->n_tasks, 0);
+  run = run_of (bag, id);
+  return run->line + (guint32) (id - run->id);
+}
+
+guint32
+datc_bag_task_source (const DatcBag *bag, guint64 id)
+{
+  g_return_val_if_fail (bag != NULL, 0);
+  g_return_val_if_fail (id >= 1 && id <= bag->n_tasks, 0);
+  return run_of (bag, id)->source;
+}
+
 const char *
 datc_bag_source (const DatcBag *bag, guint32 source)
 {
@@ -1110,5 +1182,5 @@ datc_bag_memory_size (const DatcBag *bag)
 {
   g_return_val_if_fail (bag != NULL, 0);
   return (gsize) bag->n_tasks * sizeof (DatcBagTask) + (gsize) bag->chunks->len * ARENA_CHUNK_SIZE
-         + (gsize) bag->chunks->len * sizeof (gpointer);
+         + (gsize) bag->chunks->len * sizeof (gpointer) + (gsize) bag->runs->len * sizeof (LineRun);
 }

@@ -61,19 +61,23 @@ typedef enum {
   DATC_BAG_SPEC_PACKED = 1, /* arena bytes are an encoded DatcTaskSpec */
 } DatcBagSpecKind;
 
-/* One task, 32 bytes. */
+/* One task, 16 bytes: at 10M tasks these records are 153 MiB of the
+ * master.  The file and line a task came from are not in it: tasks from
+ * consecutive lines of one file share a record of their own
+ * (datc_bag_line, datc_bag_task_source), so a file without blank lines or
+ * comments costs one such record in all. */
 typedef struct {
-  guint64 offset; /* into the arena */
-  guint32 length;
-  guint32 line;        /* 1-based line in its file */
-  guint32 source;      /* index of the file it came from (datc_bag_source) */
-  guint8 kind;         /* DatcBagSpecKind */
-  guint8 retries;      /* extra attempts allowed after a non-zero exit */
-  guint8 no_replicate; /* JSON Lines "replicate": false: never two copies at once */
-  guint8 reserved;
+  guint64 offset : 40;    /* into the arena (at most DATC_BAG_ARENA_MAX bytes) */
+  guint64 length : 24;    /* at most one arena chunk (4 MiB) */
   guint32 est_runtime_ms; /* JSON Lines "est_runtime" in ms; 0: unknown */
-  guint32 reserved2;
+  guint8 kind;            /* DatcBagSpecKind */
+  guint8 retries;         /* extra attempts allowed after a non-zero exit */
+  guint8 no_replicate;    /* JSON Lines "replicate": false: never two copies at once */
+  guint8 reserved;
 } DatcBagTask;
+
+/* The most task bytes (lines and packed specs) one bag holds: 1 TiB. */
+#define DATC_BAG_ARENA_MAX ((guint64) 1 << 40)
 
 typedef struct DatcBag DatcBag;
 
@@ -93,13 +97,17 @@ gboolean datc_bag_load_data (DatcBag *bag, const char *name, const char *data, g
                              DatcTaskFileFormat format, GError **error);
 
 guint64 datc_bag_count (const DatcBag *bag);
-/* Bytes the bag holds: task records plus arena chunks. */
+/* Bytes the bag holds: task records, arena chunks and line runs. */
 gsize datc_bag_memory_size (const DatcBag *bag);
 /* Task `id` (1-based, <= count), transfer none. */
 const DatcBagTask *datc_bag_get (const DatcBag *bag, guint64 id);
 /* The bytes of a task's spec (line or packed spec), transfer none. */
 const guint8 *datc_bag_spec (const DatcBag *bag, const DatcBagTask *task);
-/* Name of the file a task came from, transfer none. */
+/* Task `id`'s line in its file (1-based), and the index of that file (for
+ * datc_bag_source): found among the runs of consecutive lines, O(log runs). */
+guint32 datc_bag_line (const DatcBag *bag, guint64 id);
+guint32 datc_bag_task_source (const DatcBag *bag, guint64 id);
+/* Name of file number `source` (in the order loaded), transfer none. */
 const char *datc_bag_source (const DatcBag *bag, guint32 source);
 /* A human-readable command for listings: the line, or the sh string, or
  * the argv joined with spaces (transfer full). */

@@ -511,12 +511,12 @@ write_result_line (DatcLedger *l, const DatcRecResult *r)
 {
   if (l->results == NULL)
     return;
-  const DatcBagTask *bt = datc_bag_get (l->bag, r->id);
-  const SourceInfo *src = bt->source < l->sources->len ? l->sources->pdata[bt->source] : NULL;
+  guint32 source = datc_bag_task_source (l->bag, r->id);
+  const SourceInfo *src = source < l->sources->len ? l->sources->pdata[source] : NULL;
   const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
   DatcResultLine line = {
     .id = r->id,
-    .line = bt->line,
+    .line = datc_bag_line (l->bag, r->id),
     .attempt = r->attempt,
     .status = status_name (r->status),
     .end_class = datc_end_class_name ((DatcEndClass) r->end_class),

@@ -70,7 +70,7 @@ assert_line_task (DatcBag *bag, guint64 id, const char *text, guint32 line)
 
   g_assert_cmpint (task->kind, ==, DATC_BAG_SPEC_LINE);
   g_assert_cmpstr (got, ==, text);
-  g_assert_cmpuint (task->line, ==, line);
+  g_assert_cmpuint (datc_bag_line (bag, id), ==, line);
   g_assert_cmpuint (task->retries, ==, 0);
   g_assert_cmpuint (task->est_runtime_ms, ==, 0);
 }
@@ -208,7 +208,7 @@ test_lines_skips_comments_and_blank_lines (void)
   g_assert_cmpuint (datc_bag_count (bag), ==, 2);
   assert_line_task (bag, 1, "echo a", 5);
   assert_line_task (bag, 2, "echo b # not a comment", 7);
-  g_assert_cmpuint (datc_bag_get (bag, 1)->source, ==, 0);
+  g_assert_cmpuint (datc_bag_task_source (bag, 1), ==, 0);
   g_assert_cmpstr (datc_bag_source (bag, 0), ==, "t.txt");
 }
 
@@ -341,14 +341,14 @@ test_load_continues_ids_across_loads (void)
   g_assert_cmpuint (datc_bag_count (bag), ==, 5);
   assert_line_task (bag, 1, "a1", 1);
   assert_line_task (bag, 2, "a2", 2);
-  g_assert_cmpuint (datc_bag_get (bag, 3)->line, ==, 2);
-  g_assert_cmpuint (datc_bag_get (bag, 4)->line, ==, 3);
+  g_assert_cmpuint (datc_bag_line (bag, 3), ==, 2);
+  g_assert_cmpuint (datc_bag_line (bag, 4), ==, 3);
   assert_line_task (bag, 5, "c1", 1);
   for (guint64 id = 1; id <= 5; id++)
     {
       static const guint32 sources[] = { 0, 0, 1, 1, 2 };
 
-      g_assert_cmpuint (datc_bag_get (bag, id)->source, ==, sources[id - 1]);
+      g_assert_cmpuint (datc_bag_task_source (bag, id), ==, sources[id - 1]);
     }
   g_assert_cmpstr (datc_bag_source (bag, 0), ==, "a.txt");
   g_assert_cmpstr (datc_bag_source (bag, 1), ==, "b.jsonl");
@@ -432,11 +432,11 @@ test_load_streams_large_files (Fixture *fx, gconstpointer data)
       const DatcBagTask *b = datc_bag_get (from_data, id);
 
       g_assert_cmpuint (a->length, ==, b->length);
-      g_assert_cmpuint (a->line, ==, b->line);
+      g_assert_cmpuint (datc_bag_line (from_file, id), ==, datc_bag_line (from_data, id));
       g_assert_true (memcmp (datc_bag_spec (from_file, a), datc_bag_spec (from_data, b), a->length)
                      == 0);
     }
-  assert_line_task (from_file, tasks, "last line", datc_bag_get (from_file, tasks)->line);
+  assert_line_task (from_file, tasks, "last line", datc_bag_line (from_file, tasks));
 }
 
 static void
@@ -620,7 +620,7 @@ test_load_is_all_or_nothing (Fixture *fx, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpuint (datc_bag_count (bag), ==, 3);
   assert_line_task (bag, 3, "echo good", 1);
-  g_assert_cmpuint (datc_bag_get (bag, 3)->source, ==, 1);
+  g_assert_cmpuint (datc_bag_task_source (bag, 3), ==, 1);
   g_assert_cmpstr (datc_bag_source (bag, 1), ==, "good.txt");
   g_assert_cmpuint (datc_bag_get (bag, 3)->offset, ==,
                     datc_bag_get (bag, 2)->offset + datc_bag_get (bag, 2)->length);
@@ -670,7 +670,7 @@ test_jsonl_reads_cmd (void)
   g_assert_cmpuint (spec->timeout_ms, ==, 0);
   g_assert_cmpuint (spec->est_runtime_ms, ==, 0);
   g_assert_cmpuint (datc_bag_get (bag, 1)->retries, ==, 0);
-  g_assert_cmpuint (datc_bag_get (bag, 1)->line, ==, 1);
+  g_assert_cmpuint (datc_bag_line (bag, 1), ==, 1);
   g_assert_cmpstr (described, ==, "ls -l  a b");
 }
 
@@ -825,8 +825,8 @@ test_jsonl_skips_blank_lines (void)
   datc_bag_load_data (bag, "b.jsonl", data, strlen (data), DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (datc_bag_count (bag), ==, 2);
-  g_assert_cmpuint (datc_bag_get (bag, 1)->line, ==, 3);
-  g_assert_cmpuint (datc_bag_get (bag, 2)->line, ==, 5);
+  g_assert_cmpuint (datc_bag_line (bag, 1), ==, 3);
+  g_assert_cmpuint (datc_bag_line (bag, 2), ==, 5);
 }
 
 /* ---- bad lines, one test each ---- */
@@ -1057,6 +1057,71 @@ test_parse_rejects_too_many_variables (void)
 
 /* A million ~40-byte commands must fit in well under 100 MiB.  This is a
  * size check, not a benchmark: the time is reported, never asserted. */
+/* Where each task came from, through files that skip blank lines and
+ * comments at random, and a refused load between them whose tasks had
+ * lines of their own. */
+static void
+test_load_tells_each_task_its_line (void)
+{
+  g_autoptr (DatcBag) bag = datc_bag_new ();
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) lines = g_array_new (FALSE, FALSE, sizeof (guint32));
+  g_autoptr (GArray) sources = g_array_new (FALSE, FALSE, sizeof (guint32));
+  GRand *rand = g_rand_new_with_seed (17);
+  guint32 source = 0;
+
+  for (guint file = 0; file < 4; file++)
+    {
+      g_autoptr (GString) text = g_string_new (NULL);
+      g_autofree gchar *name = g_strdup_printf ("f%u.txt", file);
+      gboolean refused = file == 2;
+      guint32 line = 0;
+
+      for (guint i = 0; i < 3000; i++)
+        {
+          line++;
+          switch (g_rand_int_range (rand, 0, file == 0 ? 1 : 4))
+            {
+            case 1:
+              g_string_append (text, "\n");
+              continue;
+            case 2:
+              g_string_append (text, "# a comment\n");
+              continue;
+            default:
+              g_string_append_printf (text, "task %u %u\n", file, i);
+              if (!refused)
+                {
+                  g_array_append_val (lines, line);
+                  g_array_append_val (sources, source);
+                }
+            }
+        }
+      if (refused)
+        g_string_append (text, "echo \xff\n");
+      g_assert_cmpint (
+          datc_bag_load_data (bag, name, text->str, text->len, DATC_TASKFILE_AUTO, &error), ==,
+          !refused);
+      if (refused)
+        {
+          g_assert_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_PARSE);
+          g_clear_error (&error);
+        }
+      else
+        source++;
+    }
+
+  g_assert_cmpuint (datc_bag_count (bag), ==, lines->len);
+  for (guint64 id = 1; id <= lines->len; id++)
+    {
+      g_assert_cmpuint (datc_bag_line (bag, id), ==, g_array_index (lines, guint32, id - 1));
+      g_assert_cmpuint (datc_bag_task_source (bag, id), ==,
+                        g_array_index (sources, guint32, id - 1));
+    }
+  g_assert_cmpstr (datc_bag_source (bag, 2), ==, "f3.txt");
+  g_rand_free (rand);
+}
+
 static void
 test_memory_holds_a_million_tasks (Fixture *fx, gconstpointer data)
 {
@@ -1113,6 +1178,7 @@ main (int argc, char **argv)
   g_test_add_func ("/bag/lines/keeps-utf8-as-is", test_lines_keeps_utf8_as_is);
 
   g_test_add_func ("/bag/load/continues-ids-across-loads", test_load_continues_ids_across_loads);
+  g_test_add_func ("/bag/load/tells-each-task-its-line", test_load_tells_each_task_its_line);
   g_test_add_func ("/bag/load/a-big-bag-keeps-its-tasks-through-growth-and-a-refused-load",
                    test_load_big_bag_keeps_tasks_through_growth_and_rollback);
   g_test_add ("/bag/load/hashes-the-file", Fixture, NULL, fixture_set_up, test_load_hashes_the_file,
