@@ -1122,22 +1122,16 @@ run_of (const DatcBag *bag, guint64 id)
 }
 
 guint32
-datc_bag_line (const DatcBag *bag, guint64 id)
+datc_bag_line (const DatcBag *bag, guint64 id, guint32 *source)
 {
   const LineRun *run;
 
   g_return_val_if_fail (bag != NULL, 0);
   g_return_val_if_fail (id >= 1 && id <= bag->n_tasks, 0);
   run = run_of (bag, id);
+  if (source != NULL)
+    *source = run->source;
   return run->line + (guint32) (id - run->id);
-}
-
-guint32
-datc_bag_task_source (const DatcBag *bag, guint64 id)
-{
-  g_return_val_if_fail (bag != NULL, 0);
-  g_return_val_if_fail (id >= 1 && id <= bag->n_tasks, 0);
-  return run_of (bag, id)->source;
 }
 
 const char *

@@ -64,8 +64,8 @@ typedef enum {
 /* One task, 16 bytes: at 10M tasks these records are 153 MiB of the
  * master.  The file and line a task came from are not in it: tasks from
  * consecutive lines of one file share a record of their own
- * (datc_bag_line, datc_bag_task_source), so a file without blank lines or
- * comments costs one such record in all. */
+ * (datc_bag_line), so a file without blank lines or comments costs one
+ * such record in all. */
 typedef struct {
   guint64 offset : 40;    /* into the arena (at most DATC_BAG_ARENA_MAX bytes) */
   guint64 length : 24;    /* at most one arena chunk (4 MiB) */
@@ -103,10 +103,10 @@ gsize datc_bag_memory_size (const DatcBag *bag);
 const DatcBagTask *datc_bag_get (const DatcBag *bag, guint64 id);
 /* The bytes of a task's spec (line or packed spec), transfer none. */
 const guint8 *datc_bag_spec (const DatcBag *bag, const DatcBagTask *task);
-/* Task `id`'s line in its file (1-based), and the index of that file (for
- * datc_bag_source): found among the runs of consecutive lines, O(log runs). */
-guint32 datc_bag_line (const DatcBag *bag, guint64 id);
-guint32 datc_bag_task_source (const DatcBag *bag, guint64 id);
+/* Task `id`'s line in its file (1-based), and in `source` (may be NULL)
+ * the index of that file (for datc_bag_source): one lookup among the runs
+ * of consecutive lines, O(log runs). */
+guint32 datc_bag_line (const DatcBag *bag, guint64 id, guint32 *source);
 /* Name of file number `source` (in the order loaded), transfer none. */
 const char *datc_bag_source (const DatcBag *bag, guint32 source);
 /* A human-readable command for listings: the line, or the sh string, or

@@ -511,12 +511,13 @@ write_result_line (DatcLedger *l, const DatcRecResult *r)
 {
   if (l->results == NULL)
     return;
-  guint32 source = datc_bag_task_source (l->bag, r->id);
+  guint32 source = 0;
+  guint32 task_line = datc_bag_line (l->bag, r->id, &source);
   const SourceInfo *src = source < l->sources->len ? l->sources->pdata[source] : NULL;
   const AgentInfo *a = r->agent < l->agents->len ? l->agents->pdata[r->agent] : NULL;
   DatcResultLine line = {
     .id = r->id,
-    .line = datc_bag_line (l->bag, r->id),
+    .line = task_line,
     .attempt = r->attempt,
     .status = status_name (r->status),
     .end_class = datc_end_class_name ((DatcEndClass) r->end_class),

@@ -62,6 +62,16 @@ task_text (DatcBag *bag, guint64 id)
   return g_strndup ((const char *) datc_bag_spec (bag, task), task->length);
 }
 
+/* The index of the file task `id` came from. */
+static guint32
+task_source (DatcBag *bag, guint64 id)
+{
+  guint32 source = G_MAXUINT32;
+
+  datc_bag_line (bag, id, &source);
+  return source;
+}
+
 static void
 assert_line_task (DatcBag *bag, guint64 id, const char *text, guint32 line)
 {
@@ -70,7 +80,7 @@ assert_line_task (DatcBag *bag, guint64 id, const char *text, guint32 line)
 
   g_assert_cmpint (task->kind, ==, DATC_BAG_SPEC_LINE);
   g_assert_cmpstr (got, ==, text);
-  g_assert_cmpuint (datc_bag_line (bag, id), ==, line);
+  g_assert_cmpuint (datc_bag_line (bag, id, NULL), ==, line);
   g_assert_cmpuint (task->retries, ==, 0);
   g_assert_cmpuint (task->est_runtime_ms, ==, 0);
 }
@@ -208,7 +218,7 @@ test_lines_skips_comments_and_blank_lines (void)
   g_assert_cmpuint (datc_bag_count (bag), ==, 2);
   assert_line_task (bag, 1, "echo a", 5);
   assert_line_task (bag, 2, "echo b # not a comment", 7);
-  g_assert_cmpuint (datc_bag_task_source (bag, 1), ==, 0);
+  g_assert_cmpuint (task_source (bag, 1), ==, 0);
   g_assert_cmpstr (datc_bag_source (bag, 0), ==, "t.txt");
 }
 
@@ -341,14 +351,14 @@ test_load_continues_ids_across_loads (void)
   g_assert_cmpuint (datc_bag_count (bag), ==, 5);
   assert_line_task (bag, 1, "a1", 1);
   assert_line_task (bag, 2, "a2", 2);
-  g_assert_cmpuint (datc_bag_line (bag, 3), ==, 2);
-  g_assert_cmpuint (datc_bag_line (bag, 4), ==, 3);
+  g_assert_cmpuint (datc_bag_line (bag, 3, NULL), ==, 2);
+  g_assert_cmpuint (datc_bag_line (bag, 4, NULL), ==, 3);
   assert_line_task (bag, 5, "c1", 1);
   for (guint64 id = 1; id <= 5; id++)
     {
       static const guint32 sources[] = { 0, 0, 1, 1, 2 };
 
-      g_assert_cmpuint (datc_bag_task_source (bag, id), ==, sources[id - 1]);
+      g_assert_cmpuint (task_source (bag, id), ==, sources[id - 1]);
     }
   g_assert_cmpstr (datc_bag_source (bag, 0), ==, "a.txt");
   g_assert_cmpstr (datc_bag_source (bag, 1), ==, "b.jsonl");
@@ -432,11 +442,12 @@ test_load_streams_large_files (Fixture *fx, gconstpointer data)
       const DatcBagTask *b = datc_bag_get (from_data, id);
 
       g_assert_cmpuint (a->length, ==, b->length);
-      g_assert_cmpuint (datc_bag_line (from_file, id), ==, datc_bag_line (from_data, id));
+      g_assert_cmpuint (datc_bag_line (from_file, id, NULL), ==,
+                        datc_bag_line (from_data, id, NULL));
       g_assert_true (memcmp (datc_bag_spec (from_file, a), datc_bag_spec (from_data, b), a->length)
                      == 0);
     }
-  assert_line_task (from_file, tasks, "last line", datc_bag_line (from_file, tasks));
+  assert_line_task (from_file, tasks, "last line", datc_bag_line (from_file, tasks, NULL));
 }
 
 static void
@@ -620,7 +631,7 @@ test_load_is_all_or_nothing (Fixture *fx, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpuint (datc_bag_count (bag), ==, 3);
   assert_line_task (bag, 3, "echo good", 1);
-  g_assert_cmpuint (datc_bag_task_source (bag, 3), ==, 1);
+  g_assert_cmpuint (task_source (bag, 3), ==, 1);
   g_assert_cmpstr (datc_bag_source (bag, 1), ==, "good.txt");
   g_assert_cmpuint (datc_bag_get (bag, 3)->offset, ==,
                     datc_bag_get (bag, 2)->offset + datc_bag_get (bag, 2)->length);
@@ -670,7 +681,7 @@ test_jsonl_reads_cmd (void)
   g_assert_cmpuint (spec->timeout_ms, ==, 0);
   g_assert_cmpuint (spec->est_runtime_ms, ==, 0);
   g_assert_cmpuint (datc_bag_get (bag, 1)->retries, ==, 0);
-  g_assert_cmpuint (datc_bag_line (bag, 1), ==, 1);
+  g_assert_cmpuint (datc_bag_line (bag, 1, NULL), ==, 1);
   g_assert_cmpstr (described, ==, "ls -l  a b");
 }
 
@@ -825,8 +836,8 @@ test_jsonl_skips_blank_lines (void)
   datc_bag_load_data (bag, "b.jsonl", data, strlen (data), DATC_TASKFILE_AUTO, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (datc_bag_count (bag), ==, 2);
-  g_assert_cmpuint (datc_bag_line (bag, 1), ==, 3);
-  g_assert_cmpuint (datc_bag_line (bag, 2), ==, 5);
+  g_assert_cmpuint (datc_bag_line (bag, 1, NULL), ==, 3);
+  g_assert_cmpuint (datc_bag_line (bag, 2, NULL), ==, 5);
 }
 
 /* ---- bad lines, one test each ---- */
@@ -1055,8 +1066,6 @@ test_parse_rejects_too_many_variables (void)
 
 /* ---- memory ---- */
 
-/* A million ~40-byte commands must fit in well under 100 MiB.  This is a
- * size check, not a benchmark: the time is reported, never asserted. */
 /* Where each task came from, through files that skip blank lines and
  * comments at random, and a refused load between them whose tasks had
  * lines of their own. */
@@ -1114,14 +1123,15 @@ test_load_tells_each_task_its_line (void)
   g_assert_cmpuint (datc_bag_count (bag), ==, lines->len);
   for (guint64 id = 1; id <= lines->len; id++)
     {
-      g_assert_cmpuint (datc_bag_line (bag, id), ==, g_array_index (lines, guint32, id - 1));
-      g_assert_cmpuint (datc_bag_task_source (bag, id), ==,
-                        g_array_index (sources, guint32, id - 1));
+      g_assert_cmpuint (datc_bag_line (bag, id, NULL), ==, g_array_index (lines, guint32, id - 1));
+      g_assert_cmpuint (task_source (bag, id), ==, g_array_index (sources, guint32, id - 1));
     }
   g_assert_cmpstr (datc_bag_source (bag, 2), ==, "f3.txt");
   g_rand_free (rand);
 }
 
+/* A million ~40-byte commands must fit in well under 100 MiB.  This is a
+ * size check, not a benchmark: the time is reported, never asserted. */
 static void
 test_memory_holds_a_million_tasks (Fixture *fx, gconstpointer data)
 {
