@@ -347,7 +347,8 @@ clear_fields (const Shape *shape, gpointer base)
   find_owning ();
   for (guint32 m = owning[shape - shapes]; m != 0; m &= m - 1)
     {
-      const Field *f = &shape->fields[g_bit_nth_lsf (m, -1)];
+      /* The lowest bit set: g_bit_nth_lsf tests them one by one. */
+      const Field *f = &shape->fields[__builtin_ctz (m)];
       gpointer p = FIELD_AT (base, f);
       switch (f->kind)
         {

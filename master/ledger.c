@@ -58,6 +58,7 @@ typedef struct {
 
 typedef struct {
   gchar *agent_id, *site, *proxy, *host;
+  GString *who;            /* the four as its results lines have them */
   DatcAgentOutput *output; /* outputs/<agent_id>.out */
   gboolean out_dirty;      /* written since the last commit: in dirty_outputs */
   gboolean gone;           /* left: freed (and its index reused) once its output is committed */
@@ -199,6 +200,7 @@ agent_info_free (gpointer p)
   g_free (a->site);
   g_free (a->proxy);
   g_free (a->host);
+  g_string_free (a->who, TRUE);
   g_free (a);
 }
 
@@ -539,6 +541,7 @@ write_result_line (DatcLedger *l, const DatcRecResult *r)
     .err_dropped = r->err_dropped,
     .message = r->message,
     .oom_evidence = r->oom_evidence,
+    .who = a ? a->who : NULL,
   };
   datc_results_file_add (l->results, &line);
   /* During replay the records are durable already: stream them out. */
@@ -595,6 +598,7 @@ apply_agent (DatcLedger *l, guint32 idx, const char *agent_id, const char *site,
   a->site = g_strdup (site);
   a->proxy = g_strdup (proxy);
   a->host = g_strdup (host);
+  a->who = datc_result_line_who (site, proxy, host, agent_id);
   a->output = datc_agent_output_new (l->dir, agent_id);
   a->idx = idx;
   l->agents->pdata[idx] = a;

@@ -306,12 +306,57 @@ put_raw (char *p, const char *s, gsize len)
   return p + len;
 }
 
+/* The four strings of DatcResultLine.who, each with its length. */
+enum { WHO_SITE, WHO_PROXY, WHO_HOST, WHO_AGENT, N_WHO };
+
+/* Room for put_who's bytes: the names and punctuation, the strings at
+ * their worst escaped. */
+static gsize
+who_room (const gsize len[N_WHO])
+{
+  gsize room = 64;
+  for (guint i = 0; i < N_WHO; i++)
+    room += DATC_JSON_STRING_MAX (len[i]);
+  return room;
+}
+
+static char *
+put_who (char *p, const char *const str[N_WHO], const gsize len[N_WHO])
+{
+  p = datc_json_put_string (PUT (p, ",\"site\":"), str[WHO_SITE], len[WHO_SITE]);
+  p = datc_json_put_string (PUT (p, ",\"proxy\":"), str[WHO_PROXY], len[WHO_PROXY]);
+  p = datc_json_put_string (PUT (p, ",\"host\":"), str[WHO_HOST], len[WHO_HOST]);
+  return datc_json_put_string (PUT (p, ",\"agent\":"), str[WHO_AGENT], len[WHO_AGENT]);
+}
+
+static void
+who_strings (const char *const in[N_WHO], const char *str[N_WHO], gsize len[N_WHO])
+{
+  for (guint i = 0; i < N_WHO; i++)
+    {
+      str[i] = in[i] != NULL ? in[i] : ""; /* as the escaper writes NULL */
+      len[i] = strlen (str[i]);
+    }
+}
+
+GString *
+datc_result_line_who (const char *site, const char *proxy, const char *host, const char *agent)
+{
+  const char *in[N_WHO] = { site, proxy, host, agent }, *str[N_WHO];
+  gsize len[N_WHO];
+  who_strings (in, str, len);
+  GString *s = g_string_sized_new (who_room (len));
+  g_string_set_size (s, who_room (len));
+  char *end = put_who (s->str, str, len);
+  g_string_truncate (s, (gsize) (end - s->str));
+  return s;
+}
+
 void
 datc_result_line_format (GString *s, const DatcResultLine *r)
 {
-  enum { STATUS, CLASS, SITE, PROXY, HOST, AGENT, OUTPUT, MESSAGE, OOM, N_STR };
-  const char *str[N_STR] = { r->status, r->end_class, r->site,    r->proxy,       r->host,
-                             r->agent,  r->output,    r->message, r->oom_evidence };
+  enum { STATUS, CLASS, OUTPUT, MESSAGE, OOM, N_STR };
+  const char *str[N_STR] = { r->status, r->end_class, r->output, r->message, r->oom_evidence };
   gsize len[N_STR];
   /* The names and punctuation (under 400 bytes), 13 numbers, the strings
    * at their worst escaped. */
@@ -322,6 +367,15 @@ datc_result_line_format (GString *s, const DatcResultLine *r)
         str[i] = ""; /* as the escaper writes NULL */
       len[i] = str[i] != NULL ? strlen (str[i]) : 0;
       room += DATC_JSON_STRING_MAX (len[i]);
+    }
+  const char *who_in[N_WHO] = { r->site, r->proxy, r->host, r->agent }, *who[N_WHO];
+  gsize who_len[N_WHO];
+  if (r->who != NULL)
+    room += r->who->len;
+  else
+    {
+      who_strings (who_in, who, who_len);
+      room += who_room (who_len);
     }
   gsize at = s->len;
   g_string_set_size (s, at + room);
@@ -334,10 +388,7 @@ datc_result_line_format (GString *s, const DatcResultLine *r)
   p = put_raw (PUT (p, "\",\"class\":\""), str[CLASS], len[CLASS]);
   p = put_i64 (PUT (p, "\",\"exit_code\":"), r->exit_code);
   p = put_i64 (PUT (p, ",\"signal\":"), r->signal);
-  p = datc_json_put_string (PUT (p, ",\"site\":"), str[SITE], len[SITE]);
-  p = datc_json_put_string (PUT (p, ",\"proxy\":"), str[PROXY], len[PROXY]);
-  p = datc_json_put_string (PUT (p, ",\"host\":"), str[HOST], len[HOST]);
-  p = datc_json_put_string (PUT (p, ",\"agent\":"), str[AGENT], len[AGENT]);
+  p = r->who != NULL ? put_raw (p, r->who->str, r->who->len) : put_who (p, who, who_len);
   p = put_i64 (PUT (p, ",\"submitted\":"), r->submitted);
   p = put_i64 (PUT (p, ",\"started\":"), r->started);
   p = put_i64 (PUT (p, ",\"finished\":"), r->finished);

@@ -34,7 +34,18 @@ typedef struct {
   guint64 out_off, out_len, err_off, err_len, out_dropped, err_dropped;
   const char *message;
   const char *oom_evidence;
+  /* site, proxy, host and agent as datc_result_line_who formatted them
+   * (the same bytes), or NULL: formatted from the four strings.  A
+   * writer of many lines per agent (a resume replays millions) formats
+   * them once per agent. */
+  const GString *who;
 } DatcResultLine;
+
+/* The members "site", "proxy", "host" and "agent" of a line (from the
+ * comma before "site" to the quote after the agent), for
+ * DatcResultLine.who; NULL strings as "".  Free with g_string_free. */
+GString *datc_result_line_who (const char *site, const char *proxy, const char *host,
+                               const char *agent);
 
 /* Appends `line` as results.jsonl has it, "\n" included. */
 void datc_result_line_format (GString *out, const DatcResultLine *line);

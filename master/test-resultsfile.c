@@ -1,6 +1,7 @@
 /* test-resultsfile.c: results.jsonl's writer: the exact line for a result
  * (strings escaped: quotes, newlines, control bytes, UTF-8 kept; integers
- * of every width as printf writes them), lines held until written, the
+ * of every width as printf writes them; an agent's strings formatted once
+ * give the same line), lines held until written, the
  * filter that keeps one line per task after a retry, and the rename into
  * place; the rebuild at a start: the lines already there kept (the same
  * file), a line beyond them cut, a torn end or missing lines completed in
@@ -432,6 +433,36 @@ test_integers_as_printf (void)
     }
 }
 
+/* A line given its agent's strings formatted once (DatcResultLine.who)
+ * is the line formatted from the strings: escapes, UTF-8, "" and NULL. */
+static void
+test_who_formatted_once_is_the_same_line (void)
+{
+  const char *names[] = { "s\"1", "p\n1", "hôte\x01", "", NULL, "vm-22401-f7290143", "\\\x7f" };
+  g_autoptr (GString) plain = g_string_new (NULL);
+  g_autoptr (GString) cached = g_string_new (NULL);
+  guint n = G_N_ELEMENTS (names);
+  for (guint i = 0; i < n * n; i++)
+    {
+      DatcResultLine l = sample;
+      l.site = names[i % n];
+      l.proxy = names[i / n];
+      l.host = names[(i + 1) % n];
+      l.agent = names[(i / n + 3) % n];
+      g_string_truncate (plain, 0);
+      datc_result_line_format (plain, &l);
+      g_autoptr (GString) who = datc_result_line_who (l.site, l.proxy, l.host, l.agent);
+      g_assert_true (g_str_has_prefix (who->str, ",\"site\":\""));
+      /* The strings are not read when `who` is given. */
+      l.who = who;
+      l.site = l.proxy = l.host = l.agent = "not these";
+      g_string_truncate (cached, 0);
+      datc_result_line_format (cached, &l);
+      g_assert_cmpstr (cached->str, ==, plain->str);
+      g_assert_nonnull (strstr (plain->str, who->str));
+    }
+}
+
 /* With a wait set (datc_results_file_set_write_wait) a large write()
  * runs on a thread of the file's (there while `wait` runs), while the
  * caller's thread calls `wait` until done_fd says it is done; every line
@@ -551,6 +582,8 @@ main (int argc, char **argv)
   g_test_add_func ("/resultsfile/the-filter-keeps-one-line-per-task",
                    test_filter_keeps_one_line_per_task);
   g_test_add_func ("/resultsfile/integers-as-printf-writes-them", test_integers_as_printf);
+  g_test_add_func ("/resultsfile/who-formatted-once-is-the-same-line",
+                   test_who_formatted_once_is_the_same_line);
   g_test_add_func ("/resultsfile/rebuild/keeps-the-lines-already-there",
                    test_rebuild_keeps_matching_lines);
   g_test_add_func ("/resultsfile/rebuild/a-start-that-fails-changes-nothing",
