@@ -355,15 +355,19 @@ clear_fields (const Shape *shape, gpointer base)
         case FIELD_STR:
         case FIELD_STR_OR_NIL:
           g_free ((gpointer) * (const char **) p);
+          *(const char **) p = NULL;
           break;
         case FIELD_BYTES:
           g_free ((gpointer) ((DatcRecBytes *) p)->data);
+          ((DatcRecBytes *) p)->data = NULL;
           break;
         case FIELD_KEYS:
           g_free ((gpointer) ((DatcRecKeys *) p)->v);
+          ((DatcRecKeys *) p)->v = NULL;
           break;
         case FIELD_IDS:
           g_free ((gpointer) ((DatcRecIds *) p)->v);
+          ((DatcRecIds *) p)->v = NULL;
           break;
         case FIELD_U32:
         case FIELD_U64:
@@ -380,9 +384,10 @@ datc_record_clear (DatcRecord *rec)
   if (rec == NULL)
     return;
   const Shape *shape = shape_of (rec->type);
+  /* Not a memset of the whole record: a replay clears one per record,
+   * millions, and the owned pointers are all that matter. */
   if (shape != NULL)
     clear_fields (shape, &rec->u);
-  memset (rec, 0, sizeof *rec);
 }
 
 /* ----------------------------------------------------------------- decode */
@@ -738,6 +743,16 @@ decode_field (Reader *r, const Field *f, gpointer base)
   g_assert_not_reached ();
 }
 
+/* A record refused part way: what it took is freed, and it is left as
+ * decode found it zeroed, holding nothing. */
+static gboolean
+refuse (DatcRecord *rec)
+{
+  datc_record_clear (rec);
+  memset (rec, 0, sizeof *rec);
+  return FALSE;
+}
+
 gboolean
 datc_record_decode (const guint8 *payload, gsize len, DatcRecord *rec, GError **error)
 {
@@ -783,8 +798,7 @@ datc_record_decode (const guint8 *payload, gsize len, DatcRecord *rec, GError **
         }
       if (!decode_field (&r, f, &rec->u))
         {
-          datc_record_clear (rec);
-          return FALSE;
+          return refuse (rec);
         }
     }
   if (r.p != r.end)
@@ -792,8 +806,7 @@ datc_record_decode (const guint8 *payload, gsize len, DatcRecord *rec, GError **
       g_set_error (error, DATC_RECORD_ERROR, DATC_RECORD_ERROR_MALFORMED,
                    "%s record: %" G_GSIZE_FORMAT " bytes after its last field", shape->name,
                    (gsize) (r.end - r.p));
-      datc_record_clear (rec);
-      return FALSE;
+      return refuse (rec);
     }
   return TRUE;
 }

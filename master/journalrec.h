@@ -203,7 +203,8 @@ void datc_record_encode (const DatcRecord *record, GByteArray *out);
  * On failure the error names the record type, the field (position and
  * name) and what was wrong, and `record` holds nothing to free. */
 gboolean datc_record_decode (const guint8 *payload, gsize len, DatcRecord *record, GError **error);
-/* Frees what a decoded record owns and zeroes it. */
+/* Frees what a decoded record owns and sets those pointers to NULL: the
+ * record then holds nothing to free (clear it again, or decode into it). */
 void datc_record_clear (DatcRecord *record);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (DatcRecord, datc_record_clear)
 

@@ -58,7 +58,7 @@ typedef struct {
 
 typedef struct {
   gchar *agent_id, *site, *proxy, *host;
-  GString *who;            /* the four as its results lines have them */
+  gchar *who;              /* the four as its results lines have them */
   DatcAgentOutput *output; /* outputs/<agent_id>.out */
   gboolean out_dirty;      /* written since the last commit: in dirty_outputs */
   gboolean gone;           /* left: freed (and its index reused) once its output is committed */
@@ -200,7 +200,7 @@ agent_info_free (gpointer p)
   g_free (a->site);
   g_free (a->proxy);
   g_free (a->host);
-  g_string_free (a->who, TRUE);
+  g_free (a->who);
   g_free (a);
 }
 
@@ -544,9 +544,6 @@ write_result_line (DatcLedger *l, const DatcRecResult *r)
     .who = a ? a->who : NULL,
   };
   datc_results_file_add (l->results, &line);
-  /* During replay the records are durable already: stream them out. */
-  if (l->replaying && datc_results_file_pending (l->results) > (1u << 20))
-    write_results (l, NULL);
 }
 
 /* ---- apply: the one place state changes ---------------------------- */
@@ -1245,8 +1242,6 @@ replay_lines (DatcLedger *l, const DatcRecord *rec, GError **error)
   if (l->results == NULL)
     return TRUE;
   datc_results_file_add_lines (l->results, (const guint8 *) lines->str, lines->len);
-  if (datc_results_file_pending (l->results) > (1u << 20))
-    write_results (l, NULL);
   return TRUE;
 }
 
@@ -1404,7 +1399,9 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (l->options.load != NULL && stat (journal_path, &jst) == 0)
     __atomic_store_n (&l->options.load->journal_bytes, (guint64) jst.st_size, __ATOMIC_RELAXED);
   l->replaying = TRUE;
+  datc_results_file_begin_replay (l->results);
   l->journal = datc_journal_open (journal_path, replay_record, l, &rec, error);
+  datc_results_file_end_replay (l->results);
   l->replaying = FALSE;
   if (l->options.load != NULL)
     __atomic_store_n (&l->options.load->replayed, l->replayed_bytes, __ATOMIC_RELAXED);

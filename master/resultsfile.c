@@ -38,7 +38,18 @@ struct DatcResultsFile {
   gpointer wait_data;
   DatcIoThread *writer;
   gboolean no_writer; /* no thread could be had: the owner's thread writes */
+  /* datc_results_file_begin_replay: lines are written as they come; with
+   * `formatter`, formatted, compared and written on that thread, handed
+   * over in batches (`full`) that come back emptied (`empty`). */
+  gboolean replaying;
+  GThread *formatter;
+  GAsyncQueue *full, *empty;
+  struct Batch *filling; /* the caller's, not handed over yet */
 };
+
+static void replay_stream (DatcResultsFile *f);
+static void queue_line (DatcResultsFile *f, const DatcResultLine *r);
+static void queue_lines (DatcResultsFile *f, const guint8 *lines, gsize len);
 
 static gboolean
 io_error (GError **error, int errsv, const char *path)
@@ -69,6 +80,7 @@ datc_results_file_free (DatcResultsFile *f)
 {
   if (f == NULL)
     return;
+  datc_results_file_end_replay (f);
   if (f->restore && ftruncate (f->fd, (off_t) f->restore_len) < 0)
     g_warning ("%s: %s", f->path, g_strerror (errno));
   datc_io_thread_free (f->writer);
@@ -339,17 +351,15 @@ who_strings (const char *const in[N_WHO], const char *str[N_WHO], gsize len[N_WH
     }
 }
 
-GString *
+gchar *
 datc_result_line_who (const char *site, const char *proxy, const char *host, const char *agent)
 {
   const char *in[N_WHO] = { site, proxy, host, agent }, *str[N_WHO];
   gsize len[N_WHO];
   who_strings (in, str, len);
-  GString *s = g_string_sized_new (who_room (len));
-  g_string_set_size (s, who_room (len));
-  char *end = put_who (s->str, str, len);
-  g_string_truncate (s, (gsize) (end - s->str));
-  return s;
+  gchar *who = g_malloc (who_room (len) + 1);
+  *put_who (who, str, len) = '\0';
+  return who;
 }
 
 void
@@ -369,9 +379,9 @@ datc_result_line_format (GString *s, const DatcResultLine *r)
       room += DATC_JSON_STRING_MAX (len[i]);
     }
   const char *who_in[N_WHO] = { r->site, r->proxy, r->host, r->agent }, *who[N_WHO];
-  gsize who_len[N_WHO];
+  gsize who_len[N_WHO], who_bytes = 0;
   if (r->who != NULL)
-    room += r->who->len;
+    room += who_bytes = strlen (r->who);
   else
     {
       who_strings (who_in, who, who_len);
@@ -388,7 +398,7 @@ datc_result_line_format (GString *s, const DatcResultLine *r)
   p = put_raw (PUT (p, "\",\"class\":\""), str[CLASS], len[CLASS]);
   p = put_i64 (PUT (p, "\",\"exit_code\":"), r->exit_code);
   p = put_i64 (PUT (p, ",\"signal\":"), r->signal);
-  p = r->who != NULL ? put_raw (p, r->who->str, r->who->len) : put_who (p, who, who_len);
+  p = r->who != NULL ? put_raw (p, r->who, who_bytes) : put_who (p, who, who_len);
   p = put_i64 (PUT (p, ",\"submitted\":"), r->submitted);
   p = put_i64 (PUT (p, ",\"started\":"), r->started);
   p = put_i64 (PUT (p, ",\"finished\":"), r->finished);
@@ -410,7 +420,206 @@ datc_result_line_format (GString *s, const DatcResultLine *r)
 void
 datc_results_file_add (DatcResultsFile *f, const DatcResultLine *r)
 {
+  if (f->formatter != NULL)
+    {
+      queue_line (f, r);
+      return;
+    }
   datc_result_line_format (f->out, r);
+  if (f->replaying)
+    replay_stream (f);
+}
+
+/* ---- a replay's lines, on a thread ------------------------------------ */
+
+/* What a resume spends most on, at millions of results, is their lines:
+ * formatting each and comparing it with the bytes results.jsonl holds.
+ * The formatter thread does that while the caller decodes and applies the
+ * next records.  The caller copies a line's values and strings (they are
+ * its, and change as the replay goes on) into a batch; a few batches are
+ * in flight, so the caller waits when the thread falls behind. */
+#define REPLAY_BATCH_LINES 1024u
+#define REPLAY_BATCHES 8u
+#define REPLAY_WRITE_BYTES ((gsize) 1 << 20)
+
+typedef enum { BATCH_LINES, BATCH_RAW, BATCH_END } BatchKind;
+
+/* The strings of a DatcResultLine, in `copy` order. */
+enum {
+  REF_STATUS,
+  REF_CLASS,
+  REF_SITE,
+  REF_PROXY,
+  REF_HOST,
+  REF_AGENT,
+  REF_OUTPUT,
+  REF_MESSAGE,
+  REF_OOM,
+  REF_WHO,
+  N_REF
+};
+
+typedef struct {
+  DatcResultLine line; /* its strings NULL: they are in the batch's `bytes` */
+  gsize at[N_REF];     /* offset + 1 there; 0: NULL */
+} QueuedLine;
+
+typedef struct Batch {
+  BatchKind kind;
+  GArray *lines;  /* QueuedLine (BATCH_LINES) */
+  GString *bytes; /* their strings, NUL-ended; BATCH_RAW: whole lines */
+} Batch;
+
+static const gsize ref_offset[N_REF] = {
+  G_STRUCT_OFFSET (DatcResultLine, status),       G_STRUCT_OFFSET (DatcResultLine, end_class),
+  G_STRUCT_OFFSET (DatcResultLine, site),         G_STRUCT_OFFSET (DatcResultLine, proxy),
+  G_STRUCT_OFFSET (DatcResultLine, host),         G_STRUCT_OFFSET (DatcResultLine, agent),
+  G_STRUCT_OFFSET (DatcResultLine, output),       G_STRUCT_OFFSET (DatcResultLine, message),
+  G_STRUCT_OFFSET (DatcResultLine, oom_evidence), G_STRUCT_OFFSET (DatcResultLine, who),
+};
+
+static const char **
+line_ref (DatcResultLine *l, guint i)
+{
+  return G_STRUCT_MEMBER_P (l, ref_offset[i]);
+}
+
+/* Written whenever a megabyte waits: the replay's results are durable.  A
+ * write that fails keeps its lines for the next (after the replay), which
+ * says why. */
+static void
+replay_stream (DatcResultsFile *f)
+{
+  if (f->out->len < REPLAY_WRITE_BYTES)
+    return;
+  g_autoptr (GError) dropped = NULL;
+  datc_results_file_write (f, &dropped);
+}
+
+static gpointer
+formatter_main (gpointer data)
+{
+  DatcResultsFile *f = data;
+  for (;;)
+    {
+      Batch *b = g_async_queue_pop (f->full);
+      BatchKind kind = b->kind;
+      if (kind == BATCH_RAW)
+        g_string_append_len (f->out, b->bytes->str, (gssize) b->bytes->len);
+      for (guint i = 0; kind == BATCH_LINES && i < b->lines->len; i++)
+        {
+          QueuedLine *q = &g_array_index (b->lines, QueuedLine, i);
+          for (guint r = 0; r < N_REF; r++)
+            *line_ref (&q->line, r) = q->at[r] != 0 ? b->bytes->str + q->at[r] - 1 : NULL;
+          datc_result_line_format (f->out, &q->line);
+        }
+      g_array_set_size (b->lines, 0);
+      g_string_truncate (b->bytes, 0);
+      g_async_queue_push (f->empty, b);
+      if (kind == BATCH_END)
+        return NULL;
+      replay_stream (f);
+    }
+}
+
+static Batch *
+batch_new (void)
+{
+  Batch *b = g_new0 (Batch, 1);
+  b->lines = g_array_sized_new (FALSE, FALSE, sizeof (QueuedLine), REPLAY_BATCH_LINES);
+  b->bytes = g_string_sized_new (REPLAY_BATCH_LINES * 128);
+  return b;
+}
+
+static void
+batch_free (gpointer p)
+{
+  Batch *b = p;
+  g_array_unref (b->lines);
+  g_string_free (b->bytes, TRUE);
+  g_free (b);
+}
+
+/* The caller's batch to fill, of `kind`: the one being filled if it is of
+ * that kind, else the one being filled goes to the thread first. */
+static Batch *
+filling (DatcResultsFile *f, BatchKind kind)
+{
+  if (f->filling != NULL && f->filling->kind != kind)
+    {
+      g_async_queue_push (f->full, f->filling);
+      f->filling = NULL;
+    }
+  if (f->filling == NULL)
+    {
+      f->filling = g_async_queue_pop (f->empty);
+      f->filling->kind = kind;
+    }
+  return f->filling;
+}
+
+static void
+queue_line (DatcResultsFile *f, const DatcResultLine *r)
+{
+  Batch *b = filling (f, BATCH_LINES);
+  QueuedLine q = { .line = *r };
+  for (guint i = 0; i < N_REF; i++)
+    {
+      const char **s = line_ref (&q.line, i);
+      q.at[i] = 0;
+      if (*s != NULL && (i < REF_SITE || i > REF_AGENT || r->who == NULL))
+        {
+          q.at[i] = b->bytes->len + 1;
+          g_string_append_len (b->bytes, *s, (gssize) strlen (*s) + 1);
+        }
+      *s = NULL;
+    }
+  g_array_append_val (b->lines, q);
+  if (b->lines->len == REPLAY_BATCH_LINES)
+    {
+      g_async_queue_push (f->full, b);
+      f->filling = NULL;
+    }
+}
+
+static void
+queue_lines (DatcResultsFile *f, const guint8 *lines, gsize len)
+{
+  Batch *b = filling (f, BATCH_RAW);
+  g_string_append_len (b->bytes, (const char *) lines, (gssize) len);
+  g_async_queue_push (f->full, b);
+  f->filling = NULL;
+}
+
+void
+datc_results_file_begin_replay (DatcResultsFile *f)
+{
+  g_return_if_fail (!f->replaying);
+  f->replaying = TRUE;
+  f->full = g_async_queue_new ();
+  f->empty = g_async_queue_new ();
+  for (guint i = 0; i < REPLAY_BATCHES; i++)
+    g_async_queue_push (f->empty, batch_new ());
+  f->formatter = g_thread_try_new ("datc-results-fmt", formatter_main, f, NULL);
+}
+
+void
+datc_results_file_end_replay (DatcResultsFile *f)
+{
+  if (!f->replaying)
+    return;
+  if (f->formatter != NULL)
+    {
+      g_async_queue_push (f->full, filling (f, BATCH_END));
+      f->filling = NULL;
+      g_thread_join (g_steal_pointer (&f->formatter));
+    }
+  /* Every batch is back. */
+  for (guint i = 0; i < REPLAY_BATCHES; i++)
+    batch_free (g_async_queue_pop (f->empty));
+  g_clear_pointer (&f->full, g_async_queue_unref);
+  g_clear_pointer (&f->empty, g_async_queue_unref);
+  f->replaying = FALSE;
 }
 
 /* ---- reading back a line written above ------------------------------ */
@@ -605,7 +814,14 @@ datc_results_file_pending (DatcResultsFile *f)
 void
 datc_results_file_add_lines (DatcResultsFile *f, const guint8 *lines, gsize len)
 {
+  if (f->formatter != NULL)
+    {
+      queue_lines (f, lines, len);
+      return;
+    }
   g_string_append_len (f->out, (const char *) lines, (gssize) len);
+  if (f->replaying)
+    replay_stream (f);
 }
 
 const char *

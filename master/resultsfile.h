@@ -38,14 +38,14 @@ typedef struct {
    * (the same bytes), or NULL: formatted from the four strings.  A
    * writer of many lines per agent (a resume replays millions) formats
    * them once per agent. */
-  const GString *who;
+  const char *who;
 } DatcResultLine;
 
 /* The members "site", "proxy", "host" and "agent" of a line (from the
  * comma before "site" to the quote after the agent), for
- * DatcResultLine.who; NULL strings as "".  Free with g_string_free. */
-GString *datc_result_line_who (const char *site, const char *proxy, const char *host,
-                               const char *agent);
+ * DatcResultLine.who; NULL strings as "". */
+gchar *datc_result_line_who (const char *site, const char *proxy, const char *host,
+                             const char *agent);
 
 /* Appends `line` as results.jsonl has it, "\n" included. */
 void datc_result_line_format (GString *out, const DatcResultLine *line);
@@ -75,6 +75,17 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (DatcResultsFile, datc_results_file_free)
 
 /* Formats one line and keeps it until the next write. */
 void datc_results_file_add (DatcResultsFile *file, const DatcResultLine *line);
+/* A start's replay of the journal: its results are durable already, so
+ * the file writes its lines as they come (a megabyte at a time), and
+ * formats and compares them on a thread of its own while the caller's
+ * thread decodes and applies the journal (on the caller's if no thread
+ * can be had).  Until end_replay only add, add_lines and free may be
+ * called.  A write that fails meanwhile keeps its lines for the next
+ * datc_results_file_write, which says why. */
+void datc_results_file_begin_replay (DatcResultsFile *file);
+/* Waits until the thread has formatted every line (it may keep some for
+ * the next write). */
+void datc_results_file_end_replay (DatcResultsFile *file);
 /* Bytes of lines kept and not yet written. */
 gsize datc_results_file_pending (DatcResultsFile *file);
 /* Whole lines as they were written before (a journal checkpoint's). */

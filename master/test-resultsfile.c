@@ -1,7 +1,8 @@
 /* test-resultsfile.c: results.jsonl's writer: the exact line for a result
  * (strings escaped: quotes, newlines, control bytes, UTF-8 kept; integers
  * of every width as printf writes them; an agent's strings formatted once
- * give the same line), lines held until written, the
+ * give the same line), lines held until written, a replay's lines
+ * formatted on a thread in order, the
  * filter that keeps one line per task after a retry, and the rename into
  * place; the rebuild at a start: the lines already there kept (the same
  * file), a line beyond them cut, a torn end or missing lines completed in
@@ -451,16 +452,71 @@ test_who_formatted_once_is_the_same_line (void)
       l.agent = names[(i / n + 3) % n];
       g_string_truncate (plain, 0);
       datc_result_line_format (plain, &l);
-      g_autoptr (GString) who = datc_result_line_who (l.site, l.proxy, l.host, l.agent);
-      g_assert_true (g_str_has_prefix (who->str, ",\"site\":\""));
+      g_autofree gchar *who = datc_result_line_who (l.site, l.proxy, l.host, l.agent);
+      g_assert_true (g_str_has_prefix (who, ",\"site\":\""));
       /* The strings are not read when `who` is given. */
       l.who = who;
       l.site = l.proxy = l.host = l.agent = "not these";
       g_string_truncate (cached, 0);
       datc_result_line_format (cached, &l);
       g_assert_cmpstr (cached->str, ==, plain->str);
-      g_assert_nonnull (strstr (plain->str, who->str));
+      g_assert_nonnull (strstr (plain->str, who));
     }
+}
+
+/* A replay's lines (datc_results_file_begin_replay) are formatted on the
+ * file's thread, in order with whole lines added between them, written as
+ * they come past a megabyte and at the end: the file is the lines
+ * formatted one by one.  Strings are the caller's only during the call. */
+static void
+test_replay_lines_on_a_thread_in_order (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+  g_assert_no_error (error);
+  g_autoptr (GString) expected = g_string_new (NULL);
+  g_autoptr (GString) raw = g_string_new (NULL);
+  g_autofree gchar *who = datc_result_line_who ("site-w", "proxy-w", "host-w", "agent-w");
+
+  datc_results_file_begin_replay (f);
+  for (guint64 id = 1; id <= 6000; id++)
+    {
+      DatcResultLine l = sample;
+      l.id = id;
+      g_autofree gchar *message
+          = id % 3 == 0 ? NULL : g_strdup_printf ("message %" G_GUINT64_FORMAT "\n", id);
+      l.message = message;
+      l.who = id % 2 == 0 ? who : NULL;
+      if (id % 701 == 0)
+        {
+          /* A run of whole lines (a checkpoint's), between formatted ones. */
+          g_string_truncate (raw, 0);
+          datc_result_line_format (raw, &l);
+          datc_result_line_format (raw, &l);
+          datc_results_file_add_lines (f, (const guint8 *) raw->str, raw->len);
+          g_string_append_len (expected, raw->str, (gssize) raw->len);
+          continue;
+        }
+      datc_result_line_format (expected, &l);
+      datc_results_file_add (f, &l);
+      /* The caller's strings change once the call is back. */
+      if (message != NULL)
+        memset (message, 'x', strlen (message));
+    }
+  datc_results_file_end_replay (f);
+  g_assert_true (datc_results_file_write (f, &error));
+  g_assert_true (datc_results_file_finish (f, path, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (expected->len, >, 2u << 20);
+  g_autofree gchar *text = read_text (path);
+  g_assert_cmpuint (strlen (text), ==, expected->len);
+  g_assert_true (strcmp (text, expected->str) == 0);
+
+  g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
+  g_assert_cmpint (system (cmd), ==, 0);
 }
 
 /* With a wait set (datc_results_file_set_write_wait) a large write()
@@ -584,6 +640,8 @@ main (int argc, char **argv)
   g_test_add_func ("/resultsfile/integers-as-printf-writes-them", test_integers_as_printf);
   g_test_add_func ("/resultsfile/who-formatted-once-is-the-same-line",
                    test_who_formatted_once_is_the_same_line);
+  g_test_add_func ("/resultsfile/rebuild/replay-lines-on-a-thread-in-order",
+                   test_replay_lines_on_a_thread_in_order);
   g_test_add_func ("/resultsfile/rebuild/keeps-the-lines-already-there",
                    test_rebuild_keeps_matching_lines);
   g_test_add_func ("/resultsfile/rebuild/a-start-that-fails-changes-nothing",
