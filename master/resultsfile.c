@@ -562,19 +562,21 @@ static void
 queue_line (DatcResultsFile *f, const DatcResultLine *r)
 {
   Batch *b = filling (f, BATCH_LINES);
-  QueuedLine q = { .line = *r };
+  /* Filled in place, every member set: no initializer to zero it first. */
+  g_array_set_size (b->lines, b->lines->len + 1);
+  QueuedLine *q = &g_array_index (b->lines, QueuedLine, b->lines->len - 1);
+  q->line = *r;
   for (guint i = 0; i < N_REF; i++)
     {
-      const char **s = line_ref (&q.line, i);
-      q.at[i] = 0;
+      const char **s = line_ref (&q->line, i);
+      q->at[i] = 0;
       if (*s != NULL && (i < REF_SITE || i > REF_AGENT || r->who == NULL))
         {
-          q.at[i] = b->bytes->len + 1;
+          q->at[i] = b->bytes->len + 1;
           g_string_append_len (b->bytes, *s, (gssize) strlen (*s) + 1);
         }
       *s = NULL;
     }
-  g_array_append_val (b->lines, q);
   if (b->lines->len == REPLAY_BATCH_LINES)
     {
       g_async_queue_push (f->full, b);
