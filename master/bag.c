@@ -32,6 +32,7 @@
 #include "hugemem.h"
 #include "jsonout.h"
 #include "message.h"
+#include "sha256.h"
 
 G_DEFINE_QUARK (datc-bag-error-quark, datc_bag_error)
 
@@ -980,7 +981,7 @@ loader_feed (Loader *l, const char *data, gsize len, gsize clean, gboolean at_eo
 
 /* `checksum` (may be NULL) is fed every byte read. */
 static gboolean
-loader_read (Loader *l, int fd, GChecksum *checksum, GError **error)
+loader_read (Loader *l, int fd, DatcSha256 *checksum, GError **error)
 {
   g_autofree char *buf = g_malloc (READ_BUFFER_SIZE);
   gsize start = 0, end = 0;
@@ -1008,7 +1009,7 @@ loader_read (Loader *l, int fd, GChecksum *checksum, GError **error)
           return FALSE;
         }
       if (checksum != NULL)
-        g_checksum_update (checksum, (const guchar *) buf + end, n);
+        datc_sha256_update (checksum, buf + end, (gsize) n);
       clean = end - start;
       end += (gsize) n;
       if (!loader_feed (l, buf + start, end - start, clean, n == 0, &consumed, error))
@@ -1029,7 +1030,7 @@ datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format, g
                     GError **error)
 {
   g_auto (Loader) l = { 0 };
-  g_autoptr (GChecksum) checksum = NULL;
+  DatcSha256 checksum;
   gboolean ok;
   int fd;
 
@@ -1047,15 +1048,17 @@ datc_bag_load_file (DatcBag *bag, const char *path, DatcTaskFileFormat format, g
       g_set_error (error, DATC_BAG_ERROR, DATC_BAG_ERROR_IO, "%s: %s", path, g_strerror (saved));
       return FALSE;
     }
-  if (sha256_hex != NULL)
-    checksum = g_checksum_new (G_CHECKSUM_SHA256);
+  datc_sha256_init (&checksum);
   loader_begin (&l, bag, path, format);
-  ok = loader_read (&l, fd, checksum, error);
+  ok = loader_read (&l, fd, sha256_hex != NULL ? &checksum : NULL, error);
   close (fd);
   if (!ok || !loader_commit (&l, error))
     return FALSE;
   if (sha256_hex != NULL)
-    *sha256_hex = g_strdup (g_checksum_get_string (checksum));
+    {
+      *sha256_hex = g_malloc (DATC_SHA256_HEX_LEN + 1);
+      datc_sha256_hex (&checksum, *sha256_hex);
+    }
   return TRUE;
 }
 

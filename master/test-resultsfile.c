@@ -464,35 +464,31 @@ test_who_formatted_once_is_the_same_line (void)
     }
 }
 
-/* A replay's lines (datc_results_file_begin_replay) are formatted on the
- * file's thread, in order with whole lines added between them, written as
- * they come past a megabyte and at the end: the file is the lines
- * formatted one by one.  Strings are the caller's only during the call. */
-static void
-test_replay_lines_on_a_thread_in_order (void)
+/* Replays `n` lines into `f` (datc_results_file_begin_replay): every
+ * 701st a run of two whole lines (a checkpoint's), every other with its
+ * agent's strings formatted once, messages the caller changes once the
+ * call is back; `differ` (an id) gets another message.  Returns the
+ * lines formatted one by one.  With `end`, ends the replay. */
+static GString *
+replay_lines (DatcResultsFile *f, guint64 n, guint64 differ, gboolean end)
 {
-  g_autoptr (GError) error = NULL;
-  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
-  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
-  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
-  g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
-  g_assert_no_error (error);
-  g_autoptr (GString) expected = g_string_new (NULL);
+  GString *expected = g_string_new (NULL);
   g_autoptr (GString) raw = g_string_new (NULL);
   g_autofree gchar *who = datc_result_line_who ("site-w", "proxy-w", "host-w", "agent-w");
 
   datc_results_file_begin_replay (f);
-  for (guint64 id = 1; id <= 6000; id++)
+  for (guint64 id = 1; id <= n; id++)
     {
       DatcResultLine l = sample;
       l.id = id;
-      g_autofree gchar *message
-          = id % 3 == 0 ? NULL : g_strdup_printf ("message %" G_GUINT64_FORMAT "\n", id);
+      g_autofree gchar *message = id % 3 == 0
+                                      ? NULL
+                                      : g_strdup_printf ("message %" G_GUINT64_FORMAT "%s\n", id,
+                                                         id == differ ? " (another)" : "");
       l.message = message;
       l.who = id % 2 == 0 ? who : NULL;
       if (id % 701 == 0)
         {
-          /* A run of whole lines (a checkpoint's), between formatted ones. */
           g_string_truncate (raw, 0);
           datc_result_line_format (raw, &l);
           datc_result_line_format (raw, &l);
@@ -502,18 +498,55 @@ test_replay_lines_on_a_thread_in_order (void)
         }
       datc_result_line_format (expected, &l);
       datc_results_file_add (f, &l);
-      /* The caller's strings change once the call is back. */
       if (message != NULL)
         memset (message, 'x', strlen (message));
     }
-  datc_results_file_end_replay (f);
-  g_assert_true (datc_results_file_write (f, &error));
-  g_assert_true (datc_results_file_finish (f, path, &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (expected->len, >, 2u << 20);
-  g_autofree gchar *text = read_text (path);
-  g_assert_cmpuint (strlen (text), ==, expected->len);
-  g_assert_true (strcmp (text, expected->str) == 0);
+  if (end)
+    datc_results_file_end_replay (f);
+  return expected;
+}
+
+/* A replay's lines are formatted on the file's thread, in order with whole
+ * lines added between them, and written as they come past a megabyte and
+ * at the end: the file is the lines formatted one by one.  Over the file
+ * it made, the same lines leave it in place; one line that differs has it
+ * written anew; a replay freed before its end leaves it as it was. */
+static void
+test_replay_lines_on_a_thread_in_order (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree gchar *dir = g_dir_make_tmp ("datc-results-XXXXXX", &error);
+  g_autofree gchar *tmp = g_build_filename (dir, "results.jsonl.tmp", NULL);
+  g_autofree gchar *path = g_build_filename (dir, "results.jsonl", NULL);
+
+  for (guint round = 0; round < 3; round++)
+    {
+      guint64 before = round > 0 ? inode_of (path) : 0;
+      g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+      g_assert_no_error (error);
+      g_autoptr (GString) expected = replay_lines (f, 6000, round == 2 ? 3001 : 0, TRUE);
+      g_assert_true (datc_results_file_write (f, &error));
+      g_assert_true (datc_results_file_finish (f, path, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (expected->len, >, 2u << 20);
+      g_autofree gchar *text = read_text (path);
+      g_assert_cmpuint (strlen (text), ==, expected->len);
+      g_assert_true (strcmp (text, expected->str) == 0);
+      /* The same lines: compared, not written; one differs: anew. */
+      if (round == 1)
+        g_assert_cmpuint (inode_of (path), ==, before);
+      if (round == 2)
+        g_assert_cmpuint (inode_of (path), !=, before);
+    }
+
+  g_autofree gchar *kept = read_text (path);
+  {
+    g_autoptr (DatcResultsFile) f = datc_results_file_rebuild (path, tmp, &error);
+    g_assert_no_error (error);
+    g_autoptr (GString) other = replay_lines (f, 3000, 5, FALSE);
+  }
+  g_autofree gchar *after = read_text (path);
+  g_assert_true (strcmp (after, kept) == 0);
 
   g_autofree gchar *cmd = g_strdup_printf ("rm -rf '%s'", dir);
   g_assert_cmpint (system (cmd), ==, 0);
