@@ -99,9 +99,12 @@ struct Compaction {
   DatcJournalRewrite *rewrite;
   pid_t child;           /* the process writing it (0: none, or reaped) */
   gint64 child_deadline; /* monotonic µs: a child still writing then is killed */
-  int report;            /* read end of the child's pipe: its error's message */
-  pid_t master;          /* in the child: the process that forked it */
-  GThread *writer;       /* when fork failed */
+  int report;            /* read end of the child's pipe: a NUL byte once its work is done
+                          * (compact_child), else its error's message */
+  gchar *said;           /* what it read there before the child ended, `said_len` bytes */
+  gsize said_len;
+  pid_t master;    /* in the child: the process that forked it */
+  GThread *writer; /* when fork failed */
   gchar *results_path;
   guint64 results_len;
   gint done;     /* atomic: the writer has finished */
@@ -177,6 +180,8 @@ struct DatcLedger {
   gboolean replaying;
   gboolean filter_results; /* a retry record was seen: drop superseded lines */
   Compaction *compaction;  /* under way, or NULL */
+  GArray *exiting;         /* pid_t: compaction children done with their work, still
+                            * exiting (compact_reap) */
   DatcLedgerJournalInfo jinfo;
   guint64 replayed_bytes; /* of the journal, while it replays */
   guint64 replayed_records;
@@ -500,6 +505,7 @@ static void open_orphan_window (DatcLedger *l);
 static gboolean compact_tick (DatcLedger *l, GError **error);
 static gboolean compact_finish (DatcLedger *l, gboolean wait, GError **error);
 static void compaction_free (Compaction *c);
+static void compact_reap (DatcLedger *l, gboolean end);
 
 static gboolean
 write_results (DatcLedger *l, GError **error)
@@ -1370,6 +1376,7 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   l->pick = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->deferred = g_array_new (FALSE, FALSE, sizeof (guint32));
   l->dirty_outputs = g_array_new (FALSE, FALSE, sizeof (guint32));
+  l->exiting = g_array_new (FALSE, FALSE, sizeof (pid_t));
 
   if (l->options.read_only)
     {
@@ -1678,6 +1685,8 @@ datc_ledger_free (DatcLedger *l)
   if (l == NULL)
     return;
   compaction_free (l->compaction);
+  compact_reap (l, TRUE);
+  g_array_unref (l->exiting);
   datc_results_file_free (l->results);
   datc_journal_free (l->journal);
   for (guint i = 0; i < l->agents->len; i++)
@@ -2943,6 +2952,7 @@ compaction_free (Compaction *c)
     }
   if (c->report >= 0)
     close (c->report);
+  g_free (c->said);
   if (c->writer != NULL)
     g_thread_join (c->writer);
   datc_journal_rewrite_free (c->rewrite);
@@ -2989,7 +2999,21 @@ compact_child (DatcLedger *l, Compaction *c, int report)
   if (c->error == NULL && c->kill_at == 'c')
     raise (SIGKILL); /* a child that crashes (for the tests) */
   if (c->error == NULL)
-    _exit (0);
+    {
+      /* Done: the checkpoint is written and synced.  What is left is the
+       * exit, which tears down this copy of the master's page tables and
+       * can take seconds on a busy host (10.0 s seen, waiting for the
+       * anon_vma lock it shares with the master).  It says so first,
+       * holding no descriptor of the master's (the campaign's lock among
+       * them), so that the master need not wait for that. */
+      if (report > 3)
+        close_range (3, (unsigned) report - 1, 0);
+      close_range ((unsigned) report + 1, ~0u, 0);
+      const char done = '\0';
+      if (write (report, &done, 1) == 1 && c->kill_at == 'x')
+        raise (SIGSTOP); /* a child slow to exit (for the tests) */
+      _exit (0);
+    }
   gsize len = MIN (strlen (c->error->message), (gsize) COMPACT_REPORT_MAX);
   if (write (report, c->error->message, len) < 0)
     _exit (2);
@@ -3001,7 +3025,7 @@ compact_child (DatcLedger *l, Compaction *c, int report)
  * epoll set holds both, since the wait function watches one fd.  FALSE
  * when the set could not be made. */
 static gboolean
-wait_with_owner (DatcLedger *l, int pidfd, gint64 left_ms)
+wait_with_owner (DatcLedger *l, int pidfd, int report, gint64 left_ms)
 {
   int ep = epoll_create1 (EPOLL_CLOEXEC);
   int timer = timerfd_create (CLOCK_MONOTONIC, TFD_CLOEXEC);
@@ -3010,7 +3034,8 @@ wait_with_owner (DatcLedger *l, int pidfd, gint64 left_ms)
   struct epoll_event ev = { .events = EPOLLIN };
   gboolean ok = ep >= 0 && timer >= 0 && timerfd_settime (timer, 0, &at, NULL) == 0
                 && epoll_ctl (ep, EPOLL_CTL_ADD, pidfd, &ev) == 0
-                && epoll_ctl (ep, EPOLL_CTL_ADD, timer, &ev) == 0;
+                && epoll_ctl (ep, EPOLL_CTL_ADD, timer, &ev) == 0
+                && (report < 0 || epoll_ctl (ep, EPOLL_CTL_ADD, report, &ev) == 0);
   if (ok)
     l->wait (l->wait_data, ep);
   if (timer >= 0)
@@ -3020,13 +3045,14 @@ wait_with_owner (DatcLedger *l, int pidfd, gint64 left_ms)
   return ok;
 }
 
-/* Until `pid` ends or `deadline` (monotonic µs) passes, whichever is
- * first (a pidfd; a short sleep where there is none).  With a wait
+/* Until `pid` ends, `report` (-1: none) has something to read, or
+ * `deadline` (monotonic µs) passes, whichever is first (a pidfd; a short
+ * sleep where there is none).  With a wait
  * function the owner's thread does its own waiting meanwhile (the master
  * answers `datc status` while its last compaction's writer ends: 0.7 s
  * at 10M tasks), and this may return earlier: the caller asks again. */
 static void
-wait_child_until (DatcLedger *l, pid_t pid, gint64 deadline)
+wait_child_until (DatcLedger *l, pid_t pid, int report, gint64 deadline)
 {
   gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000 + 1;
   int fd = (int) syscall (SYS_pidfd_open, pid, 0);
@@ -3036,18 +3062,60 @@ wait_child_until (DatcLedger *l, pid_t pid, gint64 deadline)
       return;
     }
   left_ms = CLAMP (left_ms, 1, G_MAXINT);
-  if (l->wait == NULL || !wait_with_owner (l, fd, left_ms))
+  if (l->wait == NULL || !wait_with_owner (l, fd, report, left_ms))
     {
-      struct pollfd p = { fd, POLLIN, 0 };
-      (void) poll (&p, 1, (int) left_ms);
+      struct pollfd p[2] = { { fd, POLLIN, 0 }, { report, POLLIN, 0 } };
+      (void) poll (p, report >= 0 ? 2 : 1, (int) left_ms);
     }
   close (fd);
 }
 
+/* Reads what the child has said, once there is something (or its end),
+ * without waiting: TRUE when it said its work is done (a NUL byte).
+ * Anything else is the start of its error's message, kept for when it has
+ * ended; its pipe is not watched after that first read. */
+static gboolean
+child_said_done (Compaction *c)
+{
+  if (c->said == NULL)
+    {
+      struct pollfd p = { c->report, POLLIN, 0 };
+      if (poll (&p, 1, 0) != 1)
+        return FALSE;
+      c->said = g_malloc (COMPACT_REPORT_MAX + 1);
+      ssize_t n = read (c->report, c->said, COMPACT_REPORT_MAX);
+      c->said_len = n > 0 ? (gsize) n : 0;
+    }
+  return c->said_len > 0 && c->said[0] == '\0';
+}
+
+/* Compaction children that said they were done and have exited since:
+ * reaped (with `end`, the ledger's, those still exiting are killed, and
+ * left to init if they are not gone at once: a master that ends does not
+ * wait for their exit either). */
+static void
+compact_reap (DatcLedger *l, gboolean end)
+{
+  for (guint i = l->exiting->len; i-- > 0;)
+    {
+      pid_t pid = g_array_index (l->exiting, pid_t, i);
+      if (end)
+        kill (pid, SIGKILL);
+      pid_t got;
+      do
+        got = waitpid (pid, NULL, WNOHANG);
+      while (got < 0 && errno == EINTR);
+      if (got != 0 || end)
+        g_array_remove_index_fast (l->exiting, i);
+    }
+}
+
 /* Whether the writer has ended, its outcome then in c->error; `block`
- * waits for it.  Only this child's pid is reaped (nothing in the master
- * reaps with waitpid (-1) or a SIGCHLD handler of its own; GLib's child
- * watches wait for their own pids). */
+ * waits for it.  A child that said its work is done (child_said_done) has
+ * ended as far as the compaction goes: its exit is reaped later
+ * (compact_reap).  Only this ledger's children's pids are reaped (nothing
+ * in the master reaps with waitpid (-1) or a SIGCHLD handler of its own;
+ * GLib's child watches wait for their own pids). */
 static gboolean
 compact_ended (DatcLedger *l, Compaction *c, gboolean block)
 {
@@ -3074,6 +3142,15 @@ compact_ended (DatcLedger *l, Compaction *c, gboolean block)
       while (got < 0 && errno == EINTR);
       if (got != 0)
         break;
+      if (child_said_done (c))
+        {
+          g_array_append_val (l->exiting, c->child);
+          c->child = 0;
+          close (c->report);
+          c->report = -1;
+          datc_journal_rewrite_take_written (c->rewrite, &c->error);
+          return TRUE;
+        }
       if (g_get_monotonic_time () >= c->child_deadline)
         {
           kill (c->child, SIGKILL);
@@ -3082,7 +3159,7 @@ compact_ended (DatcLedger *l, Compaction *c, gboolean block)
         }
       if (!block)
         return FALSE;
-      wait_child_until (l, c->child, c->child_deadline);
+      wait_child_until (l, c->child, c->said == NULL ? c->report : -1, c->child_deadline);
     }
   pid_t pid = c->child;
   c->child = 0;
@@ -3098,8 +3175,12 @@ compact_ended (DatcLedger *l, Compaction *c, gboolean block)
   else
     {
       char msg[COMPACT_REPORT_MAX + 1];
-      ssize_t n = read (c->report, msg, COMPACT_REPORT_MAX);
-      msg[MAX (n, 0)] = '\0';
+      gsize n = c->said_len;
+      if (n > 0)
+        memcpy (msg, c->said, n);
+      ssize_t more = read (c->report, msg + n, COMPACT_REPORT_MAX - n);
+      n += more > 0 ? (gsize) more : 0;
+      msg[n] = '\0';
       if (n > 0)
         g_set_error (&c->error, DATC_LEDGER_ERROR, DATC_LEDGER_ERROR_IO, "%s", msg);
       else
@@ -3121,6 +3202,7 @@ test_kill_at (void)
   return g_str_equal (at, "written")   ? 'w'
          : g_str_equal (at, "child")   ? 'c'
          : g_str_equal (at, "stopped") ? 's'
+         : g_str_equal (at, "exiting") ? 'x'
                                        : 0;
 }
 
@@ -3268,6 +3350,8 @@ compact_due (DatcLedger *l)
 static gboolean
 compact_tick (DatcLedger *l, GError **error)
 {
+  if (l->exiting->len > 0)
+    compact_reap (l, FALSE);
   if (l->compaction != NULL)
     return !compact_ended (l, l->compaction, FALSE) || compact_finish (l, FALSE, error);
   if (datc_journal_pending (l->journal) > 0 || !compact_due (l))

@@ -8,7 +8,7 @@
  * while the checkpoint is written land behind it.  And a compaction
  * killed at each of its steps (DATC_TEST_COMPACT_KILL_AT), or whose new
  * file is cut at every offset, leaves a journal that opens to the same
- * state. */
+ * state; a child slow to exit once its work is done is not waited for. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <poll.h>
@@ -490,6 +490,71 @@ test_finish_waits_through_the_owner (Fixture *f, gconstpointer data)
   datc_ledger_set_sync_wait (l, NULL, NULL);
 }
 
+/* The state letter of /proc/PID/stat, or 0 once the process is gone. */
+static char
+process_state (pid_t pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
+  g_autofree gchar *stat = NULL;
+  if (!g_file_get_contents (path, &stat, NULL, NULL))
+    return 0;
+  const char *state = strrchr (stat, ')');
+  return state != NULL ? state[2] : 0;
+}
+
+/* A child that has written and synced the checkpoint says so before its
+ * exit, which can take seconds on a busy host: the compaction is put in
+ * place without waiting for that exit (here the child stops itself just
+ * after saying it), the child by then holds no descriptor but its pipe
+ * and the standard three (not the campaign's lock), and the ledger's end
+ * kills it without waiting. */
+static void
+test_child_slow_to_exit (Fixture *f, gconstpointer data)
+{
+  (void) data;
+  g_autoptr (DatcBag) bag = make_bag ();
+  DatcLedgerOptions o = { .compact_min_bytes = 1 };
+  g_setenv ("DATC_TEST_COMPACT_KILL_AT", "exiting", TRUE);
+  DatcLedger *l = open_ledger_with (f->dir, bag, &o);
+  g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+  pid_t child = only_child ();
+  g_autoptr (GError) error = NULL;
+  gint64 t0 = g_get_monotonic_time ();
+  g_assert_true (datc_ledger_finish_compaction (l, &error));
+  g_assert_no_error (error);
+  /* Not its 120 s deadline. */
+  g_assert_cmpint (g_get_monotonic_time () - t0, <, 60 * G_USEC_PER_SEC);
+  DatcLedgerJournalInfo info;
+  datc_ledger_journal_info (l, &info);
+  g_assert_false (info.compacting);
+  g_assert_cmpuint (info.compactions, ==, 1);
+  /* Stopped after it said so (it may not have got there yet). */
+  while (process_state (child) != 'T')
+    {
+      g_assert_cmpint (g_get_monotonic_time () - t0, <, 60 * G_USEC_PER_SEC);
+      g_usleep (1000);
+    }
+  g_autofree gchar *fd_dir = g_strdup_printf ("/proc/%d/fd", (int) child);
+  g_autoptr (GDir) fds = g_dir_open (fd_dir, 0, &error);
+  g_assert_no_error (error);
+  guint n_fds = 0;
+  while (g_dir_read_name (fds) != NULL)
+    n_fds++;
+  g_assert_cmpuint (n_fds, <=, 4);
+
+  datc_ledger_free (l);
+  /* Killed; reaped by the ledger, or left for its parent (us) to reap. */
+  int status = 0;
+  pid_t got = waitpid (child, &status, 0);
+  if (got == child)
+    g_assert_true (WIFSIGNALED (status) && WTERMSIG (status) == SIGKILL);
+  else
+    g_assert_cmpint (errno, ==, ECHILD);
+  g_assert_cmpint (process_state (child), ==, 0);
+  /* The compacted journal opens to the campaign's state. */
+  assert_reopens_as_expected (f, f->dir);
+}
+
 /* A compaction whose child fails (killed, or it cannot read results.jsonl)
  * costs nothing but itself: the campaign goes on committing, no
  * journal.new is left, the failure is said, and the next compaction that
@@ -621,6 +686,8 @@ main (int argc, char **argv)
               Fixture, "no fork", setup, test_paced_writer, teardown);
   g_test_add ("/ledger/compact/an-end-that-waits-for-the-writer-waits-through-the-owner", Fixture,
               NULL, setup, test_finish_waits_through_the_owner, teardown);
+  g_test_add ("/ledger/compact/a-child-slow-to-exit-is-not-waited-for", Fixture, NULL, setup,
+              test_child_slow_to_exit, teardown);
   g_test_add ("/ledger/compact/a-killed-child-costs-only-that-compaction", Fixture, "killed", setup,
               test_failed_child, teardown);
   g_test_add ("/ledger/compact/a-failing-child-costs-only-that-compaction", Fixture, "unreadable",
