@@ -447,6 +447,30 @@ only_child (void)
   return (pid_t) g_ascii_strtoll (pids[0], NULL, 10);
 }
 
+/* The state letter of /proc/PID/stat, or 0 once the process is gone. */
+static char
+process_state (pid_t pid)
+{
+  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
+  g_autofree gchar *stat = NULL;
+  if (!g_file_get_contents (path, &stat, NULL, NULL))
+    return 0;
+  const char *state = strrchr (stat, ')');
+  return state != NULL ? state[2] : 0;
+}
+
+/* A ledger whose open compacts at once, its child told to stop at
+ * `kill_at` (DATC_TEST_COMPACT_KILL_AT). */
+static DatcLedger *
+open_compacting (Fixture *f, DatcBag *bag, const char *kill_at)
+{
+  DatcLedgerOptions o = { .compact_min_bytes = 1 };
+  g_setenv ("DATC_TEST_COMPACT_KILL_AT", kill_at, TRUE);
+  DatcLedger *l = open_ledger_with (f->dir, bag, &o);
+  g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+  return l;
+}
+
 /* A campaign that ends while its compaction's writer still works waits
  * for it through the owner's wait function (the master answers `datc
  * status` meanwhile), not blind: here the child stops itself at its start
@@ -456,23 +480,15 @@ test_finish_waits_through_the_owner (Fixture *f, gconstpointer data)
 {
   (void) data;
   g_autoptr (DatcBag) bag = make_bag ();
-  DatcLedgerOptions o = { .compact_min_bytes = 1 };
-  g_setenv ("DATC_TEST_COMPACT_KILL_AT", "stopped", TRUE);
-  g_autoptr (DatcLedger) l = open_ledger_with (f->dir, bag, &o);
-  g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+  g_autoptr (DatcLedger) l = open_compacting (f, bag, "stopped");
   DatcLedgerJournalInfo info;
   datc_ledger_journal_info (l, &info);
   g_assert_true (info.compacting);
   pid_t child = only_child ();
   /* Stopped (it may not have got there yet). */
-  for (;;)
+  while (process_state (child) != 'T')
     {
-      g_autofree gchar *stat_path = g_strdup_printf ("/proc/%d/stat", (int) child);
-      g_autofree gchar *stat = NULL;
-      g_assert_true (g_file_get_contents (stat_path, &stat, NULL, NULL));
-      const char *state = strrchr (stat, ')');
-      if (state != NULL && state[2] == 'T')
-        break;
+      g_assert_cmpint (process_state (child), !=, 0);
       g_usleep (1000);
     }
   TestIoWait w = test_io_wait_init (TRUE);
@@ -490,18 +506,6 @@ test_finish_waits_through_the_owner (Fixture *f, gconstpointer data)
   datc_ledger_set_sync_wait (l, NULL, NULL);
 }
 
-/* The state letter of /proc/PID/stat, or 0 once the process is gone. */
-static char
-process_state (pid_t pid)
-{
-  g_autofree gchar *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
-  g_autofree gchar *stat = NULL;
-  if (!g_file_get_contents (path, &stat, NULL, NULL))
-    return 0;
-  const char *state = strrchr (stat, ')');
-  return state != NULL ? state[2] : 0;
-}
-
 /* A child that has written and synced the checkpoint says so before its
  * exit, which can take seconds on a busy host: the compaction is put in
  * place without waiting for that exit (here the child stops itself just
@@ -513,10 +517,7 @@ test_child_slow_to_exit (Fixture *f, gconstpointer data)
 {
   (void) data;
   g_autoptr (DatcBag) bag = make_bag ();
-  DatcLedgerOptions o = { .compact_min_bytes = 1 };
-  g_setenv ("DATC_TEST_COMPACT_KILL_AT", "exiting", TRUE);
-  DatcLedger *l = open_ledger_with (f->dir, bag, &o);
-  g_unsetenv ("DATC_TEST_COMPACT_KILL_AT");
+  DatcLedger *l = open_compacting (f, bag, "exiting");
   pid_t child = only_child ();
   g_autoptr (GError) error = NULL;
   gint64 t0 = g_get_monotonic_time ();
