@@ -3089,24 +3089,47 @@ child_said_done (Compaction *c)
   return c->said_len > 0 && c->said[0] == '\0';
 }
 
+/* At the ledger's end, how long a killed compaction child's exit is
+ * waited for before it is left (a zombie of this process until it ends,
+ * then init's): the rare exit that takes seconds does not hold a master's
+ * end, the usual one (well under a second, ASan's included) is reaped. */
+#define COMPACT_REAP_END_MS 2000
+
 /* Compaction children that said they were done and have exited since:
- * reaped (with `end`, the ledger's, those still exiting are killed, and
- * left to init if they are not gone at once: a master that ends does not
- * wait for their exit either). */
+ * reaped.  With `end` (the ledger's) each is killed and waited for up to
+ * COMPACT_REAP_END_MS. */
 static void
 compact_reap (DatcLedger *l, gboolean end)
 {
+  gint64 deadline = g_get_monotonic_time () + COMPACT_REAP_END_MS * 1000;
   for (guint i = l->exiting->len; i-- > 0;)
     {
       pid_t pid = g_array_index (l->exiting, pid_t, i);
       if (end)
         kill (pid, SIGKILL);
-      pid_t got;
-      do
-        got = waitpid (pid, NULL, WNOHANG);
-      while (got < 0 && errno == EINTR);
-      if (got != 0 || end)
-        g_array_remove_index_fast (l->exiting, i);
+      for (;;)
+        {
+          pid_t got;
+          do
+            got = waitpid (pid, NULL, WNOHANG);
+          while (got < 0 && errno == EINTR);
+          if (got != 0)
+            {
+              g_array_remove_index_fast (l->exiting, i);
+              break;
+            }
+          if (!end || g_get_monotonic_time () >= deadline)
+            break;
+          int fd = (int) syscall (SYS_pidfd_open, pid, 0);
+          struct pollfd p = { fd, POLLIN, 0 };
+          gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000 + 1;
+          if (fd < 0)
+            g_usleep (10 * 1000);
+          else
+            (void) poll (&p, 1, (int) CLAMP (left_ms, 1, COMPACT_REAP_END_MS));
+          if (fd >= 0)
+            close (fd);
+        }
     }
 }
 
