@@ -208,12 +208,9 @@ main (int argc, char **argv)
       g_free (
           g_compute_checksum_for_data (G_CHECKSUM_SHA256, (const guchar *) text->str, text->len));
       double glib_s = (g_get_monotonic_time () - g0) / 1e6;
-      DatcSha256 ours;
       gchar hex[DATC_SHA256_HEX_LEN + 1];
       g0 = g_get_monotonic_time ();
-      datc_sha256_init (&ours);
-      datc_sha256_update (&ours, text->str, text->len);
-      datc_sha256_hex (&ours, hex);
+      datc_sha256_hex_of (text->str, text->len, hex);
       double ours_s = (g_get_monotonic_time () - g0) / 1e6;
       printf ("round %u: load %.3f s | read+crc %.3f s (%.0f records/s) | + decode %.3f s "
               "(%.0f/s) | ledger open %.3f s (CPU %.3f s): %.0f records/s, %.0f with the load "

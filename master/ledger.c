@@ -1622,11 +1622,8 @@ datc_ledger_submit (DatcLedger *l, const char *name, const char *data, gsize len
     return FALSE;
   guint64 after = datc_bag_count (l->bag);
   /* On the loop's thread: SHA-NI where there is one (10 ms for 44 MB). */
-  DatcSha256 hash;
   gchar sha[DATC_SHA256_HEX_LEN + 1];
-  datc_sha256_init (&hash);
-  datc_sha256_update (&hash, data, len);
-  datc_sha256_hex (&hash, sha);
+  datc_sha256_hex_of (data, len, sha);
   journal_source (l, l->sources->len, name, sha, before + 1, after - before, g_get_real_time (),
                   format, data, len);
   grow_tasks (l, after);
@@ -3047,7 +3044,7 @@ wait_with_owner (DatcLedger *l, int pidfd, int report, gint64 left_ms)
 
 /* Until `pid` ends, `report` (-1: none) has something to read, or
  * `deadline` (monotonic µs) passes, whichever is first (a pidfd; a short
- * sleep where there is none).  With a wait
+ * sleep where there is none).  With a ledger (NULL: none) and its wait
  * function the owner's thread does its own waiting meanwhile (the master
  * answers `datc status` while its last compaction's writer ends: 0.7 s
  * at 10M tasks), and this may return earlier: the caller asks again. */
@@ -3062,7 +3059,7 @@ wait_child_until (DatcLedger *l, pid_t pid, int report, gint64 deadline)
       return;
     }
   left_ms = CLAMP (left_ms, 1, G_MAXINT);
-  if (l->wait == NULL || !wait_with_owner (l, fd, report, left_ms))
+  if (l == NULL || l->wait == NULL || !wait_with_owner (l, fd, report, left_ms))
     {
       struct pollfd p[2] = { { fd, POLLIN, 0 }, { report, POLLIN, 0 } };
       (void) poll (p, report >= 0 ? 2 : 1, (int) left_ms);
@@ -3120,15 +3117,8 @@ compact_reap (DatcLedger *l, gboolean end)
             }
           if (!end || g_get_monotonic_time () >= deadline)
             break;
-          int fd = (int) syscall (SYS_pidfd_open, pid, 0);
-          struct pollfd p = { fd, POLLIN, 0 };
-          gint64 left_ms = (deadline - g_get_monotonic_time ()) / 1000 + 1;
-          if (fd < 0)
-            g_usleep (10 * 1000);
-          else
-            (void) poll (&p, 1, (int) CLAMP (left_ms, 1, COMPACT_REAP_END_MS));
-          if (fd >= 0)
-            close (fd);
+          /* Not through the owner's wait: the ledger is going. */
+          wait_child_until (NULL, pid, -1, deadline);
         }
     }
 }

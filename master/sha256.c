@@ -247,3 +247,12 @@ datc_sha256_hex (DatcSha256 *s, gchar hex[DATC_SHA256_HEX_LEN + 1])
     }
   hex[DATC_SHA256_HEX_LEN] = '\0';
 }
+
+void
+datc_sha256_hex_of (const void *data, gsize len, gchar hex[DATC_SHA256_HEX_LEN + 1])
+{
+  DatcSha256 s;
+  datc_sha256_init (&s);
+  datc_sha256_update (&s, data, len);
+  datc_sha256_hex (&s, hex);
+}

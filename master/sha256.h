@@ -26,6 +26,8 @@ void datc_sha256_update (DatcSha256 *s, const void *data, gsize len);
 /* Ends the hash: its digest in lowercase hex, NUL-ended, into `hex`.  `s`
  * is spent (init it again to reuse it). */
 void datc_sha256_hex (DatcSha256 *s, gchar hex[DATC_SHA256_HEX_LEN + 1]);
+/* The digest of `len` bytes at `data`, in one call. */
+void datc_sha256_hex_of (const void *data, gsize len, gchar hex[DATC_SHA256_HEX_LEN + 1]);
 /* Whether datc_sha256_init's hashes use the CPU's instructions. */
 gboolean datc_sha256_accelerated (void);
 
