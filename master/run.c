@@ -25,6 +25,7 @@
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
+#include "malloctune.h"
 #include "control.h"
 #include "provisioner.h"
 #include "relay.h"
@@ -923,6 +924,10 @@ int
 datc_run (const DatcRunOptions *o)
 {
   raise_fd_limit ();
+  /* Before the master's threads start: fewer calls that take the
+   * mmap_lock for writing, each a chance to wait behind khugepaged while
+   * `datc status` waits behind it (malloctune.h). */
+  (void) datc_malloc_tune_for_master ();
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;
