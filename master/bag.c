@@ -78,6 +78,15 @@ chunk_new (guint index)
   return index == 0 ? g_malloc (ARENA_CHUNK_SIZE) : datc_huge_alloc (ARENA_CHUNK_SIZE);
 }
 
+/* Chunk `index`, written up to `used`, into huge pages (hugemem.h); the
+ * first chunk is plain malloc. */
+static void
+chunk_settle (DatcBag *bag, guint64 index, gsize used)
+{
+  if (index > 0 && index < bag->chunks->len)
+    datc_huge_settle (bag->chunks->pdata[index], ARENA_CHUNK_SIZE, used);
+}
+
 static void
 chunks_truncate (DatcBag *bag, guint n)
 {
@@ -159,6 +168,7 @@ arena_append (DatcBag *bag, const void *bytes, gsize len)
   g_assert (len > 0 && len <= ARENA_CHUNK_SIZE);
   if (pos + len > ARENA_CHUNK_SIZE)
     {
+      chunk_settle (bag, chunk, pos);
       chunk++;
       pos = 0;
     }
@@ -664,6 +674,12 @@ loader_commit (Loader *l, GError **error)
       return FALSE;
     }
   l->committed = TRUE;
+  /* What this load wrote, into huge pages (hugemem.h); full chunks were
+   * as they filled. */
+  DatcBag *bag = l->bag;
+  datc_huge_settle (bag->tasks, (gsize) bag->tasks_cap * sizeof (DatcBagTask),
+                    (gsize) bag->n_tasks * sizeof (DatcBagTask));
+  chunk_settle (bag, bag->arena_end >> ARENA_CHUNK_SHIFT, bag->arena_end & ARENA_CHUNK_MASK);
   return TRUE;
 }
 

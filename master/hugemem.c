@@ -1,16 +1,17 @@
-/* hugemem.c: 2 MiB-aligned mappings advised MADV_HUGEPAGE (see hugemem.h
- * for why).  A mapping's length is the caller's rounded up to 2 MiB, so its
- * last huge page lies wholly inside it (a partial one could never be huge).
- * It is aligned by mapping 2 MiB more than needed and unmapping the ends.
- * Growth maps a new aligned region and moves the old pages onto its start
- * with mremap (MREMAP_FIXED): page tables are moved, huge ones whole, and
- * nothing is copied. */
+/* hugemem.c: 2 MiB-aligned mappings put in huge pages once written (see
+ * hugemem.h for why, and why not by MADV_HUGEPAGE).  A mapping's length is
+ * the caller's rounded up to 2 MiB, so its last huge page lies wholly
+ * inside it (a partial one could never be huge).  It is aligned by mapping
+ * 2 MiB more than needed and unmapping the ends.  Growth maps a new aligned
+ * region and moves the old pages onto its start with mremap (MREMAP_FIXED):
+ * page tables are moved, huge ones whole, and nothing is copied. */
 #include "hugemem.h"
 
 #include <errno.h>
 #include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #if defined(__linux__) && defined(MREMAP_FIXED) && defined(MREMAP_MAYMOVE)
@@ -49,11 +50,33 @@ map_aligned (gsize len)
     munmap (p, (gsize) (a - p));
   if (a + len < p + span)
     munmap (a + len, (gsize) (p + span - (a + len)));
-#ifdef MADV_HUGEPAGE
-  /* EINVAL where THP is not built in: ordinary pages then. */
-  (void) madvise (a, len, MADV_HUGEPAGE);
-#endif
   return a;
+}
+
+/* Linux's numbers, for C libraries whose headers lack them. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+/* Whether this kernel knows MADV_COLLAPSE (6.1 on): an advice it does not
+ * know is EINVAL even for no bytes, one it knows does nothing for none. */
+static gboolean
+collapse_known (void)
+{
+  static gsize known = 0; /* 0 not asked, 1 no, 2 yes */
+  if (g_once_init_enter (&known))
+    {
+      gsize page = (gsize) sysconf (_SC_PAGESIZE);
+      void *p = mmap (NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      gboolean yes = p != MAP_FAILED && madvise (p, 0, MADV_COLLAPSE) == 0;
+      if (p != MAP_FAILED)
+        munmap (p, page);
+      g_once_init_leave (&known, yes ? 2 : 1);
+    }
+  return known == 2;
 }
 #endif
 
@@ -116,5 +139,30 @@ datc_huge_free (gpointer p, gsize len)
     }
 #if HUGE_MAPPED
   munmap (p, mapped_len (len));
+#endif
+}
+
+void
+datc_huge_settle (gpointer p, gsize len, gsize used)
+{
+  if (p == NULL || !is_mapped (len) || used == 0)
+    return;
+#if HUGE_MAPPED
+  gsize n = MIN (mapped_len (MIN (used, len)), mapped_len (len));
+  if (collapse_known ())
+    {
+      /* Written pages first (a range never written is no page at all, and
+       * collapse skips it), then made huge.  Either can fail for want of
+       * memory or of a free huge page: the pages stay as they are. */
+      (void) madvise (p, n, MADV_POPULATE_WRITE);
+      (void) madvise (p, n, MADV_COLLAPSE);
+      return;
+    }
+#ifdef MADV_HUGEPAGE
+  /* An older kernel: khugepaged makes them huge in its own time (and scans
+   * this process from then on); later faults get huge pages at once.
+   * EINVAL where THP is not built in: ordinary pages then. */
+  (void) madvise (p, mapped_len (len), MADV_HUGEPAGE);
+#endif
 #endif
 }

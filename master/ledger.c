@@ -915,6 +915,7 @@ grow_tasks (DatcLedger *l, guint64 n)
     return;
   l->tasks = datc_huge_realloc (l->tasks, l->n_tasks * sizeof (TaskSlot), n * sizeof (TaskSlot));
   memset (l->tasks + l->n_tasks, 0, (n - l->n_tasks) * sizeof (TaskSlot));
+  datc_huge_settle (l->tasks, n * sizeof (TaskSlot), n * sizeof (TaskSlot));
   l->counts.total += n - l->n_tasks;
   l->counts.queued += n - l->n_tasks;
   for (guint64 id = l->n_tasks + 1; id <= n; id++)
@@ -1347,8 +1348,10 @@ datc_ledger_open (const char *dir, DatcBag *bag, const char *task_file,
   if (l->options.reattach_window_ms == 0)
     l->options.reattach_window_ms = DATC_LEDGER_REATTACH_WINDOW_MS;
   l->n_tasks = datc_bag_count (bag);
-  /* Huge pages (hugemem.h): a compaction's fork copies its page tables. */
+  /* Huge pages (hugemem.h): a compaction's fork copies its page tables.
+   * Every slot is written in the campaign's course: all of them now. */
   l->tasks = datc_huge_alloc (l->n_tasks * sizeof (TaskSlot));
+  datc_huge_settle (l->tasks, l->n_tasks * sizeof (TaskSlot), l->n_tasks * sizeof (TaskSlot));
   l->counts.total = l->n_tasks;
   l->counts.queued = l->n_tasks;
   l->queue = datc_task_queue_new (is_dispatchable, l);
