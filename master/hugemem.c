@@ -148,7 +148,7 @@ datc_huge_settle (gpointer p, gsize len, gsize used)
   if (p == NULL || !is_mapped (len) || used == 0)
     return;
 #if HUGE_MAPPED
-  gsize n = MIN (mapped_len (MIN (used, len)), mapped_len (len));
+  gsize n = mapped_len (MIN (used, len));
   if (collapse_known ())
     {
       /* Written pages first (a range never written is no page at all, and
