@@ -100,11 +100,12 @@ elf_is_dynamic (const char *path)
 }
 
 typedef struct {
-  gboolean tcp;    /* tcp-curve on loopback, else ipc */
-  int agents_cpu;  /* the one CPU the agents run on (the rest: everything else), or -1 */
-  guint slots;     /* per agent */
-  guint status_ms; /* between two `datc status` */
-  guint timeout_s; /* a master still running after this is killed */
+  gboolean tcp;         /* tcp-curve on loopback, else ipc */
+  int agents_cpu;       /* the one CPU the agents run on (the rest: everything else), or -1 */
+  guint slots;          /* per agent */
+  guint status_ms;      /* between two `datc status` */
+  guint timeout_s;      /* a master still running after this is killed */
+  gboolean evict_front; /* drop `datc`'s unmapped pages before each status */
   const char *datc, *agent, *tmp;
 } Bench;
 
@@ -442,6 +443,21 @@ queued_ms_of_exited (pid_t pid)
 
 typedef gboolean (*StopCheck) (const char *dir, gpointer data);
 
+/* --evict-front: what reclaim of unmapped page cache does to a command run
+ * now and then (DAMON's pageout on these VMs, memory pressure on a head
+ * node): the file's pages that no process maps leave memory, so the next
+ * `datc status` reads its code from the disk unless something keeps them
+ * (the master's pin of the front: master/filepin.h). */
+static void
+evict_file (const char *path)
+{
+  int fd = open (path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  (void) posix_fadvise (fd, 0, 0, POSIX_FADV_DONTNEED);
+  close (fd);
+}
+
 /* Until the master exits: `datc status DIR` every status_ms (one at a
  * time; one still out when the master ends is killed and not counted,
  * since it would read the campaign offline), and `check` every 20 ms: when
@@ -472,7 +488,9 @@ watch_master (const Bench *b, const char *dir, pid_t master, GArray *samples, St
         }
       if (st_pid == 0 && now >= next)
         {
-          st_start = now;
+          if (b->evict_front)
+            evict_file (b->datc);
+          st_start = g_get_monotonic_time ();
           st_start_real = g_get_real_time ();
           st_pid = spawn (argv, NULL);
           st_fd = pidfd_of (st_pid);
@@ -1202,7 +1220,7 @@ main (int argc, char **argv)
 {
   g_autofree gchar *tasks_opt = NULL, *agents_opt = NULL, *transport = NULL, *svg_dir = NULL;
   gint slots = 64, status_ms = 250, repeat = 1, timeout_s = 900, agents_cpu = -1;
-  gboolean no_resume = FALSE;
+  gboolean no_resume = FALSE, evict_front = FALSE;
   GOptionEntry entries[] = {
     { "tasks", 0, 0, G_OPTION_ARG_STRING, &tasks_opt, "Task counts (default 10000,100000,1000000)",
       "N,..." },
@@ -1220,6 +1238,10 @@ main (int argc, char **argv)
     { "timeout", 0, 0, G_OPTION_ARG_INT, &timeout_s,
       "Kill a datc run still running after this (default 900)", "S" },
     { "no-resume", 0, 0, G_OPTION_ARG_NONE, &no_resume, "No kill -9 and resume at the end", NULL },
+    { "evict-front", 0, 0, G_OPTION_ARG_NONE, &evict_front,
+      "Drop the unmapped page cache of $DATC (the `datc` front) before each `datc status`, as "
+      "reclaim does to a command run now and then",
+      NULL },
     { "svg", 0, 0, G_OPTION_ARG_FILENAME, &svg_dir, "Write the plots into DIR", "DIR" },
     { NULL },
   };
@@ -1293,12 +1315,15 @@ main (int argc, char **argv)
               .slots = (guint) slots,
               .status_ms = (guint) status_ms,
               .timeout_s = (guint) timeout_s,
+              .evict_front = evict_front,
               .datc = bench_datc (),
               .agent = agent,
               .tmp = tmp };
   printf ("bench-scale: --exec none, ~44-byte commands, %s, %u slots per agent, `datc status` every"
           " %u ms; loadavg %.2f\n",
           b.tcp ? "tcp-curve on loopback" : "ipc", b.slots, b.status_ms, loadavg ());
+  if (b.evict_front)
+    printf ("bench-scale: %s's unmapped pages dropped before each `datc status`\n", b.datc);
   int dynamic = elf_is_dynamic (agent);
   printf ("bench-scale: agents %s (%s)\n", agent,
           dynamic == 0   ? "statically linked"

@@ -25,6 +25,7 @@
 #include "dispatcher.h"
 #include "driver.h"
 #include "ledger.h"
+#include "filepin.h"
 #include "malloctune.h"
 #include "control.h"
 #include "provisioner.h"
@@ -226,6 +227,26 @@ find_agent (void)
         }
     }
   return g_find_program_in_path ("datc-agent");
+}
+
+/* The `datc` front (front.c) beside this datc-full, as an install puts
+ * them, kept in memory while the master runs (filepin.h says why), or
+ * NULL when there is none: a `datc status` then costs what it did. */
+static DatcFilePin *
+pin_front (void)
+{
+  g_autofree gchar *self = g_file_read_link ("/proc/self/exe", NULL);
+  if (self == NULL)
+    return NULL;
+  g_autofree gchar *dir = g_path_get_dirname (self);
+  g_autofree gchar *front = g_build_filename (dir, "datc", NULL);
+  g_autoptr (GError) error = NULL;
+  DatcFilePin *pin = datc_file_pin (front, &error);
+  if (pin == NULL)
+    g_debug ("datc: the front's pages are not kept in memory: %s", error->message);
+  else if (!datc_file_pin_locked (pin))
+    g_debug ("datc: %s mapped but not locked (RLIMIT_MEMLOCK)", front);
+  return pin;
 }
 
 /* The endpoint agents are told: the bound one, with the advertised host in
@@ -928,6 +949,8 @@ datc_run (const DatcRunOptions *o)
    * mmap_lock for writing, each a chance to wait behind khugepaged while
    * `datc status` waits behind it (malloctune.h). */
   (void) datc_malloc_tune_for_master ();
+  /* Before the load: a `datc status` may ask from its start. */
+  g_autoptr (DatcFilePin) front = pin_front ();
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcControl) control = NULL;
   g_autoptr (DatcRate) rate = NULL;
