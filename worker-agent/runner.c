@@ -324,6 +324,21 @@ run_task_free (RunTask *task)
   g_free (task);
 }
 
+/* A signal to the leader itself, in case it left its group (the group
+ * gets its own kill).  Through its pidfd, or, spawned by a slot thread
+ * (no pidfd: one file less to make and close per task), by pid: callers
+ * hold runner->lock and signal only a TASK_RUNNING leader, which its slot
+ * thread reaps only after marking it TASK_EXITED under that lock, so
+ * until then the pid is its, even as a zombie. */
+static void
+signal_leader (RunTask *task, int sig)
+{
+  if (task->pidfd >= 0)
+    pidfd_send_signal (task->pidfd, sig, NULL, 0);
+  else if (task->pid > 0)
+    kill (task->pid, sig);
+}
+
 static void slots_stop (DatcRunner *runner);
 
 void
@@ -565,7 +580,8 @@ fail:
 }
 
 /* Returns 0 with *pid and *pidfd set, or the errno of the failure (the
- * child, if any, already reaped). */
+ * child, if any, already reaped).  PIDFD NULL: no pidfd (slot threads,
+ * whose leaders are signalled by pid: see signal_leader). */
 static int
 spawn_request_on (guint8 *stack, gboolean masked, SpawnRequest *r, pid_t *pid, int *pidfd)
 {
@@ -576,9 +592,11 @@ spawn_request_on (guint8 *stack, gboolean masked, SpawnRequest *r, pid_t *pid, i
       pthread_sigmask (SIG_SETMASK, &all, &old);
     }
   r->err = 0;
-  *pidfd = -1;
-  pid_t child = clone (spawn_child, stack + CHILD_STACK_SIZE,
-                       CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, r, pidfd);
+  if (pidfd != NULL)
+    *pidfd = -1;
+  pid_t child
+      = clone (spawn_child, stack + CHILD_STACK_SIZE,
+               CLONE_VM | CLONE_VFORK | (pidfd != NULL ? CLONE_PIDFD : 0) | SIGCHLD, r, pidfd);
   int errsv = errno;
   if (!masked)
     pthread_sigmask (SIG_SETMASK, &old, NULL);
@@ -588,11 +606,12 @@ spawn_request_on (guint8 *stack, gboolean masked, SpawnRequest *r, pid_t *pid, i
     {
       while (waitpid (child, NULL, 0) < 0 && errno == EINTR)
         ;
-      close_fd (pidfd);
+      if (pidfd != NULL)
+        close_fd (pidfd);
       return r->err;
     }
   /* CLONE_PIDFD is new in Linux 5.2; an older kernel ignores the flag. */
-  if (*pidfd < 0)
+  if (pidfd != NULL && *pidfd < 0)
     *pidfd = pidfd_open (child, 0);
   *pid = child;
   return 0;
@@ -763,10 +782,12 @@ datc_runner_ask_short_slice (void)
  * reused pid.  Ready tasks hold their pipes: the agent reserves fds for
  * max_held tasks.
  *
+ * A slot thread's task has no pidfd: its thread waits by pid, and the
+ * leader is signalled by pid while it is TASK_RUNNING (signal_leader).
+ *
  * Who touches what.  Only the main thread touches the runner's tables,
  * the epoll set and the captures; a slot thread touches a task's pid,
- * pidfd, status and state, the ready queue and `ended`, under
- * runner->lock. */
+ * status and state, the ready queue and `ended`, under runner->lock. */
 
 /* The main thread, told of ended tasks in batches, collects them at the
  * latest this long after the first. */
@@ -838,19 +859,14 @@ slot_spawn (Slot *slot, RunTask *t)
   };
   t->started_us = g_get_real_time ();
   t->started_mono = g_get_monotonic_time ();
-  int rc = spawn_on (slot->stack, TRUE, &req, t->task_path, &t->pid, &t->pidfd);
+  int rc = spawn_on (slot->stack, TRUE, &req, t->task_path, &t->pid, NULL);
   if (rc == ENOEXEC && t->sh != NULL)
     {
       char *sh_argv[] = { (char *) "/bin/sh", (char *) "-c", t->sh, NULL };
       req.argv = sh_argv;
       req.file = "/bin/sh";
       req.search = NULL;
-      rc = spawn_request_on (slot->stack, TRUE, &req, &t->pid, &t->pidfd);
-    }
-  if (rc == 0 && t->pidfd < 0)
-    {
-      rc = errno != 0 ? errno : EINVAL;
-      task_kill_and_reap (t->pid, -1);
+      rc = spawn_request_on (slot->stack, TRUE, &req, &t->pid, NULL);
     }
   t->spawn_err = rc;
 }
@@ -873,13 +889,13 @@ slot_spawned (Slot *slot, RunTask *t)
   if (runner->quit)
     {
       kill (-t->pid, SIGKILL);
-      pidfd_send_signal (t->pidfd, SIGKILL, NULL, 0);
+      signal_leader (t, SIGKILL);
     }
   else if (t->stop != STOP_NONE)
     {
       /* stopped while it was being spawned */
       kill (-t->pid, SIGTERM);
-      pidfd_send_signal (t->pidfd, SIGTERM, NULL, 0);
+      signal_leader (t, SIGTERM);
       t->kill_at = g_get_monotonic_time () + (gint64) runner->kill_grace_ms * 1000;
     }
 }
@@ -1033,7 +1049,7 @@ slots_stop (DatcRunner *runner)
       if (t != NULL && t->state == TASK_RUNNING)
         {
           kill (-t->pid, SIGKILL);
-          pidfd_send_signal (t->pidfd, SIGKILL, NULL, 0);
+          signal_leader (t, SIGKILL);
         }
     }
   pthread_cond_broadcast (&runner->ready_cond);
@@ -1607,7 +1623,7 @@ task_stop (DatcRunner *runner, RunTask *task, StopReason reason, DatcTaskStatus 
         return;
     }
   kill (-task->pid, SIGTERM);
-  pidfd_send_signal (task->pidfd, SIGTERM, NULL, 0);
+  signal_leader (task, SIGTERM);
   task->kill_at = now + (gint64) runner->kill_grace_ms * 1000;
 }
 
@@ -1640,7 +1656,7 @@ enforce_deadlines (DatcRunner *runner)
       if (task->kill_at != 0 && now >= task->kill_at)
         {
           kill (-task->pid, SIGKILL);
-          pidfd_send_signal (task->pidfd, SIGKILL, NULL, 0);
+          signal_leader (task, SIGKILL);
           task->kill_at = 0;
         }
     }
