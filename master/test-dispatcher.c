@@ -149,6 +149,48 @@ test_end_game_no_copy (void)
   fake_campaign_free (c);
 }
 
+/* Five stragglers, two idle agents with three free slots each: the five
+ * are copied once each, none twice, in one turn (the candidates are worked
+ * out once per REPLICA_RECOMPUTE_US, and those copied meanwhile are
+ * marked, not removed). */
+static void
+test_end_game_copies_each_straggler_once (void)
+{
+  g_autofree gchar *bag = tasks (25, "");
+  FakeCampaign *c = fake_campaign_new (bag, 0);
+  FakeAgent *a = fake_agent_hello (c, "a", "s", "pa", "n1", 25, 0);
+  fake_agent_credit (a, 25);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (a), ==, 25);
+  for (guint64 id = 1; id <= 20; id++)
+    fake_agent_result (a, id, 1, 0, 100);
+  fake_campaign_turn (c);
+  fake_campaign_advance (c, 10 * G_USEC_PER_SEC);
+  FakeAgent *b = fake_agent_hello (c, "b", "s", "pb", "n2", 3, 0);
+  FakeAgent *d = fake_agent_hello (c, "d", "s", "pd", "n3", 3, 0);
+  fake_agent_credit (b, 3);
+  fake_agent_credit (d, 3);
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (b) + fake_agent_received (d), ==, 5);
+  guint copies[26] = { 0 };
+  FakeAgent *idle[] = { b, d };
+  for (guint i = 0; i < G_N_ELEMENTS (idle); i++)
+    for (guint j = 0; j < idle[i]->tasks->len; j++)
+      {
+        DatcTaskKey k = g_array_index (idle[i]->tasks, DatcTaskKey, j);
+        g_assert_cmpuint (k.id, >=, 21);
+        g_assert_cmpuint (k.id, <=, 25);
+        g_assert_cmpuint (k.attempt, ==, 2);
+        copies[k.id]++;
+      }
+  for (guint id = 21; id <= 25; id++)
+    g_assert_cmpuint (copies[id], ==, 1);
+  /* Another turn within the same list: nothing is copied again. */
+  fake_campaign_turn (c);
+  g_assert_cmpuint (fake_agent_received (b) + fake_agent_received (d), ==, 5);
+  fake_campaign_free (c);
+}
+
 /* Agent a on host n1 reports each of `runtimes_ms` as a failure (exit 1)
  * of its next task. */
 static void
@@ -315,6 +357,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dispatcher/walltime/a-task-goes-only-to-an-agent-it-fits", test_walltime_fit);
   g_test_add_func ("/dispatcher/end-game/a-straggler-is-copied-and-the-losing-copy-cancelled",
                    test_end_game_copy);
+  g_test_add_func ("/dispatcher/end-game/each-straggler-is-copied-once",
+                   test_end_game_copies_each_straggler_once);
   g_test_add_func ("/dispatcher/end-game/an-idle-agent-waits-for-the-copy-of-a-task-in-flight",
                    test_end_game_no_copy);
   g_test_add_func ("/dispatcher/nodes/three-fast-failures-drain-and-exclude-the-host",

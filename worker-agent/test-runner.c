@@ -841,6 +841,28 @@ test_timeout_kills_term_ignoring_task_after_grace (Fixture *f, gconstpointer dat
   assert_all_gone (pids);
 }
 
+/* A leader that leaves its own group (here: into this test's, which it may
+ * join, being in the same session) is out of reach of the group's kill:
+ * the runner signals the leader itself too (by pidfd, or by pid from a
+ * slot thread).  Without that, it would sleep on and exit 0. */
+static void
+test_timeout_reaches_a_leader_that_left_its_group (Fixture *f, gconstpointer data)
+{
+  g_autoptr (DatcTask) task
+      = task_new (1, "exec perl -e 'setpgrp (0, getpgrp (getppid ())) or die \"setpgrp: $!\"; "
+                     "$| = 1; print getpgrp (0), \"\\n\"; sleep 30'");
+  task->spec.timeout_ms = 300;
+  start (f, task);
+  run_until_results (f, 1);
+  DatcResult *r = g_ptr_array_index (f->results, 0);
+  g_autofree gchar *out = bytes_str (r->out);
+  g_assert_cmpuint (r->err != NULL ? g_bytes_get_size (r->err) : 0, ==, 0);
+  /* It did leave: its group is this process's. */
+  g_assert_cmpint (atoi (out), ==, getpgrp ());
+  g_assert_cmpint (r->status, ==, DATC_STATUS_TIMEOUT);
+  g_assert_cmpint (r->signal, ==, SIGTERM);
+}
+
 static void
 test_timeout_next_timeout_follows_deadlines (Fixture *f, gconstpointer data)
 {
@@ -1190,6 +1212,8 @@ main (int argc, char **argv)
        test_timeout_kills_term_ignoring_children_when_leader_dies);
   ADD ("/runner/timeout/kills-term-ignoring-task-after-grace",
        test_timeout_kills_term_ignoring_task_after_grace);
+  ADD ("/runner/timeout/reaches-a-leader-that-left-its-group",
+       test_timeout_reaches_a_leader_that_left_its_group);
   ADD ("/runner/timeout/next-timeout-follows-deadlines",
        test_timeout_next_timeout_follows_deadlines);
   ADD ("/runner/cancel/reports-cancelled", test_cancel_reports_cancelled);
