@@ -57,6 +57,9 @@ fake_campaign_new (const char *tasks, guint max_replicas)
   c->ledger = datc_ledger_open (c->dir, c->bag, "t.jsonl", "00", &lo, &error);
   g_assert_no_error (error);
   c->ctx = zmq_ctx_new ();
+  /* Room for a thousand agents and more (bench-endgame), each a socket:
+   * ZeroMQ's default is 1,023. */
+  zmq_ctx_set (c->ctx, ZMQ_MAX_SOCKETS, 4096);
   c->endpoint = g_strdup_printf ("inproc://datc-planner-%d", g_atomic_int_add (&serial, 1));
   /* Agents never go silent here unless a test says so: the clock jumps
    * minutes at a time. */
