@@ -16,7 +16,7 @@
  * and CPU; the commits and the fake agents' side are not timed.  Before this benchmark, step 2
  * removed each copied candidate from the front of the list (moving the rest) and each departure of
  * step 3 scanned every replicated task: 0.45-0.73 s stalls of `datc status` at the end of 10M x
- * 1,000 (benchmarks/README.md, "A stall at a campaign's end").
+ * 1,000 (benchmarks/README.md, "The front's pages, and a stall at a campaign's end").
  *
  *   bench-endgame [AGENTS [RUNNING [IDLE [SLOTS]]]]   (default 1000 64000 100 64) */
 #include <stdio.h>

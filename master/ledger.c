@@ -773,40 +773,33 @@ apply_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
     requeue_slot (l, id, t);
 }
 
-/* Drops the copies of replicated task `id` that `drop_copy` says to; TRUE
- * when none is left (the caller requeues it, outside any iteration). */
-typedef gboolean (*CopyDropFn) (DatcLedger *l, const Copy *c, guint32 idx, const char *site,
-                                const char *proxy);
-
+/* Whether copy `c` is on agent `idx`, or, when `idx` is G_MAXUINT32, on an
+ * agent of (site, proxy). */
 static gboolean
-drop_copies_of (DatcLedger *l, guint64 id, GArray *copies, CopyDropFn drop_copy, guint32 idx,
-                const char *site, const char *proxy)
+copy_dropped (DatcLedger *l, const Copy *c, guint32 idx, const char *site, const char *proxy)
+{
+  if (idx != G_MAXUINT32)
+    return c->agent == idx;
+  AgentInfo *a = c->agent < l->agents->len ? l->agents->pdata[c->agent] : NULL;
+  return a != NULL && g_str_equal (a->site, site) && g_str_equal (a->proxy, proxy);
+}
+
+/* Ends the copies of replicated task `id` that copy_dropped names; TRUE
+ * when none is left (the caller requeues it, outside any iteration). */
+static gboolean
+drop_copies_of (DatcLedger *l, guint64 id, GArray *copies, guint32 idx, const char *site,
+                const char *proxy)
 {
   for (guint i = copies->len; i-- > 0;)
     {
       const Copy *c = &g_array_index (copies, Copy, i);
-      if (drop_copy (l, c, idx, site, proxy))
+      if (copy_dropped (l, c, idx, site, proxy))
         {
           attempts_add (l, c->agent, id, -1);
           g_array_remove_index (copies, i);
         }
     }
   return copies->len == 0;
-}
-
-static gboolean
-copy_on_agent (DatcLedger *l, const Copy *c, guint32 idx, const char *site, const char *proxy)
-{
-  (void) l, (void) site, (void) proxy;
-  return c->agent == idx;
-}
-
-static gboolean
-copy_on_proxy (DatcLedger *l, const Copy *c, guint32 idx, const char *site, const char *proxy)
-{
-  (void) idx;
-  AgentInfo *a = c->agent < l->agents->len ? l->agents->pdata[c->agent] : NULL;
-  return a != NULL && g_str_equal (a->site, site) && g_str_equal (a->proxy, proxy);
 }
 
 /* Copies on agent `idx` end (their agent is gone), or, when `idx` is
@@ -821,7 +814,7 @@ copy_on_proxy (DatcLedger *l, const Copy *c, guint32 idx, const char *site, cons
  * builds those sets at its end.  Scanning every replicated task for each
  * departing agent cost 0.6 s of the master's loop when 1,000 agents left
  * at the end of a campaign with tens of thousands of copies
- * (benchmarks/README.md, "A stall at a campaign's end"). */
+ * (benchmarks/README.md, "The front's pages, and a stall at a campaign's end"). */
 static void
 drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char *proxy)
 {
@@ -830,7 +823,6 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
   if (idx != G_MAXUINT32
       && (idx >= l->attempts_on->len || g_array_index (l->attempts_on, guint32, idx) == 0))
     return;
-  CopyDropFn drop_copy = idx != G_MAXUINT32 ? copy_on_agent : copy_on_proxy;
   g_autoptr (GArray) emptied = g_array_new (FALSE, FALSE, sizeof (guint64));
   GHashTable *ids = idx != G_MAXUINT32 && !l->replaying && idx < l->tasks_on->len
                         ? l->tasks_on->pdata[idx]
@@ -852,7 +844,7 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
         {
           guint64 id = g_array_index (replicated, guint64, i);
           GArray *copies = copies_of (l, id, slot (l, id));
-          if (copies != NULL && drop_copies_of (l, id, copies, drop_copy, idx, site, proxy))
+          if (copies != NULL && drop_copies_of (l, id, copies, idx, site, proxy))
             g_array_append_val (emptied, id);
         }
     }
@@ -864,7 +856,7 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
           guint64 id = GPOINTER_TO_SIZE (k);
           if (idx == G_MAXUINT32 && !slot (l, id)->orphan)
             continue;
-          if (drop_copies_of (l, id, v, drop_copy, idx, site, proxy))
+          if (drop_copies_of (l, id, v, idx, site, proxy))
             g_array_append_val (emptied, id);
         }
     }

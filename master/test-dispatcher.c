@@ -74,21 +74,28 @@ test_walltime_fit (void)
   fake_campaign_free (c);
 }
 
-/* 21 tasks on agent a: the first 20 end after 100 ms each (the observed
- * run times the end game needs), the last keeps running. */
+/* `n` tasks on agent a: the first 20 end after 100 ms each (the observed
+ * run times the end game needs), the rest keep running. */
 static FakeCampaign *
-straggler (guint max_replicas, FakeAgent **a)
+stragglers (guint max_replicas, guint n, FakeAgent **a)
 {
-  g_autofree gchar *bag = tasks (21, "");
+  g_autofree gchar *bag = tasks (n, "");
   FakeCampaign *c = fake_campaign_new (bag, max_replicas);
-  *a = fake_agent_hello (c, "a", "s", "pa", "n1", 21, 0);
-  fake_agent_credit (*a, 21);
+  *a = fake_agent_hello (c, "a", "s", "pa", "n1", n, 0);
+  fake_agent_credit (*a, n);
   fake_campaign_turn (c);
-  g_assert_cmpuint (fake_agent_received (*a), ==, 21);
+  g_assert_cmpuint (fake_agent_received (*a), ==, n);
   for (guint64 id = 1; id <= 20; id++)
     fake_agent_result (*a, id, 1, 0, 100);
   fake_campaign_turn (c);
   return c;
+}
+
+/* Task 21 the one straggler. */
+static FakeCampaign *
+straggler (guint max_replicas, FakeAgent **a)
+{
+  return stragglers (max_replicas, 21, a);
 }
 
 static void
@@ -156,15 +163,8 @@ test_end_game_no_copy (void)
 static void
 test_end_game_copies_each_straggler_once (void)
 {
-  g_autofree gchar *bag = tasks (25, "");
-  FakeCampaign *c = fake_campaign_new (bag, 0);
-  FakeAgent *a = fake_agent_hello (c, "a", "s", "pa", "n1", 25, 0);
-  fake_agent_credit (a, 25);
-  fake_campaign_turn (c);
-  g_assert_cmpuint (fake_agent_received (a), ==, 25);
-  for (guint64 id = 1; id <= 20; id++)
-    fake_agent_result (a, id, 1, 0, 100);
-  fake_campaign_turn (c);
+  FakeAgent *a;
+  FakeCampaign *c = stragglers (0, 25, &a);
   fake_campaign_advance (c, 10 * G_USEC_PER_SEC);
   FakeAgent *b = fake_agent_hello (c, "b", "s", "pb", "n2", 3, 0);
   FakeAgent *d = fake_agent_hello (c, "d", "s", "pd", "n3", 3, 0);
