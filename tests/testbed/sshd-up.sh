@@ -95,16 +95,26 @@ if [ -s "$dir/sshd.pid" ] && is_our_sshd "$(cat "$dir/sshd.pid")" && [ -s "$dir/
 fi
 
 # ---- the login user ---------------------------------------------------
-if ! getent passwd "$user" >/dev/null; then
-  mkdir -p /var/lib/datc-testbed/home
-  # A parallel run may create it at the same moment: then it exists.
-  useradd --system --create-home --home-dir "/var/lib/datc-testbed/home/$user" \
-    --shell /bin/sh "$user" 2>/dev/null || getent passwd "$user" >/dev/null \
-    || die "cannot create user $user"
-fi
-case "$(getent shadow "$user" | cut -d: -f2)" in
-  '!'*) usermod -p '*' "$user" ;;
-esac
+# Under a lock: tests start sshds in parallel, and two useradds at once
+# once left the user with one uid and its home owned by another (uid 999,
+# the user 995: every workdir check on that home then refused it as
+# another user's).  The home is given back to the user if it is not its.
+home="/var/lib/datc-testbed/home/$user"
+mkdir -p /var/lib/datc-testbed/home
+{
+  flock 9
+  if ! getent passwd "$user" >/dev/null; then
+    useradd --system --create-home --home-dir "$home" --shell /bin/sh "$user" \
+      || die "cannot create user $user"
+  fi
+  uid=$(id -u "$user") gid=$(id -g "$user")
+  if [ -d "$home" ] && [ "$(stat -c %u:%g "$home")" != "$uid:$gid" ]; then
+    chown -R "$uid:$gid" "$home"
+  fi
+  case "$(getent shadow "$user" | cut -d: -f2)" in
+    '!'*) usermod -p '*' "$user" ;;
+  esac
+} 9>/var/lib/datc-testbed/home/.lock
 
 # ---- keys (kept across restarts) ----------------------------------------
 [ -s "$dir/ssh_host_ed25519_key" ] \
