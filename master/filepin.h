@@ -7,11 +7,10 @@
  * left idle for a minute) took them during the first campaign after a
  * build, and the `datc status` after that, reading its own code back from
  * a disk busy with the journal, took 558 ms (benchmarks/README.md, "The
- * front's pages, and a stall at a campaign's end").  A head node under memory pressure does the same to a
- * command run every few minutes.  So the master pins the front's file
- * while it runs (run.c): mapped, its pages are not reclaimed as unmapped
- * cache (a `pageout` of unmapped pages, POSIX_FADV_DONTNEED, a drop of
- * clean caches pass them by); locked too, when RLIMIT_MEMLOCK allows
+ * front's pages, and a stall at a campaign's end").  A head node under memory pressure does the
+ * same to a command run every few minutes.  So the master pins the front's file while it runs
+ * (run.c): mapped, its pages are not reclaimed as unmapped cache (a `pageout` of unmapped pages,
+ * POSIX_FADV_DONTNEED, a drop of clean caches pass them by); locked too, when RLIMIT_MEMLOCK allows
  * (the front is under 1 MiB; Debian's default limit is 8 MiB), they are
  * not reclaimed at all.
  *

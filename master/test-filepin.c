@@ -5,6 +5,7 @@
  * pages when it is not pinned, so "still resident" means the pin kept them.
  * Residency is read with mincore over a mapping that never touches them. */
 #include "filepin.h"
+#include "test-sanitizer.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
@@ -156,7 +157,9 @@ test_over_the_lock_limit_it_maps (Fixture *f, gconstpointer data)
   g_autoptr (GError) error = NULL;
   g_autoptr (DatcFilePin) pin = datc_file_pin (f->path, &error);
   g_assert_no_error (error);
-  g_assert_false (datc_file_pin_locked (pin));
+  /* Under AddressSanitizer mlock is a no-op that says yes. */
+  if (!DATC_TEST_UNDER_ASAN)
+    g_assert_false (datc_file_pin_locked (pin));
   drop (f->path);
   g_assert_cmpuint (resident_pages (f->path), ==, all);
 }

@@ -10,25 +10,17 @@
  * heap (brk) and on a second thread's (an arena of its own: mprotect and
  * madvise).  Each run is a subprocess: mallopt cannot be undone. */
 #include "malloctune.h"
+#include "test-sanitizer.h"
 
 #include <string.h>
 #include <sys/resource.h>
 
 /* AddressSanitizer brings its own allocator: mallopt is a no-op that says
  * no, and what is measured here is glibc's. */
-#if defined(__SANITIZE_ADDRESS__)
+#if DATC_TEST_UNDER_ASAN || !defined(__GLIBC__)
 #define ALLOCATOR_IS_GLIBC 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ALLOCATOR_IS_GLIBC 0
-#endif
-#endif
-#ifndef ALLOCATOR_IS_GLIBC
-#if defined(__GLIBC__)
-#define ALLOCATOR_IS_GLIBC 1
 #else
-#define ALLOCATOR_IS_GLIBC 0
-#endif
+#define ALLOCATOR_IS_GLIBC 1
 #endif
 
 #define BLOCKS 64
