@@ -773,48 +773,16 @@ apply_copy_end (DatcLedger *l, guint64 id, guint32 attempt)
     requeue_slot (l, id, t);
 }
 
-/* Whether copy `c` is on agent `idx`, or, when `idx` is G_MAXUINT32, on an
- * agent of (site, proxy). */
-static gboolean
-copy_dropped (DatcLedger *l, const Copy *c, guint32 idx, const char *site, const char *proxy)
-{
-  if (idx != G_MAXUINT32)
-    return c->agent == idx;
-  AgentInfo *a = c->agent < l->agents->len ? l->agents->pdata[c->agent] : NULL;
-  return a != NULL && g_str_equal (a->site, site) && g_str_equal (a->proxy, proxy);
-}
-
-/* Ends the copies of replicated task `id` that copy_dropped names; TRUE
- * when none is left (the caller requeues it, outside any iteration). */
-static gboolean
-drop_copies_of (DatcLedger *l, guint64 id, GArray *copies, guint32 idx, const char *site,
-                const char *proxy)
-{
-  for (guint i = copies->len; i-- > 0;)
-    {
-      const Copy *c = &g_array_index (copies, Copy, i);
-      if (copy_dropped (l, c, idx, site, proxy))
-        {
-          attempts_add (l, c->agent, id, -1);
-          g_array_remove_index (copies, i);
-        }
-    }
-  return copies->len == 0;
-}
-
 /* Copies on agent `idx` end (their agent is gone), or, when `idx` is
  * G_MAXUINT32, the copies of tasks waiting for re-attach that are on
  * agents of (site, proxy) (that proxy ended).  A task left without a copy
- * goes back to the queue.
- *
- * For one agent, only what it runs is looked at: nothing at all when it
- * runs nothing (as when a live master hands its tasks back before its
- * departure), else its set of tasks (tasks_on; the replicated ones among
- * them), and the whole side table of copies only during a replay, which
- * builds those sets at its end.  Scanning every replicated task for each
- * departing agent cost 0.6 s of the master's loop when 1,000 agents left
- * at the end of a campaign with tens of thousands of copies
- * (benchmarks/README.md, "The front's pages, and a stall at a campaign's end"). */
+ * goes back to the queue.  Scans only the replicated tasks, and for one
+ * agent only when it still has a live attempt: a live master hands a
+ * departing agent's tasks back first, so then there is nothing to drop.
+ * Scanning every replicated task for each departing agent cost 0.6 s of
+ * the master's loop when 1,000 agents left at the end of a campaign with
+ * tens of thousands of copies (benchmarks/README.md, "The front's pages,
+ * and a stall at a campaign's end"). */
 static void
 drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char *proxy)
 {
@@ -824,40 +792,31 @@ drop_copies_of_agents (DatcLedger *l, guint32 idx, const char *site, const char 
       && (idx >= l->attempts_on->len || g_array_index (l->attempts_on, guint32, idx) == 0))
     return;
   g_autoptr (GArray) emptied = g_array_new (FALSE, FALSE, sizeof (guint64));
-  GHashTable *ids = idx != G_MAXUINT32 && !l->replaying && idx < l->tasks_on->len
-                        ? l->tasks_on->pdata[idx]
-                        : NULL;
   GHashTableIter it;
   gpointer k, v;
-  if (ids != NULL)
+  g_hash_table_iter_init (&it, l->replicas);
+  while (g_hash_table_iter_next (&it, &k, &v))
     {
-      /* Collected first: dropping a copy changes this agent's set. */
-      g_autoptr (GArray) replicated = g_array_new (FALSE, FALSE, sizeof (guint64));
-      g_hash_table_iter_init (&it, ids);
-      while (g_hash_table_iter_next (&it, &k, NULL))
+      GArray *copies = v;
+      if (idx == G_MAXUINT32 && !slot (l, GPOINTER_TO_SIZE (k))->orphan)
+        continue;
+      for (guint i = copies->len; i-- > 0;)
+        {
+          guint32 agent = g_array_index (copies, Copy, i).agent;
+          AgentInfo *a = agent < l->agents->len ? l->agents->pdata[agent] : NULL;
+          gboolean drop = idx != G_MAXUINT32 ? agent == idx
+                                             : a != NULL && g_str_equal (a->site, site)
+                                                   && g_str_equal (a->proxy, proxy);
+          if (drop)
+            {
+              attempts_add (l, agent, GPOINTER_TO_SIZE (k), -1);
+              g_array_remove_index (copies, i);
+            }
+        }
+      if (copies->len == 0)
         {
           guint64 id = GPOINTER_TO_SIZE (k);
-          if (slot (l, id)->replicated)
-            g_array_append_val (replicated, id);
-        }
-      for (guint i = 0; i < replicated->len; i++)
-        {
-          guint64 id = g_array_index (replicated, guint64, i);
-          GArray *copies = copies_of (l, id, slot (l, id));
-          if (copies != NULL && drop_copies_of (l, id, copies, idx, site, proxy))
-            g_array_append_val (emptied, id);
-        }
-    }
-  else
-    {
-      g_hash_table_iter_init (&it, l->replicas);
-      while (g_hash_table_iter_next (&it, &k, &v))
-        {
-          guint64 id = GPOINTER_TO_SIZE (k);
-          if (idx == G_MAXUINT32 && !slot (l, id)->orphan)
-            continue;
-          if (drop_copies_of (l, id, v, idx, site, proxy))
-            g_array_append_val (emptied, id);
+          g_array_append_val (emptied, id);
         }
     }
   for (guint i = 0; i < emptied->len; i++)
